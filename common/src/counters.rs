@@ -1,0 +1,164 @@
+//! The counter table: the only place counter names, kinds and descriptions live.
+//!
+//! The daemon writes values by [`C`] index; the segment carries a copy of this
+//! table (see [`crate::segment`]) so readers built from another version still
+//! show the right labels. Names follow Varnish 7.1 (`MAIN.*`, `MGT.*`), so
+//! dashboards built for varnishstat keep working. Note: the issue that asked
+//! for these listed `MAIN.sess_drop`; Varnish 7 calls it `MAIN.sess_dropped`
+//! and we follow Varnish.
+
+/// Counter (monotonic) or gauge (goes up and down); varnishstat's `flag`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+}
+
+impl Kind {
+    /// The one-letter code used in the segment and in `cache-stat -j`.
+    pub fn code(self) -> u8 {
+        match self {
+            Kind::Counter => b'c',
+            Kind::Gauge => b'g',
+        }
+    }
+    pub fn from_code(c: u8) -> Option<Kind> {
+        match c {
+            b'c' => Some(Kind::Counter),
+            b'g' => Some(Kind::Gauge),
+            _ => None,
+        }
+    }
+}
+
+/// Verbosity level: INFO < DIAG < DEBUG.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Info = 0,
+    Diag = 1,
+    Debug = 2,
+}
+
+impl Level {
+    pub fn from_code(c: u8) -> Option<Level> {
+        match c {
+            0 => Some(Level::Info),
+            1 => Some(Level::Diag),
+            2 => Some(Level::Debug),
+            _ => None,
+        }
+    }
+}
+
+/// How a value is shown: integer, bytes or duration (varnishstat's `format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Integer,
+    Bytes,
+    Duration,
+}
+
+impl Format {
+    pub fn code(self) -> u8 {
+        match self {
+            Format::Integer => b'i',
+            Format::Bytes => b'B',
+            Format::Duration => b'd',
+        }
+    }
+    pub fn from_code(c: u8) -> Option<Format> {
+        match c {
+            b'i' => Some(Format::Integer),
+            b'B' => Some(Format::Bytes),
+            b'd' => Some(Format::Duration),
+            _ => None,
+        }
+    }
+}
+
+/// One row of the counter table.
+#[derive(Clone, Copy, Debug)]
+pub struct CounterDef {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub level: Level,
+    pub format: Format,
+    pub description: &'static str,
+}
+
+macro_rules! counter_table {
+    ($( $id:ident => $name:literal, $kind:ident, $level:ident, $fmt:ident, $desc:literal; )*) => {
+        /// Index of a counter in [`TABLE`] and in the segment.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(u16)]
+        pub enum C { $($id,)* }
+
+        /// Every counter, in segment order.
+        pub static TABLE: &[CounterDef] = &[
+            $( CounterDef {
+                name: $name,
+                kind: Kind::$kind,
+                level: Level::$level,
+                format: Format::$fmt,
+                description: $desc,
+            }, )*
+        ];
+    };
+}
+
+counter_table! {
+    MgtUptime => "MGT.uptime", Counter, Info, Duration, "Management process uptime";
+    MainUptime => "MAIN.uptime", Counter, Info, Duration, "Child process uptime";
+    SessConn => "MAIN.sess_conn", Counter, Info, Integer, "Sessions accepted";
+    SessFail => "MAIN.sess_fail", Counter, Info, Integer, "Session accept failures";
+    SessDropped => "MAIN.sess_dropped", Counter, Info, Integer, "Sessions dropped for lack of a worker";
+    SessClosed => "MAIN.sess_closed", Counter, Info, Integer, "Session Closed";
+    SessClosedErr => "MAIN.sess_closed_err", Counter, Info, Integer, "Session Closed with error";
+    ClientReq400 => "MAIN.client_req_400", Counter, Info, Integer, "Client requests received, subject to 400 errors";
+    ClientReq => "MAIN.client_req", Counter, Info, Integer, "Good client requests received";
+    BackendConn => "MAIN.backend_conn", Counter, Info, Integer, "Backend conn. success";
+    BackendFail => "MAIN.backend_fail", Counter, Info, Integer, "Backend conn. failures";
+    BackendReuse => "MAIN.backend_reuse", Counter, Info, Integer, "Backend conn. reuses";
+    BackendRecycle => "MAIN.backend_recycle", Counter, Info, Integer, "Backend conn. recycles";
+    BackendReq => "MAIN.backend_req", Counter, Info, Integer, "Backend requests made";
+    FetchFailed => "MAIN.fetch_failed", Counter, Info, Integer, "Fetch failed (all causes)";
+    SSess => "MAIN.s_sess", Counter, Info, Integer, "Total sessions seen";
+    SSynth => "MAIN.s_synth", Counter, Info, Integer, "Total synthetic responses made";
+    SReqHdrbytes => "MAIN.s_req_hdrbytes", Counter, Info, Bytes, "Request header bytes";
+    SReqBodybytes => "MAIN.s_req_bodybytes", Counter, Info, Bytes, "Request body bytes";
+    SRespHdrbytes => "MAIN.s_resp_hdrbytes", Counter, Info, Bytes, "Response header bytes";
+    SRespBodybytes => "MAIN.s_resp_bodybytes", Counter, Info, Bytes, "Response body bytes";
+    NObject => "MAIN.n_object", Gauge, Info, Integer, "object structs made";
+    NBackend => "MAIN.n_backend", Gauge, Info, Integer, "Number of backends";
+    ShmRecords => "MAIN.shm_records", Counter, Diag, Integer, "SHM records";
+    ShmWrites => "MAIN.shm_writes", Counter, Diag, Integer, "SHM writes";
+    ShmCycles => "MAIN.shm_cycles", Counter, Diag, Integer, "SHM cycles through buffer";
+}
+
+impl C {
+    pub fn def(self) -> &'static CounterDef {
+        &TABLE[self as usize]
+    }
+}
+
+/// Longest name and description the segment stores; checked by a test.
+pub const NAME_MAX: usize = 63;
+pub const DESC_MAX: usize = 187;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_fits_the_segment_and_names_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for d in TABLE {
+            assert!(d.name.len() <= NAME_MAX, "{}", d.name);
+            assert!(d.description.len() <= DESC_MAX, "{}", d.name);
+            assert!(d.name.is_ascii() && !d.name.contains(' '), "{}", d.name);
+            assert!(seen.insert(d.name), "duplicate {}", d.name);
+        }
+        assert_eq!(C::MainUptime.def().name, "MAIN.uptime");
+        assert_eq!(C::ShmCycles as usize, TABLE.len() - 1);
+    }
+}

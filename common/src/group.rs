@@ -1,0 +1,347 @@
+//! Transaction grouping for the log readers (varnishlog's `-g`).
+//!
+//! Records arrive in ring order: each transaction's records together (the
+//! daemon appends a transaction in one batch), transactions interleaved. The
+//! grouper collects records per vxid until `End`, then hands out:
+//! * `raw`: every record alone (level 0);
+//! * `vxid`: each transaction alone (level 1);
+//! * `request`: a client request (level 1) followed by the backend requests
+//!   it links to (level 2). A backend transaction usually ends before its
+//!   client request does, so it waits for its parent; a request waits for
+//!   the children it links to. Anything left waiting longer than the timeout
+//!   (or at a flush) is emitted with what has arrived.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crate::vsl::{Record, Side, Tag};
+
+/// The `-g` modes supported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grouping {
+    Raw,
+    Vxid,
+    Request,
+}
+
+impl std::str::FromStr for Grouping {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Grouping, String> {
+        match s {
+            "raw" => Ok(Grouping::Raw),
+            "vxid" => Ok(Grouping::Vxid),
+            "request" => Ok(Grouping::Request),
+            "session" => Err("grouping \"session\" is not supported yet; use raw, vxid or request".into()),
+            _ => Err(format!("unknown grouping \"{s}\"; use raw, vxid or request")),
+        }
+    }
+}
+
+/// A record copied out of the ring.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnedRecord {
+    pub tag: Tag,
+    pub side: Side,
+    pub vxid: u32,
+    pub payload: Vec<u8>,
+}
+
+impl OwnedRecord {
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.payload)
+    }
+}
+
+impl From<&Record<'_>> for OwnedRecord {
+    fn from(r: &Record<'_>) -> OwnedRecord {
+        OwnedRecord { tag: r.tag, side: r.side, vxid: r.vxid, payload: r.payload.to_vec() }
+    }
+}
+
+/// Transaction type, from its `Begin` record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxKind {
+    Session,
+    Request,
+    BeReq,
+    /// A raw record, or a transaction whose Begin was not seen.
+    Record,
+}
+
+impl TxKind {
+    /// varnishlog's group header label.
+    pub fn label(self) -> &'static str {
+        match self {
+            TxKind::Session => "Session",
+            TxKind::Request => "Request",
+            TxKind::BeReq => "BeReq",
+            TxKind::Record => "Record",
+        }
+    }
+}
+
+/// One transaction.
+#[derive(Clone, Debug)]
+pub struct Tx {
+    pub vxid: u32,
+    pub kind: TxKind,
+    pub parent: u32,
+    pub records: Vec<OwnedRecord>,
+    /// vxids named by this transaction's `Link` records.
+    pub links: Vec<u32>,
+    pub complete: bool,
+    seen: Instant,
+}
+
+impl Tx {
+    fn new(vxid: u32, now: Instant) -> Tx {
+        Tx { vxid, kind: TxKind::Record, parent: 0, records: Vec::new(), links: Vec::new(), complete: false, seen: now }
+    }
+
+    /// First record with this tag.
+    pub fn find(&self, tag: Tag) -> Option<&OwnedRecord> {
+        self.records.iter().find(|r| r.tag == tag)
+    }
+
+    /// True if the transaction is a client one (its records carry `C`).
+    pub fn is_client(&self) -> bool {
+        self.records.iter().any(|r| r.side == Side::Client)
+    }
+}
+
+/// What the grouper hands out: transactions with their nesting level.
+#[derive(Clone, Debug)]
+pub struct Group {
+    pub txs: Vec<(usize, Tx)>,
+}
+
+/// Assembles records into groups.
+pub struct Grouper {
+    mode: Grouping,
+    open: HashMap<u32, Tx>,
+    /// Finished requests waiting for linked children.
+    waiting: HashMap<u32, Tx>,
+    /// Finished children waiting for their parent, by child vxid.
+    orphans: HashMap<u32, Tx>,
+}
+
+impl Grouper {
+    pub fn new(mode: Grouping) -> Grouper {
+        Grouper { mode, open: HashMap::new(), waiting: HashMap::new(), orphans: HashMap::new() }
+    }
+
+    /// Transactions held back, not yet handed out.
+    pub fn pending(&self) -> usize {
+        self.open.len() + self.waiting.len() + self.orphans.len()
+    }
+
+    /// Feed one record; finished groups are pushed to `out`.
+    pub fn feed(&mut self, rec: &Record<'_>, now: Instant, out: &mut Vec<Group>) {
+        if self.mode == Grouping::Raw || rec.vxid == 0 {
+            if self.mode == Grouping::Raw {
+                let mut tx = Tx::new(rec.vxid, now);
+                tx.records.push(rec.into());
+                tx.complete = true;
+                out.push(Group { txs: vec![(0, tx)] });
+            }
+            return;
+        }
+        let tx = self.open.entry(rec.vxid).or_insert_with(|| Tx::new(rec.vxid, now));
+        match rec.tag {
+            Tag::Begin => {
+                let mut f = rec.payload.split(|&b| b == b' ');
+                tx.kind = match f.next() {
+                    Some(b"sess") => TxKind::Session,
+                    Some(b"req") => TxKind::Request,
+                    Some(b"bereq") => TxKind::BeReq,
+                    _ => TxKind::Record,
+                };
+                tx.parent = f.next().and_then(|p| std::str::from_utf8(p).ok()?.parse().ok()).unwrap_or(0);
+            }
+            Tag::Link => {
+                if let Some(c) = rec.payload.split(|&b| b == b' ').nth(1) {
+                    if let Some(c) = std::str::from_utf8(c).ok().and_then(|c| c.parse().ok()) {
+                        tx.links.push(c);
+                    }
+                }
+            }
+            _ => {}
+        }
+        tx.records.push(rec.into());
+        if rec.tag == Tag::End {
+            if let Some(mut tx) = self.open.remove(&rec.vxid) {
+                tx.complete = true;
+                self.finished(tx, out);
+            }
+        }
+    }
+
+    fn finished(&mut self, tx: Tx, out: &mut Vec<Group>) {
+        if self.mode == Grouping::Vxid {
+            out.push(Group { txs: vec![(1, tx)] });
+            return;
+        }
+        match tx.kind {
+            // Sessions are not part of request grouping.
+            TxKind::Session => {}
+            TxKind::BeReq | TxKind::Request if self.waiting.contains_key(&tx.parent) => {
+                let parent = tx.parent;
+                self.orphans.insert(tx.vxid, tx);
+                self.try_emit(parent, out);
+            }
+            TxKind::BeReq => {
+                self.orphans.insert(tx.vxid, tx);
+            }
+            TxKind::Request | TxKind::Record => {
+                let vxid = tx.vxid;
+                self.waiting.insert(vxid, tx);
+                self.try_emit(vxid, out);
+            }
+        }
+    }
+
+    /// Emit request `vxid` if every child it links to has arrived.
+    fn try_emit(&mut self, vxid: u32, out: &mut Vec<Group>) {
+        let ready = match self.waiting.get(&vxid) {
+            Some(tx) => tx.links.iter().all(|c| self.orphans.contains_key(c)),
+            None => false,
+        };
+        if ready {
+            if let Some(tx) = self.waiting.remove(&vxid) {
+                out.push(self.assemble(tx));
+            }
+        }
+    }
+
+    fn assemble(&mut self, root: Tx) -> Group {
+        let mut txs = Vec::new();
+        let links = root.links.clone();
+        txs.push((1, root));
+        for c in links {
+            if let Some(child) = self.orphans.remove(&c) {
+                txs.push((2, child));
+            }
+        }
+        Group { txs }
+    }
+
+    /// Emit everything that waited longer than `timeout` (varnishlog `-T`).
+    pub fn expire(&mut self, now: Instant, timeout: Duration, out: &mut Vec<Group>) {
+        let old = |t: &Tx| now.duration_since(t.seen) >= timeout;
+        let roots: Vec<u32> = self.waiting.values().filter(|t| old(t)).map(|t| t.vxid).collect();
+        for v in roots {
+            if let Some(tx) = self.waiting.remove(&v) {
+                out.push(self.assemble(tx));
+            }
+        }
+        let lone: Vec<u32> = self.orphans.values().filter(|t| old(t)).map(|t| t.vxid).collect();
+        for v in lone {
+            if let Some(tx) = self.orphans.remove(&v) {
+                out.push(Group { txs: vec![(1, tx)] });
+            }
+        }
+        let open: Vec<u32> = self.open.values().filter(|t| old(t)).map(|t| t.vxid).collect();
+        for v in open {
+            if let Some(tx) = self.open.remove(&v) {
+                self.finished(tx, out);
+            }
+        }
+    }
+
+    /// Emit everything held, in vxid order (end of a dump, or an overrun).
+    pub fn flush(&mut self, out: &mut Vec<Group>) {
+        let mut open: Vec<Tx> = self.open.drain().map(|(_, t)| t).collect();
+        open.sort_by_key(|t| t.vxid);
+        for tx in open {
+            self.finished(tx, out);
+        }
+        let mut roots: Vec<Tx> = self.waiting.drain().map(|(_, t)| t).collect();
+        roots.sort_by_key(|t| t.vxid);
+        for tx in roots {
+            out.push(self.assemble(tx));
+        }
+        let mut lone: Vec<Tx> = self.orphans.drain().map(|(_, t)| t).collect();
+        lone.sort_by_key(|t| t.vxid);
+        out.extend(lone.into_iter().map(|t| Group { txs: vec![(1, t)] }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vsl::{Batch, Records};
+
+    fn feed_all(g: &mut Grouper, b: &Batch, out: &mut Vec<Group>) {
+        let now = Instant::now();
+        for r in Records::new(b.as_bytes()) {
+            g.feed(&r, now, out);
+        }
+    }
+
+    fn tx(kind: &str, vxid: u32, parent: u32, side: Side, link: Option<u32>) -> Batch {
+        let mut b = Batch::new();
+        b.recf(Tag::Begin, side, vxid, format_args!("{kind} {parent} rxreq"));
+        if let Some(c) = link {
+            b.recf(Tag::Link, side, vxid, format_args!("bereq {c} fetch"));
+        }
+        b.rec(Tag::End, side, vxid, b"");
+        b
+    }
+
+    #[test]
+    fn request_waits_for_its_backend_request_and_vice_versa() {
+        let mut g = Grouper::new(Grouping::Request);
+        let mut out = Vec::new();
+        // Backend first (the usual order), then the request.
+        feed_all(&mut g, &tx("bereq", 3, 2, Side::Backend, None), &mut out);
+        assert!(out.is_empty());
+        feed_all(&mut g, &tx("req", 2, 1, Side::Client, Some(3)), &mut out);
+        assert_eq!(out.len(), 1);
+        let levels: Vec<_> = out[0].txs.iter().map(|(l, t)| (*l, t.vxid, t.kind)).collect();
+        assert_eq!(levels, vec![(1, 2, TxKind::Request), (2, 3, TxKind::BeReq)]);
+        // Request first, then its backend request.
+        out.clear();
+        feed_all(&mut g, &tx("req", 5, 4, Side::Client, Some(6)), &mut out);
+        assert!(out.is_empty());
+        feed_all(&mut g, &tx("bereq", 6, 5, Side::Backend, None), &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].txs.len(), 2);
+        // Sessions are dropped in request mode.
+        out.clear();
+        feed_all(&mut g, &tx("sess", 1, 0, Side::Client, None), &mut out);
+        assert!(out.is_empty());
+        assert_eq!(g.pending(), 0);
+    }
+
+    #[test]
+    fn vxid_and_raw_modes() {
+        let mut out = Vec::new();
+        let mut g = Grouper::new(Grouping::Vxid);
+        feed_all(&mut g, &tx("req", 2, 1, Side::Client, Some(3)), &mut out);
+        assert_eq!(out.len(), 1);
+        let mut g = Grouper::new(Grouping::Raw);
+        out.clear();
+        feed_all(&mut g, &tx("req", 2, 1, Side::Client, Some(3)), &mut out);
+        assert_eq!(out.len(), 3);
+    }
+
+    #[test]
+    fn flush_hands_out_what_waits() {
+        let mut g = Grouper::new(Grouping::Request);
+        let mut out = Vec::new();
+        feed_all(&mut g, &tx("req", 5, 4, Side::Client, Some(6)), &mut out);
+        let mut half = Batch::new();
+        half.rec(Tag::Begin, Side::Client, 9, b"req 1 rxreq");
+        feed_all(&mut g, &half, &mut out);
+        assert!(out.is_empty());
+        g.flush(&mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!(g.pending(), 0);
+    }
+
+    #[test]
+    fn grouping_names() {
+        assert_eq!("request".parse::<Grouping>(), Ok(Grouping::Request));
+        assert!("bogus".parse::<Grouping>().is_err());
+    }
+}

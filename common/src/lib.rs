@@ -1,0 +1,19 @@
+//! cachekit's shared library: every byte two cachekit processes share.
+//!
+//! * [`instance`] resolves `-n NAME` to an instance directory.
+//! * [`counters`] is the one static counter table (names, kinds, descriptions).
+//! * [`segment`] lays out the shared-memory segment (header, counter names,
+//!   counter values, log ring) and attaches readers to it.
+//! * [`ring`] is the log ring: batched appends by the daemon, torn-free
+//!   polling by readers.
+//! * [`vsl`] holds log tags and the record encoding (Varnish 7.0–7.2 layout).
+//! * [`group`] assembles records into transactions for the log readers.
+//! * [`glob`] is the fnmatch-style matcher varnishstat's `-f` uses.
+
+pub mod counters;
+pub mod glob;
+pub mod group;
+pub mod instance;
+pub mod ring;
+pub mod segment;
+pub mod vsl;

@@ -1,0 +1,657 @@
+//! The shared-memory segment: a memory-mapped file in the instance directory.
+//!
+//! Why a file-backed mmap and not the `shared_memory` crate: readers must find
+//! the segment from the instance directory alone, tell a segment replaced by a
+//! restarted daemon (a new inode) from the one they hold, and keep reading a
+//! segment whose daemon died; a plain file with `memmap2` gives all three
+//! with the file system's own semantics (as Varnish's `_.vsm_*` files do),
+//! while `shared_memory`'s OS ids and owner-unlinks-on-drop model would add a
+//! second name to keep in step and give none of them.
+//!
+//! Layout (native-endian; offsets in bytes):
+//!
+//! | off | field |
+//! |-----|-------|
+//! | 0   | magic `CKITSEG\0` |
+//! | 8   | layout version (u32) |
+//! | 12  | header size (u32) = 128 |
+//! | 16  | creator pid (u32) |
+//! | 20  | state (u32): 0 starting, 1 running, 2 stopped |
+//! | 24  | generation (u64): one more than the segment it replaced |
+//! | 32  | creation time, ms since the epoch (u64) |
+//! | 40  | heartbeat, ms since the epoch (u64), updated every second |
+//! | 48  | counter names offset (u64) |
+//! | 56  | counter count (u32) |
+//! | 60  | value shards (u32) |
+//! | 64  | counter values offset (u64) |
+//! | 72  | shard stride in bytes (u64) |
+//! | 80  | log section offset (u64) |
+//! | 88  | log section length (u64) |
+//! | 96  | file length (u64) |
+//!
+//! Counter names: one 256-byte entry per counter: name (64, NUL padded),
+//! kind, level, format, 0, description (188, NUL padded).
+//! Counter values: `shards` arrays of u64, each `stride` bytes (a multiple of
+//! 64). Each writer thread adds to its own shard, so hot-path increments never
+//! share a cache line between cores; readers sum the shards (wrapping).
+//! The log section is described in [`crate::ring`].
+
+use std::cell::Cell;
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use memmap2::{Mmap, MmapMut, MmapOptions};
+
+use crate::counters::{self, Format, Kind, Level, C};
+use crate::instance;
+use crate::ring::{self, RawRing};
+
+pub const MAGIC: [u8; 8] = *b"CKITSEG\0";
+pub const LAYOUT_VERSION: u32 = 1;
+pub const HEADER_SIZE: usize = 128;
+pub const NAME_ENTRY: usize = 256;
+/// Value shards: shard 0 is shared (set values and threads past the last
+/// private shard); shards 1.. are owned by one thread each.
+pub const SHARDS: usize = 16;
+
+pub const STATE_STARTING: u32 = 0;
+pub const STATE_RUNNING: u32 = 1;
+pub const STATE_STOPPED: u32 = 2;
+
+const OFF_VERSION: usize = 8;
+const OFF_HDRSIZE: usize = 12;
+const OFF_PID: usize = 16;
+const OFF_STATE: usize = 20;
+const OFF_GENERATION: usize = 24;
+const OFF_CREATED: usize = 32;
+const OFF_HEARTBEAT: usize = 40;
+const OFF_NAMES: usize = 48;
+const OFF_NCOUNTERS: usize = 56;
+const OFF_NSHARDS: usize = 60;
+const OFF_VALUES: usize = 64;
+const OFF_STRIDE: usize = 72;
+const OFF_LOG: usize = 80;
+const OFF_LOGLEN: usize = 88;
+const OFF_FILELEN: usize = 96;
+
+/// Why a segment could not be created or attached. Every message names the
+/// instance directory.
+#[derive(Debug, thiserror::Error)]
+pub enum SegmentError {
+    #[error("no cache-d segment in {dir} (is cache-d running with -n {dir}?)")]
+    Missing { dir: PathBuf },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("segment in {dir} is truncated ({len} bytes): not a cachekit segment, or corrupt")]
+    Truncated { dir: PathBuf, len: u64 },
+    #[error("segment in {dir} is not a cachekit segment (wrong magic)")]
+    BadMagic { dir: PathBuf },
+    #[error("segment in {dir} has layout version {found}, this program reads version {want}: use tools from the same release as cache-d")]
+    Version { dir: PathBuf, found: u32, want: u32 },
+    #[error("segment in {dir} is corrupt: {what}")]
+    Corrupt { dir: PathBuf, what: String },
+    #[error("segment in {dir} is stale: cache-d (pid {pid}) is no longer running")]
+    Stale { dir: PathBuf, pid: u32 },
+    #[error("cache-d in {dir} has stopped")]
+    Stopped { dir: PathBuf },
+    #[error("another cache-d (pid {pid}) is running with instance dir {dir}")]
+    InUse { dir: PathBuf, pid: u32 },
+}
+
+impl SegmentError {
+    /// True for conditions a patient reader waits out (no daemon yet).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, SegmentError::Missing { .. } | SegmentError::Stale { .. } | SegmentError::Stopped { .. })
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SegmentError + '_ {
+    move |source| SegmentError::Io { path: path.to_path_buf(), source }
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+fn pid_alive(pid: u32) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 only checks for existence and permission.
+    let r = unsafe { libc::kill(pid as i32, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Section offsets for a segment holding `n` counters and a ring of `ring` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub names: usize,
+    pub n_counters: usize,
+    pub values: usize,
+    pub stride: usize,
+    pub log: usize,
+    pub log_len: usize,
+    pub file_len: usize,
+}
+
+impl Layout {
+    pub fn new(n_counters: usize, ring: u64) -> Layout {
+        let names = HEADER_SIZE;
+        let values = (names + n_counters * NAME_ENTRY).next_multiple_of(64);
+        let stride = (n_counters * 8).next_multiple_of(64);
+        let log = (values + SHARDS * stride).next_multiple_of(4096);
+        let log_len = ring::LOG_HEADER + ring as usize;
+        Layout { names, n_counters, values, stride, log, log_len, file_len: log + log_len }
+    }
+}
+
+/// Bytes of the header for `layout`, as the daemon writes them.
+pub fn encode_header(layout: &Layout, pid: u32, generation: u64, created_ms: u64) -> [u8; HEADER_SIZE] {
+    let mut h = [0u8; HEADER_SIZE];
+    h[0..8].copy_from_slice(&MAGIC);
+    h[OFF_VERSION..OFF_VERSION + 4].copy_from_slice(&LAYOUT_VERSION.to_ne_bytes());
+    h[OFF_HDRSIZE..OFF_HDRSIZE + 4].copy_from_slice(&(HEADER_SIZE as u32).to_ne_bytes());
+    h[OFF_PID..OFF_PID + 4].copy_from_slice(&pid.to_ne_bytes());
+    h[OFF_STATE..OFF_STATE + 4].copy_from_slice(&STATE_STARTING.to_ne_bytes());
+    let u64s = [
+        (OFF_GENERATION, generation),
+        (OFF_CREATED, created_ms),
+        (OFF_HEARTBEAT, created_ms),
+        (OFF_NAMES, layout.names as u64),
+        (OFF_VALUES, layout.values as u64),
+        (OFF_STRIDE, layout.stride as u64),
+        (OFF_LOG, layout.log as u64),
+        (OFF_LOGLEN, layout.log_len as u64),
+        (OFF_FILELEN, layout.file_len as u64),
+    ];
+    for (off, v) in u64s {
+        h[off..off + 8].copy_from_slice(&v.to_ne_bytes());
+    }
+    h[OFF_NCOUNTERS..OFF_NCOUNTERS + 4].copy_from_slice(&(layout.n_counters as u32).to_ne_bytes());
+    h[OFF_NSHARDS..OFF_NSHARDS + 4].copy_from_slice(&(SHARDS as u32).to_ne_bytes());
+    h
+}
+
+fn encode_name(def: &counters::CounterDef) -> [u8; NAME_ENTRY] {
+    let mut e = [0u8; NAME_ENTRY];
+    let name = &def.name.as_bytes()[..def.name.len().min(counters::NAME_MAX)];
+    e[..name.len()].copy_from_slice(name);
+    e[64] = def.kind.code();
+    e[65] = def.level as u8;
+    e[66] = def.format.code();
+    let desc = &def.description.as_bytes()[..def.description.len().min(counters::DESC_MAX)];
+    e[68..68 + desc.len()].copy_from_slice(desc);
+    e
+}
+
+fn rd_u32(b: &[u8], off: usize) -> u32 {
+    u32::from_ne_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+fn rd_u64(b: &[u8], off: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[off..off + 8]);
+    u64::from_ne_bytes(a)
+}
+
+// ---------------------------------------------------------------- writer
+
+/// The daemon's side: creates the segment and writes counters and the log.
+pub struct SegmentWriter {
+    map: MmapMut,
+    dir: PathBuf,
+    path: PathBuf,
+    layout: Layout,
+    inode: u64,
+    log: ring::Writer,
+}
+
+// SAFETY: the mapping is only mutated through atomics and the ring writer,
+// which serialises its own writes.
+unsafe impl Send for SegmentWriter {}
+unsafe impl Sync for SegmentWriter {}
+
+impl SegmentWriter {
+    /// Create the segment for instance `dir` with a log ring of about
+    /// `ring_bytes`, replacing a stale one. Fails if a live daemon owns it.
+    pub fn create(dir: &Path, ring_bytes: u64) -> Result<SegmentWriter, SegmentError> {
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let path = instance::segment_path(dir);
+        let generation = match Segment::open(dir) {
+            Ok(old) => {
+                let pid = old.pid();
+                if old.state() != STATE_STOPPED && pid_alive(pid) && pid != std::process::id() {
+                    return Err(SegmentError::InUse { dir: dir.to_path_buf(), pid });
+                }
+                old.generation() + 1
+            }
+            Err(SegmentError::Stale { .. }) | Err(SegmentError::Stopped { .. }) => {
+                Segment::peek_generation(&path).unwrap_or(0) + 1
+            }
+            Err(_) => 1,
+        };
+        let ring_size = ring::ring_size_for(ring_bytes);
+        let layout = Layout::new(counters::TABLE.len(), ring_size);
+        let tmp = dir.join(format!("{}.{}.tmp", instance::SEGMENT_FILE, std::process::id()));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o640)
+            .open(&tmp)
+            .map_err(io_err(&tmp))?;
+        file.set_len(layout.file_len as u64).map_err(io_err(&tmp))?;
+        let inode = file.metadata().map_err(io_err(&tmp))?.ino();
+        // SAFETY: the file is ours, freshly created, and sized above.
+        let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io_err(&tmp))?;
+        map[..HEADER_SIZE].copy_from_slice(&encode_header(&layout, std::process::id(), generation, now_ms()));
+        for (i, def) in counters::TABLE.iter().enumerate() {
+            let off = layout.names + i * NAME_ENTRY;
+            map[off..off + NAME_ENTRY].copy_from_slice(&encode_name(def));
+        }
+        // SAFETY: the log section lies inside the mapping and is page aligned.
+        let raw = unsafe { RawRing::init(map.as_mut_ptr().add(layout.log), layout.log_len, ring_size) }
+            .map_err(|what| SegmentError::Corrupt { dir: dir.to_path_buf(), what: what.into() })?;
+        let seg = SegmentWriter { map, dir: dir.to_path_buf(), path: path.clone(), layout, inode, log: ring::Writer::new(raw) };
+        seg.state_atomic().store(STATE_RUNNING, Ordering::Release);
+        fs::rename(&tmp, &path).map_err(io_err(&path))?;
+        Ok(seg)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+    pub fn generation(&self) -> u64 {
+        rd_u64(&self.map, OFF_GENERATION)
+    }
+
+    fn state_atomic(&self) -> &AtomicU32 {
+        // SAFETY: aligned field inside the mapping, which lives as long as self.
+        unsafe { &*(self.map.as_ptr().add(OFF_STATE) as *const AtomicU32) }
+    }
+
+    fn value(&self, shard: usize, c: usize) -> &AtomicU64 {
+        let off = self.layout.values + shard * self.layout.stride + c * 8;
+        // SAFETY: shard < SHARDS and c < n_counters keep off inside the map.
+        unsafe { &*(self.map.as_ptr().add(off) as *const AtomicU64) }
+    }
+
+    /// Add to a counter from the calling thread's own shard.
+    #[inline]
+    pub fn add(&self, c: C, v: u64) {
+        self.value(my_shard(), c as usize).fetch_add(v, Ordering::Relaxed);
+    }
+
+    /// Subtract (gauges only).
+    #[inline]
+    pub fn sub(&self, c: C, v: u64) {
+        self.value(my_shard(), c as usize).fetch_sub(v, Ordering::Relaxed);
+    }
+
+    /// Set a value outright (only for counters nothing else adds to, such as
+    /// uptimes).
+    pub fn set(&self, c: C, v: u64) {
+        self.value(0, c as usize).store(v, Ordering::Relaxed);
+    }
+
+    /// Sum of a counter over all shards (what readers see).
+    pub fn get(&self, c: C) -> u64 {
+        (0..SHARDS).fold(0u64, |a, s| a.wrapping_add(self.value(s, c as usize).load(Ordering::Relaxed)))
+    }
+
+    /// Append a transaction's records in one step and count it.
+    pub fn log(&self, batch: &crate::vsl::Batch) {
+        if batch.is_empty() {
+            return;
+        }
+        let a = self.log.append(batch.as_bytes());
+        self.add(C::ShmRecords, batch.records() as u64);
+        self.add(C::ShmWrites, a.writes);
+        if a.cycles > 0 {
+            self.add(C::ShmCycles, a.cycles);
+        }
+    }
+
+    /// Record that the daemon is alive (called about once a second).
+    pub fn heartbeat(&self) {
+        // SAFETY: aligned field inside the mapping.
+        let hb = unsafe { &*(self.map.as_ptr().add(OFF_HEARTBEAT) as *const AtomicU64) };
+        hb.store(now_ms(), Ordering::Release);
+    }
+
+    /// Mark the segment stopped and remove its file: readers holding the
+    /// mapping see the state, new readers find no segment.
+    pub fn close(&self) {
+        self.state_atomic().store(STATE_STOPPED, Ordering::Release);
+        let _ = self.map.flush_async();
+        // Only remove the file if it is still ours (not a successor's).
+        if fs::metadata(&self.path).is_ok_and(|m| m.ino() == self.inode) {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(1);
+thread_local! {
+    static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// The calling thread's shard: a private one while they last, else shard 0.
+#[inline]
+fn my_shard() -> usize {
+    SHARD.with(|s| {
+        let v = s.get();
+        if v != usize::MAX {
+            return v;
+        }
+        let n = NEXT_SHARD.fetch_add(1, Ordering::Relaxed);
+        let v = if n < SHARDS { n } else { 0 };
+        s.set(v);
+        v
+    })
+}
+
+// ---------------------------------------------------------------- reader
+
+/// A counter as the segment describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CounterInfo {
+    pub name: String,
+    pub kind: Kind,
+    pub level: Level,
+    pub format: Format,
+    pub description: String,
+}
+
+/// What a reader finds when it checks on its segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    Running,
+    /// The daemon marked the segment stopped (clean shutdown).
+    Stopped,
+    /// A different segment file now sits in the instance dir (restart).
+    Replaced,
+    /// The daemon's pid is gone but it never marked the segment stopped.
+    Dead,
+}
+
+/// A reader's attachment to a segment.
+pub struct Segment {
+    map: Mmap,
+    dir: PathBuf,
+    inode: u64,
+    counters: Vec<CounterInfo>,
+    values: usize,
+    stride: usize,
+    shards: usize,
+    ring: RawRing,
+}
+
+impl Segment {
+    fn open_raw(path: &Path) -> std::io::Result<Mmap> {
+        let file = File::open(path)?;
+        // SAFETY: read-only mapping; the daemon only changes it through
+        // atomics and the ring protocol, both of which tolerate this view.
+        unsafe { MmapOptions::new().map(&file) }
+    }
+
+    fn peek_generation(path: &Path) -> Option<u64> {
+        let map = Segment::open_raw(path).ok()?;
+        (map.len() >= HEADER_SIZE && map[..8] == MAGIC).then(|| rd_u64(&map, OFF_GENERATION))
+    }
+
+    /// Attach to the segment of instance `dir`, checking everything a
+    /// damaged or foreign file could get wrong.
+    pub fn open(dir: &Path) -> Result<Segment, SegmentError> {
+        let path = instance::segment_path(dir);
+        let d = || dir.to_path_buf();
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(SegmentError::Missing { dir: d() }),
+            Err(e) => return Err(SegmentError::Io { path, source: e }),
+        };
+        let meta = file.metadata().map_err(io_err(&path))?;
+        let len = meta.len();
+        if len < HEADER_SIZE as u64 {
+            return Err(SegmentError::Truncated { dir: d(), len });
+        }
+        // SAFETY: see open_raw.
+        let map = unsafe { MmapOptions::new().map(&file) }.map_err(io_err(&path))?;
+        if map[..8] != MAGIC {
+            return Err(SegmentError::BadMagic { dir: d() });
+        }
+        let version = rd_u32(&map, OFF_VERSION);
+        if version != LAYOUT_VERSION {
+            return Err(SegmentError::Version { dir: d(), found: version, want: LAYOUT_VERSION });
+        }
+        let corrupt = |what: &str| SegmentError::Corrupt { dir: d(), what: what.to_string() };
+        if rd_u32(&map, OFF_HDRSIZE) as usize != HEADER_SIZE {
+            return Err(corrupt("header size field is wrong"));
+        }
+        let file_len = rd_u64(&map, OFF_FILELEN);
+        if file_len != len {
+            return Err(SegmentError::Truncated { dir: d(), len });
+        }
+        let n = rd_u32(&map, OFF_NCOUNTERS) as usize;
+        let shards = rd_u32(&map, OFF_NSHARDS) as usize;
+        let names = rd_u64(&map, OFF_NAMES) as usize;
+        let values = rd_u64(&map, OFF_VALUES) as usize;
+        let stride = rd_u64(&map, OFF_STRIDE) as usize;
+        let log = rd_u64(&map, OFF_LOG) as usize;
+        let log_len = rd_u64(&map, OFF_LOGLEN) as usize;
+        let within = |off: usize, size: Option<usize>| size.and_then(|s| off.checked_add(s)).is_some_and(|end| end as u64 <= len);
+        if n == 0 || n > 100_000 || names < HEADER_SIZE || !within(names, n.checked_mul(NAME_ENTRY)) {
+            return Err(corrupt("counter names lie outside the file"));
+        }
+        if shards == 0 || shards > 1024 || stride < n * 8 || values % 8 != 0 || stride % 8 != 0 || !within(values, stride.checked_mul(shards)) {
+            return Err(corrupt("counter values lie outside the file"));
+        }
+        if log % 8 != 0 || !within(log, Some(log_len)) {
+            return Err(corrupt("log section lies outside the file"));
+        }
+        // SAFETY: bounds checked above; the ring is only read through
+        // atomics and validated copies.
+        let ring = unsafe { RawRing::attach(map.as_ptr().add(log) as *mut u8, log_len) }.map_err(corrupt)?;
+        let mut counters = Vec::with_capacity(n);
+        for i in 0..n {
+            let e = &map[names + i * NAME_ENTRY..names + (i + 1) * NAME_ENTRY];
+            let text = |b: &[u8]| {
+                let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+                String::from_utf8_lossy(&b[..end]).into_owned()
+            };
+            let info = CounterInfo {
+                name: text(&e[..64]),
+                kind: Kind::from_code(e[64]).ok_or_else(|| corrupt("unknown counter kind"))?,
+                level: Level::from_code(e[65]).ok_or_else(|| corrupt("unknown counter level"))?,
+                format: Format::from_code(e[66]).ok_or_else(|| corrupt("unknown counter format"))?,
+                description: text(&e[68..]),
+            };
+            if info.name.is_empty() {
+                return Err(corrupt("a counter has no name"));
+            }
+            counters.push(info);
+        }
+        let seg = Segment { map, dir: d(), inode: meta.ino(), counters, values, stride, shards, ring };
+        match seg.state() {
+            STATE_STOPPED => return Err(SegmentError::Stopped { dir: d() }),
+            STATE_RUNNING | STATE_STARTING => {}
+            _ => return Err(corrupt("unknown state")),
+        }
+        if !pid_alive(seg.pid()) {
+            return Err(SegmentError::Stale { dir: d(), pid: seg.pid() });
+        }
+        Ok(seg)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn pid(&self) -> u32 {
+        rd_u32(&self.map, OFF_PID)
+    }
+    pub fn generation(&self) -> u64 {
+        rd_u64(&self.map, OFF_GENERATION)
+    }
+    pub fn created_ms(&self) -> u64 {
+        rd_u64(&self.map, OFF_CREATED)
+    }
+    pub fn state(&self) -> u32 {
+        // SAFETY: aligned header field.
+        unsafe { &*(self.map.as_ptr().add(OFF_STATE) as *const AtomicU32) }.load(Ordering::Acquire)
+    }
+    pub fn heartbeat_ms(&self) -> u64 {
+        // SAFETY: aligned header field.
+        unsafe { &*(self.map.as_ptr().add(OFF_HEARTBEAT) as *const AtomicU64) }.load(Ordering::Acquire)
+    }
+
+    /// The counters this segment describes, in segment order.
+    pub fn counters(&self) -> &[CounterInfo] {
+        &self.counters
+    }
+
+    /// Current value of counter `i` (summed over shards).
+    pub fn value(&self, i: usize) -> u64 {
+        if i >= self.counters.len() {
+            return 0;
+        }
+        (0..self.shards).fold(0u64, |acc, s| {
+            let off = self.values + s * self.stride + i * 8;
+            // SAFETY: bounds checked at open; aligned (values, stride % 8 == 0).
+            let v = unsafe { &*(self.map.as_ptr().add(off) as *const AtomicU64) }.load(Ordering::Relaxed);
+            acc.wrapping_add(v)
+        })
+    }
+
+    /// Value of the counter called `name`, if the segment has it.
+    pub fn value_of(&self, name: &str) -> Option<u64> {
+        self.counters.iter().position(|c| c.name == name).map(|i| self.value(i))
+    }
+
+    /// The log ring, for [`ring::Reader`].
+    pub fn ring(&self) -> RawRing {
+        self.ring
+    }
+
+    /// Is the daemon behind this segment still there, and still this one?
+    pub fn health(&self) -> Health {
+        if self.state() == STATE_STOPPED {
+            return Health::Stopped;
+        }
+        match fs::metadata(instance::segment_path(&self.dir)) {
+            Ok(m) if m.ino() != self.inode => return Health::Replaced,
+            _ => {}
+        }
+        if !pid_alive(self.pid()) {
+            return Health::Dead;
+        }
+        Health::Running
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(target_endian = "little")]
+    #[test]
+    fn golden_header() {
+        let layout = Layout::new(3, ring::MIN_RING);
+        assert_eq!(layout.names, 128);
+        assert_eq!(layout.values, 128 + 3 * 256);
+        assert_eq!(layout.stride, 64);
+        assert_eq!(layout.log, 4096);
+        let h = encode_header(&layout, 0x1234, 7, 0x0102_0304_0506);
+        #[rustfmt::skip]
+        let want: [u8; 104] = [
+            b'C', b'K', b'I', b'T', b'S', b'E', b'G', 0,
+            1, 0, 0, 0,  128, 0, 0, 0,          // version, header size
+            0x34, 0x12, 0, 0,  0, 0, 0, 0,      // pid, state starting
+            7, 0, 0, 0, 0, 0, 0, 0,             // generation
+            6, 5, 4, 3, 2, 1, 0, 0,             // created ms
+            6, 5, 4, 3, 2, 1, 0, 0,             // heartbeat ms
+            128, 0, 0, 0, 0, 0, 0, 0,           // names offset
+            3, 0, 0, 0,  16, 0, 0, 0,           // counters, shards
+            0x80, 0x03, 0, 0, 0, 0, 0, 0,       // values offset 896
+            64, 0, 0, 0, 0, 0, 0, 0,            // stride
+            0, 0x10, 0, 0, 0, 0, 0, 0,          // log offset 4096
+            0, 0x01, 0x01, 0, 0, 0, 0, 0,       // log length 256 + 65536
+            0, 0x11, 0x01, 0, 0, 0, 0, 0,       // file length
+        ];
+        assert_eq!(&h[..104], &want[..]);
+        assert!(h[104..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn golden_name_entry() {
+        let e = encode_name(C::ClientReq.def());
+        assert_eq!(&e[..16], b"MAIN.client_req\0");
+        assert_eq!(&e[64..68], &[b'c', 0, b'i', 0]);
+        assert_eq!(&e[68..97], b"Good client requests received");
+        assert_eq!(e[97], 0);
+    }
+
+    #[test]
+    fn writer_and_reader_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = SegmentWriter::create(dir.path(), ring::MIN_RING).unwrap();
+        w.add(C::ClientReq, 5);
+        std::thread::scope(|s| {
+            s.spawn(|| w.add(C::ClientReq, 7));
+        });
+        w.set(C::MainUptime, 42);
+        let r = Segment::open(dir.path()).unwrap();
+        assert_eq!(r.value_of("MAIN.client_req"), Some(12));
+        assert_eq!(r.value_of("MAIN.uptime"), Some(42));
+        assert_eq!(r.counters().len(), counters::TABLE.len());
+        assert_eq!(r.health(), Health::Running);
+        assert_eq!(r.generation(), 1);
+        w.close();
+        assert_eq!(r.health(), Health::Stopped);
+        assert!(matches!(Segment::open(dir.path()), Err(SegmentError::Missing { .. })));
+    }
+
+    #[test]
+    fn garbage_files_are_refused_with_the_dir_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = instance::segment_path(dir.path());
+        let name = dir.path().display().to_string();
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (vec![], "truncated"),
+            (b"CKITSEG\0short".to_vec(), "truncated"),
+            (vec![0x5a; 8192], "wrong magic"),
+            ({
+                let mut v = encode_header(&Layout::new(3, ring::MIN_RING), 1, 1, 1).to_vec();
+                v.resize(4096, 0);
+                v
+            }, "truncated"),
+        ];
+        for (bytes, want) in cases {
+            fs::write(&path, &bytes).unwrap();
+            let err = Segment::open(dir.path()).err().expect("garbage must be refused").to_string();
+            assert!(err.contains(want) && err.contains(&name), "{err}");
+        }
+        // Random bytes of a plausible size: refused, whatever they hold.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..200 {
+            let len = (x % 20000) as usize;
+            let mut bytes = Vec::with_capacity(len);
+            for _ in 0..len {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                bytes.push(x as u8);
+            }
+            if len > 8 {
+                bytes[..8].copy_from_slice(&MAGIC);
+            }
+            fs::write(&path, &bytes).unwrap();
+            assert!(Segment::open(dir.path()).is_err());
+        }
+    }
+}
