@@ -120,6 +120,7 @@ counter_table! {
     BackendFail => "MAIN.backend_fail", Counter, Info, Integer, "Backend conn. failures";
     BackendReuse => "MAIN.backend_reuse", Counter, Info, Integer, "Backend conn. reuses";
     BackendRecycle => "MAIN.backend_recycle", Counter, Info, Integer, "Backend conn. recycles";
+    BackendRetry => "MAIN.backend_retry", Counter, Info, Integer, "Backend conn. retry";
     BackendReq => "MAIN.backend_req", Counter, Info, Integer, "Backend requests made";
     FetchFailed => "MAIN.fetch_failed", Counter, Info, Integer, "Fetch failed (all causes)";
     SSess => "MAIN.s_sess", Counter, Info, Integer, "Total sessions seen";

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_INSTANCE: &str = "cache-d";
 /// File name of the shared-memory segment inside the instance directory.
 pub const SEGMENT_FILE: &str = "_.segment";
+/// File listing the daemon's bound listen addresses, one `name ip port` a line.
+pub const LISTEN_FILE: &str = "_.listen";
 
 /// The default state directory (see the module docs for the order).
 pub fn state_dir() -> PathBuf {

@@ -8,11 +8,13 @@
 //!   polling by readers.
 //! * [`vsl`] holds log tags and the record encoding (Varnish 7.0–7.2 layout).
 //! * [`group`] assembles records into transactions for the log readers.
+//! * [`httpdate`] formats HTTP dates.
 //! * [`glob`] is the fnmatch-style matcher varnishstat's `-f` uses.
 
 pub mod counters;
 pub mod glob;
 pub mod group;
+pub mod httpdate;
 pub mod instance;
 pub mod ring;
 pub mod segment;

@@ -128,6 +128,15 @@ impl Batch {
         self.close(start);
     }
 
+    /// Append a record whose payload is the concatenation of `parts`.
+    pub fn rec_parts(&mut self, tag: Tag, side: Side, vxid: u32, parts: &[&[u8]]) {
+        let start = self.open(tag, side, vxid);
+        for p in parts {
+            self.buf.extend_from_slice(p);
+        }
+        self.close(start);
+    }
+
     /// Append a record whose payload is formatted in place (no allocation).
     pub fn recf(&mut self, tag: Tag, side: Side, vxid: u32, args: fmt::Arguments<'_>) {
         let start = self.open(tag, side, vxid);

@@ -1,0 +1,192 @@
+//! The built-in test origin: predictable bodies, latency, caching headers and
+//! a request counter, so demos and tests need no other server.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE, ETAG, IF_NONE_MATCH, LAST_MODIFIED};
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+/// Largest body served, so a typo cannot ask for terabytes.
+pub const MAX_SIZE: u64 = 1 << 30;
+
+/// Counters the origin keeps (served at `/__stats`).
+#[derive(Default)]
+pub struct Stats {
+    pub requests: AtomicU64,
+    pub bytes: AtomicU64,
+}
+
+/// A body of `left` bytes of a repeating pattern, sent in `chunk`-sized
+/// frames; optionally fails after `abort_after` bytes; optionally without a
+/// length (so hyper sends it chunked).
+struct Pattern {
+    left: u64,
+    sent: u64,
+    chunk: usize,
+    abort_after: Option<u64>,
+    sized: bool,
+}
+
+const PATTERN: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ\n";
+
+impl Body for Pattern {
+    type Data = Bytes;
+    type Error = std::io::Error;
+    fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        if self.abort_after.is_some_and(|a| self.sent >= a) {
+            return Poll::Ready(Some(Err(std::io::Error::other("aborted as asked"))));
+        }
+        if self.left == 0 {
+            return Poll::Ready(None);
+        }
+        let mut n = (self.chunk as u64).min(self.left);
+        if let Some(a) = self.abort_after {
+            n = n.min(a - self.sent);
+        }
+        let start = (self.sent % PATTERN.len() as u64) as usize;
+        let data: Vec<u8> = PATTERN.iter().cycle().skip(start).take(n as usize).copied().collect();
+        self.left -= n;
+        self.sent += n;
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from(data)))))
+    }
+    fn is_end_stream(&self) -> bool {
+        self.left == 0 && self.abort_after.is_none()
+    }
+    fn size_hint(&self) -> SizeHint {
+        if self.sized {
+            SizeHint::with_exact(self.left)
+        } else {
+            SizeHint::default()
+        }
+    }
+}
+
+type OriginBody = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
+
+fn text(status: StatusCode, s: String) -> Response<OriginBody> {
+    let mut r = Response::new(Full::new(Bytes::from(s)).map_err(|e: Infallible| match e {}).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
+fn query(req: &Request<Incoming>, key: &str) -> Option<String> {
+    req.uri().query()?.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (k == key).then(|| v.replace("%20", " ").replace("%2C", ","))
+    })
+}
+
+fn num(req: &Request<Incoming>, key: &str) -> Result<Option<u64>, String> {
+    match query(req, key) {
+        None => Ok(None),
+        Some(v) => v.parse().map(Some).map_err(|_| format!("{key}={v} is not a number\n")),
+    }
+}
+
+async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Result<Response<OriginBody>, Infallible> {
+    let n = stats.requests.fetch_add(1, Ordering::Relaxed) + 1;
+    let path = req.uri().path().to_string();
+    if path == "/__stats" {
+        let body = serde_json::json!({ "requests": n, "bytes": stats.bytes.load(Ordering::Relaxed) }).to_string();
+        let mut r = text(StatusCode::OK, body + "\n");
+        r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        r.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return Ok(r);
+    }
+    let parsed = (|| {
+        Ok::<_, String>((num(&req, "delay_ms")?, num(&req, "max_age")?, num(&req, "status")?, num(&req, "abort_after")?))
+    })();
+    let (delay, max_age, status, abort_after) = match parsed {
+        Ok(x) => x,
+        Err(e) => return Ok(text(StatusCode::BAD_REQUEST, e)),
+    };
+    if let Some(ms) = delay {
+        tokio::time::sleep(Duration::from_millis(ms.min(600_000))).await;
+    }
+    let size = match path.strip_prefix("/size/") {
+        Some(s) => match s.parse::<u64>() {
+            Ok(v) if v <= MAX_SIZE => v,
+            _ => return Ok(text(StatusCode::BAD_REQUEST, format!("bad size \"{s}\" (0..={MAX_SIZE})\n"))),
+        },
+        None => 0,
+    };
+    let etag = format!("\"{size:x}-{started:x}\"");
+    let status = match status.map(|s| StatusCode::from_u16(s as u16)) {
+        None => StatusCode::OK,
+        Some(Ok(s)) => s,
+        Some(Err(_)) => return Ok(text(StatusCode::BAD_REQUEST, "bad status\n".into())),
+    };
+    let mut resp = if req.headers().get(IF_NONE_MATCH).is_some_and(|v| v.as_bytes() == etag.as_bytes()) {
+        let mut r = Response::new(http_body_util::Empty::new().map_err(|e: Infallible| match e {}).boxed());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else if path.starts_with("/size/") {
+        stats.bytes.fetch_add(size, Ordering::Relaxed);
+        let body = Pattern { left: size, sent: 0, chunk: 16384, abort_after, sized: query(&req, "chunked").is_none() };
+        let mut r = Response::new(body.boxed());
+        *r.status_mut() = status;
+        r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+        r
+    } else {
+        text(status, format!("cachekit test origin: request {n} for {path}\n"))
+    };
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        h.insert(ETAG, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&common::httpdate::format(started as f64)) {
+        h.insert(LAST_MODIFIED, v);
+    }
+    let cc = match (query(&req, "cache_control"), max_age) {
+        (Some(cc), _) => Some(cc),
+        (None, Some(a)) => Some(format!("public, max-age={a}")),
+        (None, None) => None,
+    };
+    if let Some(v) = cc.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        h.insert(CACHE_CONTROL, v);
+    }
+    Ok(resp)
+}
+
+/// Serve on `listener` forever.
+pub async fn serve(listener: TcpListener) -> std::io::Result<()> {
+    let stats = Arc::new(Stats::default());
+    let started = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
+        let stats = stats.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| handle(req, stats.clone(), started));
+            let _ = hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(TokioIo::new(stream), svc).await;
+        });
+    }
+}
+
+/// Bind, announce the address on stdout, and serve.
+pub fn run(addr: &str) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async {
+        let listener = TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("could not listen on {addr}: {e}"))?;
+        let local: SocketAddr = listener.local_addr()?;
+        println!("listening on {local}");
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        serve(listener).await?;
+        Ok(())
+    })
+}

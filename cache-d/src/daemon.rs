@@ -1,0 +1,84 @@
+//! Becoming a daemon (fork, setsid, stdio to /dev/null) with the parent
+//! waiting until the child reports it is ready or why it failed, and waiting
+//! for a stop signal.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd};
+
+/// The child's end of the start-up pipe.
+pub struct Ready {
+    pipe: File,
+}
+
+impl Ready {
+    /// Tell the parent we are serving; detach stdio.
+    pub fn succeed(mut self) {
+        let _ = self.pipe.write_all(b"\0");
+        detach_stdio();
+    }
+    /// Tell the parent why start-up failed (it prints it and exits 2).
+    pub fn fail(mut self, why: &str) {
+        let _ = self.pipe.write_all(why.as_bytes());
+    }
+}
+
+/// Fork. The parent waits for the child's verdict and exits with it; the
+/// child returns a [`Ready`] to report on.
+pub fn fork() -> std::io::Result<Ready> {
+    let mut fds = [0i32; 2];
+    // SAFETY: plain pipe(2) into a local array.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fds are fresh and owned here.
+    let (mut rd, wr) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+    // SAFETY: called before any thread exists (no runtime yet).
+    match unsafe { libc::fork() } {
+        -1 => Err(std::io::Error::last_os_error()),
+        0 => {
+            drop(rd);
+            // SAFETY: setsid in the new child has no preconditions.
+            unsafe { libc::setsid() };
+            Ok(Ready { pipe: wr })
+        }
+        _child => {
+            drop(wr);
+            let mut msg = Vec::new();
+            let _ = rd.read_to_end(&mut msg);
+            match msg.as_slice() {
+                [0] => std::process::exit(0),
+                [] => {
+                    eprintln!("cache-d: the daemon exited during start-up");
+                    std::process::exit(2)
+                }
+                why => {
+                    eprintln!("cache-d: {}", String::from_utf8_lossy(why));
+                    std::process::exit(2)
+                }
+            }
+        }
+    }
+}
+
+fn detach_stdio() {
+    if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+        for fd in 0..3 {
+            // SAFETY: dup2 onto the standard descriptors.
+            unsafe { libc::dup2(null.as_raw_fd(), fd) };
+        }
+    }
+}
+
+/// Resolve on SIGTERM or SIGINT.
+pub async fn wait_for_stop() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

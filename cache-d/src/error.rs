@@ -1,0 +1,46 @@
+//! One error type for the request path that records which side failed, so
+//! the session can map it to a status, a counter and a log record.
+
+use std::borrow::Cow;
+
+/// The party at fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The client sent something bad or went away: 400 or close.
+    Client,
+    /// The backend failed: 503 before the response head, close after it.
+    Backend,
+    /// Our own failure: 500.
+    Internal,
+}
+
+#[derive(Debug)]
+pub struct Error {
+    pub side: Side,
+    pub what: Cow<'static, str>,
+    pub io: Option<std::io::Error>,
+}
+
+impl Error {
+    pub fn new(side: Side, what: impl Into<Cow<'static, str>>) -> Error {
+        Error { side, what: what.into(), io: None }
+    }
+    pub fn io(side: Side, what: &'static str, e: std::io::Error) -> Error {
+        Error { side, what: what.into(), io: Some(e) }
+    }
+    /// Is this the peer going away (not worth a log line of its own)?
+    pub fn is_timeout(&self) -> bool {
+        self.io.as_ref().is_some_and(|e| e.kind() == std::io::ErrorKind::TimedOut)
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.io {
+            Some(e) => write!(f, "{}: {}", self.what, e),
+            None => f.write_str(&self.what),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

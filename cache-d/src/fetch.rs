@@ -1,0 +1,296 @@
+//! The backend side of a transaction: build the backend request, send it
+//! (with the client's body), and read the response head. The body is then
+//! streamed by the session, which finishes the backend transaction's log
+//! with [`Fetch::finish`].
+
+use std::net::IpAddr;
+use std::os::fd::AsRawFd;
+
+use common::counters::C;
+use common::vsl::{Batch, Side as LogSide, Tag};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use crate::backend::BeConn;
+use crate::error::{Error, Side};
+use crate::http::{self, BufConn, Framing, Head, Parsed, Transfer};
+use crate::server::Shared;
+use crate::util::now;
+
+/// Writes header lines to a wire buffer and logs each one.
+pub struct HeadOut<'a> {
+    pub wire: &'a mut Vec<u8>,
+    pub log: &'a mut Batch,
+    pub tag: Tag,
+    pub side: LogSide,
+    pub vxid: u32,
+}
+
+impl HeadOut<'_> {
+    pub fn header(&mut self, name: &[u8], value: &[u8]) {
+        self.wire.extend_from_slice(name);
+        self.wire.extend_from_slice(b": ");
+        self.wire.extend_from_slice(value);
+        self.wire.extend_from_slice(b"\r\n");
+        self.log.rec_parts(self.tag, self.side, self.vxid, &[name, b": ", value]);
+    }
+}
+
+/// A backend transaction in progress.
+pub struct Fetch {
+    pub vxid: u32,
+    pub log: Batch,
+    pub t_start: f64,
+    pub t_last: f64,
+    pub hdr_tx: u64,
+    pub body_tx: u64,
+    pub hdr_rx: u64,
+    /// Request body bytes read from the client (wire bytes).
+    pub req_body_rx: u64,
+    fd: i32,
+    is_head: bool,
+}
+
+/// A backend response whose head has been read.
+pub struct Response {
+    pub conn: BeConn,
+    pub head: Head,
+    pub framing: Framing,
+}
+
+impl Fetch {
+    pub fn new(sh: &Shared, vxid: u32, parent: u32, reason: &str) -> Fetch {
+        let t = now();
+        let mut log = Batch::with_reclen(sh.params.vsl_reclen);
+        log.recf(Tag::Begin, LogSide::Backend, vxid, format_args!("bereq {parent} {reason}"));
+        log.recf(Tag::Timestamp, LogSide::Backend, vxid, format_args!("Start: {t:.6} 0.000000 0.000000"));
+        Fetch { vxid, log, t_start: t, t_last: t, hdr_tx: 0, body_tx: 0, hdr_rx: 0, req_body_rx: 0, fd: -1, is_head: false }
+    }
+
+    pub fn stamp(&mut self, label: &str) {
+        let t = now();
+        self.log.recf(
+            Tag::Timestamp,
+            LogSide::Backend,
+            self.vxid,
+            format_args!("{label}: {t:.6} {:.6} {:.6}", t - self.t_start, t - self.t_last),
+        );
+        self.t_last = t;
+    }
+
+    /// Send the request (and the client's body) and read the response head.
+    pub async fn run(
+        &mut self,
+        sh: &Shared,
+        req: &Head,
+        req_framing: Framing,
+        client: &mut BufConn<TcpStream>,
+        client_ip: IpAddr,
+        wire: &mut Vec<u8>,
+    ) -> Result<Response, Error> {
+        self.build_request(sh, req, req_framing, client_ip, wire);
+        let p = &sh.params;
+        let mut retried = false;
+        loop {
+            let (mut conn, reused) = match sh.backend.take_idle(p.backend_idle_timeout) {
+                Some(c) => (c, true),
+                None => match sh.backend.connect(p.connect_timeout).await {
+                    Ok(c) => {
+                        sh.seg.add(C::BackendConn, 1);
+                        (c, false)
+                    }
+                    Err(e) => {
+                        sh.seg.add(C::BackendFail, 1);
+                        return Err(e);
+                    }
+                },
+            };
+            if reused {
+                sh.seg.add(C::BackendReuse, 1);
+            }
+            self.open_record(sh, &conn, reused);
+            sh.seg.add(C::BackendReq, 1);
+            match self.exchange(sh, &mut conn, wire, req_framing, client).await {
+                Ok((head, framing)) => return Ok(Response { conn, head, framing }),
+                // A reused connection the backend had closed: try once more
+                // on a fresh one, if the request can be sent again.
+                Err((e, nothing_back)) if reused && nothing_back && !retried && req_framing == Framing::None && e.side == Side::Backend => {
+                    self.close_record(sh, "close", false);
+                    sh.seg.add(C::BackendRetry, 1);
+                    retried = true;
+                }
+                Err((e, _)) => {
+                    self.close_record(sh, "close", false);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    fn build_request(&mut self, sh: &Shared, req: &Head, framing: Framing, client_ip: IpAddr, wire: &mut Vec<u8>) {
+        let (v, side) = (self.vxid, LogSide::Backend);
+        self.is_head = req.method() == b"HEAD";
+        wire.clear();
+        wire.extend_from_slice(req.method());
+        wire.push(b' ');
+        wire.extend_from_slice(req.url());
+        wire.extend_from_slice(b" HTTP/1.1\r\n");
+        self.log.rec(Tag::BereqMethod, side, v, req.method());
+        self.log.rec(Tag::BereqUrl, side, v, req.url());
+        self.log.rec(Tag::BereqProtocol, side, v, b"HTTP/1.1");
+        let mut out = HeadOut { wire, log: &mut self.log, tag: Tag::BereqHeader, side, vxid: v };
+        let mut xff_done = false;
+        let ip = client_ip.to_string();
+        for (n, val) in req.iter() {
+            if http::is_hop_by_hop(n) || n.eq_ignore_ascii_case(b"x-varnish") {
+                continue;
+            }
+            if n.eq_ignore_ascii_case(b"x-forwarded-for") && !xff_done {
+                out.header(b"X-Forwarded-For", &[val, b", ", ip.as_bytes()].concat());
+                xff_done = true;
+                continue;
+            }
+            out.header(n, val);
+        }
+        if !xff_done {
+            out.header(b"X-Forwarded-For", ip.as_bytes());
+        }
+        out.header(b"Via", sh.via.as_bytes());
+        out.header(b"X-Varnish", v.to_string().as_bytes());
+        match framing {
+            Framing::Length(n) => out.header(b"Content-Length", n.to_string().as_bytes()),
+            Framing::Chunked => out.header(b"Transfer-Encoding", b"chunked"),
+            Framing::None | Framing::Eof => {}
+        }
+        out.wire.extend_from_slice(b"\r\n");
+    }
+
+    fn open_record(&mut self, sh: &Shared, conn: &BeConn, reused: bool) {
+        self.fd = conn.io.as_raw_fd();
+        let (peer, local) = (conn.io.peer_addr().ok(), conn.io.local_addr().ok());
+        let ip_port = |a: Option<std::net::SocketAddr>| a.map(|a| (a.ip().to_string(), a.port())).unwrap_or(("-".into(), 0));
+        let ((rip, rport), (lip, lport)) = (ip_port(peer), ip_port(local));
+        let how = if reused { "reuse" } else { "connect" };
+        self.stamp("Connected");
+        self.log.recf(
+            Tag::BackendOpen,
+            LogSide::Backend,
+            self.vxid,
+            format_args!("{} {} {rip} {rport} {lip} {lport} {how}", self.fd, sh.backend.name),
+        );
+    }
+
+    /// Write the request and read the response head. On error, also says
+    /// whether nothing at all came back (so a retry is safe).
+    async fn exchange(
+        &mut self,
+        sh: &Shared,
+        conn: &mut BeConn,
+        wire: &[u8],
+        req_framing: Framing,
+        client: &mut BufConn<TcpStream>,
+    ) -> Result<(Head, Framing), (Error, bool)> {
+        let p = &sh.params;
+        conn.io.write_all(wire).await.map_err(|e| (Error::io(Side::Backend, "writing request", e), true))?;
+        self.hdr_tx = wire.len() as u64;
+        if req_framing != Framing::None {
+            let t = Transfer {
+                framing: req_framing,
+                chunk_out: req_framing == Framing::Chunked,
+                src_side: Side::Client,
+                dst_side: Side::Backend,
+                read_timeout: p.timeout_idle,
+            };
+            let moved = http::transfer(client, &mut conn.io, &t, &mut Vec::new()).await.map_err(|e| (e, false))?;
+            self.body_tx = moved.tx;
+            self.req_body_rx = moved.rx;
+            sh.seg.add(C::SReqBodybytes, moved.rx);
+        }
+        self.stamp("Bereq");
+        loop {
+            let parsed = http::parse_response(&mut conn.buf, p.http_max_hdr, p.http_resp_size)
+                .map_err(|e| (Error::new(Side::Backend, format!("bad response head: {}", e.text())), false))?;
+            match parsed {
+                Parsed::Complete(h) if (100..200).contains(&h.status) && h.status != 101 => {
+                    self.hdr_rx += h.len() as u64;
+                    continue;
+                }
+                Parsed::Complete(head) => {
+                    self.hdr_rx += head.len() as u64;
+                    self.stamp("Beresp");
+                    let (v, side) = (self.vxid, LogSide::Backend);
+                    self.log.rec(Tag::BerespProtocol, side, v, head.protocol().as_bytes());
+                    self.log.recf(Tag::BerespStatus, side, v, format_args!("{}", head.status));
+                    self.log.rec(Tag::BerespReason, side, v, head.reason());
+                    for (n, val) in head.iter() {
+                        self.log.rec_parts(Tag::BerespHeader, side, v, &[n, b": ", val]);
+                    }
+                    let framing = http::response_framing(&head, if self.is_head { b"HEAD" } else { b"" })
+                        .map_err(|e| (Error::new(Side::Backend, e), false))?;
+                    return Ok((head, framing));
+                }
+                Parsed::Partial => {
+                    let first = conn.buf.is_empty() && self.hdr_rx == 0;
+                    let timeout = if first { p.first_byte_timeout } else { p.between_bytes_timeout };
+                    match conn.fill(timeout).await {
+                        Ok(0) => return Err((Error::new(Side::Backend, "backend closed the connection before a response"), first)),
+                        Ok(_) => {}
+                        Err(e) => {
+                            let retry = first && e_is_reset(&e);
+                            return Err((Error::io(Side::Backend, "reading response", e), retry));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Log the end of the body, the byte counts and the connection's fate.
+    pub fn finish(&mut self, sh: &Shared, body_rx: Option<u64>, conn: Option<(BeConn, bool)>) {
+        self.stamp("BerespBody");
+        if let Some(n) = body_rx {
+            self.log.recf(Tag::Length, LogSide::Backend, self.vxid, format_args!("{n}"));
+        }
+        let rx = body_rx.unwrap_or(0);
+        self.log.recf(
+            Tag::BereqAcct,
+            LogSide::Backend,
+            self.vxid,
+            format_args!("{} {} {} {} {} {}", self.hdr_tx, self.body_tx, self.hdr_tx + self.body_tx, self.hdr_rx, rx, self.hdr_rx + rx),
+        );
+        match conn {
+            Some((c, true)) => {
+                self.close_record(sh, "recycle", true);
+                sh.backend.recycle(c);
+            }
+            Some((_, false)) | None => self.close_record(sh, "close", false),
+        }
+    }
+
+    fn close_record(&mut self, sh: &Shared, how: &str, recycled: bool) {
+        if self.fd < 0 {
+            return;
+        }
+        if recycled {
+            sh.seg.add(C::BackendRecycle, 1);
+        }
+        self.log.recf(Tag::BackendClose, LogSide::Backend, self.vxid, format_args!("{} {} {how}", self.fd, sh.backend.name));
+        self.fd = -1;
+    }
+
+    /// Log a failure of this fetch.
+    pub fn error(&mut self, sh: &Shared, e: &Error) {
+        sh.seg.add(C::FetchFailed, 1);
+        self.log.recf(Tag::FetchError, LogSide::Backend, self.vxid, format_args!("{e}"));
+    }
+
+    /// Close the transaction and append it to the log.
+    pub fn end(mut self, sh: &Shared) {
+        self.log.rec(Tag::End, LogSide::Backend, self.vxid, b"");
+        sh.seg.log(&self.log);
+    }
+}
+
+fn e_is_reset(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionAborted)
+}

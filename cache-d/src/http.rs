@@ -1,0 +1,462 @@
+//! HTTP/1.1 framing on tokio sockets: buffered reads, request and response
+//! heads parsed with httparse into owned offsets, and body transfer for
+//! Content-Length, chunked and close-delimited bodies with exact byte counts.
+
+use std::ops::Range;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::error::{Error, Side};
+
+/// A socket with a read buffer that survives between messages (pipelining,
+/// keep-alive).
+pub struct BufConn<S> {
+    pub io: S,
+    pub buf: BytesMut,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> BufConn<S> {
+    pub fn new(io: S) -> BufConn<S> {
+        BufConn { io, buf: BytesMut::with_capacity(8192) }
+    }
+
+    /// Read more bytes into the buffer; Ok(0) at EOF.
+    pub async fn fill(&mut self, timeout: Duration) -> std::io::Result<usize> {
+        if self.buf.capacity() - self.buf.len() < 4096 {
+            self.buf.reserve(16384);
+        }
+        match tokio::time::timeout(timeout, self.io.read_buf(&mut self.buf)).await {
+            Ok(r) => r,
+            Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out")),
+        }
+    }
+}
+
+/// A parsed message head. The raw bytes are kept; fields are ranges into them.
+#[derive(Debug, Clone)]
+pub struct Head {
+    pub raw: Bytes,
+    /// Request method, or response reason.
+    pub first: Range<usize>,
+    /// Request URL (empty for responses).
+    pub url: Range<usize>,
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub minor: u8,
+    /// Response status (0 for requests).
+    pub status: u16,
+    pub headers: Vec<(Range<usize>, Range<usize>)>,
+}
+
+impl Head {
+    fn s(&self, r: &Range<usize>) -> &[u8] {
+        &self.raw[r.clone()]
+    }
+    pub fn method(&self) -> &[u8] {
+        self.s(&self.first)
+    }
+    pub fn reason(&self) -> &[u8] {
+        self.s(&self.first)
+    }
+    pub fn url(&self) -> &[u8] {
+        self.s(&self.url)
+    }
+    pub fn protocol(&self) -> &'static str {
+        if self.minor == 0 {
+            "HTTP/1.0"
+        } else {
+            "HTTP/1.1"
+        }
+    }
+    /// Headers as (name, value) byte slices, in wire order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.headers.iter().map(|(n, v)| (self.s(n), self.s(v)))
+    }
+    /// First value of header `name` (case-insensitive).
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.iter().find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes())).map(|(_, v)| v)
+    }
+    /// Does any `name` header contain the comma-separated token `tok`?
+    pub fn has_token(&self, name: &str, tok: &str) -> bool {
+        self.iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .flat_map(|(_, v)| v.split(|&b| b == b','))
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(tok.as_bytes()))
+    }
+    /// Bytes of the head on the wire.
+    pub fn len(&self) -> usize {
+        self.raw.len()
+    }
+}
+
+fn offset(base: &[u8], part: &[u8]) -> Range<usize> {
+    let start = part.as_ptr() as usize - base.as_ptr() as usize;
+    start..start + part.len()
+}
+
+/// Outcome of trying to parse a head from the buffer.
+pub enum Parsed {
+    Complete(Head),
+    Partial,
+}
+
+/// Why a head could not be parsed; maps to 400 (client) or 503 (backend).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadError {
+    Syntax(&'static str),
+    TooManyHeaders,
+    TooLarge,
+}
+
+impl HeadError {
+    pub fn text(self) -> &'static str {
+        match self {
+            HeadError::Syntax(s) => s,
+            HeadError::TooManyHeaders => "too many headers",
+            HeadError::TooLarge => "head too large",
+        }
+    }
+}
+
+fn parse_err(e: httparse::Error) -> HeadError {
+    match e {
+        httparse::Error::TooManyHeaders => HeadError::TooManyHeaders,
+        httparse::Error::HeaderName => HeadError::Syntax("invalid header name"),
+        httparse::Error::HeaderValue => HeadError::Syntax("invalid header value"),
+        httparse::Error::NewLine => HeadError::Syntax("invalid line ending"),
+        httparse::Error::Status => HeadError::Syntax("invalid status"),
+        httparse::Error::Token => HeadError::Syntax("invalid token"),
+        httparse::Error::Version => HeadError::Syntax("invalid HTTP version"),
+    }
+}
+
+/// Parse a request head at the start of `buf`, splitting it off when complete.
+pub fn parse_request(buf: &mut BytesMut, max_headers: usize, max_size: usize) -> Result<Parsed, HeadError> {
+    let mut hdrs = vec![httparse::EMPTY_HEADER; max_headers];
+    let mut req = httparse::Request::new(&mut hdrs);
+    let n = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() > max_size => return Err(HeadError::TooLarge),
+        Ok(httparse::Status::Partial) => return Ok(Parsed::Partial),
+        Err(e) => return Err(parse_err(e)),
+    };
+    if n > max_size {
+        return Err(HeadError::TooLarge);
+    }
+    let base: &[u8] = buf;
+    let first = offset(base, req.method.unwrap_or_default().as_bytes());
+    let url = offset(base, req.path.unwrap_or_default().as_bytes());
+    let minor = req.version.unwrap_or(1);
+    let headers = req.headers.iter().map(|h| (offset(base, h.name.as_bytes()), offset(base, h.value))).collect();
+    let raw = buf.split_to(n).freeze();
+    Ok(Parsed::Complete(Head { raw, first, url, minor, status: 0, headers }))
+}
+
+/// Parse a response head at the start of `buf`, splitting it off when complete.
+pub fn parse_response(buf: &mut BytesMut, max_headers: usize, max_size: usize) -> Result<Parsed, HeadError> {
+    let mut hdrs = vec![httparse::EMPTY_HEADER; max_headers];
+    let mut resp = httparse::Response::new(&mut hdrs);
+    let n = match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() > max_size => return Err(HeadError::TooLarge),
+        Ok(httparse::Status::Partial) => return Ok(Parsed::Partial),
+        Err(e) => return Err(parse_err(e)),
+    };
+    let base: &[u8] = buf;
+    let first = offset(base, resp.reason.unwrap_or_default().as_bytes());
+    let status = resp.code.unwrap_or(0);
+    let minor = resp.version.unwrap_or(1);
+    let headers = resp.headers.iter().map(|h| (offset(base, h.name.as_bytes()), offset(base, h.value))).collect();
+    let raw = buf.split_to(n).freeze();
+    Ok(Parsed::Complete(Head { raw, first, url: 0..0, minor, status, headers }))
+}
+
+/// How a message body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    None,
+    Length(u64),
+    Chunked,
+    /// Until the sender closes (responses only).
+    Eof,
+}
+
+/// Body framing of a request (RFC 9112 §6.3); errors mean 400.
+pub fn request_framing(h: &Head) -> Result<Framing, &'static str> {
+    let te = h.get("transfer-encoding");
+    let cl = content_length(h)?;
+    match (te, cl) {
+        (Some(_), Some(_)) => Err("both Transfer-Encoding and Content-Length"),
+        (Some(_), None) if h.has_token("transfer-encoding", "chunked") => Ok(Framing::Chunked),
+        (Some(_), None) => Err("unsupported Transfer-Encoding"),
+        (None, Some(0)) | (None, None) => Ok(Framing::None),
+        (None, Some(n)) => Ok(Framing::Length(n)),
+    }
+}
+
+/// Body framing of a response to `method`.
+pub fn response_framing(h: &Head, method: &[u8]) -> Result<Framing, &'static str> {
+    if method == b"HEAD" || (100..200).contains(&h.status) || h.status == 204 || h.status == 304 {
+        return Ok(Framing::None);
+    }
+    if h.has_token("transfer-encoding", "chunked") {
+        return Ok(Framing::Chunked);
+    }
+    match content_length(h)? {
+        Some(n) => Ok(Framing::Length(n)),
+        None => Ok(Framing::Eof),
+    }
+}
+
+fn content_length(h: &Head) -> Result<Option<u64>, &'static str> {
+    let mut found: Option<u64> = None;
+    for (n, v) in h.iter() {
+        if !n.eq_ignore_ascii_case(b"content-length") {
+            continue;
+        }
+        let v = v.trim_ascii();
+        if v.is_empty() || !v.iter().all(u8::is_ascii_digit) || v.len() > 18 {
+            return Err("invalid Content-Length");
+        }
+        let n: u64 = std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()).ok_or("invalid Content-Length")?;
+        if found.is_some_and(|f| f != n) {
+            return Err("conflicting Content-Length headers");
+        }
+        found = Some(n);
+    }
+    Ok(found)
+}
+
+/// Headers a proxy must not forward (RFC 9110 §7.6.1), plus framing headers
+/// it sets itself.
+pub fn is_hop_by_hop(name: &[u8]) -> bool {
+    const HOP: [&[u8]; 8] = [
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"content-length",
+    ];
+    HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
+}
+
+/// Byte counts of one body transfer.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Moved {
+    /// Bytes read from the source, framing included.
+    pub rx: u64,
+    /// Bytes written to the destination, framing included.
+    pub tx: u64,
+    /// Payload bytes (without chunk framing).
+    pub payload: u64,
+}
+
+/// Limits and sides for one transfer.
+pub struct Transfer {
+    pub framing: Framing,
+    /// Re-frame as chunked on the way out (else pass the payload as is).
+    pub chunk_out: bool,
+    /// Side blamed when reading fails.
+    pub src_side: Side,
+    /// Side blamed when writing fails.
+    pub dst_side: Side,
+    pub read_timeout: Duration,
+}
+
+/// Copy a body from `src` (its buffer first) to `dst`.
+pub async fn transfer<S, D>(src: &mut BufConn<S>, dst: &mut D, t: &Transfer, scratch: &mut Vec<u8>) -> Result<Moved, Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    D: AsyncWrite + Unpin,
+{
+    let mut m = Moved::default();
+    match t.framing {
+        Framing::None => {}
+        Framing::Length(n) => {
+            let mut left = n;
+            while left > 0 {
+                if src.buf.is_empty() && fill(src, t).await? == 0 {
+                    return Err(Error::new(t.src_side, "body cut short"));
+                }
+                let take = (src.buf.len() as u64).min(left) as usize;
+                let part = src.buf.split_to(take);
+                write_payload(dst, &part, t, &mut m, scratch).await?;
+                m.rx += take as u64;
+                left -= take as u64;
+            }
+        }
+        Framing::Eof => loop {
+            if src.buf.is_empty() && fill(src, t).await? == 0 {
+                break;
+            }
+            let part = src.buf.split();
+            m.rx += part.len() as u64;
+            write_payload(dst, &part, t, &mut m, scratch).await?;
+        },
+        Framing::Chunked => loop {
+            let (size, line) = chunk_line(src, t).await?;
+            m.rx += line as u64;
+            if size == 0 {
+                // Trailers: skip lines up to the empty one.
+                loop {
+                    let (l, wire) = read_line(src, t).await?;
+                    m.rx += wire as u64;
+                    if l.is_empty() {
+                        break;
+                    }
+                }
+                break;
+            }
+            let mut left = size;
+            while left > 0 {
+                if src.buf.is_empty() && fill(src, t).await? == 0 {
+                    return Err(Error::new(t.src_side, "chunked body cut short"));
+                }
+                let take = (src.buf.len() as u64).min(left) as usize;
+                let part = src.buf.split_to(take);
+                write_payload(dst, &part, t, &mut m, scratch).await?;
+                m.rx += take as u64;
+                left -= take as u64;
+            }
+            let (crlf, wire) = read_line(src, t).await?;
+            if !crlf.is_empty() {
+                return Err(Error::new(t.src_side, "chunk not followed by CRLF"));
+            }
+            m.rx += wire as u64;
+        },
+    }
+    if t.chunk_out && t.framing != Framing::None {
+        write_all(dst, b"0\r\n\r\n", t.dst_side).await?;
+        m.tx += 5;
+    }
+    Ok(m)
+}
+
+async fn fill<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: &Transfer) -> Result<usize, Error> {
+    src.fill(t.read_timeout).await.map_err(|e| Error::io(t.src_side, "reading body", e))
+}
+
+async fn write_all<D: AsyncWrite + Unpin>(dst: &mut D, b: &[u8], side: Side) -> Result<(), Error> {
+    dst.write_all(b).await.map_err(|e| Error::io(side, "writing", e))
+}
+
+async fn write_payload<D: AsyncWrite + Unpin>(dst: &mut D, part: &[u8], t: &Transfer, m: &mut Moved, scratch: &mut Vec<u8>) -> Result<(), Error> {
+    if part.is_empty() {
+        return Ok(());
+    }
+    m.payload += part.len() as u64;
+    if t.chunk_out {
+        scratch.clear();
+        use std::io::Write as _;
+        let _ = write!(scratch, "{:x}\r\n", part.len());
+        let head = scratch.len();
+        write_all(dst, scratch, t.dst_side).await?;
+        write_all(dst, part, t.dst_side).await?;
+        write_all(dst, b"\r\n", t.dst_side).await?;
+        m.tx += (head + part.len() + 2) as u64;
+    } else {
+        write_all(dst, part, t.dst_side).await?;
+        m.tx += part.len() as u64;
+    }
+    Ok(())
+}
+
+/// Read one line (without its CRLF or LF) from the buffer, filling as
+/// needed; returns the line and its length on the wire.
+async fn read_line<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: &Transfer) -> Result<(BytesMut, usize), Error> {
+    loop {
+        if let Some(i) = src.buf.iter().position(|&b| b == b'\n') {
+            let mut line = src.buf.split_to(i + 1);
+            line.truncate(i);
+            if line.last() == Some(&b'\r') {
+                line.truncate(i - 1);
+            }
+            return Ok((line, i + 1));
+        }
+        if src.buf.len() > 4096 {
+            return Err(Error::new(t.src_side, "chunk line too long"));
+        }
+        if fill(src, t).await? == 0 {
+            return Err(Error::new(t.src_side, "chunked body cut short"));
+        }
+    }
+}
+
+/// Read a chunk-size line; returns (size, bytes on the wire).
+async fn chunk_line<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: &Transfer) -> Result<(u64, usize), Error> {
+    let (line, wire) = read_line(src, t).await?;
+    let hex = line[..].split(|&b| b == b';').next().unwrap_or_default().trim_ascii();
+    if hex.is_empty() || hex.len() > 15 || !hex.iter().all(u8::is_ascii_hexdigit) {
+        return Err(Error::new(t.src_side, "invalid chunk size"));
+    }
+    let size = u64::from_str_radix(std::str::from_utf8(hex).unwrap_or("x"), 16).map_err(|_| Error::new(t.src_side, "invalid chunk size"))?;
+    Ok((size, wire))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(s: &str) -> Result<Parsed, HeadError> {
+        let mut b = BytesMut::from(s);
+        parse_request(&mut b, 64, 32768)
+    }
+
+    #[test]
+    fn parses_requests_and_keeps_the_rest() {
+        let mut b = BytesMut::from("GET /a?b HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n\r\nGET /next");
+        let Ok(Parsed::Complete(h)) = parse_request(&mut b, 64, 32768) else { panic!() };
+        assert_eq!(h.method(), b"GET");
+        assert_eq!(h.url(), b"/a?b");
+        assert_eq!(h.get("host"), Some(&b"x"[..]));
+        assert_eq!(h.len(), 38);
+        assert_eq!(&b[..], b"GET /next");
+        assert!(matches!(req("GET / HTTP/1.1\r\nHost"), Ok(Parsed::Partial)));
+        assert!(matches!(req("GET / HTTP/1.1\r\nBad Header: x\r\n\r\n"), Err(HeadError::Syntax(_))));
+        assert!(matches!(req("\x01\x02garbage\r\n\r\n"), Err(_)));
+    }
+
+    #[test]
+    fn framing_rules() {
+        let head = |s: &str| match req(s) {
+            Ok(Parsed::Complete(h)) => h,
+            _ => panic!("{s}"),
+        };
+        assert_eq!(request_framing(&head("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n")), Ok(Framing::Length(5)));
+        assert_eq!(request_framing(&head("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")), Ok(Framing::Chunked));
+        assert!(request_framing(&head("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n")).is_err());
+        assert!(request_framing(&head("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n")).is_err());
+        assert!(request_framing(&head("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n")).is_err());
+        assert_eq!(request_framing(&head("GET / HTTP/1.1\r\n\r\n")), Ok(Framing::None));
+    }
+
+    #[tokio::test]
+    async fn chunked_bodies_are_reframed() {
+        let (mut a, b) = tokio::io::duplex(1 << 16);
+        a.write_all(b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-T: 1\r\n\r\nNEXT").await.unwrap();
+        let mut src = BufConn::new(b);
+        let mut out = Vec::new();
+        let t = Transfer { framing: Framing::Chunked, chunk_out: true, src_side: Side::Backend, dst_side: Side::Client, read_timeout: Duration::from_secs(1) };
+        let m = transfer(&mut src, &mut out, &t, &mut Vec::new()).await.unwrap();
+        assert_eq!(out, b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+        assert_eq!(m.payload, 11);
+        assert_eq!(m.tx, out.len() as u64);
+        assert_eq!(m.rx, 44);
+        assert_eq!(&src.buf[..], b"NEXT");
+    }
+
+    #[tokio::test]
+    async fn short_bodies_blame_the_sender() {
+        let (mut a, b) = tokio::io::duplex(1 << 16);
+        a.write_all(b"abc").await.unwrap();
+        drop(a);
+        let mut src = BufConn::new(b);
+        let t = Transfer { framing: Framing::Length(10), chunk_out: false, src_side: Side::Backend, dst_side: Side::Client, read_timeout: Duration::from_secs(1) };
+        let e = transfer(&mut src, &mut Vec::new(), &t, &mut Vec::new()).await.unwrap_err();
+        assert_eq!(e.side, Side::Backend);
+    }
+}

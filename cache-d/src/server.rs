@@ -1,0 +1,117 @@
+//! The accept side: shared state, listeners, connection limits, shutdown.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::counters::C;
+use common::segment::SegmentWriter;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+
+use crate::backend::Backend;
+use crate::params::Params;
+
+/// State every connection shares.
+pub struct Shared {
+    pub seg: Arc<SegmentWriter>,
+    pub params: Params,
+    pub backend: Backend,
+    /// Our Via value: `1.1 <host> (cachekit/<version>)`.
+    pub via: String,
+    vxid: AtomicU32,
+}
+
+impl Shared {
+    pub fn new(seg: Arc<SegmentWriter>, params: Params, backend: Backend) -> Shared {
+        let via = format!("1.1 {} (cachekit/{})", crate::util::hostname(), env!("CARGO_PKG_VERSION"));
+        Shared { seg, params, backend, via, vxid: AtomicU32::new(1) }
+    }
+
+    /// A new transaction id (30 bits, never 0).
+    pub fn next_vxid(&self) -> u32 {
+        loop {
+            let v = self.vxid.fetch_add(1, Ordering::Relaxed) & common::vsl::VXID_MASK;
+            if v != 0 {
+                return v;
+            }
+        }
+    }
+}
+
+/// A bound listener and its name (`a0`, `a1`... or the `-a name=`).
+pub struct Listener {
+    pub name: Arc<str>,
+    pub socket: std::net::TcpListener,
+}
+
+/// Serve until `stop` turns true, then stop accepting, let open sessions
+/// finish their current request (up to `drain`), and return.
+pub async fn serve(sh: Arc<Shared>, listeners: Vec<Listener>, mut stop: watch::Receiver<bool>, drain: Duration) {
+    let limit = Arc::new(Semaphore::new(sh.params.max_connections));
+    let mut accepts = Vec::new();
+    for l in listeners {
+        let _ = l.socket.set_nonblocking(true);
+        let socket = match TcpListener::from_std(l.socket) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("cache-d: listener {}: {e}", l.name);
+                continue;
+            }
+        };
+        accepts.push(tokio::spawn(accept_loop(sh.clone(), socket, l.name, limit.clone(), stop.clone())));
+    }
+    let ticker = tokio::spawn(tick(sh.clone()));
+    let _ = stop.wait_for(|s| *s).await;
+    for a in &accepts {
+        a.abort();
+    }
+    // Wait for sessions to hand back their permits.
+    let all = sh.params.max_connections as u32;
+    let _ = tokio::time::timeout(drain, limit.acquire_many(all)).await;
+    ticker.abort();
+}
+
+async fn accept_loop(sh: Arc<Shared>, socket: TcpListener, name: Arc<str>, limit: Arc<Semaphore>, stop: watch::Receiver<bool>) {
+    loop {
+        let (stream, peer) = match socket.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                sh.seg.add(C::SessFail, 1);
+                // Out of file descriptors and the like: back off briefly.
+                if !matches!(e.kind(), std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::Interrupted) {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                continue;
+            }
+        };
+        sh.seg.add(C::SessConn, 1);
+        sh.seg.add(C::SSess, 1);
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            sh.seg.add(C::SessDropped, 1);
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let local = stream.local_addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+        let (sh, name, stop) = (sh.clone(), name.clone(), stop.clone());
+        tokio::spawn(async move {
+            crate::session::run(sh, stream, peer, local, name, stop).await;
+            drop(permit);
+        });
+    }
+}
+
+/// Once a second: uptimes and the heartbeat readers use to spot a dead daemon.
+async fn tick(sh: Arc<Shared>) {
+    let start = tokio::time::Instant::now();
+    let mut iv = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        iv.tick().await;
+        let up = start.elapsed().as_secs();
+        sh.seg.set(C::MgtUptime, up);
+        sh.seg.set(C::MainUptime, up);
+        sh.seg.heartbeat();
+    }
+}
