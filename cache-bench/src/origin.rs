@@ -2,6 +2,7 @@
 //! a request counter, so demos and tests need no other server.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +38,8 @@ struct Pattern {
     sent: u64,
     chunk: usize,
     abort_after: Option<u64>,
+    /// Before failing, wait a little so hyper flushes what was sent.
+    abort_timer: Option<Pin<Box<tokio::time::Sleep>>>,
     sized: bool,
 }
 
@@ -45,8 +48,12 @@ const PATTERN: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS
 impl Body for Pattern {
     type Data = Bytes;
     type Error = std::io::Error;
-    fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         if self.abort_after.is_some_and(|a| self.sent >= a) {
+            let timer = self.abort_timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(Duration::from_millis(50))));
+            if timer.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
             return Poll::Ready(Some(Err(std::io::Error::other("aborted as asked"))));
         }
         if self.left == 0 {
@@ -83,14 +90,14 @@ fn text(status: StatusCode, s: String) -> Response<OriginBody> {
     r
 }
 
-fn query(req: &Request<Incoming>, key: &str) -> Option<String> {
+fn query(req: &Request<()>, key: &str) -> Option<String> {
     req.uri().query()?.split('&').find_map(|kv| {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
         (k == key).then(|| v.replace("%20", " ").replace("%2C", ","))
     })
 }
 
-fn num(req: &Request<Incoming>, key: &str) -> Result<Option<u64>, String> {
+fn num(req: &Request<()>, key: &str) -> Result<Option<u64>, String> {
     match query(req, key) {
         None => Ok(None),
         Some(v) => v.parse().map(Some).map_err(|_| format!("{key}={v} is not a number\n")),
@@ -100,6 +107,14 @@ fn num(req: &Request<Incoming>, key: &str) -> Result<Option<u64>, String> {
 async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Result<Response<OriginBody>, Infallible> {
     let n = stats.requests.fetch_add(1, Ordering::Relaxed) + 1;
     let path = req.uri().path().to_string();
+    // Read the request body (so the connection stays reusable); its size
+    // is reported in X-Request-Body-Bytes.
+    let (parts, body) = req.into_parts();
+    let received = match body.collect().await {
+        Ok(b) => b.to_bytes().len(),
+        Err(_) => return Ok(text(StatusCode::BAD_REQUEST, "could not read the request body\n".into())),
+    };
+    let req = Request::from_parts(parts, ());
     if path == "/__stats" {
         let body = serde_json::json!({ "requests": n, "bytes": stats.bytes.load(Ordering::Relaxed) }).to_string();
         let mut r = text(StatusCode::OK, body + "\n");
@@ -136,7 +151,7 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
         r
     } else if path.starts_with("/size/") {
         stats.bytes.fetch_add(size, Ordering::Relaxed);
-        let body = Pattern { left: size, sent: 0, chunk: 16384, abort_after, sized: query(&req, "chunked").is_none() };
+        let body = Pattern { left: size, sent: 0, chunk: 16384, abort_after, abort_timer: None, sized: query(&req, "chunked").is_none() };
         let mut r = Response::new(body.boxed());
         *r.status_mut() = status;
         r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
@@ -148,6 +163,7 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
     if let Ok(v) = HeaderValue::from_str(&etag) {
         h.insert(ETAG, v);
     }
+    h.insert("x-request-body-bytes", HeaderValue::from(received));
     if let Ok(v) = HeaderValue::from_str(&common::httpdate::format(started as f64)) {
         h.insert(LAST_MODIFIED, v);
     }

@@ -45,12 +45,18 @@ impl Backend {
         Backend { name: name.to_string(), addrs, idle: Mutex::new(Vec::new()) }
     }
 
-    /// An idle connection younger than `max_idle`, if any.
+    /// An idle connection younger than `max_idle` that the backend has not
+    /// closed (nor sent stray bytes on), if any.
     pub fn take_idle(&self, max_idle: Duration) -> Option<BeConn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         while let Some((c, since)) = idle.pop() {
-            if since.elapsed() < max_idle {
-                return Some(c);
+            if since.elapsed() >= max_idle {
+                continue;
+            }
+            let mut probe = [0u8; 1];
+            match c.io.try_read(&mut probe) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Some(c),
+                _ => continue, // EOF, error, or unexpected data: drop it.
             }
         }
         None

@@ -7,11 +7,13 @@
 //! * [`ring`] is the log ring: batched appends by the daemon, torn-free
 //!   polling by readers.
 //! * [`vsl`] holds log tags and the record encoding (Varnish 7.0–7.2 layout).
+//! * [`follow`] follows an instance's log across overruns and restarts.
 //! * [`group`] assembles records into transactions for the log readers.
 //! * [`httpdate`] formats HTTP dates.
 //! * [`glob`] is the fnmatch-style matcher varnishstat's `-f` uses.
 
 pub mod counters;
+pub mod follow;
 pub mod glob;
 pub mod group;
 pub mod httpdate;

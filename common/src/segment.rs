@@ -325,15 +325,18 @@ impl SegmentWriter {
         hb.store(now_ms(), Ordering::Release);
     }
 
-    /// Mark the segment stopped and remove its file: readers holding the
-    /// mapping see the state, new readers find no segment.
+    /// Mark the segment stopped. The file stays: readers holding it see the
+    /// state and wait for a successor, new readers are told the daemon has
+    /// stopped, and the next daemon continues its generation count. (It is
+    /// replaced, never reused, by the next start.)
     pub fn close(&self) {
         self.state_atomic().store(STATE_STOPPED, Ordering::Release);
         let _ = self.map.flush_async();
-        // Only remove the file if it is still ours (not a successor's).
-        if fs::metadata(&self.path).is_ok_and(|m| m.ino() == self.inode) {
-            let _ = fs::remove_file(&self.path);
-        }
+    }
+
+    /// Is the segment file in the instance dir still this one?
+    pub fn is_current(&self) -> bool {
+        fs::metadata(&self.path).is_ok_and(|m| m.ino() == self.inode)
     }
 }
 
@@ -611,9 +614,15 @@ mod tests {
         assert_eq!(r.counters().len(), counters::TABLE.len());
         assert_eq!(r.health(), Health::Running);
         assert_eq!(r.generation(), 1);
+        assert!(w.is_current());
         w.close();
         assert_eq!(r.health(), Health::Stopped);
-        assert!(matches!(Segment::open(dir.path()), Err(SegmentError::Missing { .. })));
+        assert!(matches!(Segment::open(dir.path()), Err(SegmentError::Stopped { .. })));
+        // The next daemon takes the next generation.
+        let w2 = SegmentWriter::create(dir.path(), ring::MIN_RING).unwrap();
+        assert_eq!(w2.generation(), 2);
+        assert!(!w.is_current());
+        assert_eq!(r.health(), Health::Stopped);
     }
 
     #[test]

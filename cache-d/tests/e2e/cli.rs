@@ -1,0 +1,62 @@
+//! Command lines: bad flags, --help, and man pages that agree with it.
+
+use std::collections::BTreeSet;
+
+use crate::util::*;
+
+const TOOLS: [&str; 5] = ["cache-d", "cache-stat", "cache-log", "cache-ncsa", "cache-bench"];
+
+#[test]
+fn bad_flags_give_usage_and_exit_2() {
+    for t in TOOLS {
+        let o = run(t, &["--no-such-flag"]);
+        assert_eq!(o.status.code(), Some(2), "{t}");
+        assert!(stderr(&o).contains("Usage:"), "{t}: {}", stderr(&o));
+    }
+    let o = run("cache-log", &["-g", "bogus"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown grouping"));
+    let o = run("cache-d", &["-b", "127.0.0.1:1", "-p", "no_such_param=1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown parameter"), "{}", stderr(&o));
+    let o = run("cache-ncsa", &["-d", "-F", "%Z", "-n", "/nonexistent/x"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("%Z"));
+}
+
+/// Flags in `--help` output: `-x` and `--long` words at the start of option lines.
+fn help_flags(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        let t = line.trim_start();
+        if !t.starts_with('-') {
+            continue;
+        }
+        for word in t.split([',', ' ']).filter(|w| w.starts_with('-')) {
+            let w = word.split(['=', '<', '[']).next().unwrap();
+            if w != "-h" && w != "--help" && w != "-V" && w != "--version" && w.len() > 1 {
+                out.insert(w.to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn man_pages_document_every_flag_in_help() {
+    let man = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../man");
+    for t in TOOLS {
+        let page = std::fs::read_to_string(man.join(format!("{t}.1"))).unwrap_or_else(|e| panic!("man/{t}.1: {e}"));
+        // roff escapes hyphens in option names as \-.
+        let page = page.replace("\\-", "-");
+        let mut help = stdout(&run(t, &["--help"]));
+        if t == "cache-bench" {
+            help.push_str(&stdout(&run(t, &["origin", "--help"])));
+        }
+        let flags = help_flags(&help);
+        assert!(!flags.is_empty(), "{t}: no flags found in --help");
+        for f in flags {
+            assert!(page.contains(&format!("B{f}")) || page.contains(&format!("{f} ")), "man/{t}.1 does not document {f}");
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! End-to-end tests: real cache-d, test origin and reader processes on
+//! loopback. One test binary, as ripgrep does.
+
+mod cli;
+mod lifecycle;
+mod proxy;
+mod readers;
+mod util;

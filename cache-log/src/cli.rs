@@ -1,0 +1,38 @@
+//! Command line of cache-log (varnishlog's letters).
+
+use clap::Parser;
+use common::group::Grouping;
+
+/// cache-log: read the request log of a cache-d instance from shared memory.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "cache-log", version, about, long_about = None)]
+pub struct Args {
+    /// Process the records already in the log (oldest first) and exit.
+    #[arg(short = 'd')]
+    pub dump: bool,
+
+    /// Grouping: raw, vxid or request.
+    #[arg(short = 'g', value_name = "raw|vxid|request", default_value = "vxid")]
+    pub grouping: Grouping,
+
+    /// Instance directory (as for cache-d -n).
+    #[arg(short = 'n', value_name = "DIR")]
+    pub name: Option<String>,
+
+    /// Only show records with these tags (comma-separated; repeatable).
+    #[arg(short = 'i', value_name = "TAGLIST")]
+    pub include: Vec<String>,
+
+    /// Hide records with these tags (comma-separated; repeatable).
+    #[arg(short = 'x', value_name = "TAGLIST")]
+    pub exclude: Vec<String>,
+
+    /// Seconds to wait for an incomplete transaction before showing it.
+    #[arg(short = 'T', value_name = "SECONDS", default_value_t = 120.0)]
+    pub timeout: f64,
+
+    /// Seconds to wait for cache-d to appear before giving up ("off" waits
+    /// forever; the default when following).
+    #[arg(short = 't', value_name = "SECONDS|off")]
+    pub wait: Option<String>,
+}

@@ -1,0 +1,29 @@
+//! Command line of cache-ncsa (varnishncsa's letters).
+
+use clap::Parser;
+
+/// The format varnishncsa uses when none is given.
+pub const DEFAULT_FORMAT: &str = r#"%h %l %u %t "%r" %s %b "%{Referer}i" "%{User-agent}i""#;
+
+/// cache-ncsa: write an NCSA/Apache combined access log from the
+/// shared-memory log of a cache-d instance.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "cache-ncsa", version, about, long_about = None)]
+pub struct Args {
+    /// Process the requests already in the log (oldest first) and exit.
+    #[arg(short = 'd')]
+    pub dump: bool,
+
+    /// Instance directory (as for cache-d -n).
+    #[arg(short = 'n', value_name = "DIR")]
+    pub name: Option<String>,
+
+    /// Log format (see cache-ncsa(1) for the % specifiers).
+    #[arg(short = 'F', value_name = "FORMAT", default_value = DEFAULT_FORMAT)]
+    pub format: String,
+
+    /// Seconds to wait for cache-d to appear before giving up ("off" waits
+    /// forever; the default when following).
+    #[arg(short = 't', value_name = "SECONDS|off")]
+    pub wait: Option<String>,
+}

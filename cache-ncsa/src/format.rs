@@ -1,0 +1,426 @@
+//! Log formats: parse a varnishncsa format string once, then render one
+//! line per client transaction.
+
+use std::fmt::Write as _;
+
+use chrono::{Local, TimeZone};
+use common::group::Tx;
+use common::vsl::Tag;
+
+/// One piece of a format.
+#[derive(Debug, Clone, PartialEq)]
+enum Item {
+    Lit(String),
+    Bytes,
+    Micros,
+    Protocol,
+    Host,
+    InBytes,
+    Ident,
+    Method,
+    OutBytes,
+    Query,
+    Request,
+    Status,
+    Time,
+    Strftime(String),
+    Seconds,
+    Unit(u32),
+    Url,
+    User,
+    ReqHeader(String),
+    RespHeader(String),
+    Extended(String),
+}
+
+/// A parsed format.
+#[derive(Debug, Clone)]
+pub struct Format {
+    items: Vec<Item>,
+}
+
+impl Format {
+    /// Parse a format string; errors name the offending specifier.
+    pub fn parse(f: &str) -> Result<Format, String> {
+        let mut items = Vec::new();
+        let mut lit = String::new();
+        let mut chars = f.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some('n') => lit.push('\n'),
+                    Some('t') => lit.push('\t'),
+                    Some(o) => {
+                        lit.push('\\');
+                        lit.push(o);
+                    }
+                    None => lit.push('\\'),
+                },
+                '%' => {
+                    let arg = if chars.peek() == Some(&'{') {
+                        chars.next();
+                        let mut a = String::new();
+                        loop {
+                            match chars.next() {
+                                Some('}') => break,
+                                Some(ch) => a.push(ch),
+                                None => return Err(format!("unterminated %{{ in format \"{f}\"")),
+                            }
+                        }
+                        Some(a)
+                    } else {
+                        None
+                    };
+                    let spec = chars.next().ok_or_else(|| format!("format \"{f}\" ends with a lone %"))?;
+                    let item = match (spec, arg) {
+                        ('%', None) => {
+                            lit.push('%');
+                            continue;
+                        }
+                        ('b', None) => Item::Bytes,
+                        ('D', None) => Item::Micros,
+                        ('H', None) => Item::Protocol,
+                        ('h', None) => Item::Host,
+                        ('I', None) => Item::InBytes,
+                        ('l', None) => Item::Ident,
+                        ('m', None) => Item::Method,
+                        ('O', None) => Item::OutBytes,
+                        ('q', None) => Item::Query,
+                        ('r', None) => Item::Request,
+                        ('s', None) => Item::Status,
+                        ('t', None) => Item::Time,
+                        ('t', Some(a)) => Item::Strftime(a),
+                        ('T', None) => Item::Seconds,
+                        ('T', Some(a)) => match a.as_str() {
+                            "s" => Item::Unit(1),
+                            "ms" => Item::Unit(1000),
+                            "us" => Item::Unit(1_000_000),
+                            _ => return Err(format!("unknown time unit \"{a}\" in %{{{a}}}T (use s, ms or us)")),
+                        },
+                        ('U', None) => Item::Url,
+                        ('u', None) => Item::User,
+                        ('i', Some(h)) => Item::ReqHeader(h),
+                        ('o', Some(h)) => Item::RespHeader(h),
+                        ('x', Some(x)) => match x.as_str() {
+                            "Varnish:vxid" | "Varnish:side" | "Varnish:time_firstbyte" | "Varnish:hitmiss" | "Varnish:handling" => {
+                                Item::Extended(x)
+                            }
+                            _ => return Err(format!("unsupported %{{{x}}}x in format")),
+                        },
+                        (c, Some(a)) => return Err(format!("unknown format specifier %{{{a}}}{c}")),
+                        (c, None) => return Err(format!("unknown format specifier %{c}")),
+                    };
+                    if !lit.is_empty() {
+                        items.push(Item::Lit(std::mem::take(&mut lit)));
+                    }
+                    items.push(item);
+                }
+                c => lit.push(c),
+            }
+        }
+        if !lit.is_empty() {
+            items.push(Item::Lit(lit));
+        }
+        Ok(Format { items })
+    }
+
+    /// Render the line for a client transaction; None if it has no line
+    /// (not a client request, garbage, restarted, or a time specifier
+    /// without a Start timestamp).
+    pub fn render(&self, tx: &Tx) -> Option<String> {
+        let f = Fields::of(tx)?;
+        let mut out = String::with_capacity(256);
+        for it in &self.items {
+            match it {
+                Item::Lit(s) => out.push_str(s),
+                Item::Bytes => out.push_str(&f.acct(4).map_or("-".into(), |v| v.to_string())),
+                Item::InBytes => out.push_str(&f.acct(2).map_or("-".into(), |v| v.to_string())),
+                Item::OutBytes => out.push_str(&f.acct(5).map_or("-".into(), |v| v.to_string())),
+                // Timestamps carry microseconds: round away the float error.
+                Item::Micros => out.push_str(&((f.end? - f.start?) * 1e6).round().to_string()),
+                Item::Seconds => out.push_str(&((f.end? - f.start?).floor()).to_string()),
+                Item::Unit(u) => out.push_str(&(((f.end? - f.start?) * 1e6).round() / 1e6 * *u as f64).floor().to_string()),
+                Item::Protocol => escape(&mut out, f.protocol.unwrap_or("HTTP/1.0")),
+                Item::Host => opt(&mut out, f.client_ip),
+                Item::Ident => out.push('-'),
+                Item::Method => opt(&mut out, f.method),
+                Item::Query => {
+                    if let Some(q) = f.url.and_then(|u| u.split_once('?')) {
+                        out.push('?');
+                        escape(&mut out, q.1);
+                    }
+                }
+                Item::Url => opt(&mut out, f.url.map(|u| u.split('?').next().unwrap_or(u))),
+                Item::Request => {
+                    escape(&mut out, f.method.unwrap_or("-"));
+                    out.push(' ');
+                    match f.req_header("Host") {
+                        Some(h) if h.starts_with("http://") => escape(&mut out, h),
+                        Some(h) => {
+                            out.push_str("http://");
+                            escape(&mut out, h);
+                        }
+                        None => out.push_str("http://localhost"),
+                    }
+                    escape(&mut out, f.url.unwrap_or("-"));
+                    out.push(' ');
+                    escape(&mut out, f.protocol.unwrap_or("HTTP/1.0"));
+                }
+                Item::Status => opt(&mut out, f.status),
+                Item::Time => {
+                    let t = local(f.start?)?;
+                    let _ = write!(out, "[{}]", t.format("%d/%b/%Y:%H:%M:%S %z"));
+                }
+                Item::Strftime(spec) => {
+                    let start = f.start?;
+                    match spec.as_str() {
+                        "sec" => out.push_str(&(start.floor() as i64).to_string()),
+                        "msec" => out.push_str(&((start * 1e3).floor() as i64).to_string()),
+                        "usec" => out.push_str(&((start * 1e6).floor() as i64).to_string()),
+                        "msec_frac" => out.push_str(&format!("{:03}", ((start.fract()) * 1e3).floor() as i64)),
+                        "usec_frac" => out.push_str(&format!("{:06}", ((start.fract()) * 1e6).floor() as i64)),
+                        _ => {
+                            let t = local(start)?;
+                            let mut s = String::new();
+                            if write!(s, "{}", t.format(spec)).is_err() {
+                                s = "-".into();
+                            }
+                            out.push_str(&s);
+                        }
+                    }
+                }
+                Item::User => out.push_str(&f.user().unwrap_or_else(|| "-".into())),
+                Item::ReqHeader(h) => opt(&mut out, f.req_header(h)),
+                Item::RespHeader(h) => opt(&mut out, f.resp_header(h)),
+                Item::Extended(x) => match x.as_str() {
+                    "Varnish:vxid" => out.push_str(&tx.vxid.to_string()),
+                    "Varnish:side" => out.push('c'),
+                    "Varnish:time_firstbyte" => opt(&mut out, f.firstbyte),
+                    "Varnish:hitmiss" => out.push_str(f.handling().0),
+                    "Varnish:handling" => out.push_str(f.handling().1),
+                    _ => out.push('-'),
+                },
+            }
+        }
+        Some(out)
+    }
+}
+
+fn local(t: f64) -> Option<chrono::DateTime<Local>> {
+    Local.timestamp_opt(t.floor() as i64, ((t.fract()) * 1e9) as u32).single()
+}
+
+fn opt(out: &mut String, v: Option<&str>) {
+    match v {
+        Some(v) => escape(out, v),
+        None => out.push('-'),
+    }
+}
+
+/// varnishncsa's escaping: `"` and `\` backslashed, control characters
+/// as `\n \r \t \v` or `\xNN`, bytes outside printable ASCII as `\xNN`.
+pub fn escape(out: &mut String, s: &str) {
+    for b in s.bytes() {
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x0b => out.push_str("\\v"),
+            0x20..=0x7e => out.push(b as char),
+            _ => {
+                let _ = write!(out, "\\x{b:02x}");
+            }
+        }
+    }
+}
+
+/// The values of one client transaction that formats use.
+struct Fields<'a> {
+    tx: &'a Tx,
+    client_ip: Option<&'a str>,
+    method: Option<&'a str>,
+    url: Option<&'a str>,
+    protocol: Option<&'a str>,
+    status: Option<&'a str>,
+    start: Option<f64>,
+    end: Option<f64>,
+    firstbyte: Option<&'a str>,
+    acct: Option<&'a str>,
+}
+
+fn text(r: &common::group::OwnedRecord) -> &str {
+    std::str::from_utf8(&r.payload).unwrap_or("-")
+}
+
+impl<'a> Fields<'a> {
+    fn of(tx: &'a Tx) -> Option<Fields<'a>> {
+        if !tx.is_client() || tx.kind != common::group::TxKind::Request {
+            return None;
+        }
+        let mut f = Fields { tx, client_ip: None, method: None, url: None, protocol: None, status: None, start: None, end: None, firstbyte: None, acct: None };
+        for r in &tx.records {
+            let t = text(r);
+            match r.tag {
+                Tag::HttpGarbage => return None,
+                Tag::VclReturn if t == "restart" => return None,
+                Tag::ReqStart => f.client_ip = t.split(' ').next(),
+                Tag::ReqMethod => f.method = f.method.or(Some(t)),
+                Tag::ReqUrl => f.url = f.url.or(Some(t)),
+                Tag::ReqProtocol => f.protocol = f.protocol.or(Some(t)),
+                Tag::RespStatus => f.status = Some(t),
+                Tag::ReqAcct => f.acct = Some(t),
+                Tag::Timestamp => {
+                    let (label, rest) = t.split_once(": ").unwrap_or(("", ""));
+                    let mut fields = rest.split(' ');
+                    let abs = fields.next().and_then(|v| v.parse::<f64>().ok());
+                    match label {
+                        "Start" => f.start = abs,
+                        "Resp" | "PipeSess" => f.end = abs,
+                        "Process" | "Pipe" => f.firstbyte = fields.next(),
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        Some(f)
+    }
+
+    fn acct(&self, i: usize) -> Option<u64> {
+        self.acct?.split(' ').nth(i)?.parse().ok()
+    }
+
+    fn header(&self, tag: Tag, name: &str) -> Option<&'a str> {
+        let tx: &'a Tx = self.tx;
+        tx.records.iter().rev().filter(|r| r.tag == tag).map(text).find_map(|t| {
+            let (n, v) = t.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim_start())
+        })
+    }
+    fn req_header(&self, name: &str) -> Option<&'a str> {
+        self.header(Tag::ReqHeader, name)
+    }
+    fn resp_header(&self, name: &str) -> Option<&'a str> {
+        self.header(Tag::RespHeader, name)
+    }
+
+    /// `%u`: the user of an `Authorization: Basic` header.
+    fn user(&self) -> Option<String> {
+        let v = self.req_header("Authorization")?;
+        let (scheme, cred) = v.split_once(' ')?;
+        if !scheme.eq_ignore_ascii_case("basic") {
+            return None;
+        }
+        let raw = base64_decode(cred.trim())?;
+        let raw = &raw[..raw.len().min(128)];
+        let user = raw.split(|&b| b == b':').next()?;
+        let mut out = String::new();
+        escape(&mut out, &String::from_utf8_lossy(user));
+        Some(out)
+    }
+
+    /// (hitmiss, handling) from the VCL_call records.
+    fn handling(&self) -> (&'static str, &'static str) {
+        let mut res = ("-", "-");
+        for r in &self.tx.records {
+            match (r.tag, text(r)) {
+                (Tag::VclCall, "HIT") => res = ("hit", "hit"),
+                (Tag::VclCall, "MISS") => res = ("miss", "miss"),
+                (Tag::VclCall, "PASS") => res = ("miss", "pass"),
+                (Tag::VclCall, "SYNTH") => res = ("miss", "synth"),
+                (Tag::VclReturn, "pipe") => res = ("miss", "pipe"),
+                _ => {}
+            }
+        }
+        res
+    }
+}
+
+/// Standard base64 (RFC 4648) with optional padding; None on bad input.
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in s.bytes().take_while(|&c| c != b'=') {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        };
+        acc = acc << 6 | v as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common::group::{Grouper, Grouping};
+    use common::vsl::{Batch, Records, Side};
+
+    fn tx(extra: &[(Tag, &str)]) -> Tx {
+        let mut b = Batch::new();
+        let v = 7;
+        b.rec(Tag::Begin, Side::Client, v, b"req 6 rxreq");
+        b.rec(Tag::Timestamp, Side::Client, v, b"Start: 1700000000.250000 0.000000 0.000000");
+        b.rec(Tag::ReqStart, Side::Client, v, b"127.0.0.1 5555 a0");
+        b.rec(Tag::ReqMethod, Side::Client, v, b"GET");
+        b.rec(Tag::ReqUrl, Side::Client, v, b"/a/b?x=1");
+        b.rec(Tag::ReqProtocol, Side::Client, v, b"HTTP/1.1");
+        b.rec(Tag::ReqHeader, Side::Client, v, b"Host: example.com");
+        b.rec(Tag::ReqHeader, Side::Client, v, b"User-Agent: curl/8 \"quoted\"");
+        for (t, p) in extra {
+            b.rec(*t, Side::Client, v, p.as_bytes());
+        }
+        b.rec(Tag::RespStatus, Side::Client, v, b"200");
+        b.rec(Tag::Timestamp, Side::Client, v, b"Resp: 1700000000.251500 0.001500 0.000100");
+        b.rec(Tag::ReqAcct, Side::Client, v, b"78 0 78 250 1024 1274");
+        b.rec(Tag::End, Side::Client, v, b"");
+        let mut g = Grouper::new(Grouping::Vxid);
+        let mut out = Vec::new();
+        let now = std::time::Instant::now();
+        for r in Records::new(b.as_bytes()) {
+            g.feed(&r, now, &mut out);
+        }
+        out.pop().unwrap().txs.pop().unwrap().1
+    }
+
+    #[test]
+    fn default_format_fields() {
+        let f = Format::parse(r#"%h %l %u "%r" %s %b "%{Referer}i" "%{User-agent}i" %D %I %O %q %U %H %m %{sec}t %{msec_frac}t"#).unwrap();
+        let line = f.render(&tx(&[])).unwrap();
+        assert_eq!(
+            line,
+            r#"127.0.0.1 - - "GET http://example.com/a/b?x=1 HTTP/1.1" 200 1024 "-" "curl/8 \"quoted\"" 1500 78 1274 ?x=1 /a/b HTTP/1.1 GET 1700000000 250"#
+        );
+    }
+
+    #[test]
+    fn basic_auth_user_and_garbage() {
+        let f = Format::parse("%u").unwrap();
+        // "alice:secret"
+        assert_eq!(f.render(&tx(&[(Tag::ReqHeader, "Authorization: Basic YWxpY2U6c2VjcmV0")])).unwrap(), "alice");
+        assert_eq!(f.render(&tx(&[(Tag::ReqHeader, "Authorization: Bearer x")])).unwrap(), "-");
+        assert!(f.render(&tx(&[(Tag::HttpGarbage, "junk")])).is_none());
+    }
+
+    #[test]
+    fn time_format_and_errors() {
+        let f = Format::parse("%t").unwrap();
+        let line = f.render(&tx(&[])).unwrap();
+        assert!(line.starts_with('[') && line.ends_with(']') && line.contains("/Nov/2023:"), "{line}");
+        assert!(Format::parse("%Z").is_err());
+        assert!(Format::parse("%{x").is_err());
+        assert!(Format::parse("%{s}T").is_ok());
+        assert!(Format::parse("%{fortnights}T").is_err());
+    }
+}

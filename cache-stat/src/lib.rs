@@ -1,0 +1,199 @@
+//! cache-stat: the counters viewer. This first cut has the script modes
+//! (`-1`, `-j`, `-l`); the interactive view arrives with its own issue.
+
+pub mod cli;
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::counters::{Format, Kind};
+use common::glob;
+use common::segment::{CounterInfo, Segment, SegmentError};
+
+use crate::cli::Args;
+
+/// varnishstat's `-f` rules: patterns tried in order, the first match
+/// decides (`^` excludes); unmatched counters are shown only when no
+/// include pattern was given.
+pub struct Filter {
+    patterns: Vec<(bool, String)>,
+    any_include: bool,
+}
+
+impl Filter {
+    pub fn new(args: &[String]) -> Filter {
+        let patterns: Vec<(bool, String)> = args
+            .iter()
+            .map(|p| match p.strip_prefix('^') {
+                Some(x) => (false, x.to_string()),
+                None => (true, p.clone()),
+            })
+            .collect();
+        let any_include = patterns.iter().any(|(inc, _)| *inc);
+        Filter { patterns, any_include }
+    }
+    pub fn shows(&self, name: &str) -> bool {
+        for (inc, p) in &self.patterns {
+            if glob::matches(p, name) {
+                return *inc;
+            }
+        }
+        !self.any_include
+    }
+}
+
+/// Attach, waiting up to `wait` (None = forever) for a daemon to appear.
+pub fn attach(dir: &Path, wait: Option<Duration>) -> Result<Segment, SegmentError> {
+    let start = Instant::now();
+    let mut said = false;
+    loop {
+        match Segment::open(dir) {
+            Ok(s) => return Ok(s),
+            Err(e) if e.is_transient() && wait.is_none_or(|w| start.elapsed() < w) => {
+                if !said {
+                    eprintln!("cache-stat: {e}; waiting for it");
+                    said = true;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One counter's current reading.
+pub struct Reading<'a> {
+    pub info: &'a CounterInfo,
+    pub value: u64,
+}
+
+/// The counters the filter lets through, in segment order.
+pub fn read<'a>(seg: &'a Segment, filter: &Filter) -> Vec<Reading<'a>> {
+    seg.counters()
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| filter.shows(&c.name))
+        .map(|(i, info)| Reading { info, value: seg.value(i) })
+        .collect()
+}
+
+/// `-1`: name, value, per-second average or `.`, description.
+pub fn write_once(out: &mut impl Write, rows: &[Reading<'_>], uptime: u64) -> std::io::Result<()> {
+    let mut width = 18;
+    for r in rows {
+        width = width.max(r.info.name.len());
+        write!(out, "{:<width$} {:>12} ", r.info.name, r.value)?;
+        match r.info.kind {
+            Kind::Counter if uptime > 0 => write!(out, "{:>12.2}", r.value as f64 / uptime as f64)?,
+            Kind::Counter => write!(out, "{:>12.2}", 0.0)?,
+            Kind::Gauge => write!(out, "{:>12}", ".  ")?,
+        }
+        writeln!(out, " {}", r.info.description)?;
+    }
+    Ok(())
+}
+
+/// `-j`: varnishstat's JSON layout (version 1).
+pub fn to_json(rows: &[Reading<'_>], timestamp: &str) -> serde_json::Value {
+    let mut counters = serde_json::Map::new();
+    for r in rows {
+        let flag = match r.info.kind {
+            Kind::Counter => "c",
+            Kind::Gauge => "g",
+        };
+        let format = match r.info.format {
+            Format::Integer => "i",
+            Format::Bytes => "B",
+            Format::Duration => "d",
+        };
+        counters.insert(
+            r.info.name.clone(),
+            serde_json::json!({ "description": r.info.description, "flag": flag, "format": format, "value": r.value }),
+        );
+    }
+    serde_json::json!({ "version": 1, "timestamp": timestamp, "counters": counters })
+}
+
+/// `-l`: names and descriptions.
+pub fn write_list(out: &mut impl Write, rows: &[Reading<'_>]) -> std::io::Result<()> {
+    writeln!(out, "cache-stat -f option fields:")?;
+    writeln!(out, "Field name                     Description")?;
+    writeln!(out, "----------                     -----------")?;
+    for r in rows {
+        writeln!(out, "{:<30} {}", r.info.name, r.info.description)?;
+    }
+    Ok(())
+}
+
+/// Run cache-stat; errors are returned as messages for main.
+pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
+    let wait = match args.wait.as_str() {
+        "off" => None,
+        s => Some(Duration::from_secs_f64(
+            s.parse::<f64>().ok().filter(|f| *f >= 0.0).ok_or_else(|| format!("-t {s}: expected seconds or \"off\""))?,
+        )),
+    };
+    if !(args.once || args.json || args.list) {
+        return Err("the interactive view is not built yet; use -1, -j or -l".into());
+    }
+    let dir = common::instance::resolve(args.name.as_deref());
+    let seg = attach(&dir, wait).map_err(|e| e.to_string())?;
+    let filter = Filter::new(&args.filter);
+    let rows = read(&seg, &filter);
+    let res = if args.list {
+        write_list(out, &rows)
+    } else if args.json {
+        let ts = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S").to_string();
+        serde_json::to_writer_pretty(&mut *out, &to_json(&rows, &ts)).map_err(std::io::Error::other).and_then(|_| writeln!(out))
+    } else {
+        let uptime = seg.value_of("MAIN.uptime").unwrap_or(0);
+        write_once(out, &rows, uptime)
+    };
+    match res.and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(format!("writing output: {e}")),
+        Ok(()) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_rules_follow_varnishstat() {
+        let f = Filter::new(&["^MAIN.s_*".into(), "MAIN.*".into()]);
+        assert!(f.shows("MAIN.client_req"));
+        assert!(!f.shows("MAIN.s_req_hdrbytes"));
+        assert!(!f.shows("MGT.uptime"));
+        let only_exclude = Filter::new(&["^MGT.*".into()]);
+        assert!(only_exclude.shows("MAIN.uptime"));
+        assert!(!only_exclude.shows("MGT.uptime"));
+        assert!(Filter::new(&[]).shows("anything"));
+    }
+
+    #[test]
+    fn once_layout() {
+        let info = |name: &str, kind| CounterInfo {
+            name: name.into(),
+            kind,
+            level: common::counters::Level::Info,
+            format: Format::Integer,
+            description: "Desc".into(),
+        };
+        let (a, b) = (info("MAIN.client_req", Kind::Counter), info("MAIN.n_object", Kind::Gauge));
+        let rows = [Reading { info: &a, value: 100 }, Reading { info: &b, value: 3 }];
+        let mut out = Vec::new();
+        write_once(&mut out, &rows, 50).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "MAIN.client_req             100         2.00 Desc\nMAIN.n_object                 3          .   Desc\n"
+        );
+        let j = to_json(&rows, "2026-01-01T00:00:00");
+        assert_eq!(j["counters"]["MAIN.client_req"]["value"], 100);
+        assert_eq!(j["counters"]["MAIN.n_object"]["flag"], "g");
+        assert_eq!(j["version"], 1);
+    }
+}

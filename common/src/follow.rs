@@ -1,0 +1,148 @@
+//! Following the log of an instance: attach (waiting for the daemon if it is
+//! not there yet), poll the ring, report overruns, and notice a daemon that
+//! stopped, died or restarted, then re-attach to its successor. Shared by
+//! cache-log and cache-ncsa.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::ring::{Poll, Reader};
+use crate::segment::{Health, Segment, SegmentError};
+
+/// How to follow.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Start at the oldest record and stop when caught up (`-d`).
+    pub dump: bool,
+    /// Give up if no daemon appears within this time (None: wait forever).
+    pub wait: Option<Duration>,
+}
+
+/// What the follower reports.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// Validated, whole records.
+    Records(&'a [u8]),
+    /// A line for stderr: overruns, attach, restart, stop.
+    Notice(String),
+    /// Pending transactions should be flushed (overrun, daemon gone).
+    Flush,
+    /// Nothing new right now (a chance to expire pending work).
+    Idle,
+}
+
+/// Should the follower go on?
+#[derive(Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Stop,
+}
+
+const POLL_SLEEP: Duration = Duration::from_millis(10);
+const HEALTH_EVERY: Duration = Duration::from_millis(200);
+
+/// Follow the log of instance `dir`, calling `f` with what happens, until
+/// `f` says stop, a dump is complete, or attaching fails for good.
+pub fn follow(dir: &Path, opts: &Options, mut f: impl FnMut(Event<'_>) -> Flow) -> Result<(), SegmentError> {
+    let started = Instant::now();
+    let mut said_waiting = false;
+    let mut announce = false;
+    let mut first = true;
+    loop {
+        let seg = match Segment::open(dir) {
+            Ok(s) => s,
+            Err(e) if e.is_transient() && !opts.dump => {
+                if opts.wait.is_some_and(|w| started.elapsed() >= w) {
+                    return Err(e);
+                }
+                if !said_waiting {
+                    if f(Event::Notice(format!("{e}; waiting for it"))) == Flow::Stop {
+                        return Ok(());
+                    }
+                    said_waiting = true;
+                }
+                announce = true;
+                first = false;
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if announce {
+            let msg = format!("attached to cache-d (pid {}, generation {}) in {}", seg.pid(), seg.generation(), dir.display());
+            if f(Event::Notice(msg)) == Flow::Stop {
+                return Ok(());
+            }
+        }
+        // On the first attach, start where asked; after a (re)start, read
+        // the new daemon's log from its beginning.
+        let mut reader = if opts.dump || !first { Reader::at_oldest(seg.ring()) } else { Reader::at_tail(seg.ring()) };
+        first = false;
+        match follow_segment(&seg, &mut reader, opts, &mut f) {
+            Gone::Stop => return Ok(()),
+            Gone::Health(h) => {
+                let dirs = dir.display();
+                let msg = match h {
+                    Health::Stopped => format!("cache-d in {dirs} stopped; waiting for it to start again"),
+                    Health::Replaced => format!("cache-d in {dirs} restarted (was generation {}); re-attaching", seg.generation()),
+                    Health::Dead => format!("cache-d (pid {}) in {dirs} died; waiting for it to start again", seg.pid()),
+                    Health::Running => String::new(),
+                };
+                if f(Event::Flush) == Flow::Stop || f(Event::Notice(msg)) == Flow::Stop {
+                    return Ok(());
+                }
+                // The message above already says we wait.
+                said_waiting = true;
+                announce = true;
+            }
+        }
+    }
+}
+
+enum Gone {
+    Stop,
+    Health(Health),
+}
+
+fn follow_segment(seg: &Segment, reader: &mut Reader, opts: &Options, f: &mut impl FnMut(Event<'_>) -> Flow) -> Gone {
+    let mut last_check = Instant::now();
+    loop {
+        let flow = match reader.poll() {
+            Poll::Records(buf) => f(Event::Records(buf)),
+            Poll::Overrun { lost } => {
+                if f(Event::Flush) == Flow::Stop {
+                    return Gone::Stop;
+                }
+                f(Event::Notice(format!("Log overrun: the reader fell {lost} bytes behind and skipped them; Log reacquired at the tail")))
+            }
+            Poll::Idle => {
+                if opts.dump {
+                    let _ = f(Event::Flush);
+                    return Gone::Stop;
+                }
+                if f(Event::Idle) == Flow::Stop {
+                    return Gone::Stop;
+                }
+                if last_check.elapsed() >= HEALTH_EVERY {
+                    last_check = Instant::now();
+                    let h = seg.health();
+                    if h != Health::Running {
+                        // Drain what the daemon wrote before it went.
+                        if let Poll::Records(buf) = reader.poll() {
+                            if f(Event::Records(buf)) == Flow::Stop {
+                                return Gone::Stop;
+                            }
+                            continue;
+                        }
+                        return Gone::Health(h);
+                    }
+                }
+                std::thread::sleep(POLL_SLEEP);
+                Flow::Continue
+            }
+        };
+        if flow == Flow::Stop {
+            return Gone::Stop;
+        }
+    }
+}
