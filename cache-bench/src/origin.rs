@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -122,9 +121,7 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
         r.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
         return Ok(r);
     }
-    let parsed = (|| {
-        Ok::<_, String>((num(&req, "delay_ms")?, num(&req, "max_age")?, num(&req, "status")?, num(&req, "abort_after")?))
-    })();
+    let parsed = (|| Ok::<_, String>((num(&req, "delay_ms")?, num(&req, "max_age")?, num(&req, "status")?, num(&req, "abort_after")?)))();
     let (delay, max_age, status, abort_after) = match parsed {
         Ok(x) => x,
         Err(e) => return Ok(text(StatusCode::BAD_REQUEST, e)),

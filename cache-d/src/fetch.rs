@@ -212,11 +212,11 @@ impl Fetch {
                 .map_err(|e| (Error::new(Side::Backend, format!("bad response head: {}", e.text())), false))?;
             match parsed {
                 Parsed::Complete(h) if (100..200).contains(&h.status) && h.status != 101 => {
-                    self.hdr_rx += h.len() as u64;
+                    self.hdr_rx += h.wire_len() as u64;
                     continue;
                 }
                 Parsed::Complete(head) => {
-                    self.hdr_rx += head.len() as u64;
+                    self.hdr_rx += head.wire_len() as u64;
                     self.stamp("Beresp");
                     let (v, side) = (self.vxid, LogSide::Backend);
                     self.log.rec(Tag::BerespProtocol, side, v, head.protocol().as_bytes());

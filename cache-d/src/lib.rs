@@ -50,10 +50,7 @@ pub fn bind(spec: &str, index: usize) -> Result<Vec<Listener>, StartError> {
         None => (format!("a{index}"), spec),
     };
     let full = if addr.starts_with(':') { format!("0.0.0.0{addr}") } else { addr.to_string() };
-    let addrs: Vec<_> = full
-        .to_socket_addrs()
-        .map_err(|e| StartError::Config(format!("-a {spec}: {e}")))?
-        .collect();
+    let addrs: Vec<_> = full.to_socket_addrs().map_err(|e| StartError::Config(format!("-a {spec}: {e}")))?.collect();
     if addrs.is_empty() {
         return Err(StartError::Config(format!("-a {spec}: resolves to no address")));
     }
@@ -109,8 +106,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
         let seg = Arc::new(SegmentWriter::create(&dir, params.vsl_space)?);
         write_listen_file(&dir, &listeners)?;
         if let Some(p) = &args.pidfile {
-            std::fs::write(p, format!("{}\n", std::process::id()))
-                .map_err(|source| StartError::PidFile { path: p.clone(), source })?;
+            std::fs::write(p, format!("{}\n", std::process::id())).map_err(|source| StartError::PidFile { path: p.clone(), source })?;
         }
         Ok::<_, StartError>((listeners, seg))
     })();

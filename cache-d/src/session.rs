@@ -22,7 +22,7 @@ type Client = BufConn<TcpStream>;
 
 /// Why a session ended (SessClose reasons).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Close {
+enum Reason {
     RemClose,
     ReqClose,
     ReqHttp10,
@@ -35,23 +35,23 @@ enum Close {
     RespClose,
 }
 
-impl Close {
+impl Reason {
     fn name(self) -> &'static str {
         match self {
-            Close::RemClose => "REM_CLOSE",
-            Close::ReqClose => "REQ_CLOSE",
-            Close::ReqHttp10 => "REQ_HTTP10",
-            Close::RxJunk => "RX_JUNK",
-            Close::RxOverflow => "RX_OVERFLOW",
-            Close::RxTimeout => "RX_TIMEOUT",
-            Close::RxBody => "RX_BODY",
-            Close::RxCloseIdle => "RX_CLOSE_IDLE",
-            Close::TxError => "TX_ERROR",
-            Close::RespClose => "RESP_CLOSE",
+            Reason::RemClose => "REM_CLOSE",
+            Reason::ReqClose => "REQ_CLOSE",
+            Reason::ReqHttp10 => "REQ_HTTP10",
+            Reason::RxJunk => "RX_JUNK",
+            Reason::RxOverflow => "RX_OVERFLOW",
+            Reason::RxTimeout => "RX_TIMEOUT",
+            Reason::RxBody => "RX_BODY",
+            Reason::RxCloseIdle => "RX_CLOSE_IDLE",
+            Reason::TxError => "TX_ERROR",
+            Reason::RespClose => "RESP_CLOSE",
         }
     }
     fn is_error(self) -> bool {
-        !matches!(self, Close::RemClose | Close::ReqClose | Close::ReqHttp10 | Close::RxCloseIdle | Close::RespClose)
+        !matches!(self, Reason::RemClose | Reason::ReqClose | Reason::ReqHttp10 | Reason::RxCloseIdle | Reason::RespClose)
     }
 }
 
@@ -67,7 +67,14 @@ struct Sess {
     scratch: Vec<u8>,
 }
 
-pub async fn run(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, local: SocketAddr, listen: Arc<str>, mut stop: watch::Receiver<bool>) {
+pub async fn run(
+    sh: Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    listen: Arc<str>,
+    mut stop: watch::Receiver<bool>,
+) {
     let t0 = now();
     let vxid = sh.next_vxid();
     let mut log = Batch::with_reclen(sh.params.vsl_reclen);
@@ -90,7 +97,7 @@ pub async fn run(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, local: So
             Err(ReadErr::Closed(r)) => break r,
             Err(ReadErr::Bad { err, t_start }) => {
                 s.bad_request(&mut c, err, t_start).await;
-                break if err == HeadError::TooLarge { Close::RxOverflow } else { Close::RxJunk };
+                break if err == HeadError::TooLarge { Reason::RxOverflow } else { Reason::RxJunk };
             }
         }
     };
@@ -103,7 +110,7 @@ pub async fn run(sh: Arc<Shared>, stream: TcpStream, peer: SocketAddr, local: So
 }
 
 enum ReadErr {
-    Closed(Close),
+    Closed(Reason),
     Bad { err: HeadError, t_start: f64 },
 }
 
@@ -124,15 +131,15 @@ async fn read_head(s: &Sess, c: &mut Client, stop: &mut watch::Receiver<bool>) -
         let idle = c.buf.is_empty();
         tokio::select! {
             r = c.fill(p.timeout_idle) => match r {
-                Ok(0) if idle => return Err(ReadErr::Closed(Close::RemClose)),
-                Ok(0) => return Err(ReadErr::Closed(Close::RxJunk)),
+                Ok(0) if idle => return Err(ReadErr::Closed(Reason::RemClose)),
+                Ok(0) => return Err(ReadErr::Closed(Reason::RxJunk)),
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                    return Err(ReadErr::Closed(if idle { Close::RxCloseIdle } else { Close::RxTimeout }))
+                    return Err(ReadErr::Closed(if idle { Reason::RxCloseIdle } else { Reason::RxTimeout }))
                 }
-                Err(_) => return Err(ReadErr::Closed(Close::RemClose)),
+                Err(_) => return Err(ReadErr::Closed(Reason::RemClose)),
             },
-            _ = stop.wait_for(|s| *s), if idle => return Err(ReadErr::Closed(Close::RxCloseIdle)),
+            _ = stop.wait_for(|s| *s), if idle => return Err(ReadErr::Closed(Reason::RxCloseIdle)),
         }
     }
 }
@@ -165,7 +172,7 @@ impl Sess {
     }
 
     /// Serve one request. Returns Some(reason) when the session must end.
-    async fn request(&mut self, c: &mut Client, head: Head, t_start: f64) -> Option<Close> {
+    async fn request(&mut self, c: &mut Client, head: Head, t_start: f64) -> Option<Reason> {
         let sh = self.sh.clone();
         let (rxid, mut log, mut clock) = self.begin_req(t_start);
         let side = LogSide::Client;
@@ -175,7 +182,7 @@ impl Sess {
         for (n, v) in head.iter() {
             log.rec_parts(Tag::ReqHeader, side, rxid, &[n, b": ", v]);
         }
-        let hdr_rx = head.len() as u64;
+        let hdr_rx = head.wire_len() as u64;
         let framing = match http::request_framing(&head) {
             Ok(f) => f,
             Err(why) => {
@@ -183,7 +190,7 @@ impl Sess {
                 log.rec(Tag::Error, side, rxid, why.as_bytes());
                 let tx = self.synth(c, &mut log, rxid, 400, "Bad Request", false).await;
                 self.end_req(log, &mut clock, rxid, (hdr_rx, 0), tx);
-                return Some(Close::RxJunk);
+                return Some(Reason::RxJunk);
             }
         };
         sh.seg.add(C::ClientReq, 1);
@@ -196,7 +203,7 @@ impl Sess {
             let go_on = framing == Framing::None && keep;
             let tx = self.synth(c, &mut log, rxid, 400, "Bad Request", !go_on).await;
             self.end_req(log, &mut clock, rxid, (hdr_rx, 0), tx);
-            return if go_on && tx.0 > 0 { None } else { Some(Close::RespClose) };
+            return if go_on && tx.0 > 0 { None } else { Some(Reason::RespClose) };
         }
         let bxid = sh.next_vxid();
         log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} pass"));
@@ -214,11 +221,11 @@ impl Sess {
                 if e.side == Side::Client {
                     // The client went away or sent a bad body: no answer.
                     self.end_req(log, &mut clock, rxid, (hdr_rx, body_rx), (0, 0));
-                    return Some(Close::RxBody);
+                    return Some(Reason::RxBody);
                 }
                 let tx = self.synth(c, &mut log, rxid, 503, "Backend fetch failed", !keep).await;
                 self.end_req(log, &mut clock, rxid, (hdr_rx, body_rx), tx);
-                return if keep && tx.0 > 0 { None } else { Some(Close::TxError) };
+                return if keep && tx.0 > 0 { None } else { Some(Reason::TxError) };
             }
         };
         clock.stamp(&mut log, rxid, "Fetch");
@@ -269,7 +276,7 @@ impl Sess {
             fetch.finish(&sh, None, None);
             fetch.end(&sh);
             self.end_req(log, &mut clock, rxid, (hdr_rx, body_rx), (0, 0));
-            return Some(Close::TxError);
+            return Some(Reason::TxError);
         }
         let t = Transfer {
             framing: resp.framing,
@@ -288,11 +295,11 @@ impl Sess {
                 if keep {
                     None
                 } else if head.minor == 0 {
-                    Some(Close::ReqHttp10)
+                    Some(Reason::ReqHttp10)
                 } else if head.has_token("connection", "close") {
-                    Some(Close::ReqClose)
+                    Some(Reason::ReqClose)
                 } else {
-                    Some(Close::RespClose)
+                    Some(Reason::RespClose)
                 }
             }
             Err(e) => {
@@ -303,7 +310,7 @@ impl Sess {
                 fetch.finish(&sh, None, None);
                 fetch.end(&sh);
                 self.end_req(log, &mut clock, rxid, (hdr_rx, body_rx), (hdr_tx, 0));
-                Some(if e.side == Side::Backend { Close::RespClose } else { Close::TxError })
+                Some(if e.side == Side::Backend { Reason::RespClose } else { Reason::TxError })
             }
         }
     }
@@ -313,12 +320,7 @@ impl Sess {
     fn end_req(&self, mut log: Batch, clock: &mut Clock, rxid: u32, rx: (u64, u64), tx: (u64, u64)) {
         let sh = &self.sh;
         clock.stamp(&mut log, rxid, "Resp");
-        log.recf(
-            Tag::ReqAcct,
-            LogSide::Client,
-            rxid,
-            format_args!("{} {} {} {} {} {}", rx.0, rx.1, rx.0 + rx.1, tx.0, tx.1, tx.0 + tx.1),
-        );
+        log.recf(Tag::ReqAcct, LogSide::Client, rxid, format_args!("{} {} {} {} {} {}", rx.0, rx.1, rx.0 + rx.1, tx.0, tx.1, tx.0 + tx.1));
         log.rec(Tag::End, LogSide::Client, rxid, b"");
         sh.seg.add(C::SRespHdrbytes, tx.0);
         sh.seg.add(C::SRespBodybytes, tx.1);

@@ -259,7 +259,18 @@ impl<'a> Fields<'a> {
         if !tx.is_client() || tx.kind != common::group::TxKind::Request {
             return None;
         }
-        let mut f = Fields { tx, client_ip: None, method: None, url: None, protocol: None, status: None, start: None, end: None, firstbyte: None, acct: None };
+        let mut f = Fields {
+            tx,
+            client_ip: None,
+            method: None,
+            url: None,
+            protocol: None,
+            status: None,
+            start: None,
+            end: None,
+            firstbyte: None,
+            acct: None,
+        };
         for r in &tx.records {
             let t = text(r);
             match r.tag {

@@ -187,10 +187,7 @@ mod tests {
         let mut out = Vec::new();
         write_once(&mut out, &rows, 50).unwrap();
         let text = String::from_utf8(out).unwrap();
-        assert_eq!(
-            text,
-            "MAIN.client_req             100         2.00 Desc\nMAIN.n_object                 3          .   Desc\n"
-        );
+        assert_eq!(text, "MAIN.client_req             100         2.00 Desc\nMAIN.n_object                 3          .   Desc\n");
         let j = to_json(&rows, "2026-01-01T00:00:00");
         assert_eq!(j["counters"]["MAIN.client_req"]["value"], 100);
         assert_eq!(j["counters"]["MAIN.n_object"]["flag"], "g");

@@ -227,22 +227,13 @@ impl SegmentWriter {
                 }
                 old.generation() + 1
             }
-            Err(SegmentError::Stale { .. }) | Err(SegmentError::Stopped { .. }) => {
-                Segment::peek_generation(&path).unwrap_or(0) + 1
-            }
+            Err(SegmentError::Stale { .. }) | Err(SegmentError::Stopped { .. }) => Segment::peek_generation(&path).unwrap_or(0) + 1,
             Err(_) => 1,
         };
         let ring_size = ring::ring_size_for(ring_bytes);
         let layout = Layout::new(counters::TABLE.len(), ring_size);
         let tmp = dir.join(format!("{}.{}.tmp", instance::SEGMENT_FILE, std::process::id()));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o640)
-            .open(&tmp)
-            .map_err(io_err(&tmp))?;
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).mode(0o640).open(&tmp).map_err(io_err(&tmp))?;
         file.set_len(layout.file_len as u64).map_err(io_err(&tmp))?;
         let inode = file.metadata().map_err(io_err(&tmp))?.ino();
         // SAFETY: the file is ours, freshly created, and sized above.
@@ -452,7 +443,13 @@ impl Segment {
         if n == 0 || n > 100_000 || names < HEADER_SIZE || !within(names, n.checked_mul(NAME_ENTRY)) {
             return Err(corrupt("counter names lie outside the file"));
         }
-        if shards == 0 || shards > 1024 || stride < n * 8 || values % 8 != 0 || stride % 8 != 0 || !within(values, stride.checked_mul(shards)) {
+        if shards == 0
+            || shards > 1024
+            || stride < n * 8
+            || values % 8 != 0
+            || stride % 8 != 0
+            || !within(values, stride.checked_mul(shards))
+        {
             return Err(corrupt("counter values lie outside the file"));
         }
         if log % 8 != 0 || !within(log, Some(log_len)) {
@@ -634,11 +631,14 @@ mod tests {
             (vec![], "truncated"),
             (b"CKITSEG\0short".to_vec(), "truncated"),
             (vec![0x5a; 8192], "wrong magic"),
-            ({
-                let mut v = encode_header(&Layout::new(3, ring::MIN_RING), 1, 1, 1).to_vec();
-                v.resize(4096, 0);
-                v
-            }, "truncated"),
+            (
+                {
+                    let mut v = encode_header(&Layout::new(3, ring::MIN_RING), 1, 1, 1).to_vec();
+                    v.resize(4096, 0);
+                    v
+                },
+                "truncated",
+            ),
         ];
         for (bytes, want) in cases {
             fs::write(&path, &bytes).unwrap();

@@ -95,7 +95,7 @@ pub const HEADER_BYTES: usize = 8;
 
 /// Bytes a record with `len` payload bytes (NUL included) takes.
 pub const fn record_bytes(len: usize) -> usize {
-    HEADER_BYTES + (len + 3) / 4 * 4
+    HEADER_BYTES + len.div_ceil(4) * 4
 }
 
 /// A transaction's records, built in a local buffer and appended to the ring
@@ -114,11 +114,7 @@ impl Batch {
 
     /// A batch whose records carry at most `reclen` payload bytes (NUL included).
     pub fn with_reclen(reclen: usize) -> Batch {
-        Batch {
-            buf: Vec::with_capacity(2048),
-            reclen: reclen.clamp(2, RECLEN_MAX),
-            records: 0,
-        }
+        Batch { buf: Vec::with_capacity(2048), reclen: reclen.clamp(2, RECLEN_MAX), records: 0 }
     }
 
     /// Append a record with a raw payload (cut at the record limit).

@@ -32,6 +32,8 @@ fn help_flags(text: &str) -> BTreeSet<String> {
         if !t.starts_with('-') {
             continue;
         }
+        // The flag column ends at the first run of two spaces.
+        let t = t.split("  ").next().unwrap_or(t);
         for word in t.split([',', ' ']).filter(|w| w.starts_with('-')) {
             let w = word.split(['=', '<', '[']).next().unwrap();
             if w != "-h" && w != "--help" && w != "-V" && w != "--version" && w.len() > 1 {
