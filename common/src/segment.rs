@@ -332,23 +332,47 @@ impl SegmentWriter {
 }
 
 static NEXT_SHARD: AtomicUsize = AtomicUsize::new(1);
+/// Private shards handed back by threads that ended.
+static FREE_SHARDS: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+
+/// A thread's claim on a private shard, returned when the thread ends.
+struct ShardClaim(Cell<usize>);
+
+impl Drop for ShardClaim {
+    fn drop(&mut self) {
+        let v = self.0.get();
+        if v != 0 && v != usize::MAX {
+            FREE_SHARDS.lock().unwrap_or_else(|e| e.into_inner()).push(v);
+        }
+    }
+}
+
 thread_local! {
-    static SHARD: Cell<usize> = const { Cell::new(usize::MAX) };
+    static SHARD: ShardClaim = const { ShardClaim(Cell::new(usize::MAX)) };
 }
 
 /// The calling thread's shard: a private one while they last, else shard 0.
 #[inline]
 fn my_shard() -> usize {
-    SHARD.with(|s| {
-        let v = s.get();
-        if v != usize::MAX {
-            return v;
-        }
-        let n = NEXT_SHARD.fetch_add(1, Ordering::Relaxed);
-        let v = if n < SHARDS { n } else { 0 };
-        s.set(v);
-        v
-    })
+    SHARD
+        .try_with(|s| {
+            let v = s.0.get();
+            if v != usize::MAX {
+                return v;
+            }
+            let v = FREE_SHARDS.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_else(|| {
+                let n = NEXT_SHARD.fetch_add(1, Ordering::Relaxed);
+                if n < SHARDS {
+                    n
+                } else {
+                    0
+                }
+            });
+            s.0.set(v);
+            v
+        })
+        // During thread teardown: the shared shard.
+        .unwrap_or(0)
 }
 
 // ---------------------------------------------------------------- reader
