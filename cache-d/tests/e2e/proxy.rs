@@ -122,9 +122,36 @@ fn a_backend_dying_mid_body_closes_the_client_connection() {
 }
 
 #[test]
-fn a_backend_that_closes_idle_connections_is_retried() {
-    // A tiny backend that answers one request per connection, then closes
-    // without saying so: the pooled connection is dead on reuse.
+fn a_backend_that_drops_a_reused_connection_is_retried() {
+    // A backend that answers the first request on each connection, keeps it
+    // open, and closes it without a word when a second request arrives: the
+    // pooled connection looks alive but fails on reuse.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming().take(2) {
+            let mut s = s.unwrap();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = std::io::Read::read(&mut s, &mut buf);
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                let _ = std::io::Read::read(&mut s, &mut buf);
+            });
+        }
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{port}"), &[]);
+    let mut c = Client::connect(d.port);
+    assert_eq!(c.get("/", "").body, b"ok");
+    assert_eq!(c.get("/", "").body, b"ok");
+    let once = stat(&d.dir);
+    assert_eq!(counter(&once, "MAIN.backend_retry"), Some(1), "{once}");
+    assert_eq!(counter(&once, "MAIN.backend_conn"), Some(2));
+}
+
+#[test]
+fn pooled_connections_the_backend_closed_are_not_reused() {
+    // One response per connection, then close: the pool must notice.
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -139,8 +166,10 @@ fn a_backend_that_closes_idle_connections_is_retried() {
     let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{port}"), &[]);
     let mut c = Client::connect(d.port);
     assert_eq!(c.get("/", "").body, b"ok");
+    // Let the close reach us before the next request.
     std::thread::sleep(std::time::Duration::from_millis(100));
     assert_eq!(c.get("/", "").body, b"ok");
     let once = stat(&d.dir);
-    assert_eq!(counter(&once, "MAIN.backend_retry"), Some(1), "{once}");
+    assert_eq!(counter(&once, "MAIN.backend_conn"), Some(2), "{once}");
+    assert_eq!(counter(&once, "MAIN.backend_reuse"), Some(0));
 }
