@@ -6,20 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-5}; rounds=${2:-3}; path=${3:-/size/1024}
 command -v wrk >/dev/null || { echo "bench: needs wrk (apt-get install wrk)" >&2; exit 2; }
-cargo build --release --workspace --locked >/dev/null
-bin=target/release
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-"$bin/cache-bench" origin --listen 127.0.0.1:0 >"$work/origin.out" &
-pids+=($!)
-until grep -q listening "$work/origin.out" 2>/dev/null; do sleep 0.05; done
-origin=$(sed -n 's/^listening on //p' "$work/origin.out")
-"$bin/cache-d" -F -a 127.0.0.1:0 -b "$origin" -n "$work/inst" &
-pids+=($!)
-until [ -s "$work/inst/_.listen" ]; do sleep 0.05; done
-read -r _ ip port <"$work/inst/_.listen"
+. scripts/stack.sh
 
 rps() { wrk -t1 -c32 -d"${secs}s" "$1" | awk '/^Requests\/sec/ {print $2}'; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }

@@ -5,23 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v curl >/dev/null || { echo "demo: needs curl (apt-get install curl)" >&2; exit 2; }
-cargo build --release --workspace --locked
-bin=target/release
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-
-"$bin/cache-bench" origin --listen 127.0.0.1:0 >"$work/origin.out" &
-pids+=($!)
-until grep -q listening "$work/origin.out" 2>/dev/null; do sleep 0.05; done
-origin=$(sed -n 's/^listening on //p' "$work/origin.out")
+. scripts/stack.sh
 echo "== origin on $origin"
-
-"$bin/cache-d" -F -a 127.0.0.1:0 -b "$origin" -n "$work/inst" &
-pids+=($!)
-until [ -s "$work/inst/_.listen" ]; do sleep 0.05; done
-read -r _ ip port <"$work/inst/_.listen"
 echo "== cache-d on $ip:$port, instance dir $work/inst"
 
 urls=()

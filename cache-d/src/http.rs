@@ -268,19 +268,7 @@ where
     let mut m = Moved::default();
     match t.framing {
         Framing::None => {}
-        Framing::Length(n) => {
-            let mut left = n;
-            while left > 0 {
-                if src.buf.is_empty() && fill(src, t).await? == 0 {
-                    return Err(Error::new(t.src_side, "body cut short"));
-                }
-                let take = (src.buf.len() as u64).min(left) as usize;
-                let part = src.buf.split_to(take);
-                write_payload(dst, &part, t, &mut m, scratch).await?;
-                m.rx += take as u64;
-                left -= take as u64;
-            }
-        }
+        Framing::Length(n) => copy_exact(src, dst, n, t, &mut m, scratch, "body cut short").await?,
         Framing::Eof => loop {
             if src.buf.is_empty() && fill(src, t).await? == 0 {
                 break;
@@ -303,17 +291,7 @@ where
                 }
                 break;
             }
-            let mut left = size;
-            while left > 0 {
-                if src.buf.is_empty() && fill(src, t).await? == 0 {
-                    return Err(Error::new(t.src_side, "chunked body cut short"));
-                }
-                let take = (src.buf.len() as u64).min(left) as usize;
-                let part = src.buf.split_to(take);
-                write_payload(dst, &part, t, &mut m, scratch).await?;
-                m.rx += take as u64;
-                left -= take as u64;
-            }
+            copy_exact(src, dst, size, t, &mut m, scratch, "chunked body cut short").await?;
             let (crlf, wire) = read_line(src, t).await?;
             if !crlf.is_empty() {
                 return Err(Error::new(t.src_side, "chunk not followed by CRLF"));
@@ -326,6 +304,34 @@ where
         m.tx += 5;
     }
     Ok(m)
+}
+
+/// Copy exactly `n` payload bytes from `src` to `dst`.
+async fn copy_exact<S, D>(
+    src: &mut BufConn<S>,
+    dst: &mut D,
+    n: u64,
+    t: &Transfer,
+    m: &mut Moved,
+    scratch: &mut Vec<u8>,
+    short: &'static str,
+) -> Result<(), Error>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    D: AsyncWrite + Unpin,
+{
+    let mut left = n;
+    while left > 0 {
+        if src.buf.is_empty() && fill(src, t).await? == 0 {
+            return Err(Error::new(t.src_side, short));
+        }
+        let take = (src.buf.len() as u64).min(left) as usize;
+        let part = src.buf.split_to(take);
+        write_payload(dst, &part, t, m, scratch).await?;
+        m.rx += take as u64;
+        left -= take as u64;
+    }
+    Ok(())
 }
 
 async fn fill<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: &Transfer) -> Result<usize, Error> {

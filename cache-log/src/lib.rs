@@ -4,11 +4,11 @@ pub mod cli;
 
 use std::collections::HashSet;
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::follow::{self, Event, Flow};
-use common::group::{Group, Grouper, Grouping, OwnedRecord};
-use common::vsl::{Records, Tag};
+use common::follow;
+use common::group::{Group, Grouping, OwnedRecord};
+use common::vsl::Tag;
 
 use crate::cli::Args;
 
@@ -81,63 +81,12 @@ fn write_raw(out: &mut impl Write, r: &OwnedRecord) -> std::io::Result<()> {
     writeln!(out, "{:>10} {:<14} {} {}", r.vxid, r.tag.name(), r.side.letter(), r.text())
 }
 
-/// Parse `-t`: seconds, or "off".
-pub fn parse_wait(v: Option<&str>, dump: bool) -> Result<Option<Duration>, String> {
-    match v {
-        None if dump => Ok(Some(Duration::ZERO)),
-        None | Some("off") => Ok(None),
-        Some(s) => s
-            .parse::<f64>()
-            .ok()
-            .filter(|f| *f >= 0.0)
-            .map(|f| Some(Duration::from_secs_f64(f)))
-            .ok_or_else(|| format!("-t {s}: expected seconds or \"off\"")),
-    }
-}
-
 /// Run cache-log. Returns Err with a message for main to print.
 pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let filter = Filter::new(&args.include, &args.exclude)?;
     let dir = common::instance::resolve(args.name.as_deref());
-    let wait = parse_wait(args.wait.as_deref(), args.dump)?;
-    let opts = follow::Options { dump: args.dump, wait: wait.filter(|w| !w.is_zero()) };
+    let opts = follow::Options { dump: args.dump, wait: follow::parse_wait(args.wait.as_deref())? };
     let raw = args.grouping == Grouping::Raw;
     let timeout = Duration::from_secs_f64(args.timeout.max(0.0));
-    let mut grouper = Grouper::new(args.grouping);
-    let mut groups = Vec::new();
-    let mut io_err: Option<std::io::Error> = None;
-    let res = follow::follow(&dir, &opts, |ev| {
-        match ev {
-            Event::Records(buf) => {
-                let now = Instant::now();
-                for r in Records::new(buf) {
-                    grouper.feed(&r, now, &mut groups);
-                }
-            }
-            Event::Notice(n) => {
-                let _ = out.flush();
-                eprintln!("cache-log: {n}");
-            }
-            Event::Flush => grouper.flush(&mut groups),
-            Event::Idle => grouper.expire(Instant::now(), timeout, &mut groups),
-        }
-        for g in groups.drain(..) {
-            if let Err(e) = write_group(out, &g, raw, &filter) {
-                io_err = Some(e);
-                return Flow::Stop;
-            }
-        }
-        if let Err(e) = out.flush() {
-            io_err = Some(e);
-            return Flow::Stop;
-        }
-        Flow::Continue
-    });
-    match io_err {
-        // A closed pipe (`| head`) is not an error.
-        Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
-        Some(e) => return Err(format!("writing output: {e}")),
-        None => {}
-    }
-    res.map_err(|e| e.to_string())
+    follow::follow_groups("cache-log", &dir, &opts, args.grouping, timeout, out, |out, g| write_group(out, g, raw, &filter))
 }

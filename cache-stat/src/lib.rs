@@ -128,12 +128,7 @@ pub fn write_list(out: &mut impl Write, rows: &[Reading<'_>]) -> std::io::Result
 
 /// Run cache-stat; errors are returned as messages for main.
 pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
-    let wait = match args.wait.as_str() {
-        "off" => None,
-        s => Some(Duration::from_secs_f64(
-            s.parse::<f64>().ok().filter(|f| *f >= 0.0).ok_or_else(|| format!("-t {s}: expected seconds or \"off\""))?,
-        )),
-    };
+    let wait = common::follow::parse_wait(Some(&args.wait))?;
     if !(args.once || args.json || args.list) {
         return Err("the interactive view is not built yet; use -1, -j or -l".into());
     }

@@ -3,11 +3,14 @@
 //! stopped, died or restarted, then re-attach to its successor. Shared by
 //! cache-log and cache-ncsa.
 
+use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::group::{Group, Grouper, Grouping};
 use crate::ring::{Poll, Reader};
 use crate::segment::{Health, Segment, SegmentError};
+use crate::vsl::Records;
 
 /// How to follow.
 #[derive(Clone, Debug)]
@@ -145,4 +148,68 @@ fn follow_segment(seg: &Segment, reader: &mut Reader, opts: &Options, f: &mut im
             return Gone::Stop;
         }
     }
+}
+
+/// Parse a reader's `-t`: seconds, or "off" (None: wait forever).
+pub fn parse_wait(v: Option<&str>) -> Result<Option<Duration>, String> {
+    match v {
+        None | Some("off") => Ok(None),
+        Some(s) => s
+            .parse::<f64>()
+            .ok()
+            .filter(|f| *f >= 0.0)
+            .map(|f| Some(Duration::from_secs_f64(f)))
+            .ok_or_else(|| format!("-t {s}: expected seconds or \"off\"")),
+    }
+}
+
+/// Follow the log as transaction groups: notices go to stderr prefixed with
+/// `tool`, each finished group to `emit`, which writes to `out`. A closed
+/// output pipe ends the run quietly; other errors become messages.
+pub fn follow_groups<W: Write>(
+    tool: &str,
+    dir: &Path,
+    opts: &Options,
+    grouping: Grouping,
+    timeout: Duration,
+    out: &mut W,
+    mut emit: impl FnMut(&mut W, &Group) -> std::io::Result<()>,
+) -> Result<(), String> {
+    let mut grouper = Grouper::new(grouping);
+    let mut groups = Vec::new();
+    let mut io_err: Option<std::io::Error> = None;
+    let res = follow(dir, opts, |ev| {
+        match ev {
+            Event::Records(buf) => {
+                let now = Instant::now();
+                for r in Records::new(buf) {
+                    grouper.feed(&r, now, &mut groups);
+                }
+            }
+            Event::Notice(n) => {
+                let _ = out.flush();
+                eprintln!("{tool}: {n}");
+            }
+            Event::Flush => grouper.flush(&mut groups),
+            Event::Idle => grouper.expire(Instant::now(), timeout, &mut groups),
+        }
+        for g in groups.drain(..) {
+            if let Err(e) = emit(out, &g) {
+                io_err = Some(e);
+                return Flow::Stop;
+            }
+        }
+        if let Err(e) = out.flush() {
+            io_err = Some(e);
+            return Flow::Stop;
+        }
+        Flow::Continue
+    });
+    match io_err {
+        // A closed pipe (`| head`) is not an error.
+        Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        Some(e) => return Err(format!("writing output: {e}")),
+        None => {}
+    }
+    res.map_err(|e| e.to_string())
 }
