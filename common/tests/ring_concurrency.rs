@@ -41,16 +41,32 @@ fn check(rec: &common::vsl::Record<'_>) -> Option<(u32, u32)> {
     None
 }
 
+/// Run `n` writer threads, each appending PER_WRITER transactions.
+fn run_writers(seg: &SegmentWriter, n: u32) {
+    thread::scope(|s| {
+        for w in 0..n {
+            s.spawn(move || {
+                let mut b = Batch::new();
+                for seq in 0..PER_WRITER {
+                    tx(&mut b, w, seq);
+                    seg.log(&b);
+                }
+            });
+        }
+    });
+}
+
 #[test]
 fn concurrent_writers_and_a_reader_that_keeps_up() {
     let dir = tempfile::tempdir().unwrap();
     // Large enough that a reader polling in a loop is never lapped.
     let seg = SegmentWriter::create(dir.path(), 64 << 20).unwrap();
     let reader_seg = Segment::open(dir.path()).unwrap();
-    let done = AtomicBool::new(false);
+    let done = &AtomicBool::new(false);
+    // Positioned before any writer starts, so it sees every record.
+    let mut r = Reader::at_tail(reader_seg.ring());
     thread::scope(|s| {
-        let reader = s.spawn(|| {
-            let mut r = Reader::at_tail(reader_seg.ring());
+        let reader = s.spawn(move || {
             let mut next = [0u32; WRITERS as usize];
             let mut total = 0u64;
             loop {
@@ -74,22 +90,7 @@ fn concurrent_writers_and_a_reader_that_keeps_up() {
             }
             (total, next)
         });
-        thread::sleep(Duration::from_millis(20));
-        let writers: Vec<_> = (0..WRITERS)
-            .map(|w| {
-                let seg = &seg;
-                s.spawn(move || {
-                    let mut b = Batch::new();
-                    for seq in 0..PER_WRITER {
-                        tx(&mut b, w, seq);
-                        seg.log(&b);
-                    }
-                })
-            })
-            .collect();
-        for h in writers {
-            h.join().unwrap();
-        }
+        run_writers(&seg, WRITERS);
         done.store(true, Ordering::Release);
         let (total, next) = reader.join().unwrap();
         assert_eq!(total, (WRITERS * PER_WRITER) as u64);
@@ -103,10 +104,10 @@ fn a_slow_reader_reports_overruns_and_resumes_on_whole_records() {
     let dir = tempfile::tempdir().unwrap();
     let seg = SegmentWriter::create(dir.path(), MIN_RING).unwrap();
     let reader_seg = Segment::open(dir.path()).unwrap();
-    let done = AtomicBool::new(false);
+    let done = &AtomicBool::new(false);
+    let mut r = Reader::at_tail(reader_seg.ring());
     thread::scope(|s| {
-        let reader = s.spawn(|| {
-            let mut r = Reader::at_tail(reader_seg.ring());
+        let reader = s.spawn(move || {
             let (mut overruns, mut records, mut last) = (0u32, 0u64, [None::<u32>; WRITERS as usize]);
             loop {
                 let finished = done.load(Ordering::Acquire);
@@ -137,21 +138,7 @@ fn a_slow_reader_reports_overruns_and_resumes_on_whole_records() {
             }
             (overruns, records)
         });
-        let writers: Vec<_> = (0..2)
-            .map(|w| {
-                let seg = &seg;
-                s.spawn(move || {
-                    let mut b = Batch::new();
-                    for seq in 0..PER_WRITER {
-                        tx(&mut b, w, seq);
-                        seg.log(&b);
-                    }
-                })
-            })
-            .collect();
-        for h in writers {
-            h.join().unwrap();
-        }
+        run_writers(&seg, 2);
         done.store(true, Ordering::Release);
         let (overruns, records) = reader.join().unwrap();
         assert!(overruns > 0, "a 2 ms-per-poll reader on a 64 KiB ring must be lapped");
