@@ -131,10 +131,27 @@ fn parse_err(e: httparse::Error) -> HeadError {
     }
 }
 
+/// Header slots kept on the stack; http_max_hdr above this uses the heap.
+const STACK_HEADERS: usize = 128;
+
+fn header_slots<'a, 'h>(
+    stack: &'a mut [httparse::Header<'h>; STACK_HEADERS],
+    heap: &'a mut Vec<httparse::Header<'h>>,
+    max: usize,
+) -> &'a mut [httparse::Header<'h>] {
+    if max <= STACK_HEADERS {
+        &mut stack[..max]
+    } else {
+        heap.resize(max, httparse::EMPTY_HEADER);
+        &mut heap[..]
+    }
+}
+
 /// Parse a request head at the start of `buf`, splitting it off when complete.
 pub fn parse_request(buf: &mut BytesMut, max_headers: usize, max_size: usize) -> Result<Parsed, HeadError> {
-    let mut hdrs = vec![httparse::EMPTY_HEADER; max_headers];
-    let mut req = httparse::Request::new(&mut hdrs);
+    let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
+    let mut heap = Vec::new();
+    let mut req = httparse::Request::new(header_slots(&mut stack, &mut heap, max_headers));
     let n = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) if buf.len() > max_size => return Err(HeadError::TooLarge),
@@ -155,8 +172,9 @@ pub fn parse_request(buf: &mut BytesMut, max_headers: usize, max_size: usize) ->
 
 /// Parse a response head at the start of `buf`, splitting it off when complete.
 pub fn parse_response(buf: &mut BytesMut, max_headers: usize, max_size: usize) -> Result<Parsed, HeadError> {
-    let mut hdrs = vec![httparse::EMPTY_HEADER; max_headers];
-    let mut resp = httparse::Response::new(&mut hdrs);
+    let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
+    let mut heap = Vec::new();
+    let mut resp = httparse::Response::new(header_slots(&mut stack, &mut heap, max_headers));
     let n = match resp.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) if buf.len() > max_size => return Err(HeadError::TooLarge),

@@ -268,9 +268,15 @@ impl Sess {
         }
         clock.stamp(&mut log, rxid, "Process");
         let hdr_tx = wire.len() as u64;
+        let mut be = resp.conn;
+        // A small body that arrived with the head goes out in the same write.
+        let inline = match resp.framing {
+            Framing::Length(n) if n <= 64 * 1024 && be.buf.len() as u64 >= n => n,
+            _ => 0,
+        };
+        wire.extend_from_slice(&be.buf.split_to(inline as usize));
         let head_sent = c.io.write_all(&wire).await;
         self.wire = wire;
-        let mut be = resp.conn;
         if head_sent.is_err() {
             fetch.error(&sh, &Error::new(Side::Client, "client closed before the response head was sent"));
             fetch.finish(&sh, None, None);
@@ -279,13 +285,18 @@ impl Sess {
             return Some(Reason::TxError);
         }
         let t = Transfer {
-            framing: resp.framing,
+            framing: if inline > 0 { Framing::Length(0) } else { resp.framing },
             chunk_out,
             src_side: Side::Backend,
             dst_side: Side::Client,
             read_timeout: sh.params.between_bytes_timeout,
         };
-        let moved = http::transfer(&mut be, &mut c.io, &t, &mut self.scratch).await;
+        let moved = http::transfer(&mut be, &mut c.io, &t, &mut self.scratch).await.map(|mut m| {
+            m.rx += inline;
+            m.tx += inline;
+            m.payload += inline;
+            m
+        });
         match moved {
             Ok(m) => {
                 let reusable = !backend_close && resp.framing != Framing::Eof;
