@@ -52,8 +52,18 @@ pub fn follow(dir: &Path, opts: &Options, mut f: impl FnMut(Event<'_>) -> Flow) 
     let mut announce = false;
     let mut first = true;
     loop {
-        let seg = match Segment::open(dir) {
-            Ok(s) => s,
+        // A dump also reads the log a stopped or dead daemon left behind.
+        let opened = if opts.dump { Segment::open_any(dir) } else { Segment::open(dir) };
+        let seg = match opened {
+            Ok(s) => {
+                if opts.dump && (s.state() == crate::segment::STATE_STOPPED || !s.daemon_alive()) {
+                    let msg = format!("reading the log cache-d (pid {}) left in {} (it is not running)", s.pid(), dir.display());
+                    if f(Event::Notice(msg)) == Flow::Stop {
+                        return Ok(());
+                    }
+                }
+                s
+            }
             Err(e) if e.is_transient() && !opts.dump => {
                 if opts.wait.is_some_and(|w| started.elapsed() >= w) {
                     return Err(e);

@@ -219,7 +219,7 @@ impl SegmentWriter {
     pub fn create(dir: &Path, ring_bytes: u64) -> Result<SegmentWriter, SegmentError> {
         fs::create_dir_all(dir).map_err(io_err(dir))?;
         let path = instance::segment_path(dir);
-        let generation = match Segment::open(dir) {
+        let generation = match Segment::open_any(dir) {
             Ok(old) => {
                 let pid = old.pid();
                 if old.state() != STATE_STOPPED && pid_alive(pid) && pid != std::process::id() {
@@ -227,7 +227,6 @@ impl SegmentWriter {
                 }
                 old.generation() + 1
             }
-            Err(SegmentError::Stale { .. }) | Err(SegmentError::Stopped { .. }) => Segment::peek_generation(&path).unwrap_or(0) + 1,
             Err(_) => 1,
         };
         let ring_size = ring::ring_size_for(ring_bytes);
@@ -412,21 +411,22 @@ pub struct Segment {
 }
 
 impl Segment {
-    fn open_raw(path: &Path) -> std::io::Result<Mmap> {
-        let file = File::open(path)?;
-        // SAFETY: read-only mapping; the daemon only changes it through
-        // atomics and the ring protocol, both of which tolerate this view.
-        unsafe { MmapOptions::new().map(&file) }
-    }
-
-    fn peek_generation(path: &Path) -> Option<u64> {
-        let map = Segment::open_raw(path).ok()?;
-        (map.len() >= HEADER_SIZE && map[..8] == MAGIC).then(|| rd_u64(&map, OFF_GENERATION))
-    }
-
-    /// Attach to the segment of instance `dir`, checking everything a
-    /// damaged or foreign file could get wrong.
+    /// Attach to the segment of a running daemon in instance `dir`.
     pub fn open(dir: &Path) -> Result<Segment, SegmentError> {
+        let seg = Segment::open_any(dir)?;
+        if seg.state() == STATE_STOPPED {
+            return Err(SegmentError::Stopped { dir: dir.to_path_buf() });
+        }
+        if !seg.daemon_alive() {
+            return Err(SegmentError::Stale { dir: dir.to_path_buf(), pid: seg.pid() });
+        }
+        Ok(seg)
+    }
+
+    /// Attach to the segment in instance `dir` whether or not its daemon
+    /// still runs (post-mortem log dumps), checking everything a damaged or
+    /// foreign file could get wrong.
+    pub fn open_any(dir: &Path) -> Result<Segment, SegmentError> {
         let path = instance::segment_path(dir);
         let d = || dir.to_path_buf();
         let file = match File::open(&path) {
@@ -439,7 +439,8 @@ impl Segment {
         if len < HEADER_SIZE as u64 {
             return Err(SegmentError::Truncated { dir: d(), len });
         }
-        // SAFETY: see open_raw.
+        // SAFETY: read-only mapping; the daemon only changes it through
+        // atomics and the ring protocol, both of which tolerate this view.
         let map = unsafe { MmapOptions::new().map(&file) }.map_err(io_err(&path))?;
         if map[..8] != MAGIC {
             return Err(SegmentError::BadMagic { dir: d() });
@@ -502,15 +503,17 @@ impl Segment {
             counters.push(info);
         }
         let seg = Segment { map, dir: d(), inode: meta.ino(), counters, values, stride, shards, ring };
-        match seg.state() {
-            STATE_STOPPED => return Err(SegmentError::Stopped { dir: d() }),
-            STATE_RUNNING | STATE_STARTING => {}
-            _ => return Err(corrupt("unknown state")),
-        }
-        if !pid_alive(seg.pid()) {
-            return Err(SegmentError::Stale { dir: d(), pid: seg.pid() });
+        if !matches!(seg.state(), STATE_RUNNING | STATE_STARTING | STATE_STOPPED) {
+            return Err(corrupt("unknown state"));
         }
         Ok(seg)
+    }
+
+    /// Is the creating daemon alive? Its pid exists, or (for a reader in
+    /// another pid namespace, where the pid means nothing) its heartbeat is
+    /// less than three seconds old.
+    pub fn daemon_alive(&self) -> bool {
+        pid_alive(self.pid()) || now_ms().saturating_sub(self.heartbeat_ms()) < 3000
     }
 
     pub fn dir(&self) -> &Path {
@@ -571,7 +574,7 @@ impl Segment {
             Ok(m) if m.ino() != self.inode => return Health::Replaced,
             _ => {}
         }
-        if !pid_alive(self.pid()) {
+        if !self.daemon_alive() {
             return Health::Dead;
         }
         Health::Running

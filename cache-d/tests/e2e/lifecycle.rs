@@ -26,6 +26,11 @@ fn sigterm_stops_cleanly_and_cleans_the_instance_dir() {
     let o = run("cache-stat", &["-1", "-t", "0", "-n", dir.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains(dir.to_str().unwrap()) && stderr(&o).contains("has stopped"), "{}", stderr(&o));
+    // A dump still reads the log the stopped daemon left (post-mortem).
+    let o = run("cache-log", &["-d", "-g", "raw", "-i", "ReqURL", "-n", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("/size/1"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("not running"), "{}", stderr(&o));
 }
 
 #[test]
