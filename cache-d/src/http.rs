@@ -90,9 +90,14 @@ impl Head {
     }
 }
 
+/// Where `part` (a slice httparse returned) lies within `base`; an empty
+/// range for anything outside it (a defaulted, static empty string).
 fn offset(base: &[u8], part: &[u8]) -> Range<usize> {
-    let start = part.as_ptr() as usize - base.as_ptr() as usize;
-    start..start + part.len()
+    let (b, p) = (base.as_ptr() as usize, part.as_ptr() as usize);
+    if p < b || p + part.len() > b + base.len() {
+        return 0..0;
+    }
+    p - b..p - b + part.len()
 }
 
 /// Outcome of trying to parse a head from the buffer.
