@@ -5,6 +5,7 @@
 //! split, caching and policy arrive with their own issues.
 
 pub mod backend;
+pub mod cache;
 pub mod cli;
 pub mod daemon;
 pub mod error;

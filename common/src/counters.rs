@@ -116,24 +116,56 @@ counter_table! {
     SessClosedErr => "MAIN.sess_closed_err", Counter, Info, Integer, "Session Closed with error";
     ClientReq400 => "MAIN.client_req_400", Counter, Info, Integer, "Client requests received, subject to 400 errors";
     ClientReq => "MAIN.client_req", Counter, Info, Integer, "Good client requests received";
+    ClientReq417 => "MAIN.client_req_417", Counter, Info, Integer, "Client requests received, subject to 417 errors";
+    CacheHit => "MAIN.cache_hit", Counter, Info, Integer, "Cache hits";
+    CacheHitGrace => "MAIN.cache_hit_grace", Counter, Info, Integer, "Cache grace hits";
+    CacheHitpass => "MAIN.cache_hitpass", Counter, Info, Integer, "Cache hits for pass.";
+    CacheHitmiss => "MAIN.cache_hitmiss", Counter, Info, Integer, "Cache hits for miss.";
+    CacheMiss => "MAIN.cache_miss", Counter, Info, Integer, "Cache misses";
+    BerespUncacheable => "MAIN.beresp_uncacheable", Counter, Info, Integer, "Uncacheable backend responses";
+    BerespShortlived => "MAIN.beresp_shortlived", Counter, Info, Integer, "Shortlived objects";
     BackendConn => "MAIN.backend_conn", Counter, Info, Integer, "Backend conn. success";
     BackendFail => "MAIN.backend_fail", Counter, Info, Integer, "Backend conn. failures";
     BackendReuse => "MAIN.backend_reuse", Counter, Info, Integer, "Backend conn. reuses";
     BackendRecycle => "MAIN.backend_recycle", Counter, Info, Integer, "Backend conn. recycles";
     BackendRetry => "MAIN.backend_retry", Counter, Info, Integer, "Backend conn. retry";
     BackendReq => "MAIN.backend_req", Counter, Info, Integer, "Backend requests made";
+    Fetch304 => "MAIN.fetch_304", Counter, Info, Integer, "Fetch no body (304)";
     FetchFailed => "MAIN.fetch_failed", Counter, Info, Integer, "Fetch failed (all causes)";
+    BusySleep => "MAIN.busy_sleep", Counter, Info, Integer, "Number of requests sent to sleep on busy objhdr";
+    BusyWakeup => "MAIN.busy_wakeup", Counter, Info, Integer, "Number of requests woken after sleep on busy objhdr";
+    BusyKilled => "MAIN.busy_killed", Counter, Info, Integer, "Number of requests killed after sleep on busy objhdr";
+    NExpired => "MAIN.n_expired", Counter, Info, Integer, "Number of expired objects";
+    NLruNuked => "MAIN.n_lru_nuked", Counter, Info, Integer, "Number of LRU nuked objects";
     SSess => "MAIN.s_sess", Counter, Info, Integer, "Total sessions seen";
+    SPipe => "MAIN.s_pipe", Counter, Info, Integer, "Total pipe sessions seen";
+    SPass => "MAIN.s_pass", Counter, Info, Integer, "Total pass-ed requests seen";
+    SFetch => "MAIN.s_fetch", Counter, Info, Integer, "Total backend fetches initiated";
+    SBgfetch => "MAIN.s_bgfetch", Counter, Info, Integer, "Total backend background fetches initiated";
     SSynth => "MAIN.s_synth", Counter, Info, Integer, "Total synthetic responses made";
     SReqHdrbytes => "MAIN.s_req_hdrbytes", Counter, Info, Bytes, "Request header bytes";
     SReqBodybytes => "MAIN.s_req_bodybytes", Counter, Info, Bytes, "Request body bytes";
     SRespHdrbytes => "MAIN.s_resp_hdrbytes", Counter, Info, Bytes, "Response header bytes";
     SRespBodybytes => "MAIN.s_resp_bodybytes", Counter, Info, Bytes, "Response body bytes";
+    SPipeHdrbytes => "MAIN.s_pipe_hdrbytes", Counter, Info, Bytes, "Request header bytes received for piped sessions";
+    SPipeIn => "MAIN.s_pipe_in", Counter, Info, Bytes, "Piped bytes from client";
+    SPipeOut => "MAIN.s_pipe_out", Counter, Info, Bytes, "Piped bytes to client";
+    NPurges => "MAIN.n_purges", Counter, Info, Integer, "Number of purge operations executed";
+    NObjPurged => "MAIN.n_obj_purged", Counter, Info, Integer, "Number of purged objects";
     NObject => "MAIN.n_object", Gauge, Info, Integer, "object structs made";
+    NObjectcore => "MAIN.n_objectcore", Gauge, Info, Integer, "objectcore structs made";
+    NObjecthead => "MAIN.n_objecthead", Gauge, Info, Integer, "objecthead structs made";
     NBackend => "MAIN.n_backend", Gauge, Info, Integer, "Number of backends";
     ShmRecords => "MAIN.shm_records", Counter, Diag, Integer, "SHM records";
     ShmWrites => "MAIN.shm_writes", Counter, Diag, Integer, "SHM writes";
     ShmCycles => "MAIN.shm_cycles", Counter, Diag, Integer, "SHM cycles through buffer";
+    SmaCReq => "SMA.s0.c_req", Counter, Info, Integer, "Allocator requests";
+    SmaCFail => "SMA.s0.c_fail", Counter, Info, Integer, "Allocator failures";
+    SmaCBytes => "SMA.s0.c_bytes", Counter, Info, Bytes, "Bytes allocated";
+    SmaCFreed => "SMA.s0.c_freed", Counter, Info, Bytes, "Bytes freed";
+    SmaGAlloc => "SMA.s0.g_alloc", Gauge, Info, Integer, "Allocations outstanding";
+    SmaGBytes => "SMA.s0.g_bytes", Gauge, Info, Bytes, "Bytes outstanding";
+    SmaGSpace => "SMA.s0.g_space", Gauge, Info, Bytes, "Bytes available";
 }
 
 impl C {
@@ -160,6 +192,6 @@ mod tests {
             assert!(seen.insert(d.name), "duplicate {}", d.name);
         }
         assert_eq!(C::MainUptime.def().name, "MAIN.uptime");
-        assert_eq!(C::ShmCycles as usize, TABLE.len() - 1);
+        assert_eq!(C::SmaGSpace as usize, TABLE.len() - 1);
     }
 }

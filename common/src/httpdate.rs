@@ -39,3 +39,67 @@ mod tests {
         assert_eq!(super::format(1709251199.0), "Thu, 29 Feb 2024 23:59:59 GMT");
     }
 }
+
+/// Parse an HTTP date (IMF-fixdate, RFC 850 or asctime, as RFC 9110
+/// §5.6.7 asks recipients to accept) into seconds since the epoch.
+pub fn parse(s: &str) -> Option<f64> {
+    const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+    let s = s.trim();
+    let month = |m: &str| MONTHS.iter().position(|x| x.eq_ignore_ascii_case(m)).map(|i| i as i64 + 1);
+    let hms = |t: &str| -> Option<i64> {
+        let mut it = t.split(':').map(|x| x.parse::<i64>().ok());
+        let (h, m, sec) = (it.next()??, it.next()??, it.next()??);
+        (it.next().is_none() && h < 24 && m < 60 && sec <= 60).then_some(h * 3600 + m * 60 + sec)
+    };
+    let (d, mo, y, t) = if let Some((_, rest)) = s.split_once(", ") {
+        let f: Vec<&str> = rest.split([' ', '-']).filter(|x| !x.is_empty()).collect();
+        // IMF-fixdate: 06 Nov 1994 08:49:37 GMT; RFC 850: 06-Nov-94 08:49:37 GMT
+        if f.len() != 5 || !f[4].eq_ignore_ascii_case("GMT") {
+            return None;
+        }
+        let mut y: i64 = f[2].parse().ok()?;
+        if f[2].len() == 2 {
+            y += if y < 70 { 2000 } else { 1900 };
+        }
+        (f[0].parse::<i64>().ok()?, month(f[1])?, y, hms(f[3])?)
+    } else {
+        // asctime: Sun Nov  6 08:49:37 1994
+        let f: Vec<&str> = s.split(' ').filter(|x| !x.is_empty()).collect();
+        if f.len() != 5 {
+            return None;
+        }
+        (f[2].parse::<i64>().ok()?, month(f[1])?, f[4].parse().ok()?, hms(f[3])?)
+    };
+    if !(1..=31).contains(&d) || !(1970..=9999).contains(&y) {
+        return None;
+    }
+    // Days from civil (H. Hinnant), the inverse of `format`.
+    let yy = if mo <= 2 { y - 1 } else { y };
+    let era = yy.div_euclid(400);
+    let yoe = yy - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86400 + t) as f64)
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::{format, parse};
+
+    #[test]
+    fn three_formats() {
+        assert_eq!(parse("Sun, 06 Nov 1994 08:49:37 GMT"), Some(784111777.0));
+        assert_eq!(parse("Sunday, 06-Nov-94 08:49:37 GMT"), Some(784111777.0));
+        assert_eq!(parse("Sun Nov  6 08:49:37 1994"), Some(784111777.0));
+        assert_eq!(parse("Thu, 29 Feb 2024 23:59:59 GMT"), Some(1709251199.0));
+        for t in [0.0, 951782400.0, 1709251199.0, 4102444800.0] {
+            assert_eq!(parse(&format(t)), Some(t));
+        }
+        assert_eq!(parse("yesterday"), None);
+        assert_eq!(parse("Sun, 06 Nov 1994 25:49:37 GMT"), None);
+        assert_eq!(parse("Sun, 06 Nov 1994 08:49:37 PST"), None);
+        assert_eq!(parse(""), None);
+    }
+}

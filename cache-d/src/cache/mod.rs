@@ -1,0 +1,534 @@
+//! The cache: object heads by hash key, variants (Vary), the busy marker and
+//! waiting list that coalesce concurrent misses, storage accounting with LRU
+//! eviction, expiry, and purge. Sans-io: time comes in as `now`.
+
+pub mod body;
+pub mod ttl;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use bytes::Bytes;
+use common::counters::C;
+use common::segment::SegmentWriter;
+use tokio::sync::watch;
+
+use self::body::Body;
+use self::ttl::Lifetime;
+
+/// Bytes charged per object on top of its key, headers and body: the
+/// object and core structs, Arcs, index, LRU and expiry entries. Measured
+/// (see README: RSS after 100,000 objects), not guessed.
+pub const OBJ_OVERHEAD: u64 = 512;
+/// A hit moves an object in the LRU at most this often (Varnish's
+/// lru_interval), so hot objects do not contend on the LRU lock.
+const LRU_INTERVAL_MS: u64 = 2000;
+const SHARDS: usize = 64;
+
+/// What kind of object sits in the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Normal,
+    /// Uncacheable response remembered: the next requests fetch on their own
+    /// without waiting for each other.
+    HitForMiss,
+    /// Remembered decision to pass.
+    HitForPass,
+}
+
+/// An immutable cached response (its body may still be streaming in).
+pub struct Object {
+    /// vxid of the backend transaction that made it.
+    pub vxid: u32,
+    pub status: u16,
+    pub reason: Bytes,
+    /// Response headers as stored (hop-by-hop and framing headers removed).
+    pub headers: Vec<(Bytes, Bytes)>,
+    pub body: Arc<Body>,
+    pub life: Lifetime,
+    pub kind: Kind,
+    /// For each header named by Vary: its normalized request value.
+    pub vary: Option<Vec<(String, Option<Bytes>)>>,
+}
+
+impl Object {
+    pub fn header(&self, name: &str) -> Option<&Bytes> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes())).map(|(_, v)| v)
+    }
+
+    /// Bytes this object holds, as charged to storage (body excluded while
+    /// it streams: it is charged as it arrives).
+    pub fn head_bytes(&self, key: &[u8]) -> u64 {
+        let h: usize = self.headers.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+        (key.len() + h + self.reason.len()) as u64 + OBJ_OVERHEAD
+    }
+}
+
+/// An object in the index, with the bookkeeping the cache needs.
+pub struct ObjCore {
+    pub key: Arc<[u8]>,
+    pub obj: Object,
+    /// Bytes charged to storage so far.
+    charged: AtomicU64,
+    last_touch: AtomicU64,
+    lru_seq: AtomicU64,
+    /// Removed from the index (evicted, expired, purged, replaced, failed).
+    dead: AtomicBool,
+    /// Charged to storage at all (objects over budget are not).
+    stored: AtomicBool,
+}
+
+impl ObjCore {
+    pub fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Acquire)
+    }
+    pub fn stored(&self) -> bool {
+        self.stored.load(Ordering::Acquire)
+    }
+}
+
+/// Outcome of the fetch a busy marker stands for, as waiters see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BusyState {
+    Fetching,
+    /// Headers are in and the object (or a hit-for-miss) is in the index.
+    Ready,
+    /// The fetch failed before there was an object.
+    Failed,
+}
+
+/// The marker of a fetch in progress for an object head.
+pub struct Busy {
+    tx: watch::Sender<BusyState>,
+}
+
+/// The fetching request's hold on a busy marker. Dropped without
+/// [`Cache::insert`] or [`BusyGuard::release`], it fails the waiters.
+pub struct BusyGuard {
+    cache: Weak<CacheInner>,
+    key: Arc<[u8]>,
+    busy: Arc<Busy>,
+    done: bool,
+}
+
+impl BusyGuard {
+    pub fn key(&self) -> &Arc<[u8]> {
+        &self.key
+    }
+    /// Wake the waiters with `state` and clear the marker.
+    fn settle(&mut self, state: BusyState) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        if let Some(c) = self.cache.upgrade() {
+            let mut shard = c.shard(&self.key);
+            if let Some(h) = shard.get_mut(&self.key) {
+                if h.busy.as_ref().is_some_and(|b| Arc::ptr_eq(b, &self.busy)) {
+                    h.busy = None;
+                }
+                if h.variants.is_empty() && h.busy.is_none() {
+                    shard.remove(&self.key);
+                    c.count(C::NObjecthead, -1);
+                }
+            }
+        }
+        self.busy.tx.send_replace(state);
+    }
+    /// The fetch is over without an object (pass, abandon): waiters retry.
+    pub fn release(mut self) {
+        self.settle(BusyState::Ready);
+    }
+}
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        self.settle(BusyState::Failed);
+    }
+}
+
+/// What a lookup found.
+pub enum Lookup {
+    /// A fresh object.
+    Hit(Arc<ObjCore>),
+    /// A stale object within grace; with a guard when this request should
+    /// start the background refresh.
+    Grace(Arc<ObjCore>, Option<BusyGuard>),
+    HitForMiss(Arc<ObjCore>),
+    HitForPass(Arc<ObjCore>),
+    /// Nothing usable: this request fetches. `stale` is an object within
+    /// grace or keep whose validators can make the fetch conditional.
+    Miss {
+        guard: BusyGuard,
+        stale: Option<Arc<ObjCore>>,
+    },
+    /// Another request is fetching this object: wait, then look up again.
+    Busy(watch::Receiver<BusyState>),
+}
+
+#[derive(Default)]
+struct Head {
+    variants: Vec<Arc<ObjCore>>,
+    busy: Option<Arc<Busy>>,
+}
+
+#[derive(Default)]
+struct Store {
+    used: u64,
+    seq: u64,
+    lru: BTreeMap<u64, Weak<ObjCore>>,
+    expiry: BTreeMap<(u64, u64), Weak<ObjCore>>,
+}
+
+pub struct CacheInner {
+    shards: Vec<Mutex<HashMap<Arc<[u8]>, Head>>>,
+    store: Mutex<Store>,
+    budget: u64,
+    seg: Option<Arc<SegmentWriter>>,
+}
+
+/// The cache. Cheap to clone (an Arc).
+#[derive(Clone)]
+pub struct Cache {
+    inner: Arc<CacheInner>,
+}
+
+/// Normalize a request header's value for Vary: its lines joined, list
+/// items trimmed and joined with ", ".
+pub fn vary_value<'a>(headers: impl Iterator<Item = (&'a [u8], &'a [u8])>, name: &str) -> Option<Bytes> {
+    let mut out: Vec<u8> = Vec::new();
+    let mut any = false;
+    for (n, v) in headers {
+        if !n.eq_ignore_ascii_case(name.as_bytes()) {
+            continue;
+        }
+        any = true;
+        for item in v.split(|&b| b == b',').map(|i| i.trim_ascii()).filter(|i| !i.is_empty()) {
+            if !out.is_empty() {
+                out.extend_from_slice(b", ");
+            }
+            out.extend_from_slice(item);
+        }
+    }
+    any.then(|| Bytes::from(out))
+}
+
+fn ms(t: f64) -> u64 {
+    (t.max(0.0) * 1000.0) as u64
+}
+
+impl CacheInner {
+    fn shard(&self, key: &[u8]) -> MutexGuard<'_, HashMap<Arc<[u8]>, Head>> {
+        // FNV-1a picks the shard; the map inside hashes the whole key.
+        let mut x: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in key {
+            x = (x ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+        self.shards[(x % SHARDS as u64) as usize].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn store(&self) -> MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn count(&self, c: C, delta: i64) {
+        if let Some(s) = &self.seg {
+            if delta >= 0 {
+                s.add(c, delta as u64);
+            } else {
+                s.sub(c, delta.unsigned_abs());
+            }
+        }
+    }
+
+    /// Take an object out of the index (if still there) and free its bytes.
+    fn remove(&self, oc: &Arc<ObjCore>) -> bool {
+        if oc.dead.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        {
+            let mut shard = self.shard(&oc.key);
+            if let Some(h) = shard.get_mut(&oc.key) {
+                h.variants.retain(|v| !Arc::ptr_eq(v, oc));
+                if h.variants.is_empty() && h.busy.is_none() {
+                    shard.remove(&oc.key);
+                    self.count(C::NObjecthead, -1);
+                }
+            }
+        }
+        self.count(C::NObject, -1);
+        self.count(C::NObjectcore, -1);
+        self.free(oc);
+        true
+    }
+
+    fn free(&self, oc: &ObjCore) {
+        if !oc.stored.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let n = oc.charged.swap(0, Ordering::AcqRel);
+        {
+            let mut st = self.store();
+            st.used = st.used.saturating_sub(n);
+            st.lru.remove(&oc.lru_seq.load(Ordering::Relaxed));
+        }
+        self.count(C::SmaCFreed, n as i64);
+        self.count(C::SmaGBytes, -(n as i64));
+        self.count(C::SmaGSpace, n as i64);
+        self.count(C::SmaGAlloc, -1);
+    }
+
+    /// Charge `n` more bytes for `oc`, evicting least recently used objects
+    /// to make room. False if it cannot fit even in an empty cache.
+    fn charge(&self, oc: &Arc<ObjCore>, n: u64) -> bool {
+        self.count(C::SmaCReq, 1);
+        let total = oc.charged.load(Ordering::Acquire) + n;
+        if total > self.budget {
+            self.count(C::SmaCFail, 1);
+            return false;
+        }
+        loop {
+            let victim = {
+                let mut st = self.store();
+                if st.used + n <= self.budget {
+                    st.used += n;
+                    oc.charged.fetch_add(n, Ordering::AcqRel);
+                    break;
+                }
+                // Oldest first; skip ourselves.
+                let own = oc.lru_seq.load(Ordering::Relaxed);
+                let pick = st.lru.iter().find(|(s, _)| **s != own).map(|(s, w)| (*s, w.clone()));
+                match pick {
+                    Some((s, w)) => {
+                        st.lru.remove(&s);
+                        w.upgrade()
+                    }
+                    None => {
+                        drop(st);
+                        self.count(C::SmaCFail, 1);
+                        return false;
+                    }
+                }
+            };
+            if let Some(v) = victim {
+                if self.remove(&v) {
+                    self.count(C::NLruNuked, 1);
+                }
+            }
+        }
+        self.count(C::SmaCBytes, n as i64);
+        self.count(C::SmaGBytes, n as i64);
+        self.count(C::SmaGSpace, -(n as i64));
+        true
+    }
+}
+
+impl Cache {
+    pub fn new(budget: u64, seg: Option<Arc<SegmentWriter>>) -> Cache {
+        let shards = (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
+        let c = Cache { inner: Arc::new(CacheInner { shards, store: Mutex::new(Store::default()), budget, seg }) };
+        c.inner.count(C::SmaGSpace, budget as i64);
+        c
+    }
+
+    pub fn budget(&self) -> u64 {
+        self.inner.budget
+    }
+
+    /// Bytes charged to storage now.
+    pub fn used(&self) -> u64 {
+        self.inner.store().used
+    }
+
+    /// Look `key` up for a request whose headers are `req` at `now`.
+    pub fn lookup<'a, I>(&self, key: &[u8], req: I, now: f64) -> Lookup
+    where
+        I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+    {
+        let c = &self.inner;
+        let mut shard = c.shard(key);
+        let head = match shard.get_mut(key) {
+            Some(h) => h,
+            None => {
+                let k: Arc<[u8]> = Arc::from(key);
+                c.count(C::NObjecthead, 1);
+                shard.entry(k).or_default()
+            }
+        };
+        let matches = |oc: &Arc<ObjCore>| match &oc.obj.vary {
+            None => true,
+            Some(v) => v.iter().all(|(name, want)| vary_value(req.clone(), name) == *want),
+        };
+        let mut stale = None;
+        for oc in head.variants.iter().filter(|oc| !oc.is_dead() && matches(oc)) {
+            let life = &oc.obj.life;
+            if life.fresh(now) {
+                let oc = oc.clone();
+                return match oc.obj.kind {
+                    Kind::Normal => {
+                        drop(shard);
+                        self.touch(&oc, now);
+                        Lookup::Hit(oc)
+                    }
+                    Kind::HitForMiss => Lookup::HitForMiss(oc),
+                    Kind::HitForPass => Lookup::HitForPass(oc),
+                };
+            }
+            if oc.obj.kind == Kind::Normal && (life.in_grace(now) || life.in_keep(now)) && stale.is_none() {
+                stale = Some(oc.clone());
+            }
+        }
+        let key: Arc<[u8]> = shard.get_key_value(key).map(|(k, _)| k.clone()).unwrap_or_else(|| Arc::from(key));
+        let head = shard.get_mut(&key).expect("head exists");
+        if let Some(s) = stale.as_ref().filter(|s| s.obj.life.in_grace(now)) {
+            let guard = if head.busy.is_none() { Some(self.new_busy(head, key)) } else { None };
+            return Lookup::Grace(s.clone(), guard);
+        }
+        if let Some(b) = &head.busy {
+            return Lookup::Busy(b.tx.subscribe());
+        }
+        let guard = self.new_busy(head, key);
+        Lookup::Miss { guard, stale }
+    }
+
+    fn new_busy(&self, head: &mut Head, key: Arc<[u8]>) -> BusyGuard {
+        let (tx, _) = watch::channel(BusyState::Fetching);
+        let busy = Arc::new(Busy { tx });
+        head.busy = Some(busy.clone());
+        BusyGuard { cache: Arc::downgrade(&self.inner), key, busy, done: false }
+    }
+
+    /// A miss that does not coalesce (hit-for-miss, or a waiter's second
+    /// chance): no busy marker, but the result may be inserted.
+    pub fn private_guard(&self, key: &[u8]) -> BusyGuard {
+        let (tx, _) = watch::channel(BusyState::Fetching);
+        BusyGuard { cache: Weak::new(), key: Arc::from(key), busy: Arc::new(Busy { tx }), done: true }
+    }
+
+    fn touch(&self, oc: &Arc<ObjCore>, now: f64) {
+        let t = ms(now);
+        let last = oc.last_touch.load(Ordering::Relaxed);
+        if t.saturating_sub(last) < LRU_INTERVAL_MS || !oc.stored() {
+            return;
+        }
+        oc.last_touch.store(t, Ordering::Relaxed);
+        let mut st = self.inner.store();
+        if st.lru.remove(&oc.lru_seq.load(Ordering::Relaxed)).is_some() {
+            st.seq += 1;
+            let s = st.seq;
+            oc.lru_seq.store(s, Ordering::Relaxed);
+            st.lru.insert(s, Arc::downgrade(oc));
+        }
+    }
+
+    /// Put an object in the index under the guard's key, replacing variants
+    /// with the same Vary values, and wake the waiters. Returns the core, or
+    /// None if it did not fit in storage (it is then delivered but not kept).
+    pub fn insert(&self, mut guard: BusyGuard, obj: Object, now: f64) -> (Arc<ObjCore>, bool) {
+        let c = &self.inner;
+        let key = guard.key.clone();
+        let head_bytes = obj.head_bytes(&key);
+        let expires = ms(obj.life.expires_at());
+        let oc = Arc::new(ObjCore {
+            key: key.clone(),
+            obj,
+            charged: AtomicU64::new(0),
+            last_touch: AtomicU64::new(ms(now)),
+            lru_seq: AtomicU64::new(0),
+            dead: AtomicBool::new(false),
+            stored: AtomicBool::new(true),
+        });
+        {
+            let mut st = c.store();
+            st.seq += 1;
+            let s = st.seq;
+            oc.lru_seq.store(s, Ordering::Relaxed);
+            st.lru.insert(s, Arc::downgrade(&oc));
+            st.expiry.insert((expires, s), Arc::downgrade(&oc));
+        }
+        c.count(C::SmaGAlloc, 1);
+        if !c.charge(&oc, head_bytes) {
+            oc.dead.store(true, Ordering::Release);
+            c.free(&oc);
+            guard.settle(BusyState::Ready);
+            return (oc, false);
+        }
+        let replaced: Vec<Arc<ObjCore>> = {
+            let mut shard = c.shard(&key);
+            let head = match shard.get_mut(&key) {
+                Some(h) => h,
+                None => {
+                    c.count(C::NObjecthead, 1);
+                    shard.entry(key.clone()).or_default()
+                }
+            };
+            let same = |o: &Arc<ObjCore>| o.obj.vary == oc.obj.vary;
+            let old: Vec<_> = head.variants.iter().filter(|o| same(o)).cloned().collect();
+            head.variants.retain(|o| !same(o));
+            head.variants.push(oc.clone());
+            old
+        };
+        c.count(C::NObject, 1);
+        c.count(C::NObjectcore, 1);
+        for o in replaced {
+            c.remove(&o);
+        }
+        guard.settle(BusyState::Ready);
+        (oc, true)
+    }
+
+    /// Charge body bytes as they arrive. If the object no longer fits, it
+    /// leaves the index (its current readers finish; nobody else gets it).
+    pub fn grow(&self, oc: &Arc<ObjCore>, n: u64) {
+        if oc.is_dead() || !oc.stored() {
+            return;
+        }
+        if !self.inner.charge(oc, n) {
+            self.inner.remove(oc);
+        }
+    }
+
+    /// Remove an object whose fetch failed (never keep a truncated body).
+    pub fn kill(&self, oc: &Arc<ObjCore>) {
+        self.inner.remove(oc);
+    }
+
+    /// Remove every variant under `key`; returns how many.
+    pub fn purge(&self, key: &[u8]) -> usize {
+        let victims: Vec<Arc<ObjCore>> = self.inner.shard(key).get(key).map(|h| h.variants.clone()).unwrap_or_default();
+        victims.iter().filter(|v| self.inner.remove(v)).count()
+    }
+
+    /// Drop objects whose ttl + grace + keep ended before `now`; returns how many.
+    pub fn expire(&self, now: f64) -> usize {
+        let due: Vec<Weak<ObjCore>> = {
+            let mut st = self.inner.store();
+            let t = ms(now);
+            let keys: Vec<(u64, u64)> = st.expiry.range(..(t, u64::MAX)).map(|(k, _)| *k).collect();
+            keys.into_iter().filter_map(|k| st.expiry.remove(&k)).collect()
+        };
+        let mut n = 0;
+        for w in due {
+            if let Some(oc) = w.upgrade() {
+                if self.inner.remove(&oc) {
+                    n += 1;
+                }
+            }
+        }
+        self.inner.count(C::NExpired, n as i64);
+        n
+    }
+
+    /// Number of objects in the index.
+    pub fn objects(&self) -> usize {
+        self.inner
+            .shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).values().map(|h| h.variants.len()).sum::<usize>())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,149 @@
+//! Cache index, coalescing, storage and expiry, without sockets or sleeps.
+
+use super::*;
+use crate::cache::ttl::Lifetime;
+
+const NOW: f64 = 1_700_000_000.0;
+
+fn obj(ttl: f64, grace: f64, body: &[u8], kind: Kind) -> Object {
+    Object {
+        vxid: 7,
+        status: 200,
+        reason: Bytes::from_static(b"OK"),
+        headers: vec![(Bytes::from_static(b"Content-Type"), Bytes::from_static(b"text/plain"))],
+        body: Arc::new(Body::whole(Bytes::copy_from_slice(body))),
+        life: Lifetime { t_origin: NOW, ttl, grace, keep: 0.0, date: 0.0, expires: 0.0, max_age: -1.0 },
+        kind,
+        vary: None,
+    }
+}
+
+fn no_headers() -> std::iter::Empty<(&'static [u8], &'static [u8])> {
+    std::iter::empty()
+}
+
+fn insert(c: &Cache, key: &[u8], o: Object) -> Arc<ObjCore> {
+    let n = o.body.progress().len;
+    let Lookup::Miss { guard, .. } = c.lookup(key, no_headers(), NOW) else { panic!("expected a miss") };
+    let (oc, ok) = c.insert(guard, o, NOW);
+    assert!(ok);
+    c.grow(&oc, n);
+    oc
+}
+
+#[test]
+fn miss_then_hit_then_expiry() {
+    let c = Cache::new(1 << 20, None);
+    assert!(matches!(c.lookup(b"k", no_headers(), NOW), Lookup::Miss { .. }));
+    // The failed miss above released its marker when the guard dropped.
+    insert(&c, b"k", obj(60.0, 10.0, b"hello", Kind::Normal));
+    assert!(matches!(c.lookup(b"k", no_headers(), NOW + 1.0), Lookup::Hit(_)));
+    assert!(matches!(c.lookup(b"k", no_headers(), NOW + 65.0), Lookup::Grace(_, Some(_))));
+    assert!(matches!(c.lookup(b"k", no_headers(), NOW + 75.0), Lookup::Miss { stale: None, .. }));
+    assert_eq!(c.expire(NOW + 69.0), 0);
+    assert_eq!(c.expire(NOW + 71.0), 1);
+    assert_eq!(c.objects(), 0);
+    assert_eq!(c.used(), 0);
+}
+
+#[test]
+fn concurrent_misses_wait_for_one_fetch() {
+    let c = Cache::new(1 << 20, None);
+    let Lookup::Miss { guard, .. } = c.lookup(b"k", no_headers(), NOW) else { panic!() };
+    let mut waiters: Vec<_> = (0..10)
+        .map(|_| match c.lookup(b"k", no_headers(), NOW) {
+            Lookup::Busy(rx) => rx,
+            _ => panic!("second request must wait"),
+        })
+        .collect();
+    c.insert(guard, obj(60.0, 0.0, b"x", Kind::Normal), NOW);
+    for w in &mut waiters {
+        assert_eq!(*w.borrow_and_update(), BusyState::Ready);
+    }
+    assert!(matches!(c.lookup(b"k", no_headers(), NOW), Lookup::Hit(_)));
+}
+
+#[test]
+fn a_failed_fetch_releases_all_waiters_at_once() {
+    let c = Cache::new(1 << 20, None);
+    let Lookup::Miss { guard, .. } = c.lookup(b"k", no_headers(), NOW) else { panic!() };
+    let waiters: Vec<_> = (0..5)
+        .map(|_| match c.lookup(b"k", no_headers(), NOW) {
+            Lookup::Busy(rx) => rx,
+            _ => panic!(),
+        })
+        .collect();
+    drop(guard);
+    assert!(waiters.iter().all(|w| *w.borrow() == BusyState::Failed));
+    // The marker is gone: the next request fetches.
+    assert!(matches!(c.lookup(b"k", no_headers(), NOW), Lookup::Miss { .. }));
+}
+
+#[test]
+fn hit_for_miss_and_hit_for_pass_do_not_coalesce() {
+    let c = Cache::new(1 << 20, None);
+    insert(&c, b"m", obj(120.0, 0.0, b"", Kind::HitForMiss));
+    insert(&c, b"p", obj(120.0, 0.0, b"", Kind::HitForPass));
+    for _ in 0..3 {
+        assert!(matches!(c.lookup(b"m", no_headers(), NOW), Lookup::HitForMiss(_)));
+        assert!(matches!(c.lookup(b"p", no_headers(), NOW), Lookup::HitForPass(_)));
+    }
+}
+
+#[test]
+fn vary_keeps_variants_apart() {
+    let c = Cache::new(1 << 20, None);
+    let gz: [(&[u8], &[u8]); 1] = [(b"Accept-Encoding", b"gzip,  br")];
+    let id: [(&[u8], &[u8]); 1] = [(b"Accept-Encoding", b"identity")];
+    for (h, body) in [(&gz, b"gzipped" as &[u8]), (&id, b"plain")] {
+        let Lookup::Miss { guard, .. } = c.lookup(b"v", h.iter().copied(), NOW) else { panic!() };
+        let mut o = obj(60.0, 0.0, body, Kind::Normal);
+        o.vary = Some(vec![("accept-encoding".into(), vary_value(h.iter().copied(), "accept-encoding"))]);
+        c.insert(guard, o, NOW);
+    }
+    let same_gz: [(&[u8], &[u8]); 1] = [(b"accept-encoding", b"gzip, br")];
+    let Lookup::Hit(oc) = c.lookup(b"v", same_gz.iter().copied(), NOW) else { panic!("normalized value must hit") };
+    assert_eq!(oc.obj.body.progress().len, 7);
+    let Lookup::Hit(oc) = c.lookup(b"v", id.iter().copied(), NOW) else { panic!() };
+    assert_eq!(oc.obj.body.progress().len, 5);
+    assert!(matches!(c.lookup(b"v", no_headers(), NOW), Lookup::Miss { .. }));
+    assert_eq!(c.objects(), 2);
+}
+
+#[test]
+fn lru_evicts_the_least_recently_used() {
+    let per = OBJ_OVERHEAD + 1 + 26 + 2 + 1000;
+    let c = Cache::new(per * 3 + per / 2, None);
+    insert(&c, b"a", obj(60.0, 0.0, &[b'a'; 1000], Kind::Normal));
+    insert(&c, b"b", obj(60.0, 0.0, &[b'b'; 1000], Kind::Normal));
+    insert(&c, b"c", obj(60.0, 0.0, &[b'c'; 1000], Kind::Normal));
+    // Touch "a" (past the LRU interval) so "b" is the oldest.
+    assert!(matches!(c.lookup(b"a", no_headers(), NOW + 3.0), Lookup::Hit(_)));
+    insert(&c, b"d", obj(60.0, 0.0, &[b'd'; 1000], Kind::Normal));
+    assert!(matches!(c.lookup(b"b", no_headers(), NOW + 3.0), Lookup::Miss { .. }));
+    for k in [b"a", b"c", b"d"] {
+        assert!(matches!(c.lookup(k, no_headers(), NOW + 3.0), Lookup::Hit(_)), "{}", k[0] as char);
+    }
+    assert!(c.used() <= c.budget());
+}
+
+#[test]
+fn objects_larger_than_storage_are_not_kept() {
+    let c = Cache::new(4096, None);
+    let Lookup::Miss { guard, .. } = c.lookup(b"big", no_headers(), NOW) else { panic!() };
+    let (oc, ok) = c.insert(guard, obj(60.0, 0.0, b"", Kind::Normal), NOW);
+    assert!(ok);
+    c.grow(&oc, 10_000);
+    assert!(oc.is_dead());
+    assert_eq!(c.used(), 0);
+    assert!(matches!(c.lookup(b"big", no_headers(), NOW), Lookup::Miss { .. }));
+}
+
+#[test]
+fn purge_removes_all_variants() {
+    let c = Cache::new(1 << 20, None);
+    insert(&c, b"p", obj(60.0, 0.0, b"1", Kind::Normal));
+    assert_eq!(c.purge(b"p"), 1);
+    assert_eq!(c.purge(b"p"), 0);
+    assert!(matches!(c.lookup(b"p", no_headers(), NOW), Lookup::Miss { .. }));
+}

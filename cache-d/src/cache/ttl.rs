@@ -1,0 +1,198 @@
+//! Object lifetimes from response headers (Varnish's core TTL computation,
+//! RFC 9111 §4.2), sans-io: `now` is an argument.
+
+/// The lifetime parameters that apply when headers say nothing.
+#[derive(Clone, Copy, Debug)]
+pub struct Defaults {
+    pub ttl: f64,
+    pub grace: f64,
+    pub keep: f64,
+    /// Date headers within this many seconds of `now` count as our clock.
+    pub clock_skew: f64,
+}
+
+/// Result of the computation, plus what the `TTL RFC` log record shows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Lifetime {
+    /// When the object was created at the origin: now − Age.
+    pub t_origin: f64,
+    pub ttl: f64,
+    pub grace: f64,
+    pub keep: f64,
+    pub date: f64,
+    pub expires: f64,
+    pub max_age: f64,
+}
+
+impl Lifetime {
+    /// Seconds of freshness left at `now` (negative when stale).
+    pub fn ttl_left(&self, now: f64) -> f64 {
+        self.t_origin + self.ttl - now
+    }
+    /// Fresh at `now`?
+    pub fn fresh(&self, now: f64) -> bool {
+        self.ttl_left(now) > 0.0
+    }
+    /// Stale but within grace at `now`?
+    pub fn in_grace(&self, now: f64) -> bool {
+        !self.fresh(now) && self.ttl_left(now) + self.grace > 0.0
+    }
+    /// Past grace but within keep (good for revalidation only)?
+    pub fn in_keep(&self, now: f64) -> bool {
+        self.ttl_left(now) + self.grace <= 0.0 && self.ttl_left(now) + self.grace + self.keep > 0.0
+    }
+    /// When the object can be dropped: after ttl, grace and keep.
+    pub fn expires_at(&self) -> f64 {
+        self.t_origin + self.ttl.max(0.0) + self.grace.max(0.0) + self.keep.max(0.0)
+    }
+}
+
+/// A `Cache-Control` directive's value (`max-age=60`), if present.
+pub fn cc_value<'a>(headers: impl Iterator<Item = (&'a [u8], &'a [u8])>, directive: &str) -> Option<Option<String>> {
+    for (n, v) in headers {
+        if !n.eq_ignore_ascii_case(b"cache-control") {
+            continue;
+        }
+        for part in v.split(|&b| b == b',') {
+            let part = String::from_utf8_lossy(part.trim_ascii());
+            let (k, val) = match part.split_once('=') {
+                Some((k, val)) => (k.trim(), Some(val.trim().trim_matches('"').to_string())),
+                None => (part.as_ref(), None),
+            };
+            if k.eq_ignore_ascii_case(directive) {
+                return Some(val);
+            }
+        }
+    }
+    None
+}
+
+/// Seconds in a delta-seconds directive; invalid values count as 0 (stale,
+/// as RFC 9111 §1.2.2 asks).
+fn delta(v: Option<String>) -> f64 {
+    v.and_then(|s| s.parse::<u64>().ok()).map(|n| n.min(1 << 31) as f64).unwrap_or(0.0)
+}
+
+/// Compute the lifetime of a response with `status` and `headers` received
+/// at `now`.
+pub fn compute<'a, I>(status: u16, headers: I, now: f64, d: &Defaults) -> Lifetime
+where
+    I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+{
+    let get = |name: &str| headers.clone().find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes())).map(|(_, v)| v);
+    let text = |v: &[u8]| String::from_utf8_lossy(v).trim().to_string();
+    let age = get("age").and_then(|v| text(v).parse::<u64>().ok()).unwrap_or(0) as f64;
+    let date = get("date").and_then(|v| common::httpdate::parse(&text(v))).unwrap_or(0.0);
+    // A present but invalid Expires means "already expired" (RFC 9111 §5.3).
+    let expires = get("expires").map(|v| common::httpdate::parse(&text(v)).unwrap_or(1.0)).unwrap_or(0.0);
+    let mut l = Lifetime { t_origin: now - age, ttl: d.ttl, grace: d.grace, keep: d.keep, date, expires, max_age: -1.0 };
+    match status {
+        302 | 307 => l.ttl = -1.0,
+        200 | 203 | 204 | 300 | 301 | 304 | 404 | 410 | 414 => {}
+        _ => {
+            l.ttl = -1.0;
+            return l;
+        }
+    }
+    if let Some(v) = cc_value(headers.clone(), "stale-while-revalidate") {
+        l.grace = delta(v);
+    }
+    if let Some(v) = cc_value(headers.clone(), "s-maxage").or_else(|| cc_value(headers.clone(), "max-age")) {
+        l.max_age = delta(v);
+        l.ttl = l.max_age;
+    } else if expires > 0.0 {
+        l.ttl = if date > 0.0 && expires < date {
+            0.0
+        } else if date == 0.0 || (date - now).abs() < d.clock_skew {
+            (expires - now).max(0.0)
+        } else {
+            expires - date
+        };
+    }
+    l
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D: Defaults = Defaults { ttl: 120.0, grace: 10.0, keep: 0.0, clock_skew: 10.0 };
+    const NOW: f64 = 1_700_000_000.0;
+
+    fn life(status: u16, hdrs: &[(&str, &str)]) -> Lifetime {
+        let h: Vec<(&[u8], &[u8])> = hdrs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())).collect();
+        compute(status, h.iter().copied(), NOW, &D)
+    }
+
+    fn date(t: f64) -> String {
+        common::httpdate::format(t)
+    }
+
+    #[test]
+    fn max_age_and_s_maxage() {
+        assert_eq!(life(200, &[("Cache-Control", "max-age=60")]).ttl, 60.0);
+        // s-maxage wins for a shared cache (RFC 9111 §5.2.2.10).
+        assert_eq!(life(200, &[("Cache-Control", "max-age=60, s-maxage=300")]).ttl, 300.0);
+        assert_eq!(life(200, &[("cache-control", "public, MAX-AGE=\"90\"")]).ttl, 90.0);
+        // An invalid max-age is stale (RFC 9111 §1.2.2).
+        assert_eq!(life(200, &[("Cache-Control", "max-age=soon")]).ttl, 0.0);
+        // max-age beats Expires (§5.3).
+        let l = life(200, &[("Cache-Control", "max-age=60"), ("Expires", &date(NOW + 3600.0))]);
+        assert_eq!(l.ttl, 60.0);
+    }
+
+    #[test]
+    fn age_moves_the_origin_time() {
+        // §4.2.3: current_age includes Age; the object expires max-age after origin.
+        let l = life(200, &[("Cache-Control", "max-age=60"), ("Age", "50")]);
+        assert_eq!(l.t_origin, NOW - 50.0);
+        assert_eq!(l.ttl_left(NOW), 10.0);
+        assert!(l.fresh(NOW + 9.0) && !l.fresh(NOW + 10.0));
+        let old = life(200, &[("Cache-Control", "max-age=60"), ("Age", "100")]);
+        assert!(!old.fresh(NOW));
+    }
+
+    #[test]
+    fn expires_and_date() {
+        // Date agrees with our clock: Expires − now.
+        let l = life(200, &[("Date", &date(NOW)), ("Expires", &date(NOW + 300.0))]);
+        assert_eq!(l.ttl_left(NOW), 300.0);
+        // Origin clock 1000 s ahead: the difference Expires − Date counts.
+        let l = life(200, &[("Date", &date(NOW + 1000.0)), ("Expires", &date(NOW + 1300.0))]);
+        assert_eq!(l.ttl_left(NOW), 300.0);
+        // Expires before Date: already expired.
+        let l = life(200, &[("Date", &date(NOW)), ("Expires", &date(NOW - 10.0))]);
+        assert_eq!(l.ttl, 0.0);
+        // Invalid Expires (e.g. "0") means already expired (§5.3).
+        assert_eq!(life(200, &[("Expires", "0")]).ttl, 0.0);
+        // Expires without Date.
+        assert_eq!(life(200, &[("Expires", &date(NOW + 50.0))]).ttl_left(NOW), 50.0);
+        // Age counts against an Expires lifetime too (§4.2.3: current_age).
+        let l = life(200, &[("Date", &date(NOW)), ("Expires", &date(NOW + 300.0)), ("Age", "50")]);
+        assert_eq!(l.ttl_left(NOW), 250.0);
+    }
+
+    #[test]
+    fn defaults_and_statuses() {
+        assert_eq!(life(200, &[]).ttl, 120.0);
+        assert_eq!(life(404, &[]).ttl, 120.0);
+        // 302/307 are cacheable only with explicit freshness.
+        assert_eq!(life(302, &[]).ttl, -1.0);
+        assert_eq!(life(307, &[("Cache-Control", "max-age=30")]).ttl, 30.0);
+        // Statuses outside the list are not cached, whatever the headers say.
+        assert_eq!(life(500, &[("Cache-Control", "max-age=30")]).ttl, -1.0);
+        assert_eq!(life(206, &[]).ttl, -1.0);
+    }
+
+    #[test]
+    fn grace_and_keep_windows() {
+        let l = life(200, &[("Cache-Control", "max-age=10, stale-while-revalidate=30")]);
+        assert_eq!(l.grace, 30.0);
+        assert!(l.fresh(NOW + 5.0));
+        assert!(l.in_grace(NOW + 15.0));
+        assert!(!l.in_grace(NOW + 45.0));
+        let k = Lifetime { keep: 100.0, ..l };
+        assert!(k.in_keep(NOW + 45.0) && !k.in_keep(NOW + 150.0));
+        assert_eq!(k.expires_at(), NOW + 140.0);
+    }
+}
