@@ -6,6 +6,29 @@ use clap::Parser;
 
 use crate::params::{parse_param_arg, parse_size};
 
+/// Parse `-s [name=]malloc[,size]`: the storage budget in bytes. The name
+/// is accepted for compatibility; counters always say `SMA.s0`.
+pub fn parse_storage(s: &str) -> Result<u64, String> {
+    let spec = s.split_once('=').map_or(s, |(_, rest)| rest);
+    let mut parts = spec.split(',');
+    match parts.next() {
+        Some("malloc") | Some("default") => {}
+        Some(kind) => return Err(format!("storage kind \"{kind}\" is not supported; use malloc[,SIZE]")),
+        None => return Err("empty storage specification".into()),
+    }
+    let size = match parts.next() {
+        Some(sz) => parse_size(sz)?,
+        None => 100 << 20,
+    };
+    if parts.next().is_some() {
+        return Err(format!("\"{s}\": malloc takes one size"));
+    }
+    if size < 64 * 1024 {
+        return Err(format!("storage size {size} is too small (at least 64k)"));
+    }
+    Ok(size)
+}
+
 /// cache-d: caching HTTP reverse proxy (varnishd-compatible command line).
 #[derive(Parser, Debug, Clone)]
 #[command(name = "cache-d", version, about, long_about = None)]
@@ -39,6 +62,10 @@ pub struct Args {
     /// Default time to live for cached objects, in seconds (= -p default_ttl).
     #[arg(short = 't', value_name = "TTL")]
     pub ttl: Option<f64>,
+
+    /// Storage: [name=]malloc[,SIZE] (or default[,SIZE]); default 100M.
+    #[arg(short = 's', value_name = "[NAME=]malloc[,SIZE]", value_parser = parse_storage)]
+    pub storage: Option<u64>,
 
     /// Size of the shared-memory log ring (= -p vsl_space), e.g. 80M.
     #[arg(short = 'l', value_name = "SIZE", value_parser = parse_size)]

@@ -14,6 +14,7 @@ use tokio::net::TcpStream;
 use crate::backend::BeConn;
 use crate::error::{Error, Side};
 use crate::http::{self, BufConn, Framing, Head, Parsed, Transfer};
+use crate::policy::Req;
 use crate::server::Shared;
 use crate::util::now;
 
@@ -78,17 +79,15 @@ impl Fetch {
         self.t_last = t;
     }
 
-    /// Send the request (and the client's body) and read the response head.
-    pub async fn run(
+    /// Send the request (and the client's body, if `client` is given) and
+    /// read the response head. `build_request` must have filled `wire`.
+    pub async fn send(
         &mut self,
         sh: &Shared,
-        req: &Head,
         req_framing: Framing,
-        client: &mut BufConn<TcpStream>,
-        client_ip: IpAddr,
-        wire: &mut Vec<u8>,
+        mut client: Option<&mut BufConn<TcpStream>>,
+        wire: &mut [u8],
     ) -> Result<Response, Error> {
-        self.build_request(sh, req, req_framing, client_ip, wire);
         let p = &sh.params;
         let mut retried = false;
         loop {
@@ -110,7 +109,7 @@ impl Fetch {
             }
             self.open_record(sh, &conn, reused);
             sh.seg.add(C::BackendReq, 1);
-            match self.exchange(sh, &mut conn, wire, req_framing, client).await {
+            match self.exchange(sh, &mut conn, wire, req_framing, client.as_deref_mut()).await {
                 Ok((head, framing)) => return Ok(Response { conn, head, framing }),
                 // A reused connection the backend had closed: try once more
                 // on a fresh one, if the request can be sent again.
@@ -127,21 +126,24 @@ impl Fetch {
         }
     }
 
-    fn build_request(&mut self, sh: &Shared, req: &Head, framing: Framing, client_ip: IpAddr, wire: &mut Vec<u8>) {
+    /// Build the backend request head into `wire` (and the log): `method`
+    /// and the request's URL and headers, hop-by-hop headers dropped, plus
+    /// X-Forwarded-For, Via, X-Varnish and the body framing.
+    pub fn build_request(&mut self, sh: &Shared, method: &[u8], req: &Req, framing: Framing, client_ip: IpAddr, wire: &mut Vec<u8>) {
         let (v, side) = (self.vxid, LogSide::Backend);
-        self.is_head = req.method() == b"HEAD";
+        self.is_head = method == b"HEAD";
         wire.clear();
-        wire.extend_from_slice(req.method());
+        wire.extend_from_slice(method);
         wire.push(b' ');
-        wire.extend_from_slice(req.url());
+        wire.extend_from_slice(&req.url);
         wire.extend_from_slice(b" HTTP/1.1\r\n");
-        self.log.rec(Tag::BereqMethod, side, v, req.method());
-        self.log.rec(Tag::BereqUrl, side, v, req.url());
+        self.log.rec(Tag::BereqMethod, side, v, method);
+        self.log.rec(Tag::BereqUrl, side, v, &req.url);
         self.log.rec(Tag::BereqProtocol, side, v, b"HTTP/1.1");
         let mut out = HeadOut { wire, log: &mut self.log, tag: Tag::BereqHeader, side, vxid: v };
         let mut xff_done = false;
         let ip = client_ip.to_string();
-        for (n, val) in req.iter() {
+        for (n, val) in req.headers.iter() {
             if http::is_hop_by_hop(n) || n.eq_ignore_ascii_case(b"x-varnish") {
                 continue;
             }
@@ -165,7 +167,7 @@ impl Fetch {
         out.wire.extend_from_slice(b"\r\n");
     }
 
-    fn open_record(&mut self, sh: &Shared, conn: &BeConn, reused: bool) {
+    pub(crate) fn open_record(&mut self, sh: &Shared, conn: &BeConn, reused: bool) {
         self.fd = conn.io.as_raw_fd();
         let (peer, local) = (conn.io.peer_addr().ok(), conn.io.local_addr().ok());
         let ip_port = |a: Option<std::net::SocketAddr>| a.map(|a| (a.ip().to_string(), a.port())).unwrap_or(("-".into(), 0));
@@ -188,12 +190,12 @@ impl Fetch {
         conn: &mut BeConn,
         wire: &[u8],
         req_framing: Framing,
-        client: &mut BufConn<TcpStream>,
+        client: Option<&mut BufConn<TcpStream>>,
     ) -> Result<(Head, Framing), (Error, bool)> {
         let p = &sh.params;
         conn.io.write_all(wire).await.map_err(|e| (Error::io(Side::Backend, "writing request", e), true))?;
         self.hdr_tx = wire.len() as u64;
-        if req_framing != Framing::None {
+        if let (Some(client), true) = (client, req_framing != Framing::None) {
             let t = Transfer {
                 framing: req_framing,
                 chunk_out: req_framing == Framing::Chunked,

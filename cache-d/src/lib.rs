@@ -8,10 +8,14 @@ pub mod backend;
 pub mod cache;
 pub mod cli;
 pub mod daemon;
+pub mod deliver;
 pub mod error;
 pub mod fetch;
 pub mod http;
+pub mod miss;
 pub mod params;
+pub mod pipe;
+pub mod policy;
 pub mod server;
 pub mod session;
 pub mod util;
@@ -88,6 +92,9 @@ pub fn run(args: Args) -> Result<(), StartError> {
     }
     if let Some(t) = args.ttl {
         params.set("default_ttl", &t.to_string()).map_err(StartError::Config)?;
+    }
+    if let Some(sz) = args.storage {
+        params.storage = sz;
     }
     if let Some(l) = args.vsl_space {
         params.set("vsl_space", &l.to_string()).map_err(StartError::Config)?;

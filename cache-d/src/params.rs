@@ -18,6 +18,14 @@ pub struct Params {
     pub vsl_reclen: usize,
     pub vsl_space: u64,
     pub default_ttl: f64,
+    pub default_grace: f64,
+    pub default_keep: f64,
+    /// Objects living shorter than this count as `beresp_shortlived`.
+    pub shortlived: f64,
+    pub http_req_hdr_len: usize,
+    pub http_resp_hdr_len: usize,
+    /// Storage budget of `-s malloc,SIZE` (default 100M, as varnishd).
+    pub storage: u64,
     /// Most client connections served at once; more are dropped and counted
     /// in `MAIN.sess_dropped`. Our own parameter (Varnish bounds threads).
     pub max_connections: usize,
@@ -38,6 +46,12 @@ impl Default for Params {
             vsl_reclen: 255,
             vsl_space: 80 << 20,
             default_ttl: 120.0,
+            default_grace: 10.0,
+            default_keep: 0.0,
+            shortlived: 10.0,
+            http_req_hdr_len: 8 * 1024,
+            http_resp_hdr_len: 8 * 1024,
+            storage: 100 << 20,
             max_connections: 10_000,
         }
     }
@@ -57,6 +71,11 @@ pub const NAMES: &[&str] = &[
     "vsl_reclen",
     "vsl_space",
     "default_ttl",
+    "default_grace",
+    "default_keep",
+    "shortlived",
+    "http_req_hdr_len",
+    "http_resp_hdr_len",
     "max_connections",
 ];
 
@@ -109,6 +128,11 @@ impl Params {
             "vsl_reclen" => self.vsl_reclen = bounded(v, 16, common::vsl::RECLEN_MAX as u64)? as usize,
             "vsl_space" => self.vsl_space = bounded(v, common::ring::MIN_RING, 4 << 30)?,
             "default_ttl" => self.default_ttl = secs(v)?.as_secs_f64(),
+            "default_grace" => self.default_grace = secs(v)?.as_secs_f64(),
+            "default_keep" => self.default_keep = secs(v)?.as_secs_f64(),
+            "shortlived" => self.shortlived = secs(v)?.as_secs_f64(),
+            "http_req_hdr_len" => self.http_req_hdr_len = bounded(v, 40, 1 << 30)? as usize,
+            "http_resp_hdr_len" => self.http_resp_hdr_len = bounded(v, 40, 1 << 30)? as usize,
             "max_connections" => self.max_connections = bounded(v, 1, 1 << 24)? as usize,
             _ => return Err(format!("unknown parameter \"{name}\"")),
         }

@@ -11,6 +11,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use crate::backend::Backend;
+use crate::cache::Cache;
+use crate::policy::{Builtin, Policy};
 use crate::params::Params;
 
 /// State every connection shares.
@@ -18,6 +20,9 @@ pub struct Shared {
     pub seg: Arc<SegmentWriter>,
     pub params: Params,
     pub backend: Backend,
+    pub cache: Cache,
+    /// The request-path hooks (the built-in policy until VCL lands).
+    pub policy: Arc<dyn Policy>,
     /// Our Via value: `1.1 <host> (cachekit/<version>)`.
     pub via: String,
     vxid: AtomicU32,
@@ -26,7 +31,8 @@ pub struct Shared {
 impl Shared {
     pub fn new(seg: Arc<SegmentWriter>, params: Params, backend: Backend) -> Shared {
         let via = format!("1.1 {} (cachekit/{})", crate::util::hostname(), env!("CARGO_PKG_VERSION"));
-        Shared { seg, params, backend, via, vxid: AtomicU32::new(1) }
+        let cache = Cache::new(params.storage, Some(seg.clone()));
+        Shared { seg, params, backend, cache, policy: Arc::new(Builtin), via, vxid: AtomicU32::new(1) }
     }
 
     /// A new transaction id (30 bits, never 0).
@@ -103,7 +109,8 @@ async fn accept_loop(sh: Arc<Shared>, socket: TcpListener, name: Arc<str>, limit
     }
 }
 
-/// Once a second: uptimes and the heartbeat readers use to spot a dead daemon.
+/// Once a second: uptimes, the heartbeat readers use to spot a dead
+/// daemon, and expiry of dead objects.
 async fn tick(sh: Arc<Shared>) {
     let start = tokio::time::Instant::now();
     let mut iv = tokio::time::interval(Duration::from_secs(1));
@@ -113,5 +120,6 @@ async fn tick(sh: Arc<Shared>) {
         sh.seg.set(C::MgtUptime, up);
         sh.seg.set(C::MainUptime, up);
         sh.seg.heartbeat();
+        sh.cache.expire(crate::util::now());
     }
 }

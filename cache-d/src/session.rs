@@ -6,23 +6,27 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use common::counters::C;
 use common::vsl::{Batch, Side as LogSide, Tag};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use crate::cache::{BusyGuard, BusyState, Lookup, ObjCore};
 use crate::error::{Error, Side};
 use crate::fetch::{Fetch, HeadOut};
 use crate::http::{self, BufConn, Framing, Head, HeadError, Parsed, Transfer};
+use crate::miss::{self, MissSpec};
+use crate::policy::{Headers, Recv, Req};
 use crate::server::Shared;
 use crate::util::{http_date, now};
 
-type Client = BufConn<TcpStream>;
+pub(crate) type Client = BufConn<TcpStream>;
 
 /// Why a session ended (SessClose reasons).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Reason {
+pub(crate) enum Reason {
     RemClose,
     ReqClose,
     ReqHttp10,
@@ -33,6 +37,7 @@ enum Reason {
     RxCloseIdle,
     TxError,
     RespClose,
+    TxPipe,
 }
 
 impl Reason {
@@ -48,23 +53,49 @@ impl Reason {
             Reason::RxCloseIdle => "RX_CLOSE_IDLE",
             Reason::TxError => "TX_ERROR",
             Reason::RespClose => "RESP_CLOSE",
+            Reason::TxPipe => "TX_PIPE",
         }
     }
     fn is_error(self) -> bool {
-        !matches!(self, Reason::RemClose | Reason::ReqClose | Reason::ReqHttp10 | Reason::RxCloseIdle | Reason::RespClose)
+        !matches!(self, Reason::RemClose | Reason::ReqClose | Reason::ReqHttp10 | Reason::RxCloseIdle | Reason::RespClose | Reason::TxPipe)
     }
 }
 
 /// One connection's context.
-struct Sess {
-    sh: Arc<Shared>,
-    peer: SocketAddr,
+pub(crate) struct Sess {
+    pub(crate) sh: Arc<Shared>,
+    pub(crate) peer: SocketAddr,
+    pub(crate) local: SocketAddr,
     listen: Arc<str>,
     vxid: u32,
     log: Batch,
     /// Reusable buffers: response/bereq heads and chunk framing.
-    wire: Vec<u8>,
-    scratch: Vec<u8>,
+    pub(crate) wire: Vec<u8>,
+    pub(crate) scratch: Vec<u8>,
+}
+
+/// What the steps after recv need to know about the request.
+#[derive(Clone, Copy)]
+pub(crate) struct ReqCtx {
+    pub(crate) rxid: u32,
+    /// Bytes received (head, and any body already read).
+    pub(crate) hdr_rx: u64,
+    /// May the connection stay open after this response?
+    pub(crate) keep: bool,
+    pub(crate) head_only: bool,
+}
+
+/// Why the session ends after a response that went out whole.
+pub(crate) fn close_reason(keep: bool, req: &Req) -> Option<Reason> {
+    if keep {
+        None
+    } else if req.minor == 0 {
+        Some(Reason::ReqHttp10)
+    } else if req.headers.get("connection").is_some_and(|v| v.eq_ignore_ascii_case(b"close")) {
+        Some(Reason::ReqClose)
+    } else {
+        Some(Reason::RespClose)
+    }
 }
 
 pub async fn run(
@@ -85,7 +116,7 @@ pub async fn run(
         vxid,
         format_args!("{} {} {} {} {} {:.6} {}", peer.ip(), peer.port(), listen, local.ip(), local.port(), t0, stream.as_raw_fd()),
     );
-    let mut s = Sess { sh, peer, listen, vxid, log, wire: Vec::with_capacity(1024), scratch: Vec::new() };
+    let mut s = Sess { sh, peer, local, listen, vxid, log, wire: Vec::with_capacity(1024), scratch: Vec::new() };
     let mut c = BufConn::new(stream);
     let reason = loop {
         match read_head(&s, &mut c, &mut stop).await {
@@ -145,13 +176,13 @@ async fn read_head(s: &Sess, c: &mut Client, stop: &mut watch::Receiver<bool>) -
 }
 
 /// Timestamps of one request.
-struct Clock {
+pub(crate) struct Clock {
     start: f64,
     last: f64,
 }
 
 impl Clock {
-    fn stamp(&mut self, log: &mut Batch, vxid: u32, label: &str) {
+    pub(crate) fn stamp(&mut self, log: &mut Batch, vxid: u32, label: &str) {
         let t = now();
         log.recf(Tag::Timestamp, LogSide::Client, vxid, format_args!("{label}: {t:.6} {:.6} {:.6}", t - self.start, t - self.last));
         self.last = t;
@@ -171,7 +202,9 @@ impl Sess {
         (rxid, log, clock)
     }
 
-    /// Serve one request. Returns Some(reason) when the session must end.
+    /// Serve one request through the state machine (recv → hash → lookup →
+    /// hit/miss/pass/pipe/purge/synth → deliver). Returns Some(reason) when
+    /// the session must end.
     async fn request(&mut self, c: &mut Client, head: Head, t_start: f64) -> Option<Reason> {
         let sh = self.sh.clone();
         let (rxid, mut log, mut clock) = self.begin_req(t_start);
@@ -188,28 +221,217 @@ impl Sess {
             Err(why) => {
                 sh.seg.add(C::ClientReq400, 1);
                 log.rec(Tag::Error, side, rxid, why.as_bytes());
-                let tx = self.synth(c, &mut log, rxid, 400, "Bad Request", false).await;
+                let tx = self.synth(c, &mut log, rxid, 400, "Bad Request", true).await;
                 self.end_req(log, &mut clock, rxid, (hdr_rx, 0), tx);
                 return Some(Reason::RxJunk);
             }
         };
+        // Expect: only 100-continue is known (answered when the body is read).
+        if let Some(e) = head.get("expect") {
+            if !e.trim_ascii().eq_ignore_ascii_case(b"100-continue") {
+                sh.seg.add(C::ClientReq417, 1);
+                let tx = self.synth(c, &mut log, rxid, 417, "Expectation Failed", true).await;
+                self.end_req(log, &mut clock, rxid, (hdr_rx, 0), tx);
+                return Some(Reason::RxJunk);
+            }
+            if framing != Framing::None && c.buf.is_empty() && c.io.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() {
+                return Some(Reason::TxError);
+            }
+        }
         sh.seg.add(C::ClientReq, 1);
         sh.seg.add(C::SReqHdrbytes, hdr_rx);
-        let mut keep = head.minor >= 1 && !head.has_token("connection", "close");
-        // Built-in policy: HTTP/1.1 requires Host.
-        if head.minor >= 1 && head.get("host").is_none() {
-            sh.seg.add(C::SSynth, 1);
-            // A body we did not read would be taken for the next request.
-            let go_on = framing == Framing::None && keep;
-            let tx = self.synth(c, &mut log, rxid, 400, "Bad Request", !go_on).await;
-            self.end_req(log, &mut clock, rxid, (hdr_rx, 0), tx);
-            return if go_on && tx.0 > 0 { None } else { Some(Reason::RespClose) };
+        let keep = head.minor >= 1 && !head.has_token("connection", "close");
+        let mut req = Req {
+            method: head.raw.slice(head.first.clone()),
+            url: head.raw.slice(head.url.clone()),
+            minor: head.minor,
+            headers: Headers(head.headers.iter().map(|(n, v)| (head.raw.slice(n.clone()), head.raw.slice(v.clone()))).collect()),
+            server_ip: self.local.ip().to_string(),
+        };
+        log.rec(Tag::VclCall, side, rxid, b"RECV");
+        let action = sh.policy.recv(&mut req);
+        log.rec(Tag::VclReturn, side, rxid, action.word().as_bytes());
+        log.rec(Tag::VclCall, side, rxid, b"HASH");
+        let mut key = Vec::with_capacity(req.url.len() + 32);
+        sh.policy.hash(&req, &mut key);
+        log.rec(Tag::VclReturn, side, rxid, b"lookup");
+        let ctx = ReqCtx { rxid, hdr_rx, keep, head_only: &req.method[..] == b"HEAD" };
+        match action {
+            Recv::Synth(status, reason) => {
+                sh.seg.add(C::SSynth, 1);
+                // A body we did not read would be taken for the next request.
+                let go_on = framing == Framing::None && keep;
+                let tx = self.synth(c, &mut log, rxid, status, reason, !go_on).await;
+                self.end_req(log, &mut clock, rxid, (hdr_rx, 0), tx);
+                if go_on && tx.0 > 0 {
+                    None
+                } else {
+                    Some(Reason::RespClose)
+                }
+            }
+            Recv::Pipe => crate::pipe::pipe(self, c, &req, log, clock, ctx).await,
+            Recv::Pass => {
+                sh.seg.add(C::SPass, 1);
+                self.pass(c, &req, framing, log, clock, ctx).await
+            }
+            Recv::Purge | Recv::Hash => {
+                let body_rx = match self.discard_body(c, framing).await {
+                    Some(n) => n,
+                    None => {
+                        self.end_req(log, &mut clock, rxid, (hdr_rx, 0), (0, 0));
+                        return Some(Reason::RxBody);
+                    }
+                };
+                let ctx = ReqCtx { hdr_rx: hdr_rx + body_rx, ..ctx };
+                if action == Recv::Purge {
+                    log.rec(Tag::VclCall, side, rxid, b"PURGE");
+                    log.rec(Tag::VclReturn, side, rxid, b"synth");
+                    let n = sh.cache.purge(&key);
+                    sh.seg.add(C::NPurges, 1);
+                    sh.seg.add(C::NObjPurged, n as u64);
+                    sh.seg.add(C::SSynth, 1);
+                    let tx = self.synth(c, &mut log, rxid, 200, "Purged", !keep).await;
+                    self.end_req(log, &mut clock, rxid, (hdr_rx, body_rx), tx);
+                    return if keep && tx.0 > 0 { None } else { Some(Reason::RespClose) };
+                }
+                self.lookup(c, req, key, log, clock, ctx).await
+            }
         }
+    }
+
+    /// Read and drop a request body the cache path does not forward
+    /// (a GET with a body). Returns the bytes read, None if the client failed.
+    async fn discard_body(&mut self, c: &mut Client, framing: Framing) -> Option<u64> {
+        if framing == Framing::None {
+            return Some(0);
+        }
+        let t = Transfer { framing, chunk_out: false, src_side: Side::Client, dst_side: Side::Internal, read_timeout: self.sh.params.timeout_idle };
+        let m = http::transfer(c, &mut tokio::io::sink(), &t, &mut self.scratch).await.ok()?;
+        self.sh.seg.add(C::SReqBodybytes, m.rx);
+        Some(m.rx)
+    }
+
+    /// Lookup and what follows: hit, grace, miss (coalesced), hit-for-miss,
+    /// hit-for-pass, or waiting for another request's fetch.
+    async fn lookup(&mut self, c: &mut Client, req: Req, key: Vec<u8>, mut log: Batch, mut clock: Clock, ctx: ReqCtx) -> Option<Reason> {
+        let sh = self.sh.clone();
+        let (rxid, side) = (ctx.rxid, LogSide::Client);
+        let mut slept = false;
+        loop {
+            let t = now();
+            let (oc, hit) = match sh.cache.lookup(&key, req.headers.iter(), t) {
+                Lookup::Hit(oc) | Lookup::Grace(oc, None) => {
+                    self.count_hit(&mut log, rxid, &oc, t);
+                    (oc, true)
+                }
+                Lookup::Grace(oc, Some(guard)) => {
+                    self.count_hit(&mut log, rxid, &oc, t);
+                    let bxid = sh.next_vxid();
+                    log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} bgfetch"));
+                    let spec = MissSpec { req: req.clone(), guard, stale: Some(oc.clone()), bxid, rxid, reason: "bgfetch", client_ip: self.peer.ip(), hit_for_pass: false };
+                    tokio::spawn(miss::start(sh.clone(), spec));
+                    (oc, true)
+                }
+                Lookup::HitForPass(oc) => {
+                    sh.seg.add(C::CacheHitpass, 1);
+                    log.recf(Tag::HitPass, side, rxid, format_args!("{} {:.6}", oc.obj.vxid, oc.obj.life.ttl_left(t)));
+                    sh.seg.add(C::SPass, 1);
+                    return self.pass(c, &req, Framing::None, log, clock, ctx).await;
+                }
+                Lookup::HitForMiss(oc) => {
+                    sh.seg.add(C::CacheHitmiss, 1);
+                    log.recf(Tag::HitMiss, side, rxid, format_args!("{} {:.6}", oc.obj.vxid, oc.obj.life.ttl_left(t)));
+                    let guard = sh.cache.private_guard(&key);
+                    match self.miss(&mut log, rxid, &req, guard, None).await {
+                        Ok(oc) => (oc, false),
+                        Err(_) => return self.fetch_failed(c, log, clock, ctx).await,
+                    }
+                }
+                Lookup::Miss { guard, stale } => {
+                    sh.seg.add(C::CacheMiss, 1);
+                    match self.miss(&mut log, rxid, &req, guard, stale).await {
+                        Ok(oc) => (oc, false),
+                        Err(_) => return self.fetch_failed(c, log, clock, ctx).await,
+                    }
+                }
+                Lookup::Busy(mut rx) => {
+                    if !slept {
+                        sh.seg.add(C::BusySleep, 1);
+                        slept = true;
+                    }
+                    let state = match rx.wait_for(|s| *s != BusyState::Fetching).await {
+                        Ok(s) => *s,
+                        Err(_) => BusyState::Failed,
+                    };
+                    sh.seg.add(C::BusyWakeup, 1);
+                    if state == BusyState::Failed {
+                        sh.seg.add(C::BusyKilled, 1);
+                        return self.fetch_failed(c, log, clock, ctx).await;
+                    }
+                    continue;
+                }
+            };
+            clock.stamp(&mut log, rxid, if hit { "Process" } else { "Fetch" });
+            return self.deliver(c, &req, &oc, hit, log, clock, ctx).await;
+        }
+    }
+
+    fn count_hit(&self, log: &mut Batch, rxid: u32, oc: &ObjCore, t: f64) {
+        let sh = &self.sh;
+        let life = &oc.obj.life;
+        sh.seg.add(C::CacheHit, 1);
+        if !life.fresh(t) {
+            sh.seg.add(C::CacheHitGrace, 1);
+        }
+        let side = LogSide::Client;
+        log.recf(
+            Tag::Hit,
+            side,
+            rxid,
+            format_args!("{} {:.6} {:.6} {:.6}", oc.obj.vxid, life.ttl_left(t), life.grace, life.keep),
+        );
+        log.rec(Tag::VclCall, side, rxid, b"HIT");
+        log.rec(Tag::VclReturn, side, rxid, b"deliver");
+    }
+
+    /// Fetch for the cache on behalf of this request (and its waiters).
+    async fn miss(&mut self, log: &mut Batch, rxid: u32, req: &Req, guard: BusyGuard, stale: Option<Arc<ObjCore>>) -> Result<Arc<ObjCore>, Error> {
+        let sh = self.sh.clone();
+        let side = LogSide::Client;
+        log.rec(Tag::VclCall, side, rxid, b"MISS");
+        log.rec(Tag::VclReturn, side, rxid, b"fetch");
+        let bxid = sh.next_vxid();
+        log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} fetch"));
+        let spec = MissSpec { req: req.clone(), guard, stale, bxid, rxid, reason: "fetch", client_ip: self.peer.ip(), hit_for_pass: false };
+        miss::start(sh, spec).await
+    }
+
+    /// The cache fetch failed: 503, as vcl_backend_error's default does.
+    async fn fetch_failed(&mut self, c: &mut Client, mut log: Batch, mut clock: Clock, ctx: ReqCtx) -> Option<Reason> {
+        let tx = self.synth(c, &mut log, ctx.rxid, 503, "Backend fetch failed", !ctx.keep).await;
+        self.end_req(log, &mut clock, ctx.rxid, (ctx.hdr_rx, 0), tx);
+        if ctx.keep && tx.0 > 0 {
+            None
+        } else {
+            Some(Reason::TxError)
+        }
+    }
+
+    /// Pass: fetch for this request alone, its body streamed straight
+    /// through, nothing stored.
+    async fn pass(&mut self, c: &mut Client, req: &Req, framing: Framing, mut log: Batch, mut clock: Clock, ctx: ReqCtx) -> Option<Reason> {
+        let sh = self.sh.clone();
+        let (rxid, side) = (ctx.rxid, LogSide::Client);
+        let hdr_rx = ctx.hdr_rx;
+        let mut keep = ctx.keep;
+        log.rec(Tag::VclCall, side, rxid, b"PASS");
+        log.rec(Tag::VclReturn, side, rxid, b"fetch");
         let bxid = sh.next_vxid();
         log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} pass"));
         let mut fetch = Fetch::new(&sh, bxid, rxid, "pass");
         let mut wire = std::mem::take(&mut self.wire);
-        let result = fetch.run(&sh, &head, framing, c, self.peer.ip(), &mut wire).await;
+        fetch.build_request(&sh, &req.method, req, framing, self.peer.ip(), &mut wire);
+        let result = fetch.send(&sh, framing, Some(c), &mut wire).await;
         let body_rx = fetch.req_body_rx;
         let resp = match result {
             Ok(r) => r,
@@ -229,43 +451,33 @@ impl Sess {
             }
         };
         clock.stamp(&mut log, rxid, "Fetch");
-        // Response head to the client.
         let be_head = &resp.head;
         let backend_close = be_head.minor == 0 || be_head.has_token("connection", "close");
-        let chunk_out = matches!(resp.framing, Framing::Chunked | Framing::Eof) && head.minor >= 1;
+        let chunk_out = matches!(resp.framing, Framing::Chunked | Framing::Eof) && req.minor >= 1;
         if matches!(resp.framing, Framing::Chunked | Framing::Eof) && !chunk_out {
             keep = false; // HTTP/1.0 client: the body ends at close.
         }
-        wire.clear();
-        wire.extend_from_slice(b"HTTP/1.1 ");
-        wire.extend_from_slice(be_head.status.to_string().as_bytes());
-        wire.push(b' ');
-        wire.extend_from_slice(be_head.reason());
-        wire.extend_from_slice(b"\r\n");
-        log.rec(Tag::RespProtocol, side, rxid, b"HTTP/1.1");
-        log.recf(Tag::RespStatus, side, rxid, format_args!("{}", be_head.status));
-        log.rec(Tag::RespReason, side, rxid, be_head.reason());
-        {
-            let mut out = HeadOut { wire: &mut wire, log: &mut log, tag: Tag::RespHeader, side, vxid: rxid };
-            for (n, v) in be_head.iter() {
-                let keep_cl = resp.framing == Framing::None && n.eq_ignore_ascii_case(b"content-length");
-                if (http::is_hop_by_hop(n) && !keep_cl) || n.eq_ignore_ascii_case(b"x-varnish") {
-                    continue;
-                }
-                out.header(n, v);
-            }
-            out.header(b"X-Varnish", rxid.to_string().as_bytes());
-            out.header(b"Via", sh.via.as_bytes());
-            match resp.framing {
-                Framing::Length(n) => out.header(b"Content-Length", n.to_string().as_bytes()),
-                Framing::Chunked | Framing::Eof if chunk_out => out.header(b"Transfer-Encoding", b"chunked"),
-                _ => {}
-            }
-            if !keep {
-                out.header(b"Connection", b"close");
-            }
-            out.wire.extend_from_slice(b"\r\n");
-        }
+        let mut resp_headers = Headers(
+            be_head
+                .headers
+                .iter()
+                .filter(|(n, _)| {
+                    let n = &be_head.raw[n.clone()];
+                    let keep_cl = resp.framing == Framing::None && n.eq_ignore_ascii_case(b"content-length");
+                    !(http::is_hop_by_hop(n) && !keep_cl) && !n.eq_ignore_ascii_case(b"x-varnish")
+                })
+                .map(|(n, v)| (be_head.raw.slice(n.clone()), be_head.raw.slice(v.clone())))
+                .collect(),
+        );
+        log.rec(Tag::VclCall, side, rxid, b"DELIVER");
+        sh.policy.deliver(req, &mut resp_headers);
+        log.rec(Tag::VclReturn, side, rxid, b"deliver");
+        let framing_header = match resp.framing {
+            Framing::Length(n) => Some((&b"Content-Length"[..], n.to_string())),
+            Framing::Chunked | Framing::Eof if chunk_out => Some((&b"Transfer-Encoding"[..], "chunked".to_string())),
+            _ => None,
+        };
+        self.write_head(&mut wire, &mut log, rxid, be_head.status, be_head.reason(), &resp_headers, None, framing_header, keep, false);
         clock.stamp(&mut log, rxid, "Process");
         let hdr_tx = wire.len() as u64;
         let mut be = resp.conn;
@@ -303,15 +515,7 @@ impl Sess {
                 fetch.finish(&sh, Some(m.payload), Some((be, reusable)));
                 fetch.end(&sh);
                 self.end_req(log, &mut clock, rxid, (hdr_rx, body_rx), (hdr_tx, m.tx));
-                if keep {
-                    None
-                } else if head.minor == 0 {
-                    Some(Reason::ReqHttp10)
-                } else if head.has_token("connection", "close") {
-                    Some(Reason::ReqClose)
-                } else {
-                    Some(Reason::RespClose)
-                }
+                close_reason(keep, req)
             }
             Err(e) => {
                 // Never end a body cleanly that did not arrive whole: close.
@@ -326,9 +530,57 @@ impl Sess {
         }
     }
 
+    /// Write a response head into `wire` (cleared first) and log it:
+    /// status line, `headers`, then X-Varnish (with the object's vxid on
+    /// hits), Via, the framing header, and Connection: close if needed.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn write_head(
+        &self,
+        wire: &mut Vec<u8>,
+        log: &mut Batch,
+        rxid: u32,
+        status: u16,
+        reason: &[u8],
+        headers: &Headers,
+        obj_vxid: Option<u32>,
+        framing: Option<(&[u8], String)>,
+        keep: bool,
+        accept_ranges: bool,
+    ) {
+        use std::io::Write as _;
+        let side = LogSide::Client;
+        wire.clear();
+        let _ = write!(wire, "HTTP/1.1 {status} ");
+        wire.extend_from_slice(reason);
+        wire.extend_from_slice(b"\r\n");
+        log.rec(Tag::RespProtocol, side, rxid, b"HTTP/1.1");
+        log.recf(Tag::RespStatus, side, rxid, format_args!("{status}"));
+        log.rec(Tag::RespReason, side, rxid, reason);
+        let mut out = HeadOut { wire, log, tag: Tag::RespHeader, side, vxid: rxid };
+        for (n, v) in headers.iter() {
+            out.header(n, v);
+        }
+        let xv = match obj_vxid {
+            Some(o) => format!("{rxid} {o}"),
+            None => rxid.to_string(),
+        };
+        out.header(b"X-Varnish", xv.as_bytes());
+        out.header(b"Via", self.sh.via.as_bytes());
+        if accept_ranges {
+            out.header(b"Accept-Ranges", b"bytes");
+        }
+        if let Some((n, v)) = framing {
+            out.header(n, v.as_bytes());
+        }
+        if !keep {
+            out.header(b"Connection", b"close");
+        }
+        out.wire.extend_from_slice(b"\r\n");
+    }
+
     /// Log the end of a request: Resp timestamp, ReqAcct, End; add the
     /// byte counters.
-    fn end_req(&self, mut log: Batch, clock: &mut Clock, rxid: u32, rx: (u64, u64), tx: (u64, u64)) {
+    pub(crate) fn end_req(&self, mut log: Batch, clock: &mut Clock, rxid: u32, rx: (u64, u64), tx: (u64, u64)) {
         let sh = &self.sh;
         clock.stamp(&mut log, rxid, "Resp");
         log.recf(Tag::ReqAcct, LogSide::Client, rxid, format_args!("{} {} {} {} {} {}", rx.0, rx.1, rx.0 + rx.1, tx.0, tx.1, tx.0 + tx.1));
@@ -351,31 +603,21 @@ impl Sess {
 
     /// Send a synthetic response (the "Guru Meditation" page); returns the
     /// (header, body) bytes written, zeros if the client was gone.
-    async fn synth(&mut self, c: &mut Client, log: &mut Batch, rxid: u32, status: u16, reason: &str, close: bool) -> (u64, u64) {
+    pub(crate) async fn synth(&mut self, c: &mut Client, log: &mut Batch, rxid: u32, status: u16, reason: &str, close: bool) -> (u64, u64) {
         let body = format!(
             "<!DOCTYPE html>\n<html>\n  <head>\n    <title>{status} {reason}</title>\n  </head>\n  <body>\n    <h1>Error {status} {reason}</h1>\n    <p>{reason}</p>\n    <h3>Guru Meditation:</h3>\n    <p>XID: {rxid}</p>\n    <hr>\n    <p>cachekit cache server</p>\n  </body>\n</html>\n"
         );
-        let side = LogSide::Client;
+        log.rec(Tag::VclCall, LogSide::Client, rxid, b"SYNTH");
+        log.rec(Tag::VclReturn, LogSide::Client, rxid, b"deliver");
+        let headers = Headers(vec![
+            (Bytes::from_static(b"Date"), Bytes::from(http_date(now()))),
+            (Bytes::from_static(b"Server"), Bytes::from_static(b"cachekit")),
+            (Bytes::from_static(b"Content-Type"), Bytes::from_static(b"text/html; charset=utf-8")),
+            (Bytes::from_static(b"Retry-After"), Bytes::from_static(b"5")),
+        ]);
         let mut wire = std::mem::take(&mut self.wire);
-        wire.clear();
-        wire.extend_from_slice(format!("HTTP/1.1 {status} {reason}\r\n").as_bytes());
-        log.rec(Tag::RespProtocol, side, rxid, b"HTTP/1.1");
-        log.recf(Tag::RespStatus, side, rxid, format_args!("{status}"));
-        log.rec(Tag::RespReason, side, rxid, reason.as_bytes());
-        {
-            let mut out = HeadOut { wire: &mut wire, log, tag: Tag::RespHeader, side, vxid: rxid };
-            out.header(b"Date", http_date(now()).as_bytes());
-            out.header(b"Server", b"cachekit");
-            out.header(b"X-Varnish", rxid.to_string().as_bytes());
-            out.header(b"Content-Type", b"text/html; charset=utf-8");
-            out.header(b"Retry-After", b"5");
-            out.header(b"Content-Length", body.len().to_string().as_bytes());
-            out.header(b"Via", self.sh.via.as_bytes());
-            if close {
-                out.header(b"Connection", b"close");
-            }
-            out.wire.extend_from_slice(b"\r\n");
-        }
+        let framing = Some((&b"Content-Length"[..], body.len().to_string()));
+        self.write_head(&mut wire, log, rxid, status, reason.as_bytes(), &headers, None, framing, !close, false);
         let hdr = wire.len() as u64;
         wire.extend_from_slice(body.as_bytes());
         let ok = c.io.write_all(&wire).await.is_ok();

@@ -478,6 +478,20 @@ impl Cache {
         (oc, true)
     }
 
+    /// A core for an object that is delivered but never indexed
+    /// (uncacheable responses, passes through the fetch path).
+    pub fn private(&self, obj: Object) -> Arc<ObjCore> {
+        Arc::new(ObjCore {
+            key: Arc::from(&b""[..]),
+            obj,
+            charged: AtomicU64::new(0),
+            last_touch: AtomicU64::new(0),
+            lru_seq: AtomicU64::new(0),
+            dead: AtomicBool::new(true),
+            stored: AtomicBool::new(false),
+        })
+    }
+
     /// Charge body bytes as they arrive. If the object no longer fits, it
     /// leaves the index (its current readers finish; nobody else gets it).
     pub fn grow(&self, oc: &Arc<ObjCore>, n: u64) {

@@ -1,0 +1,74 @@
+//! Pipe: hand the connection to the backend and relay bytes both ways until
+//! either side closes (vcl_pipe), as Varnish does for unknown methods.
+
+use common::counters::C;
+use common::vsl::{Batch, Side as LogSide, Tag};
+use tokio::io::AsyncWriteExt;
+
+use crate::fetch::Fetch;
+use crate::http::Framing;
+use crate::policy::Req;
+use crate::session::{Client, Clock, Reason, ReqCtx, Sess};
+
+pub(crate) async fn pipe(s: &mut Sess, c: &mut Client, req: &Req, mut log: Batch, mut clock: Clock, ctx: ReqCtx) -> Option<Reason> {
+    let sh = s.sh.clone();
+    let (rxid, side) = (ctx.rxid, LogSide::Client);
+    sh.seg.add(C::SPipe, 1);
+    log.rec(Tag::VclCall, side, rxid, b"PIPE");
+    log.rec(Tag::VclReturn, side, rxid, b"pipe");
+    let bxid = sh.next_vxid();
+    log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} pipe"));
+    let mut f = Fetch::new(&sh, bxid, rxid, "pipe");
+    // The body, if any, is relayed raw: keep the client's framing headers.
+    let mut bereq = req.clone();
+    let framing = match (bereq.headers.get("content-length"), bereq.headers.get("transfer-encoding")) {
+        (_, Some(_)) => Framing::Chunked,
+        (Some(n), None) => std::str::from_utf8(n).ok().and_then(|n| n.trim().parse().ok()).map_or(Framing::None, Framing::Length),
+        _ => Framing::None,
+    };
+    bereq.headers.set("Connection", bytes::Bytes::from_static(b"close"));
+    let mut wire = std::mem::take(&mut s.wire);
+    f.build_request(&sh, &req.method, &bereq, framing, s.peer.ip(), &mut wire);
+    // build_request drops Connection as hop-by-hop; the pipe asks to close.
+    wire.truncate(wire.len() - 2);
+    wire.extend_from_slice(b"Connection: close\r\n\r\n");
+    let mut be = match sh.backend.connect(sh.params.connect_timeout).await {
+        Ok(b) => {
+            sh.seg.add(C::BackendConn, 1);
+            b
+        }
+        Err(e) => {
+            sh.seg.add(C::BackendFail, 1);
+            s.wire = wire;
+            f.error(&sh, &e);
+            f.end(&sh);
+            let tx = s.synth(c, &mut log, rxid, 503, "Backend fetch failed", true).await;
+            s.end_req(log, &mut clock, rxid, (ctx.hdr_rx, 0), tx);
+            return Some(Reason::TxError);
+        }
+    };
+    f.open_record(&sh, &be, false);
+    let bereq_hdr = wire.len() as u64;
+    let mut ok = be.io.write_all(&wire).await.is_ok();
+    let pending = c.buf.split();
+    ok = ok && be.io.write_all(&pending).await.is_ok();
+    s.wire = wire;
+    clock.stamp(&mut log, rxid, "Pipe");
+    let (mut to_be, mut to_client) = (pending.len() as u64, 0);
+    if ok {
+        if let Ok((a, b)) = tokio::io::copy_bidirectional(&mut c.io, &mut be.io).await {
+            to_be += a;
+            to_client = b;
+        }
+    }
+    clock.stamp(&mut log, rxid, "PipeSess");
+    log.recf(Tag::PipeAcct, side, rxid, format_args!("{} {} {} {}", ctx.hdr_rx, bereq_hdr, to_be, to_client));
+    sh.seg.add(C::SPipeHdrbytes, ctx.hdr_rx);
+    sh.seg.add(C::SPipeIn, to_be);
+    sh.seg.add(C::SPipeOut, to_client);
+    f.finish(&sh, None, None);
+    f.end(&sh);
+    log.rec(Tag::End, side, rxid, b"");
+    sh.seg.log(&log);
+    Some(Reason::TxPipe)
+}
