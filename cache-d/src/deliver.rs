@@ -8,7 +8,7 @@ use bytes::Bytes;
 use common::vsl::{Batch, Side as LogSide, Tag};
 use tokio::io::AsyncWriteExt;
 
-use crate::cache::{Object, ObjCore};
+use crate::cache::{ObjCore, Object};
 use crate::policy::{Headers, Req};
 use crate::session::{close_reason, Client, Clock, Reason, ReqCtx, Sess};
 use crate::util::now;
@@ -83,7 +83,16 @@ impl Sess {
     /// Send `oc`'s object to the client. `hit` adds the object's vxid to
     /// X-Varnish.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn deliver(&mut self, c: &mut Client, req: &Req, oc: &ObjCore, hit: bool, mut log: Batch, mut clock: Clock, ctx: ReqCtx) -> Option<Reason> {
+    pub(crate) async fn deliver(
+        &mut self,
+        c: &mut Client,
+        req: &Req,
+        oc: &ObjCore,
+        hit: bool,
+        mut log: Batch,
+        mut clock: Clock,
+        ctx: ReqCtx,
+    ) -> Option<Reason> {
         let sh = self.sh.clone();
         let (rxid, side) = (ctx.rxid, LogSide::Client);
         let obj = &oc.obj;

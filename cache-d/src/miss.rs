@@ -151,14 +151,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
         v,
         format_args!(
             "RFC {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {cacheable_word}",
-            life.ttl,
-            life.grace,
-            life.keep,
-            t,
-            life.t_origin,
-            life.date,
-            life.expires,
-            life.max_age
+            life.ttl, life.grace, life.keep, t, life.t_origin, life.date, life.expires, life.max_age
         ),
     );
     f.log.rec(Tag::VclCall, side, v, b"BACKEND_RESPONSE");

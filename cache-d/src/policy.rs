@@ -172,8 +172,7 @@ pub fn builtin_backend_response(b: &mut Beresp<'_>) -> BerespAction {
     }
     let h = b.headers;
     let surrogate = h.has("surrogate-control");
-    let cc_uncacheable =
-        ["no-cache", "no-store", "private"].iter().any(|d| h.contains_ci("cache-control", d));
+    let cc_uncacheable = ["no-cache", "no-store", "private"].iter().any(|d| h.contains_ci("cache-control", d));
     let vary_star = h.get("vary").is_some_and(|v| v.trim_ascii() == b"*");
     if b.ttl <= 0.0
         || h.has("set-cookie")
@@ -196,7 +195,9 @@ mod tests {
             method: Bytes::copy_from_slice(method.as_bytes()),
             url: Bytes::from_static(b"/x"),
             minor: 1,
-            headers: Headers(hdrs.iter().map(|(n, v)| (Bytes::copy_from_slice(n.as_bytes()), Bytes::copy_from_slice(v.as_bytes()))).collect()),
+            headers: Headers(
+                hdrs.iter().map(|(n, v)| (Bytes::copy_from_slice(n.as_bytes()), Bytes::copy_from_slice(v.as_bytes()))).collect(),
+            ),
             server_ip: "127.0.0.1".into(),
         }
     }

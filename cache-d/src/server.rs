@@ -12,8 +12,8 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::backend::Backend;
 use crate::cache::Cache;
-use crate::policy::{Builtin, Policy};
 use crate::params::Params;
+use crate::policy::{Builtin, Policy};
 
 /// State every connection shares.
 pub struct Shared {

@@ -305,7 +305,13 @@ impl Sess {
         if framing == Framing::None {
             return Some(0);
         }
-        let t = Transfer { framing, chunk_out: false, src_side: Side::Client, dst_side: Side::Internal, read_timeout: self.sh.params.timeout_idle };
+        let t = Transfer {
+            framing,
+            chunk_out: false,
+            src_side: Side::Client,
+            dst_side: Side::Internal,
+            read_timeout: self.sh.params.timeout_idle,
+        };
         let m = http::transfer(c, &mut tokio::io::sink(), &t, &mut self.scratch).await.ok()?;
         self.sh.seg.add(C::SReqBodybytes, m.rx);
         Some(m.rx)
@@ -328,7 +334,16 @@ impl Sess {
                     self.count_hit(&mut log, rxid, &oc, t);
                     let bxid = sh.next_vxid();
                     log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} bgfetch"));
-                    let spec = MissSpec { req: req.clone(), guard, stale: Some(oc.clone()), bxid, rxid, reason: "bgfetch", client_ip: self.peer.ip(), hit_for_pass: false };
+                    let spec = MissSpec {
+                        req: req.clone(),
+                        guard,
+                        stale: Some(oc.clone()),
+                        bxid,
+                        rxid,
+                        reason: "bgfetch",
+                        client_ip: self.peer.ip(),
+                        hit_for_pass: false,
+                    };
                     tokio::spawn(miss::start(sh.clone(), spec));
                     (oc, true)
                 }
@@ -384,18 +399,20 @@ impl Sess {
             sh.seg.add(C::CacheHitGrace, 1);
         }
         let side = LogSide::Client;
-        log.recf(
-            Tag::Hit,
-            side,
-            rxid,
-            format_args!("{} {:.6} {:.6} {:.6}", oc.obj.vxid, life.ttl_left(t), life.grace, life.keep),
-        );
+        log.recf(Tag::Hit, side, rxid, format_args!("{} {:.6} {:.6} {:.6}", oc.obj.vxid, life.ttl_left(t), life.grace, life.keep));
         log.rec(Tag::VclCall, side, rxid, b"HIT");
         log.rec(Tag::VclReturn, side, rxid, b"deliver");
     }
 
     /// Fetch for the cache on behalf of this request (and its waiters).
-    async fn miss(&mut self, log: &mut Batch, rxid: u32, req: &Req, guard: BusyGuard, stale: Option<Arc<ObjCore>>) -> Result<Arc<ObjCore>, Error> {
+    async fn miss(
+        &mut self,
+        log: &mut Batch,
+        rxid: u32,
+        req: &Req,
+        guard: BusyGuard,
+        stale: Option<Arc<ObjCore>>,
+    ) -> Result<Arc<ObjCore>, Error> {
         let sh = self.sh.clone();
         let side = LogSide::Client;
         log.rec(Tag::VclCall, side, rxid, b"MISS");

@@ -16,8 +16,9 @@ fn setup() -> (Origin, tempfile::TempDir, Daemon) {
 fn bodies_heads_and_chunked_transfers() {
     let (_o, _t, d) = setup();
     let mut c = Client::connect(d.port);
-    // Chunked from the origin stays chunked to an HTTP/1.1 client.
-    let r = c.get("/size/100000?chunked=1", "");
+    // Passed (a Cookie), chunked from the origin stays chunked to an
+    // HTTP/1.1 client.
+    let r = c.get("/size/100000?chunked=1", "Cookie: a=b\r\n");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("transfer-encoding"), Some("chunked"));
     assert_eq!(r.body.len(), 100000);
@@ -134,7 +135,7 @@ fn a_backend_that_drops_a_reused_connection_is_retried() {
             std::thread::spawn(move || {
                 let mut buf = [0u8; 4096];
                 let _ = std::io::Read::read(&mut s, &mut buf);
-                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nCache-Control: no-store\r\nContent-Length: 2\r\n\r\nok");
                 let _ = std::io::Read::read(&mut s, &mut buf);
             });
         }
@@ -159,7 +160,7 @@ fn pooled_connections_the_backend_closed_are_not_reused() {
             let mut s = s.unwrap();
             let mut buf = [0u8; 4096];
             let _ = std::io::Read::read(&mut s, &mut buf);
-            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nCache-Control: no-store\r\nContent-Length: 2\r\n\r\nok");
         }
     });
     let tmp = tempfile::tempdir().unwrap();

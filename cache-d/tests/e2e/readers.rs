@@ -72,8 +72,8 @@ fn hundred_requests_show_in_stat_ncsa_and_log() {
         assert!(lines.contains(&format!("-   ReqURL         /size/{n}").as_str()), "{g}");
         let be = lines.iter().position(|l| l.starts_with("**  << BeReq    >> ")).expect("backend request in group");
         let be_vxid = lines[be].split_whitespace().nth(4).unwrap();
-        assert!(lines.contains(&format!("-   Link           bereq {be_vxid} pass").as_str()), "{g}");
-        assert!(lines.contains(&format!("--  Begin          bereq {req_vxid} pass").as_str()), "{g}");
+        assert!(lines.contains(&format!("-   Link           bereq {be_vxid} fetch").as_str()), "{g}");
+        assert!(lines.contains(&format!("--  Begin          bereq {req_vxid} fetch").as_str()), "{g}");
         assert!(lines.iter().any(|l| l.starts_with("--  BerespStatus   200")));
         assert!(lines.iter().any(|l| l.starts_with("-   ReqAcct        ")));
         assert!(lines.iter().any(|l| l.starts_with("-   Timestamp      Resp: ")));
