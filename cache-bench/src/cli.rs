@@ -18,7 +18,9 @@ pub enum Command {
     /// as JSON; anything else answers a short text. Query parameters:
     /// delay_ms=N (wait before answering), max_age=N (Cache-Control),
     /// cache_control=VALUE (sent as is), status=N, chunked=1 (chunked
-    /// encoding), abort_after=N (drop the connection after N body bytes).
+    /// encoding), abort_after=N (drop the connection after N body bytes),
+    /// stall_ms=N (pause after the first 16 KiB of the body), vary=NAMES
+    /// (send a Vary header).
     Origin(OriginArgs),
 }
 

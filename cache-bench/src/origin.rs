@@ -39,6 +39,8 @@ struct Pattern {
     abort_after: Option<u64>,
     /// Before failing, wait a little so hyper flushes what was sent.
     abort_timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Pause this long after the first frame (to show streaming).
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
     sized: bool,
 }
 
@@ -57,6 +59,14 @@ impl Body for Pattern {
         }
         if self.left == 0 {
             return Poll::Ready(None);
+        }
+        if self.sent > 0 {
+            if let Some(st) = self.stall.as_mut() {
+                if st.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.stall = None;
+            }
         }
         let mut n = (self.chunk as u64).min(self.left);
         if let Some(a) = self.abort_after {
@@ -104,8 +114,9 @@ fn num(req: &Request<()>, key: &str) -> Result<Option<u64>, String> {
 }
 
 async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Result<Response<OriginBody>, Infallible> {
-    let n = stats.requests.fetch_add(1, Ordering::Relaxed) + 1;
     let path = req.uri().path().to_string();
+    // /__stats does not count itself, so tests can poll it.
+    let n = if path == "/__stats" { stats.requests.load(Ordering::Relaxed) } else { stats.requests.fetch_add(1, Ordering::Relaxed) + 1 };
     // Read the request body (so the connection stays reusable); its size
     // is reported in X-Request-Body-Bytes.
     let (parts, body) = req.into_parts();
@@ -121,8 +132,11 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
         r.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
         return Ok(r);
     }
-    let parsed = (|| Ok::<_, String>((num(&req, "delay_ms")?, num(&req, "max_age")?, num(&req, "status")?, num(&req, "abort_after")?)))();
-    let (delay, max_age, status, abort_after) = match parsed {
+    let parsed = (|| {
+        let n = |k| num(&req, k);
+        Ok::<_, String>((n("delay_ms")?, n("max_age")?, n("status")?, n("abort_after")?, n("stall_ms")?))
+    })();
+    let (delay, max_age, status, abort_after, stall_ms) = match parsed {
         Ok(x) => x,
         Err(e) => return Ok(text(StatusCode::BAD_REQUEST, e)),
     };
@@ -148,7 +162,15 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
         r
     } else if path.starts_with("/size/") {
         stats.bytes.fetch_add(size, Ordering::Relaxed);
-        let body = Pattern { left: size, sent: 0, chunk: 16384, abort_after, abort_timer: None, sized: query(&req, "chunked").is_none() };
+        let body = Pattern {
+            left: size,
+            sent: 0,
+            chunk: 16384,
+            abort_after,
+            abort_timer: None,
+            stall: stall_ms.map(|ms| Box::pin(tokio::time::sleep(Duration::from_millis(ms.min(600_000))))),
+            sized: query(&req, "chunked").is_none(),
+        };
         let mut r = Response::new(body.boxed());
         *r.status_mut() = status;
         r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
@@ -171,6 +193,9 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
     };
     if let Some(v) = cc.and_then(|c| HeaderValue::from_str(&c).ok()) {
         h.insert(CACHE_CONTROL, v);
+    }
+    if let Some(v) = query(&req, "vary").and_then(|c| HeaderValue::from_str(&c).ok()) {
+        h.insert(hyper::header::VARY, v);
     }
     Ok(resp)
 }

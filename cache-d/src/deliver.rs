@@ -157,7 +157,21 @@ impl Sess {
         let mut failed = false;
         if send_body {
             loop {
-                let chunk = match reader.next().await {
+                // Gather what is there; before waiting for more, send it.
+                let next = match reader.try_next() {
+                    Some(n) => n,
+                    None => {
+                        if !wire.is_empty() {
+                            if c.io.write_all(&wire).await.is_err() {
+                                failed = true;
+                                break;
+                            }
+                            wire.clear();
+                        }
+                        reader.next().await
+                    }
+                };
+                let chunk = match next {
                     Ok(Some(c)) => c,
                     Ok(None) => break,
                     Err(()) => {

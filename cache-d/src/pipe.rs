@@ -3,7 +3,9 @@
 
 use common::counters::C;
 use common::vsl::{Batch, Side as LogSide, Tag};
-use tokio::io::AsyncWriteExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::fetch::Fetch;
 use crate::http::Framing;
@@ -54,13 +56,18 @@ pub(crate) async fn pipe(s: &mut Sess, c: &mut Client, req: &Req, mut log: Batch
     ok = ok && be.io.write_all(&pending).await.is_ok();
     s.wire = wire;
     clock.stamp(&mut log, rxid, "Pipe");
-    let (mut to_be, mut to_client) = (pending.len() as u64, 0);
+    let (to_be, to_client) = (AtomicU64::new(pending.len() as u64), AtomicU64::new(0));
     if ok {
-        if let Ok((a, b)) = tokio::io::copy_bidirectional(&mut c.io, &mut be.io).await {
-            to_be += a;
-            to_client = b;
+        // Relay both ways; when either side closes, the pipe is over.
+        let (mut cr, mut cw) = c.io.split();
+        let (mut br, mut bw) = be.io.split();
+        tokio::select! {
+            _ = relay(&mut cr, &mut bw, &to_be) => {}
+            _ = relay(&mut br, &mut cw, &to_client) => {}
         }
+        let _ = cw.shutdown().await;
     }
+    let (to_be, to_client) = (to_be.into_inner(), to_client.into_inner());
     clock.stamp(&mut log, rxid, "PipeSess");
     log.recf(Tag::PipeAcct, side, rxid, format_args!("{} {} {} {}", ctx.hdr_rx, bereq_hdr, to_be, to_client));
     sh.seg.add(C::SPipeHdrbytes, ctx.hdr_rx);
@@ -71,4 +78,20 @@ pub(crate) async fn pipe(s: &mut Sess, c: &mut Client, req: &Req, mut log: Batch
     log.rec(Tag::End, side, rxid, b"");
     sh.seg.log(&log);
     Some(Reason::TxPipe)
+}
+
+/// Copy until EOF or an error, counting bytes as they pass.
+async fn relay<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(r: &mut R, w: &mut W, n: &AtomicU64) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(k) => {
+                if w.write_all(&buf[..k]).await.is_err() {
+                    return;
+                }
+                n.fetch_add(k as u64, Ordering::Relaxed);
+            }
+        }
+    }
 }

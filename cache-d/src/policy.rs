@@ -224,7 +224,7 @@ mod tests {
         assert_eq!(k, b"/x\0a\0");
         let mut k = Vec::new();
         Builtin.hash(&req("GET", &[]), &mut k);
-        assert_eq!(k, b"/x\0127.0.0.1\0");
+        assert_eq!(k, b"/x\x00127.0.0.1\x00");
     }
 
     #[test]

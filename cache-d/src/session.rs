@@ -481,7 +481,7 @@ impl Sess {
                 .filter(|(n, _)| {
                     let n = &be_head.raw[n.clone()];
                     let keep_cl = resp.framing == Framing::None && n.eq_ignore_ascii_case(b"content-length");
-                    !(http::is_hop_by_hop(n) && !keep_cl) && !n.eq_ignore_ascii_case(b"x-varnish")
+                    (!http::is_hop_by_hop(n) || keep_cl) && !n.eq_ignore_ascii_case(b"x-varnish")
                 })
                 .map(|(n, v)| (be_head.raw.slice(n.clone()), be_head.raw.slice(v.clone())))
                 .collect(),

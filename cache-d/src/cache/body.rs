@@ -92,6 +92,24 @@ pub struct BodyReader<'a> {
 }
 
 impl BodyReader<'_> {
+    /// The next chunk if one is there now: Some(Ok(Some(chunk))), the end
+    /// (Some(Ok(None))), a failure (Some(Err)), or None when it would wait.
+    pub fn try_next(&mut self) -> Option<Result<Option<Bytes>, ()>> {
+        let p = *self.rx.borrow_and_update();
+        {
+            let chunks = self.body.chunks();
+            if self.idx < chunks.len() {
+                self.idx += 1;
+                return Some(Ok(Some(chunks[self.idx - 1].clone())));
+            }
+        }
+        match p.done {
+            Done::Complete => Some(Ok(None)),
+            Done::Failed => Some(Err(())),
+            Done::Streaming => None,
+        }
+    }
+
     /// The next chunk; Ok(None) at the end; Err if the fetch failed.
     pub async fn next(&mut self) -> Result<Option<Bytes>, ()> {
         loop {
