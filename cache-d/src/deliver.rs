@@ -9,7 +9,7 @@ use common::vsl::{Batch, Side as LogSide, Tag};
 use tokio::io::AsyncWriteExt;
 
 use crate::cache::{ObjCore, Object};
-use crate::policy::{Headers, Req};
+use crate::policy::Req;
 use crate::session::{close_reason, Client, Clock, Reason, ReqCtx, Sess};
 use crate::util::now;
 
@@ -68,11 +68,11 @@ pub fn not_modified(req: &Req, obj: &Object) -> bool {
     }
     if let Some(inm) = req.headers.get("if-none-match") {
         let Some(etag) = obj.header("etag") else { return false };
-        return inm.split(|&c| c == b',').any(|t| t.trim_ascii() == b"*" || strip_weak(t) == strip_weak(etag));
+        return inm.split(|&c| c == b',').any(|t| t.trim_ascii() == b"*" || strip_weak(t) == strip_weak(&etag));
     }
     if let Some(ims) = req.headers.get("if-modified-since") {
-        let parse = |v: &Bytes| std::str::from_utf8(v).ok().and_then(common::httpdate::parse);
-        if let (Some(ims), Some(lm)) = (parse(ims), obj.header("last-modified").and_then(parse)) {
+        let parse = |v: &[u8]| std::str::from_utf8(v).ok().and_then(common::httpdate::parse);
+        if let (Some(ims), Some(lm)) = (parse(ims), obj.header("last-modified").and_then(|v| parse(&v))) {
             return lm <= ims;
         }
     }
@@ -97,7 +97,7 @@ impl Sess {
         let (rxid, side) = (ctx.rxid, LogSide::Client);
         let obj = &oc.obj;
         let mut keep = ctx.keep;
-        let mut headers = Headers(obj.headers.clone());
+        let mut headers = obj.headers.to_headers();
         let age = (now() - obj.life.t_origin).max(0.0) as u64;
         headers.set("Age", Bytes::from(age.to_string()));
         log.rec(Tag::VclCall, side, rxid, b"DELIVER");

@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 
 use crate::cache::body::Body;
 use crate::cache::ttl::{self, Lifetime};
-use crate::cache::{vary_value, BusyGuard, Cache, Kind, ObjCore, Object};
+use crate::cache::{vary_value, BusyGuard, Cache, Kind, ObjCore, ObjHeaders, Object};
 use crate::error::{Error, Side};
 use crate::fetch::Fetch;
 use crate::http::{self, Framing, Transfer};
@@ -71,6 +71,8 @@ impl AsyncWrite for BodySink<'_> {
     }
 }
 
+/// The response headers an object keeps (hop-by-hop ones dropped), as
+/// slices of the response head; [`ObjHeaders`] packs them when stored.
 fn stored_headers(h: &http::Head) -> Vec<(Bytes, Bytes)> {
     h.headers
         .iter()
@@ -81,7 +83,7 @@ fn stored_headers(h: &http::Head) -> Vec<(Bytes, Bytes)> {
 
 /// A 304 refreshes the stale object: its headers, updated by the 304's.
 fn merge_304(stale: &Object, fresh: &[(Bytes, Bytes)]) -> Vec<(Bytes, Bytes)> {
-    let mut h = Headers(stale.headers.clone());
+    let mut h = stale.headers.to_headers();
     for (n, v) in fresh {
         if let Ok(name) = std::str::from_utf8(n) {
             h.set(name, v.clone());
@@ -101,10 +103,10 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
     }
     if let Some(s) = &stale {
         if let Some(lm) = s.obj.header("last-modified") {
-            bereq.headers.set("If-Modified-Since", lm.clone());
+            bereq.headers.set("If-Modified-Since", lm);
         }
         if let Some(et) = s.obj.header("etag") {
-            bereq.headers.set("If-None-Match", et.clone());
+            bereq.headers.set("If-None-Match", et);
         }
     }
     f.log.rec(Tag::VclCall, side, v, b"BACKEND_FETCH");
@@ -137,7 +139,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
                 Framing::None => Some(0),
                 _ => None,
             };
-            (resp.head.status, resp.head.raw.slice(resp.head.first.clone()), fresh_headers, Arc::new(Body::new(expected)))
+            (resp.head.status, Bytes::copy_from_slice(resp.head.reason()), fresh_headers, Arc::new(Body::new(expected)))
         }
     };
     let h = Headers(headers);
@@ -172,7 +174,16 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
             .collect();
         names.into_iter().map(|n| (n.clone(), vary_value(req.headers.iter(), &n))).collect::<Vec<_>>()
     });
-    let obj = Object { vxid: bxid, status, reason: reason_phrase, headers: h.0, body: body.clone(), life, kind: Kind::Normal, vary };
+    let obj = Object {
+        vxid: bxid,
+        status,
+        reason: reason_phrase,
+        headers: ObjHeaders::from_pairs(h.iter()),
+        body: body.clone(),
+        life,
+        kind: Kind::Normal,
+        vary,
+    };
     let oc = match action {
         BerespAction::Deliver => {
             if life.ttl + life.grace + life.keep < p.shortlived {
@@ -195,7 +206,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
                 vxid: bxid,
                 status,
                 reason: obj.reason.clone(),
-                headers: Vec::new(),
+                headers: ObjHeaders::default(),
                 body: Arc::new(Body::whole(Bytes::new())),
                 life: marker_life,
                 kind,

@@ -24,6 +24,9 @@ use crate::util::{http_date, now};
 
 pub(crate) type Client = BufConn<TcpStream>;
 
+/// Session records are flushed to the log once this many bytes gather.
+const SESSION_LOG_FLUSH: usize = 4096;
+
 /// Why a session ended (SessClose reasons).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Reason {
@@ -193,6 +196,13 @@ impl Sess {
     fn begin_req(&mut self, t_start: f64) -> (u32, Batch, Clock) {
         let rxid = self.sh.next_vxid();
         self.log.recf(Tag::Link, LogSide::Client, self.vxid, format_args!("req {rxid} rxreq"));
+        // A long keep-alive session would grow its record buffer without
+        // bound: flush it in pieces, as Varnish's vsl_buffer does (readers
+        // gather a transaction's records by vxid until its End).
+        if self.log.len() >= SESSION_LOG_FLUSH {
+            self.sh.seg.log(&self.log);
+            self.log.clear();
+        }
         let mut log = Batch::with_reclen(self.sh.params.vsl_reclen);
         log.recf(Tag::Begin, LogSide::Client, rxid, format_args!("req {} rxreq", self.vxid));
         log.recf(Tag::Timestamp, LogSide::Client, rxid, format_args!("Start: {t_start:.6} 0.000000 0.000000"));

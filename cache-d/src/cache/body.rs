@@ -1,10 +1,11 @@
 //! Object bodies that stream: the fetch appends chunks while any number of
 //! deliveries read them, each at its own pace, waiting only when caught up.
 
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use bytes::Bytes;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 /// Where a body stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,15 +24,19 @@ pub struct Progress {
 
 pub struct Body {
     chunks: Mutex<Vec<Bytes>>,
-    progress: watch::Sender<Progress>,
+    len: AtomicU64,
+    /// 0 streaming, 1 complete, 2 failed.
+    done: AtomicU8,
+    /// Wakes readers waiting for more (a small Notify, not a watch
+    /// channel: every cached object has one).
+    more: Notify,
     /// The length announced by the backend (Content-Length), if any.
     pub expected: Option<u64>,
 }
 
 impl Body {
     pub fn new(expected: Option<u64>) -> Body {
-        let (tx, _) = watch::channel(Progress { len: 0, done: Done::Streaming });
-        Body { chunks: Mutex::new(Vec::new()), progress: tx, expected }
+        Body { chunks: Mutex::new(Vec::new()), len: AtomicU64::new(0), done: AtomicU8::new(0), more: Notify::new(), expected }
     }
 
     /// A body that is already whole.
@@ -51,23 +56,31 @@ impl Body {
     pub fn push(&self, data: Bytes) {
         let n = data.len() as u64;
         self.chunks().push(data);
-        self.progress.send_modify(|p| p.len += n);
+        self.len.fetch_add(n, Ordering::Release);
+        self.more.notify_waiters();
     }
 
     pub fn finish(&self) {
-        self.progress.send_modify(|p| p.done = Done::Complete);
+        let _ = self.done.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
+        self.more.notify_waiters();
     }
 
     pub fn fail(&self) {
-        self.progress.send_modify(|p| {
-            if p.done == Done::Streaming {
-                p.done = Done::Failed
-            }
-        });
+        let _ = self.done.compare_exchange(0, 2, Ordering::AcqRel, Ordering::Acquire);
+        self.more.notify_waiters();
+    }
+
+    fn state(&self) -> Done {
+        match self.done.load(Ordering::Acquire) {
+            0 => Done::Streaming,
+            1 => Done::Complete,
+            _ => Done::Failed,
+        }
     }
 
     pub fn progress(&self) -> Progress {
-        *self.progress.borrow()
+        let done = self.state();
+        Progress { len: self.len.load(Ordering::Acquire), done }
     }
 
     /// The length once known: complete, or announced by the backend.
@@ -80,7 +93,7 @@ impl Body {
     }
 
     pub fn reader(&self) -> BodyReader<'_> {
-        BodyReader { body: self, idx: 0, rx: self.progress.subscribe() }
+        BodyReader { body: self, idx: 0 }
     }
 }
 
@@ -88,14 +101,15 @@ impl Body {
 pub struct BodyReader<'a> {
     body: &'a Body,
     idx: usize,
-    rx: watch::Receiver<Progress>,
 }
 
 impl BodyReader<'_> {
     /// The next chunk if one is there now: Some(Ok(Some(chunk))), the end
     /// (Some(Ok(None))), a failure (Some(Err)), or None when it would wait.
     pub fn try_next(&mut self) -> Option<Result<Option<Bytes>, ()>> {
-        let p = *self.rx.borrow_and_update();
+        // State first, chunks second: a chunk pushed in between is seen
+        // below; the end is only reported once every chunk was read.
+        let done = self.body.state();
         {
             let chunks = self.body.chunks();
             if self.idx < chunks.len() {
@@ -103,7 +117,7 @@ impl BodyReader<'_> {
                 return Some(Ok(Some(chunks[self.idx - 1].clone())));
             }
         }
-        match p.done {
+        match done {
             Done::Complete => Some(Ok(None)),
             Done::Failed => Some(Err(())),
             Done::Streaming => None,
@@ -113,25 +127,15 @@ impl BodyReader<'_> {
     /// The next chunk; Ok(None) at the end; Err if the fetch failed.
     pub async fn next(&mut self) -> Result<Option<Bytes>, ()> {
         loop {
-            // State first, chunks second: a chunk pushed in between is seen
-            // below, and a push after the check wakes `changed`.
-            let p = *self.rx.borrow_and_update();
-            {
-                let chunks = self.body.chunks();
-                if self.idx < chunks.len() {
-                    self.idx += 1;
-                    return Ok(Some(chunks[self.idx - 1].clone()));
-                }
+            // Register for a wake-up before looking, so a push between the
+            // look and the wait is not missed.
+            let notified = self.body.more.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(r) = self.try_next() {
+                return r;
             }
-            match p.done {
-                Done::Complete => return Ok(None),
-                Done::Failed => return Err(()),
-                Done::Streaming => {
-                    if self.rx.changed().await.is_err() {
-                        return Err(());
-                    }
-                }
-            }
+            notified.await;
         }
     }
 }

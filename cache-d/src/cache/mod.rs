@@ -20,7 +20,7 @@ use self::ttl::Lifetime;
 /// Bytes charged per object on top of its key, headers and body: the
 /// object and core structs, Arcs, index, LRU and expiry entries. Measured
 /// (see README: RSS after 100,000 objects), not guessed.
-pub const OBJ_OVERHEAD: u64 = 512;
+pub const OBJ_OVERHEAD: u64 = 832;
 /// A hit moves an object in the LRU at most this often (Varnish's
 /// lru_interval), so hot objects do not contend on the LRU lock.
 const LRU_INTERVAL_MS: u64 = 2000;
@@ -37,6 +37,50 @@ pub enum Kind {
     HitForPass,
 }
 
+/// Stored response headers: every name and value in one buffer, with
+/// 16 bytes of offsets per header (a cached object keeps these for its
+/// whole life, so they are packed).
+#[derive(Clone, Default)]
+pub struct ObjHeaders {
+    buf: Bytes,
+    spans: Box<[[u32; 4]]>,
+}
+
+impl ObjHeaders {
+    pub fn from_pairs<'a>(pairs: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone) -> ObjHeaders {
+        let total: usize = pairs.clone().map(|(n, v)| n.len() + v.len()).sum();
+        let mut buf = Vec::with_capacity(total);
+        let mut spans = Vec::new();
+        for (n, v) in pairs {
+            let a = buf.len() as u32;
+            buf.extend_from_slice(n);
+            let b = buf.len() as u32;
+            buf.extend_from_slice(v);
+            spans.push([a, b, b, buf.len() as u32]);
+        }
+        ObjHeaders { buf: Bytes::from(buf), spans: spans.into_boxed_slice() }
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
+        self.spans.iter().map(|s| (&self.buf[s[0] as usize..s[1] as usize], &self.buf[s[2] as usize..s[3] as usize]))
+    }
+    /// First value of header `name` (case-insensitive).
+    pub fn get(&self, name: &str) -> Option<Bytes> {
+        self.spans
+            .iter()
+            .find(|s| self.buf[s[0] as usize..s[1] as usize].eq_ignore_ascii_case(name.as_bytes()))
+            .map(|s| self.buf.slice(s[2] as usize..s[3] as usize))
+    }
+    /// As an editable list (slices of the same buffer, no copies).
+    pub fn to_headers(&self) -> crate::policy::Headers {
+        let span = |a: u32, b: u32| self.buf.slice(a as usize..b as usize);
+        crate::policy::Headers(self.spans.iter().map(|s| (span(s[0], s[1]), span(s[2], s[3]))).collect())
+    }
+    /// Bytes held: the buffer and the offsets.
+    pub fn bytes(&self) -> usize {
+        self.buf.len() + self.spans.len() * 16
+    }
+}
+
 /// An immutable cached response (its body may still be streaming in).
 pub struct Object {
     /// vxid of the backend transaction that made it.
@@ -44,7 +88,7 @@ pub struct Object {
     pub status: u16,
     pub reason: Bytes,
     /// Response headers as stored (hop-by-hop and framing headers removed).
-    pub headers: Vec<(Bytes, Bytes)>,
+    pub headers: ObjHeaders,
     pub body: Arc<Body>,
     pub life: Lifetime,
     pub kind: Kind,
@@ -53,15 +97,14 @@ pub struct Object {
 }
 
 impl Object {
-    pub fn header(&self, name: &str) -> Option<&Bytes> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes())).map(|(_, v)| v)
+    pub fn header(&self, name: &str) -> Option<Bytes> {
+        self.headers.get(name)
     }
 
     /// Bytes this object holds, as charged to storage (body excluded while
     /// it streams: it is charged as it arrives).
     pub fn head_bytes(&self, key: &[u8]) -> u64 {
-        let h: usize = self.headers.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
-        (key.len() + h + self.reason.len()) as u64 + OBJ_OVERHEAD
+        (key.len() + self.headers.bytes() + self.reason.len()) as u64 + OBJ_OVERHEAD
     }
 }
 

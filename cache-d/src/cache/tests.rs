@@ -10,7 +10,7 @@ fn obj(ttl: f64, grace: f64, body: &[u8], kind: Kind) -> Object {
         vxid: 7,
         status: 200,
         reason: Bytes::from_static(b"OK"),
-        headers: vec![(Bytes::from_static(b"Content-Type"), Bytes::from_static(b"text/plain"))],
+        headers: ObjHeaders::from_pairs([(&b"Content-Type"[..], &b"text/plain"[..])].into_iter()),
         body: Arc::new(Body::whole(Bytes::copy_from_slice(body))),
         life: Lifetime { t_origin: NOW, ttl, grace, keep: 0.0, date: 0.0, expires: 0.0, max_age: -1.0 },
         kind,
@@ -112,7 +112,7 @@ fn vary_keeps_variants_apart() {
 
 #[test]
 fn lru_evicts_the_least_recently_used() {
-    let per = OBJ_OVERHEAD + 1 + 26 + 2 + 1000;
+    let per = OBJ_OVERHEAD + 1 + 22 + 16 + 2 + 1000;
     let c = Cache::new(per * 3 + per / 2, None);
     insert(&c, b"a", obj(60.0, 0.0, &[b'a'; 1000], Kind::Normal));
     insert(&c, b"b", obj(60.0, 0.0, &[b'b'; 1000], Kind::Normal));
