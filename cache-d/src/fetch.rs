@@ -217,6 +217,9 @@ impl Fetch {
                     self.hdr_rx += h.wire_len() as u64;
                     continue;
                 }
+                Parsed::Complete(head) if head.iter().any(|(n, v)| n.len() + 2 + v.len() > p.http_resp_hdr_len) => {
+                    return Err((Error::new(Side::Backend, "a response header is longer than http_resp_hdr_len"), false));
+                }
                 Parsed::Complete(head) => {
                     self.hdr_rx += head.wire_len() as u64;
                     self.stamp("Beresp");

@@ -226,7 +226,11 @@ impl Sess {
             log.rec_parts(Tag::ReqHeader, side, rxid, &[n, b": ", v]);
         }
         let hdr_rx = head.wire_len() as u64;
-        let framing = match http::request_framing(&head) {
+        let hdr_len = sh.params.http_req_hdr_len;
+        let framing = match http::request_framing(&head).and_then(|f| match head.iter().any(|(n, v)| n.len() + 2 + v.len() > hdr_len) {
+            true => Err("a header is longer than http_req_hdr_len"),
+            false => Ok(f),
+        }) {
             Ok(f) => f,
             Err(why) => {
                 sh.seg.add(C::ClientReq400, 1);
@@ -286,11 +290,8 @@ impl Sess {
             }
             Recv::Purge | Recv::Hash => {
                 let body_rx = match self.discard_body(c, framing).await {
-                    Some(n) => n,
-                    None => {
-                        self.end_req(log, &mut clock, rxid, (hdr_rx, 0), (0, 0));
-                        return Some(Reason::RxBody);
-                    }
+                    Ok(n) => n,
+                    Err(e) => return self.bad_body(c, log, clock, ctx, &e).await,
                 };
                 let ctx = ReqCtx { hdr_rx: hdr_rx + body_rx, ..ctx };
                 if action == Recv::Purge {
@@ -311,9 +312,9 @@ impl Sess {
 
     /// Read and drop a request body the cache path does not forward
     /// (a GET with a body). Returns the bytes read, None if the client failed.
-    async fn discard_body(&mut self, c: &mut Client, framing: Framing) -> Option<u64> {
+    async fn discard_body(&mut self, c: &mut Client, framing: Framing) -> Result<u64, Error> {
         if framing == Framing::None {
-            return Some(0);
+            return Ok(0);
         }
         let t = Transfer {
             framing,
@@ -322,9 +323,23 @@ impl Sess {
             dst_side: Side::Internal,
             read_timeout: self.sh.params.timeout_idle,
         };
-        let m = http::transfer(c, &mut tokio::io::sink(), &t, &mut self.scratch).await.ok()?;
+        let m = http::transfer(c, &mut tokio::io::sink(), &t, &mut self.scratch).await?;
         self.sh.seg.add(C::SReqBodybytes, m.rx);
-        Some(m.rx)
+        Ok(m.rx)
+    }
+
+    /// The request body could not be read: a malformed body (bad chunk
+    /// framing) gets 400; a client that went away gets nothing.
+    async fn bad_body(&mut self, c: &mut Client, mut log: Batch, mut clock: Clock, ctx: ReqCtx, e: &Error) -> Option<Reason> {
+        log.recf(Tag::Error, LogSide::Client, ctx.rxid, format_args!("request body: {e}"));
+        let tx = if e.io.is_none() {
+            self.sh.seg.add(C::ClientReq400, 1);
+            self.synth(c, &mut log, ctx.rxid, 400, "Bad Request", true).await
+        } else {
+            (0, 0)
+        };
+        self.end_req(log, &mut clock, ctx.rxid, (ctx.hdr_rx, 0), tx);
+        Some(Reason::RxBody)
     }
 
     /// Lookup and what follows: hit, grace, miss (coalesced), hit-for-miss,
@@ -468,9 +483,7 @@ impl Sess {
                 fetch.finish(&sh, None, None);
                 fetch.end(&sh);
                 if e.side == Side::Client {
-                    // The client went away or sent a bad body: no answer.
-                    self.end_req(log, &mut clock, rxid, (hdr_rx, body_rx), (0, 0));
-                    return Some(Reason::RxBody);
+                    return self.bad_body(c, log, clock, ctx, &e).await;
                 }
                 let tx = self.synth(c, &mut log, rxid, 503, "Backend fetch failed", !keep).await;
                 self.end_req(log, &mut clock, rxid, (hdr_rx, body_rx), tx);

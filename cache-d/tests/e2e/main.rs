@@ -3,6 +3,7 @@
 
 mod caching;
 mod cli;
+mod hooks;
 mod lifecycle;
 mod proxy;
 mod readers;

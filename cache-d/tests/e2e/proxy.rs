@@ -72,16 +72,29 @@ fn malformed_requests_get_400_a_counter_and_a_log_record() {
     let big = format!("GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "a".repeat(40_000));
     c.send_raw(big.as_bytes());
     assert_eq!(c.read_response(false).unwrap().status, 400);
+    // One header past http_req_hdr_len (8k) in a head within http_req_size.
+    let mut c = Client::connect(d.port);
+    let long = format!("GET / HTTP/1.1\r\nHost: x\r\nX-Long: {}\r\n\r\n", "b".repeat(9000));
+    c.send_raw(long.as_bytes());
+    assert_eq!(c.read_response(false).unwrap().status, 400);
     let once = stat(&d.dir);
-    assert_eq!(counter(&once, "MAIN.client_req_400"), Some(5), "{once}");
+    assert_eq!(counter(&once, "MAIN.client_req_400"), Some(6), "{once}");
     assert_eq!(counter(&once, "MAIN.client_req"), Some(0));
     let log = stdout(&run("cache-log", &["-d", "-n", d.dir.to_str().unwrap()]));
     assert!(log.contains("HttpGarbage    GARBAGE"), "{log}");
-    assert_eq!(log.matches("RespStatus     400").count(), 5);
+    assert_eq!(log.matches("RespStatus     400").count(), 6);
     assert!(log.contains("SessClose      RX_JUNK"));
     // ncsa skips garbage transactions but keeps the parsed bad ones.
     let ncsa = stdout(&run("cache-ncsa", &["-d", "-n", d.dir.to_str().unwrap()]));
-    assert_eq!(ncsa.lines().count(), 2, "{ncsa}");
+    assert_eq!(ncsa.lines().count(), 3, "{ncsa}");
+    // A chunked body with a bad chunk size: 400, on the pass and the cache path.
+    for method in ["POST", "GET"] {
+        let mut c = Client::connect(d.port);
+        let req = format!("{method} /size/1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n");
+        c.send_raw(req.as_bytes());
+        assert_eq!(c.read_response(false).unwrap().status, 400, "{method}");
+        assert!(c.closed());
+    }
     // HTTP/1.1 without Host: the built-in policy's synthetic 400.
     let mut c = Client::connect(d.port);
     c.send_raw(b"GET / HTTP/1.1\r\n\r\n");

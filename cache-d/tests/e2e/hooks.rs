@@ -1,0 +1,100 @@
+//! The policy hooks: a cache-d server run in-process with a policy of the
+//! test's own (what compiled VCL will plug in), for the outcomes the
+//! built-in policy never chooses: return(purge) and hit-for-pass.
+
+use std::sync::Arc;
+
+use cache_d::backend::{self, Backend};
+use cache_d::params::Params;
+use cache_d::policy::{builtin_backend_response, builtin_recv, Beresp, BerespAction, Policy, Recv, Req};
+use cache_d::server::{self, Listener, Shared};
+use common::segment::SegmentWriter;
+
+use crate::util::*;
+
+/// PURGE purges; responses whose Cache-Control says "x-hfp" become
+/// hit-for-pass for 60 s; everything else is built-in.
+struct TestPolicy;
+
+impl Policy for TestPolicy {
+    fn recv(&self, req: &mut Req) -> Recv {
+        if &req.method[..] == b"PURGE" {
+            return Recv::Purge;
+        }
+        builtin_recv(req)
+    }
+    fn backend_response(&self, b: &mut Beresp<'_>) -> BerespAction {
+        if b.headers.contains_ci("cache-control", "x-hfp") {
+            return BerespAction::HitForPass(60.0);
+        }
+        builtin_backend_response(b)
+    }
+}
+
+struct InProcess {
+    rt: tokio::runtime::Runtime,
+    stop: tokio::sync::watch::Sender<bool>,
+    port: u16,
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        let rt = std::mem::replace(&mut self.rt, tokio::runtime::Builder::new_current_thread().build().unwrap());
+        rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    }
+}
+
+fn start(origin: &Origin) -> InProcess {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("i");
+    let seg = Arc::new(SegmentWriter::create(&path, 1 << 20).unwrap());
+    let be = Backend::new("default", backend::resolve(&format!("127.0.0.1:{}", origin.port)).unwrap());
+    let mut sh = Shared::new(seg, Params::default(), be);
+    sh.policy = Arc::new(TestPolicy);
+    let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = socket.local_addr().unwrap().port();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let listeners = vec![Listener { name: "a0".into(), socket }];
+    rt.spawn(server::serve(Arc::new(sh), listeners, rx, std::time::Duration::from_secs(1)));
+    InProcess { rt, stop, port, _dir: dir, path }
+}
+
+#[test]
+fn return_purge_invalidates_the_object() {
+    let origin = Origin::start();
+    let s = start(&origin);
+    let mut c = Client::connect(s.port);
+    let url = "/size/10?max_age=60";
+    c.get(url, "");
+    assert_eq!(c.get(url, "").header("x-varnish").unwrap().split(' ').count(), 2);
+    c.send_raw(format!("PURGE {url} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes());
+    let r = c.read_response(false).unwrap();
+    assert_eq!(r.status, 200);
+    assert!(String::from_utf8_lossy(&r.body).contains("Purged"));
+    assert_eq!(c.get(url, "").header("x-varnish").unwrap().split(' ').count(), 1, "a miss after the purge");
+    let once = stat(&s.path);
+    assert_eq!(counter(&once, "MAIN.n_purges"), Some(1), "{once}");
+    assert_eq!(counter(&once, "MAIN.n_obj_purged"), Some(1));
+    assert_eq!(counter(&once, "MAIN.cache_miss"), Some(2));
+}
+
+#[test]
+fn hit_for_pass_objects_pass_for_their_ttl() {
+    let origin = Origin::start();
+    let s = start(&origin);
+    let mut c = Client::connect(s.port);
+    for _ in 0..3 {
+        assert_eq!(c.get("/size/10?cache_control=x-hfp", "").status, 200);
+    }
+    let once = stat(&s.path);
+    assert_eq!(counter(&once, "MAIN.cache_miss"), Some(1), "{once}");
+    assert_eq!(counter(&once, "MAIN.cache_hitpass"), Some(2));
+    assert_eq!(counter(&once, "MAIN.s_pass"), Some(2));
+    let log = stdout(&run("cache-log", &["-d", "-n", s.path.to_str().unwrap()]));
+    assert_eq!(log.matches("-   HitPass        ").count(), 2, "{log}");
+    assert!(log.contains("TTL            HFP 60 "), "{log}");
+}
