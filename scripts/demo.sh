@@ -11,8 +11,9 @@ echo "== cache-d on $ip:$port, instance dir $work/inst"
 
 urls=()
 for i in $(seq 1 200); do urls+=("http://$ip:$port/size/$(( (i % 20) * 512 ))?max_age=60"); done
-echo "== 200 requests through cache-d"
+echo "== 200 requests through cache-d: 20 objects, 10 requests each"
 curl -s "${urls[@]}" >/dev/null
+echo "== the origin answered: $(curl -s "http://$origin/__stats")"
 echo "== cache-ncsa -d (last 3 lines)"
 "$bin/cache-ncsa" -d -n "$work/inst" | tail -n 3
 echo "== cache-stat -1"

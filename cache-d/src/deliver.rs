@@ -79,6 +79,11 @@ pub fn not_modified(req: &Req, obj: &Object) -> bool {
     false
 }
 
+/// Write to the client before `deadline`; false if it failed or timed out.
+async fn send(c: &mut Client, bytes: &[u8], deadline: tokio::time::Instant) -> bool {
+    matches!(tokio::time::timeout_at(deadline, c.io.write_all(bytes)).await, Ok(Ok(())))
+}
+
 impl Sess {
     /// Send `oc`'s object to the client. `hit` adds the object's vxid to
     /// X-Varnish.
@@ -150,6 +155,8 @@ impl Sess {
         let obj_vxid = hit.then_some(obj.vxid);
         self.write_head(&mut wire, &mut log, rxid, status, reason, &headers, obj_vxid, framing, keep, obj.status == 200);
         let hdr_tx = wire.len() as u64;
+        // send_timeout bounds the whole response, as in Varnish.
+        let deadline = tokio::time::Instant::now() + sh.params.send_timeout;
         let body = &obj.body;
         let mut reader = body.reader();
         let mut pos = 0u64;
@@ -162,7 +169,7 @@ impl Sess {
                     Some(n) => n,
                     None => {
                         if !wire.is_empty() {
-                            if c.io.write_all(&wire).await.is_err() {
+                            if !send(c, &wire, deadline).await {
                                 failed = true;
                                 break;
                             }
@@ -199,7 +206,7 @@ impl Sess {
                 if wire.len() + part.len() <= 64 * 1024 {
                     wire.extend_from_slice(&part);
                 } else {
-                    if c.io.write_all(&wire).await.is_err() || c.io.write_all(&part).await.is_err() {
+                    if !send(c, &wire, deadline).await || !send(c, &part, deadline).await {
                         failed = true;
                         break;
                     }
@@ -219,7 +226,7 @@ impl Sess {
                 body_tx += 5;
             }
         }
-        if !wire.is_empty() && c.io.write_all(&wire).await.is_err() {
+        if !wire.is_empty() && !send(c, &wire, deadline).await {
             failed = true;
         }
         self.wire = wire;
