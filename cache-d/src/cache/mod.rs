@@ -116,6 +116,8 @@ pub struct ObjCore {
     charged: AtomicU64,
     last_touch: AtomicU64,
     lru_seq: AtomicU64,
+    /// This object's key in the expiry map: (expiry ms, insertion seq).
+    exp_key: (u64, u64),
     /// Removed from the index (evicted, expired, purged, replaced, failed).
     dead: AtomicBool,
     /// Charged to storage at all (objects over budget are not).
@@ -302,6 +304,9 @@ impl CacheInner {
         }
         self.count(C::NObject, -1);
         self.count(C::NObjectcore, -1);
+        // Its expiry entry goes too, so evictions do not leave entries
+        // behind until the object's time would have come.
+        self.store().expiry.remove(&oc.exp_key);
         self.free(oc);
         true
     }
@@ -473,22 +478,25 @@ impl Cache {
         let key = guard.key.clone();
         let head_bytes = obj.head_bytes(&key);
         let expires = ms(obj.life.expires_at());
+        let seq = {
+            let mut st = c.store();
+            st.seq += 1;
+            st.seq
+        };
         let oc = Arc::new(ObjCore {
             key: key.clone(),
             obj,
             charged: AtomicU64::new(0),
             last_touch: AtomicU64::new(ms(now)),
-            lru_seq: AtomicU64::new(0),
+            lru_seq: AtomicU64::new(seq),
+            exp_key: (expires, seq),
             dead: AtomicBool::new(false),
             stored: AtomicBool::new(true),
         });
         {
             let mut st = c.store();
-            st.seq += 1;
-            let s = st.seq;
-            oc.lru_seq.store(s, Ordering::Relaxed);
-            st.lru.insert(s, Arc::downgrade(&oc));
-            st.expiry.insert((expires, s), Arc::downgrade(&oc));
+            st.lru.insert(seq, Arc::downgrade(&oc));
+            st.expiry.insert(oc.exp_key, Arc::downgrade(&oc));
         }
         c.count(C::SmaGAlloc, 1);
         if !c.charge(&oc, head_bytes) {
@@ -530,6 +538,7 @@ impl Cache {
             charged: AtomicU64::new(0),
             last_touch: AtomicU64::new(0),
             lru_seq: AtomicU64::new(0),
+            exp_key: (0, 0),
             dead: AtomicBool::new(true),
             stored: AtomicBool::new(false),
         })

@@ -147,3 +147,16 @@ fn purge_removes_all_variants() {
     assert_eq!(c.purge(b"p"), 0);
     assert!(matches!(c.lookup(b"p", no_headers(), NOW), Lookup::Miss { .. }));
 }
+
+#[test]
+fn removed_objects_leave_no_expiry_entries() {
+    let c = Cache::new(1 << 20, None);
+    for i in 0..100u32 {
+        insert(&c, format!("k{i}").as_bytes(), obj(3600.0, 0.0, b"x", Kind::Normal));
+    }
+    for i in 0..100u32 {
+        c.purge(format!("k{i}").as_bytes());
+    }
+    assert_eq!(c.inner.store().expiry.len(), 0);
+    assert_eq!(c.inner.store().lru.len(), 0);
+}

@@ -306,3 +306,17 @@ fn unknown_methods_are_piped() {
     });
     assert!(log.contains("PipeAcct       "), "{log}");
 }
+
+#[test]
+fn expired_objects_are_removed_in_the_background() {
+    let (_o, _t, d) = setup(&["-p", "default_grace=0"]);
+    let mut c = Client::connect(d.port);
+    c.get("/size/10?max_age=1", "");
+    assert_eq!(counter(&stat(&d.dir), "MAIN.n_object"), Some(1));
+    let once = wait_for(10, "the expiry thread", || {
+        let once = stat(&d.dir);
+        (counter(&once, "MAIN.n_expired") == Some(1)).then_some(once)
+    });
+    assert_eq!(counter(&once, "MAIN.n_object"), Some(0), "{once}");
+    assert_eq!(counter(&once, "SMA.s0.g_bytes"), Some(0));
+}
