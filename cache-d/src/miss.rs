@@ -39,8 +39,6 @@ pub struct MissSpec {
     /// "fetch" or "bgfetch".
     pub reason: &'static str,
     pub client_ip: IpAddr,
-    /// Remember the response as hit-for-pass instead of storing it.
-    pub hit_for_pass: bool,
 }
 
 /// Start a cache fetch; resolves when the object's headers are in.
@@ -93,7 +91,7 @@ fn merge_304(stale: &Object, fresh: &[(Bytes, Bytes)]) -> Vec<(Bytes, Bytes)> {
 }
 
 async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<ObjCore>, Error>>) {
-    let MissSpec { req, guard, stale, bxid, rxid, reason, client_ip, hit_for_pass } = spec;
+    let MissSpec { req, guard, stale, bxid, rxid, reason, client_ip } = spec;
     let (v, side) = (bxid, LogSide::Backend);
     let mut f = Fetch::new(&sh, bxid, rxid, reason);
     sh.seg.add(if reason == "bgfetch" { C::SBgfetch } else { C::SFetch }, 1);
@@ -158,10 +156,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
     );
     f.log.rec(Tag::VclCall, side, v, b"BACKEND_RESPONSE");
     let mut b = Beresp { status, headers: &h, ttl: life.ttl, grace: life.grace, keep: life.keep, bereq_uncacheable: false };
-    let mut action = sh.policy.backend_response(&mut b);
-    if hit_for_pass && action == BerespAction::Deliver {
-        action = BerespAction::HitForPass(b.ttl.max(1.0));
-    }
+    let action = sh.policy.backend_response(&mut b);
     life.ttl = b.ttl;
     life.grace = b.grace;
     life.keep = b.keep;

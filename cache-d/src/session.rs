@@ -367,7 +367,6 @@ impl Sess {
                         rxid,
                         reason: "bgfetch",
                         client_ip: self.peer.ip(),
-                        hit_for_pass: false,
                     };
                     tokio::spawn(miss::start(sh.clone(), spec));
                     (oc, true)
@@ -444,7 +443,7 @@ impl Sess {
         log.rec(Tag::VclReturn, side, rxid, b"fetch");
         let bxid = sh.next_vxid();
         log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} fetch"));
-        let spec = MissSpec { req: req.clone(), guard, stale, bxid, rxid, reason: "fetch", client_ip: self.peer.ip(), hit_for_pass: false };
+        let spec = MissSpec { req: req.clone(), guard, stale, bxid, rxid, reason: "fetch", client_ip: self.peer.ip() };
         miss::start(sh, spec).await
     }
 

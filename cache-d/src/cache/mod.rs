@@ -149,7 +149,7 @@ pub struct Busy {
 }
 
 /// The fetching request's hold on a busy marker. Dropped without
-/// [`Cache::insert`] or [`BusyGuard::release`], it fails the waiters.
+/// [`Cache::insert`], it fails the waiters.
 pub struct BusyGuard {
     cache: Weak<CacheInner>,
     key: Arc<[u8]>,
@@ -180,10 +180,6 @@ impl BusyGuard {
             }
         }
         self.busy.tx.send_replace(state);
-    }
-    /// The fetch is over without an object (pass, abandon): waiters retry.
-    pub fn release(mut self) {
-        self.settle(BusyState::Ready);
     }
 }
 
