@@ -1,5 +1,6 @@
 //! cachekit's shared library: every byte two cachekit processes share.
 //!
+//! * [`adm`] is the admin protocol: framing, tokenizing, authentication.
 //! * [`instance`] resolves `-n NAME` to an instance directory.
 //! * [`counters`] is the one static counter table (names, kinds, descriptions).
 //! * [`segment`] lays out the shared-memory segment (header, counter names,
@@ -12,6 +13,7 @@
 //! * [`httpdate`] formats HTTP dates.
 //! * [`glob`] is the fnmatch-style matcher varnishstat's `-f` uses.
 
+pub mod adm;
 pub mod counters;
 pub mod follow;
 pub mod glob;

@@ -1,0 +1,340 @@
+//! The admin (CLI) protocol, byte-compatible with Varnish's: response
+//! framing, request tokenizing (quotes, escapes, heredocs), and the
+//! challenge–response authentication (`-S` secret file).
+
+use std::io::{BufRead, Read};
+
+use sha2::{Digest, Sha256};
+
+/// Status codes (Varnish's `enum VCLI_status_e`).
+pub mod status {
+    pub const SYNTAX: u16 = 100;
+    pub const UNKNOWN: u16 = 101;
+    pub const UNIMPL: u16 = 102;
+    pub const TOOFEW: u16 = 104;
+    pub const TOOMANY: u16 = 105;
+    pub const PARAM: u16 = 106;
+    pub const AUTH: u16 = 107;
+    pub const OK: u16 = 200;
+    pub const TRUNCATED: u16 = 201;
+    pub const CANT: u16 = 300;
+    pub const COMMS: u16 = 400;
+    pub const CLOSE: u16 = 500;
+}
+
+/// Bodies longer than this are cut and 200 becomes 201 (`cli_limit`).
+pub const CLI_LIMIT: usize = 48 * 1024;
+/// Length of the authentication challenge.
+pub const CHALLENGE_LEN: usize = 32;
+
+/// Frame a response: `"%-3u %-8zu\n"`, the body, and one more `\n`.
+pub fn frame(mut code: u16, body: &str) -> Vec<u8> {
+    let mut body = body.as_bytes();
+    if body.len() > CLI_LIMIT {
+        body = &body[..CLI_LIMIT];
+        if code == status::OK {
+            code = status::TRUNCATED;
+        }
+    }
+    let mut out = format!("{:<3} {:<8}\n", code, body.len()).into_bytes();
+    out.extend_from_slice(body);
+    out.push(b'\n');
+    out
+}
+
+/// Why a response could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("connection closed")]
+    Closed,
+    #[error("malformed response header {0:?}")]
+    BadHeader(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Read one framed response: (status, body).
+pub fn read_response(r: &mut impl Read) -> Result<(u16, String), ReadError> {
+    let mut head = [0u8; 13];
+    let mut got = 0;
+    while got < 13 {
+        match r.read(&mut head[got..])? {
+            0 if got == 0 => return Err(ReadError::Closed),
+            0 => return Err(ReadError::BadHeader(String::from_utf8_lossy(&head[..got]).into())),
+            n => got += n,
+        }
+    }
+    let text = String::from_utf8_lossy(&head).into_owned();
+    if head[3] != b' ' || head[12] != b'\n' {
+        return Err(ReadError::BadHeader(text));
+    }
+    let code: u16 = text[..3].trim().parse().map_err(|_| ReadError::BadHeader(text.clone()))?;
+    let len: usize = text[4..12].trim().parse().map_err(|_| ReadError::BadHeader(text.clone()))?;
+    if len > 64 * 1024 * 1024 {
+        return Err(ReadError::BadHeader(text));
+    }
+    let mut body = vec![0u8; len + 1];
+    r.read_exact(&mut body)?;
+    if body.pop() != Some(b'\n') {
+        return Err(ReadError::BadHeader(text));
+    }
+    Ok((code, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// Split a command line into arguments: whitespace separates, `"…"`
+/// groups, and inside quotes `\n \r \t \" \\ \nnn \xnn` are escapes.
+pub fn tokenize(line: &str) -> Result<Vec<String>, &'static str> {
+    let b = line.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if b[i] != b'"' {
+            let start = i;
+            while i < b.len() && !b[i].is_ascii_whitespace() {
+                if b[i] == b'"' {
+                    return Err("Missing separator between arguments");
+                }
+                i += 1;
+            }
+            out.push(line[start..i].to_string());
+            continue;
+        }
+        i += 1;
+        let mut arg = Vec::new();
+        loop {
+            match b.get(i) {
+                None => return Err("Missing '\"'"),
+                Some(b'"') => {
+                    i += 1;
+                    break;
+                }
+                Some(b'\\') => {
+                    let (c, used) = unescape(&b[i + 1..]).ok_or("Invalid backslash sequence")?;
+                    arg.push(c);
+                    i += 1 + used;
+                }
+                Some(&c) => {
+                    arg.push(c);
+                    i += 1;
+                }
+            }
+        }
+        if i < b.len() && !b[i].is_ascii_whitespace() {
+            return Err("Missing separator between arguments");
+        }
+        out.push(String::from_utf8_lossy(&arg).into_owned());
+    }
+    Ok(out)
+}
+
+fn unescape(b: &[u8]) -> Option<(u8, usize)> {
+    match *b.first()? {
+        b'n' => Some((b'\n', 1)),
+        b'r' => Some((b'\r', 1)),
+        b't' => Some((b'\t', 1)),
+        b'"' => Some((b'"', 1)),
+        b'\\' => Some((b'\\', 1)),
+        b'x' => {
+            let h = std::str::from_utf8(b.get(1..3)?).ok()?;
+            Some((u8::from_str_radix(h, 16).ok()?, 3))
+        }
+        b'0'..=b'7' => {
+            let o = std::str::from_utf8(b.get(0..3)?).ok()?;
+            Some((u8::from_str_radix(o, 8).ok()?, 3))
+        }
+        _ => None,
+    }
+}
+
+/// Quote an argument for sending (the inverse of [`tokenize`]).
+pub fn quote(arg: &str) -> String {
+    if !arg.is_empty() && !arg.bytes().any(|c| c.is_ascii_whitespace() || c == b'"' || c == b'\\') {
+        return arg.to_string();
+    }
+    let mut s = String::from("\"");
+    for c in arg.chars() {
+        match c {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            '\n' => s.push_str("\\n"),
+            '\r' => s.push_str("\\r"),
+            '\t' => s.push_str("\\t"),
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+    s
+}
+
+/// Read one command from a client: a line (without its terminator), and
+/// for a line ending in `<< WORD` the following lines up to one equal to
+/// WORD, which replace the two tokens as one last argument. Returns None
+/// at EOF. `max_line` caps a line (80 before authentication).
+pub fn read_command(r: &mut impl BufRead, max_line: usize, heredoc: bool) -> std::io::Result<Option<Result<Vec<String>, &'static str>>> {
+    let line = match read_line(r, max_line)? {
+        None => return Ok(None),
+        Some(Err(e)) => return Ok(Some(Err(e))),
+        Some(Ok(l)) => l,
+    };
+    let mut args = match tokenize(&line) {
+        Ok(a) => a,
+        Err(e) => return Ok(Some(Err(e))),
+    };
+    if heredoc && args.len() >= 2 && args[args.len() - 2] == "<<" {
+        let word = args.pop().unwrap_or_default();
+        args.pop();
+        let mut doc = String::new();
+        loop {
+            match read_line(r, usize::MAX)? {
+                None => return Ok(Some(Err("Unterminated here document"))),
+                Some(Err(e)) => return Ok(Some(Err(e))),
+                Some(Ok(l)) if l == word => break,
+                Some(Ok(l)) => {
+                    doc.push_str(&l);
+                    doc.push('\n');
+                }
+            }
+        }
+        args.push(doc);
+    }
+    Ok(Some(Ok(args)))
+}
+
+fn read_line(r: &mut impl BufRead, max: usize) -> std::io::Result<Option<Result<String, &'static str>>> {
+    let mut buf = Vec::new();
+    let mut too_long = false;
+    loop {
+        let avail = r.fill_buf()?;
+        if avail.is_empty() {
+            return Ok(if buf.is_empty() && !too_long { None } else { Some(Ok(String::from_utf8_lossy(&buf).into_owned())) });
+        }
+        match avail.iter().position(|&c| c == b'\n' || c == b'\r') {
+            Some(i) => {
+                if !too_long {
+                    buf.extend_from_slice(&avail[..i]);
+                }
+                r.consume(i + 1);
+                break;
+            }
+            None => {
+                let n = avail.len();
+                if !too_long {
+                    buf.extend_from_slice(avail);
+                }
+                r.consume(n);
+            }
+        }
+        if buf.len() > max {
+            too_long = true;
+            buf.clear();
+        }
+    }
+    if too_long || buf.len() > max {
+        return Ok(Some(Err("Line too long")));
+    }
+    Ok(Some(Ok(String::from_utf8_lossy(&buf).into_owned())))
+}
+
+/// A fresh challenge: 32 random lowercase letters.
+pub fn challenge() -> String {
+    let mut bytes = [0u8; CHALLENGE_LEN];
+    random(&mut bytes);
+    bytes.iter().map(|b| (b'a' + b % 26) as char).collect()
+}
+
+/// Fill `buf` from the kernel's random source.
+pub fn random(buf: &mut [u8]) {
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        if f.read_exact(buf).is_ok() {
+            return;
+        }
+    }
+    // Never without some entropy: the clock and the pid.
+    let seed =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0) ^ std::process::id() as u128;
+    let h = Sha256::digest(seed.to_le_bytes());
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = h[i % h.len()];
+    }
+}
+
+/// The expected `auth` answer: lowercase hex of
+/// SHA256(challenge ‖ "\n" ‖ secret ‖ challenge ‖ "\n").
+pub fn auth_response(challenge: &str, secret: &[u8]) -> String {
+    let mut h = Sha256::new();
+    h.update(challenge.as_bytes());
+    h.update(b"\n");
+    h.update(secret);
+    h.update(challenge.as_bytes());
+    h.update(b"\n");
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The body of the 107 response that asks for authentication.
+pub fn auth_request_body(challenge: &str) -> String {
+    format!("{challenge}\n\nAuthentication required.\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framing_matches_varnish() {
+        assert_eq!(frame(200, "PONG 1795988405 1.0"), b"200 19      \nPONG 1795988405 1.0\n");
+        assert_eq!(frame(200, ""), b"200 0       \n\n");
+        let big = "x".repeat(CLI_LIMIT + 10);
+        let f = frame(200, &big);
+        assert!(f.starts_with(b"201 49152   \n"));
+        let (code, body) = read_response(&mut &f[..]).unwrap();
+        assert_eq!((code, body.len()), (201, CLI_LIMIT));
+        assert!(read_response(&mut &b"200 5\n"[..]).is_err());
+        assert!(read_response(&mut &b"20x 0       \n\n"[..]).is_err());
+        assert!(matches!(read_response(&mut &b""[..]), Err(ReadError::Closed)));
+    }
+
+    #[test]
+    fn tokenizer() {
+        assert_eq!(tokenize("  ban req.url ~ \"a b\" ").unwrap(), vec!["ban", "req.url", "~", "a b"]);
+        assert_eq!(tokenize(r#"x "\n\t\"\\\101\x42""#).unwrap(), vec!["x", "\n\t\"\\AB"]);
+        assert_eq!(tokenize(r#""a""b""#), Err("Missing separator between arguments"));
+        assert_eq!(tokenize(r#""\q""#), Err("Invalid backslash sequence"));
+        assert_eq!(tokenize("\"open"), Err("Missing '\"'"));
+        assert!(tokenize("").unwrap().is_empty());
+        for a in ["plain", "two words", "q\"uote", "back\\slash", "", "tab\there"] {
+            assert_eq!(tokenize(&quote(a)).unwrap(), vec![a.to_string()]);
+        }
+    }
+
+    #[test]
+    fn heredocs_and_long_lines() {
+        let mut r = &b"vcl.inline boot << EOF\nvcl 4.1;\nbackend x { }\nEOF\nping\n"[..];
+        let cmd = read_command(&mut r, 4096, true).unwrap().unwrap().unwrap();
+        assert_eq!(cmd, vec!["vcl.inline", "boot", "vcl 4.1;\nbackend x { }\n"]);
+        assert_eq!(read_command(&mut r, 4096, true).unwrap().unwrap().unwrap(), vec!["ping"]);
+        assert!(read_command(&mut r, 4096, true).unwrap().is_none());
+        let long = format!("{}\nping\n", "a".repeat(100));
+        let mut r = long.as_bytes();
+        assert_eq!(read_command(&mut r, 80, false).unwrap().unwrap(), Err("Line too long"));
+        assert_eq!(read_command(&mut r, 80, false).unwrap().unwrap().unwrap(), vec!["ping"]);
+    }
+
+    #[test]
+    fn auth_matches_the_reference_formula() {
+        // SHA256("abc\n" + "secret\n" + "abc\n"), computed independently.
+        let want = {
+            let mut h = Sha256::new();
+            h.update(b"abc\nsecret\nabc\n");
+            h.finalize().iter().map(|b| format!("{b:02x}")).collect::<String>()
+        };
+        assert_eq!(auth_response("abc", b"secret\n"), want);
+        let c = challenge();
+        assert_eq!(c.len(), 32);
+        assert!(c.bytes().all(|b| b.is_ascii_lowercase()));
+        assert_eq!(auth_request_body(&c).len(), 59);
+    }
+}
