@@ -156,7 +156,7 @@ impl Sess {
         self.write_head(&mut wire, &mut log, rxid, status, reason, &headers, obj_vxid, framing, keep, obj.status == 200);
         let hdr_tx = wire.len() as u64;
         // send_timeout bounds the whole response, as in Varnish.
-        let deadline = tokio::time::Instant::now() + sh.params.send_timeout;
+        let deadline = tokio::time::Instant::now() + sh.params().send_timeout;
         let body = &obj.body;
         let mut reader = body.reader();
         let mut pos = 0u64;

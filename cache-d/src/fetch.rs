@@ -62,7 +62,7 @@ pub struct Response {
 impl Fetch {
     pub fn new(sh: &Shared, vxid: u32, parent: u32, reason: &str) -> Fetch {
         let t = now();
-        let mut log = Batch::with_reclen(sh.params.vsl_reclen);
+        let mut log = Batch::with_reclen(sh.params().vsl_reclen);
         log.recf(Tag::Begin, LogSide::Backend, vxid, format_args!("bereq {parent} {reason}"));
         log.recf(Tag::Timestamp, LogSide::Backend, vxid, format_args!("Start: {t:.6} 0.000000 0.000000"));
         Fetch { vxid, log, t_start: t, t_last: t, hdr_tx: 0, body_tx: 0, hdr_rx: 0, req_body_rx: 0, fd: -1, is_head: false }
@@ -88,7 +88,7 @@ impl Fetch {
         mut client: Option<&mut BufConn<TcpStream>>,
         wire: &mut [u8],
     ) -> Result<Response, Error> {
-        let p = &sh.params;
+        let p = sh.params();
         let mut retried = false;
         loop {
             let (mut conn, reused) = match sh.backend.take_idle(p.backend_idle_timeout) {
@@ -192,7 +192,7 @@ impl Fetch {
         req_framing: Framing,
         client: Option<&mut BufConn<TcpStream>>,
     ) -> Result<(Head, Framing), (Error, bool)> {
-        let p = &sh.params;
+        let p = sh.params();
         conn.io.write_all(wire).await.map_err(|e| (Error::io(Side::Backend, "writing request", e), true))?;
         self.hdr_tx = wire.len() as u64;
         if let (Some(client), true) = (client, req_framing != Framing::None) {

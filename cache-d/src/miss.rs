@@ -141,7 +141,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
         }
     };
     let h = Headers(headers);
-    let p = &sh.params;
+    let p = sh.params();
     let defaults = ttl::Defaults { ttl: p.default_ttl, grace: p.default_grace, keep: p.default_keep, clock_skew: 10.0 };
     let mut life = ttl::compute(status, h.iter(), t, &defaults);
     let cacheable_word = if life.ttl > 0.0 { "cacheable" } else { "uncacheable" };

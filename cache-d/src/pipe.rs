@@ -34,7 +34,7 @@ pub(crate) async fn pipe(s: &mut Sess, c: &mut Client, req: &Req, mut log: Batch
     // build_request drops Connection as hop-by-hop; the pipe asks to close.
     wire.truncate(wire.len() - 2);
     wire.extend_from_slice(b"Connection: close\r\n\r\n");
-    let mut be = match sh.backend.connect(sh.params.connect_timeout).await {
+    let mut be = match sh.backend.connect(sh.params().connect_timeout).await {
         Ok(b) => {
             sh.seg.add(C::BackendConn, 1);
             b

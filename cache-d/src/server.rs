@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use common::counters::C;
 use common::segment::SegmentWriter;
 use tokio::net::TcpListener;
@@ -18,7 +19,8 @@ use crate::policy::{Builtin, Policy};
 /// State every connection shares.
 pub struct Shared {
     pub seg: Arc<SegmentWriter>,
-    pub params: Params,
+    /// Parameters, swapped whole when the manager changes one.
+    params: ArcSwap<Params>,
     pub backend: Backend,
     pub cache: Cache,
     /// The request-path hooks (the built-in policy until VCL lands).
@@ -32,7 +34,17 @@ impl Shared {
     pub fn new(seg: Arc<SegmentWriter>, params: Params, backend: Backend) -> Shared {
         let via = format!("1.1 {} (cachekit/{})", crate::util::hostname(), env!("CARGO_PKG_VERSION"));
         let cache = Cache::new(params.storage, Some(seg.clone()));
-        Shared { seg, params, backend, cache, policy: Arc::new(Builtin), via, vxid: AtomicU32::new(1) }
+        Shared { seg, params: ArcSwap::from_pointee(params), backend, cache, policy: Arc::new(Builtin), via, vxid: AtomicU32::new(1) }
+    }
+
+    /// The parameters in force (cheap: an atomic load).
+    pub fn params(&self) -> arc_swap::Guard<Arc<Params>> {
+        self.params.load()
+    }
+
+    /// Put new parameters in force for requests that start from now on.
+    pub fn set_params(&self, p: Params) {
+        self.params.store(Arc::new(p));
     }
 
     /// A new transaction id (30 bits, never 0).
@@ -55,7 +67,7 @@ pub struct Listener {
 /// Serve until `stop` turns true, then stop accepting, let open sessions
 /// finish their current request (up to `drain`), and return.
 pub async fn serve(sh: Arc<Shared>, listeners: Vec<Listener>, mut stop: watch::Receiver<bool>, drain: Duration) {
-    let limit = Arc::new(Semaphore::new(sh.params.max_connections));
+    let limit = Arc::new(Semaphore::new(sh.params().max_connections));
     let mut accepts = Vec::new();
     for l in listeners {
         let _ = l.socket.set_nonblocking(true);
@@ -74,7 +86,7 @@ pub async fn serve(sh: Arc<Shared>, listeners: Vec<Listener>, mut stop: watch::R
         a.abort();
     }
     // Wait for sessions to hand back their permits.
-    let all = sh.params.max_connections as u32;
+    let all = sh.params().max_connections as u32;
     let _ = tokio::time::timeout(drain, limit.acquire_many(all)).await;
     ticker.abort();
 }

@@ -111,7 +111,7 @@ pub async fn run(
 ) {
     let t0 = now();
     let vxid = sh.next_vxid();
-    let mut log = Batch::with_reclen(sh.params.vsl_reclen);
+    let mut log = Batch::with_reclen(sh.params().vsl_reclen);
     log.rec(Tag::Begin, LogSide::Client, vxid, b"sess 0 HTTP/1");
     log.recf(
         Tag::SessOpen,
@@ -151,7 +151,7 @@ enum ReadErr {
 /// Wait for a complete request head. An idle connection is closed when the
 /// daemon shuts down or after `timeout_idle`.
 async fn read_head(s: &Sess, c: &mut Client, stop: &mut watch::Receiver<bool>) -> Result<(Head, f64), ReadErr> {
-    let p = &s.sh.params;
+    let p = s.sh.params();
     let mut t_start = if c.buf.is_empty() { None } else { Some(now()) };
     loop {
         if !c.buf.is_empty() {
@@ -203,7 +203,7 @@ impl Sess {
             self.sh.seg.log(&self.log);
             self.log.clear();
         }
-        let mut log = Batch::with_reclen(self.sh.params.vsl_reclen);
+        let mut log = Batch::with_reclen(self.sh.params().vsl_reclen);
         log.recf(Tag::Begin, LogSide::Client, rxid, format_args!("req {} rxreq", self.vxid));
         log.recf(Tag::Timestamp, LogSide::Client, rxid, format_args!("Start: {t_start:.6} 0.000000 0.000000"));
         let mut clock = Clock { start: t_start, last: t_start };
@@ -226,7 +226,7 @@ impl Sess {
             log.rec_parts(Tag::ReqHeader, side, rxid, &[n, b": ", v]);
         }
         let hdr_rx = head.wire_len() as u64;
-        let hdr_len = sh.params.http_req_hdr_len;
+        let hdr_len = sh.params().http_req_hdr_len;
         let framing = match http::request_framing(&head).and_then(|f| match head.iter().any(|(n, v)| n.len() + 2 + v.len() > hdr_len) {
             true => Err("a header is longer than http_req_hdr_len"),
             false => Ok(f),
@@ -321,7 +321,7 @@ impl Sess {
             chunk_out: false,
             src_side: Side::Client,
             dst_side: Side::Internal,
-            read_timeout: self.sh.params.timeout_idle,
+            read_timeout: self.sh.params().timeout_idle,
         };
         let m = http::transfer(c, &mut tokio::io::sink(), &t, &mut self.scratch).await?;
         self.sh.seg.add(C::SReqBodybytes, m.rx);
@@ -540,7 +540,7 @@ impl Sess {
             chunk_out,
             src_side: Side::Backend,
             dst_side: Side::Client,
-            read_timeout: sh.params.between_bytes_timeout,
+            read_timeout: sh.params().between_bytes_timeout,
         };
         let moved = http::transfer(&mut be, &mut c.io, &t, &mut self.scratch).await.map(|mut m| {
             m.rx += inline;

@@ -18,7 +18,7 @@ fn bad_flags_give_usage_and_exit_2() {
     assert!(stderr(&o).contains("unknown grouping"));
     let o = run("cache-d", &["-b", "127.0.0.1:1", "-p", "no_such_param=1"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("unknown parameter"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("Unknown parameter"), "{}", stderr(&o));
     let o = run("cache-ncsa", &["-d", "-F", "%Z", "-n", "/nonexistent/x"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("%Z"));
