@@ -108,6 +108,12 @@ macro_rules! counter_table {
 
 counter_table! {
     MgtUptime => "MGT.uptime", Counter, Info, Duration, "Management process uptime";
+    MgtChildStart => "MGT.child_start", Counter, Diag, Integer, "Child process started";
+    MgtChildExit => "MGT.child_exit", Counter, Diag, Integer, "Child process normal exit";
+    MgtChildStop => "MGT.child_stop", Counter, Diag, Integer, "Child process unexpected exit";
+    MgtChildDied => "MGT.child_died", Counter, Diag, Integer, "Child process died (signal)";
+    MgtChildDump => "MGT.child_dump", Counter, Diag, Integer, "Child process core dumped";
+    MgtChildPanic => "MGT.child_panic", Counter, Diag, Integer, "Child process panic";
     MainUptime => "MAIN.uptime", Counter, Info, Duration, "Child process uptime";
     SessConn => "MAIN.sess_conn", Counter, Info, Integer, "Sessions accepted";
     SessFail => "MAIN.sess_fail", Counter, Info, Integer, "Session accept failures";

@@ -258,7 +258,59 @@ impl SegmentWriter {
         self.layout
     }
     pub fn generation(&self) -> u64 {
-        rd_u64(&self.map, OFF_GENERATION)
+        self.generation_atomic().load(Ordering::Acquire)
+    }
+
+    fn generation_atomic(&self) -> &AtomicU64 {
+        // SAFETY: aligned header field inside the mapping.
+        unsafe { &*(self.map.as_ptr().add(OFF_GENERATION) as *const AtomicU64) }
+    }
+
+    /// A new child process starts: count the generation up so readers can
+    /// tell, and zero the counters the child owns (all but `keep`).
+    pub fn new_generation(&self, keep: impl Fn(&str) -> bool) -> u64 {
+        for (i, def) in counters::TABLE.iter().enumerate() {
+            if !keep(def.name) {
+                for shard in 0..SHARDS {
+                    self.value(shard, i).store(0, Ordering::Relaxed);
+                }
+            }
+        }
+        self.generation_atomic().fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Attach to the segment the manager created in `dir`, to write its
+    /// counters and log (the child process). The manager never writes the
+    /// log, so the child is the ring's only writer.
+    pub fn attach(dir: &Path) -> Result<SegmentWriter, SegmentError> {
+        let path = instance::segment_path(dir);
+        // Validate first, through the reader's checks.
+        let check = Segment::open_any(dir)?;
+        let d = || dir.to_path_buf();
+        if check.counters().len() != counters::TABLE.len() {
+            return Err(SegmentError::Corrupt { dir: d(), what: "counter table differs from this build's".into() });
+        }
+        let file = OpenOptions::new().read(true).write(true).open(&path).map_err(io_err(&path))?;
+        let inode = file.metadata().map_err(io_err(&path))?.ino();
+        // SAFETY: the manager created and sized the file; we only change it
+        // through atomics and the ring writer.
+        let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io_err(&path))?;
+        let layout = Layout {
+            names: rd_u64(&map, OFF_NAMES) as usize,
+            n_counters: rd_u32(&map, OFF_NCOUNTERS) as usize,
+            values: rd_u64(&map, OFF_VALUES) as usize,
+            stride: rd_u64(&map, OFF_STRIDE) as usize,
+            log: rd_u64(&map, OFF_LOG) as usize,
+            log_len: rd_u64(&map, OFF_LOGLEN) as usize,
+            file_len: rd_u64(&map, OFF_FILELEN) as usize,
+        };
+        if layout.log_len + layout.log > map.len() {
+            return Err(SegmentError::Truncated { dir: d(), len: map.len() as u64 });
+        }
+        // SAFETY: bounds checked above.
+        let raw = unsafe { RawRing::attach(map.as_mut_ptr().add(layout.log), layout.log_len) }
+            .map_err(|what| SegmentError::Corrupt { dir: d(), what: what.into() })?;
+        Ok(SegmentWriter { map, dir: d(), path, layout, inode, log: ring::Writer::new(raw) })
     }
 
     fn state_atomic(&self) -> &AtomicU32 {
@@ -306,6 +358,11 @@ impl SegmentWriter {
         if a.cycles > 0 {
             self.add(C::ShmCycles, a.cycles);
         }
+    }
+
+    /// Position of the log's tail.
+    pub fn log_tail(&self) -> u64 {
+        self.log.ring().tail()
     }
 
     /// Record that the daemon is alive (called about once a second).
@@ -523,7 +580,8 @@ impl Segment {
         rd_u32(&self.map, OFF_PID)
     }
     pub fn generation(&self) -> u64 {
-        rd_u64(&self.map, OFF_GENERATION)
+        // SAFETY: aligned header field.
+        unsafe { &*(self.map.as_ptr().add(OFF_GENERATION) as *const AtomicU64) }.load(Ordering::Acquire)
     }
     pub fn created_ms(&self) -> u64 {
         rd_u64(&self.map, OFF_CREATED)
@@ -638,13 +696,27 @@ mod tests {
         assert_eq!(r.counters().len(), counters::TABLE.len());
         assert_eq!(r.health(), Health::Running);
         assert_eq!(r.generation(), 1);
+        // A child process attaches, writes; a new generation zeroes what
+        // the child owns and keeps the rest.
+        let child = SegmentWriter::attach(dir.path()).unwrap();
+        child.add(C::ClientReq, 1);
+        child.log(&{
+            let mut b = crate::vsl::Batch::new();
+            b.rec(crate::vsl::Tag::Cli, crate::vsl::Side::None, 0, b"Rd ping");
+            b
+        });
+        assert_eq!(r.value_of("MAIN.client_req"), Some(13));
+        assert_eq!(w.new_generation(|n| n.starts_with("MGT.")), 2);
+        assert_eq!(r.generation(), 2);
+        assert_eq!(r.value_of("MAIN.client_req"), Some(0));
+        assert_eq!(r.ring().tail(), child.log_tail());
         assert!(w.is_current());
         w.close();
         assert_eq!(r.health(), Health::Stopped);
         assert!(matches!(Segment::open(dir.path()), Err(SegmentError::Stopped { .. })));
         // The next daemon takes the next generation.
         let w2 = SegmentWriter::create(dir.path(), ring::MIN_RING).unwrap();
-        assert_eq!(w2.generation(), 2);
+        assert_eq!(w2.generation(), 3);
         assert!(!w.is_current());
         assert_eq!(r.health(), Health::Stopped);
     }
