@@ -67,6 +67,20 @@ pub struct Args {
     #[arg(short = 's', value_name = "[NAME=]malloc[,SIZE]", value_parser = parse_storage)]
     pub storage: Option<u64>,
 
+    /// Admin (CLI) listen address: host[:port] (default localhost:0, a
+    /// free port; "none" disables). Published in DIR/_.admin.
+    #[arg(short = 'T', value_name = "HOST[:PORT]")]
+    pub admin: Option<String>,
+
+    /// Secret file for admin authentication (default: a fresh DIR/_.secret;
+    /// "none" disables authentication, loopback -T only).
+    #[arg(short = 'S', value_name = "FILE")]
+    pub secret: Option<PathBuf>,
+
+    /// Internal: run as the child process of a manager.
+    #[arg(long = "child", hide = true)]
+    pub child: bool,
+
     /// Size of the shared-memory log ring (= -p vsl_space), e.g. 80M.
     #[arg(short = 'l', value_name = "SIZE", value_parser = parse_size)]
     pub vsl_space: Option<u64>,

@@ -27,8 +27,9 @@ impl Ready {
 /// child returns a [`Ready`] to report on.
 pub fn fork() -> std::io::Result<Ready> {
     let mut fds = [0i32; 2];
-    // SAFETY: plain pipe(2) into a local array.
-    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+    // SAFETY: pipe2(2) into a local array; close-on-exec, so the child
+    // process the manager starts does not hold the parent waiting.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     // SAFETY: fds are fresh and owned here.

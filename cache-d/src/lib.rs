@@ -6,12 +6,15 @@
 
 pub mod backend;
 pub mod cache;
+pub mod child;
 pub mod cli;
 pub mod daemon;
 pub mod deliver;
 pub mod error;
 pub mod fetch;
 pub mod http;
+pub mod mgt;
+pub mod mgt_cli;
 pub mod miss;
 pub mod params;
 pub mod pipe;
@@ -23,15 +26,12 @@ pub mod util;
 use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
-use common::counters::C;
 use common::instance;
-use common::segment::SegmentWriter;
 
 use crate::cli::Args;
 use crate::params::Params;
-use crate::server::{Listener, Shared};
+use crate::server::Listener;
 
 /// A start-up failure, reported once on stderr with exit status 2.
 #[derive(Debug, thiserror::Error)]
@@ -72,7 +72,7 @@ pub fn bind(spec: &str, index: usize) -> Result<Vec<Listener>, StartError> {
 /// Publish the bound addresses (`name ip port` lines), so that tools and
 /// tests that asked for port 0 can find the port (like varnishd's
 /// `debug.listen_address`).
-fn write_listen_file(dir: &std::path::Path, listeners: &[Listener]) -> Result<(), StartError> {
+pub(crate) fn write_listen_file(dir: &std::path::Path, listeners: &[Listener]) -> Result<(), StartError> {
     let mut text = String::new();
     for l in listeners {
         let a = l.socket.local_addr()?;
@@ -84,8 +84,8 @@ fn write_listen_file(dir: &std::path::Path, listeners: &[Listener]) -> Result<()
     Ok(())
 }
 
-/// Everything `main` needs: parse is done, this starts and runs the daemon.
-pub fn run(args: Args) -> Result<(), StartError> {
+/// The parameters the command line asks for.
+pub fn params_from_args(args: &Args) -> Result<Params, StartError> {
     let mut params = Params::default();
     for (k, v) in &args.param {
         params.set(k, v).map_err(StartError::Config)?;
@@ -99,53 +99,15 @@ pub fn run(args: Args) -> Result<(), StartError> {
     if let Some(l) = args.vsl_space {
         params.set("vsl_space", &l.to_string()).map_err(StartError::Config)?;
     }
-    let addrs = backend::resolve(&args.backend).map_err(StartError::Config)?;
-    let dir = instance::resolve(args.name.as_deref());
+    Ok(params)
+}
 
-    // Daemonize before anything else holds a thread or the segment: the
-    // segment records our pid, which must be the one that keeps running.
-    let ready = if args.foreground { None } else { Some(daemon::fork()?) };
-    let started = (|| {
-        let specs = if args.listen.is_empty() { vec![":80".to_string()] } else { args.listen.clone() };
-        let mut listeners = Vec::new();
-        for (i, s) in specs.iter().enumerate() {
-            listeners.extend(bind(s, i)?);
-        }
-        let seg = Arc::new(SegmentWriter::create(&dir, params.vsl_space)?);
-        write_listen_file(&dir, &listeners)?;
-        if let Some(p) = &args.pidfile {
-            std::fs::write(p, format!("{}\n", std::process::id())).map_err(|source| StartError::PidFile { path: p.clone(), source })?;
-        }
-        Ok::<_, StartError>((listeners, seg))
-    })();
-    let (listeners, seg) = match started {
-        Ok(x) => x,
-        Err(e) => {
-            if let Some(r) = ready {
-                r.fail(&e.to_string());
-            }
-            return Err(e);
-        }
-    };
-    if let Some(r) = ready {
-        r.succeed();
+/// Everything `main` needs: the manager, or (with the internal `--child`)
+/// the child it starts.
+pub fn run(args: Args) -> Result<(), StartError> {
+    if args.child {
+        child::run(args)
+    } else {
+        mgt::run(args)
     }
-    seg.set(C::NBackend, 1);
-    let shared = Arc::new(Shared::new(seg.clone(), params, backend::Backend::new("default", addrs)));
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("cache-worker").build()?;
-    rt.block_on(async {
-        let (tx, rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            daemon::wait_for_stop().await;
-            let _ = tx.send(true);
-        });
-        server::serve(shared, listeners, rx, Duration::from_secs(5)).await;
-    });
-    rt.shutdown_timeout(Duration::from_secs(1));
-    seg.close();
-    let _ = std::fs::remove_file(dir.join(instance::LISTEN_FILE));
-    if let Some(p) = &args.pidfile {
-        let _ = std::fs::remove_file(p);
-    }
-    Ok(())
 }

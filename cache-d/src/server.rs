@@ -121,17 +121,14 @@ async fn accept_loop(sh: Arc<Shared>, socket: TcpListener, name: Arc<str>, limit
     }
 }
 
-/// Once a second: uptimes, the heartbeat readers use to spot a dead
-/// daemon, and expiry of dead objects.
+/// Once a second: the child's uptime and expiry of dead objects (the
+/// manager keeps MGT.uptime and the heartbeat).
 async fn tick(sh: Arc<Shared>) {
     let start = tokio::time::Instant::now();
     let mut iv = tokio::time::interval(Duration::from_secs(1));
     loop {
         iv.tick().await;
-        let up = start.elapsed().as_secs();
-        sh.seg.set(C::MgtUptime, up);
-        sh.seg.set(C::MainUptime, up);
-        sh.seg.heartbeat();
+        sh.seg.set(C::MainUptime, start.elapsed().as_secs());
         sh.cache.expire(crate::util::now());
     }
 }

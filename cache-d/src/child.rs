@@ -1,0 +1,136 @@
+//! The child process: serves traffic. The manager starts it by running its
+//! own binary with `--child` (never by forking a live runtime), hands it the
+//! listening sockets and a private control socket as inherited descriptors,
+//! and the parameters in the environment.
+
+use std::io::{BufReader, Write};
+use std::os::fd::FromRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::adm::{self, status};
+use common::counters::C;
+use common::segment::SegmentWriter;
+
+use crate::cli::Args;
+use crate::params::Params;
+use crate::server::{self, Listener, Shared};
+use crate::{backend, StartError};
+
+/// Environment variable with the inherited descriptors: `ctl:FD,NAME:FD,...`.
+pub const ENV_FDS: &str = "CACHEKIT_CHILD_FDS";
+/// Environment variable with the parameters, one `name=value` a line.
+pub const ENV_PARAMS: &str = "CACHEKIT_CHILD_PARAMS";
+/// File in the instance dir where a panicking child leaves its message.
+pub const PANIC_FILE: &str = "_.panic";
+
+/// Write panics (message, location, backtrace) to the instance dir for the
+/// manager's `panic.show`, then abort: a panicked child is replaced whole,
+/// as Varnish's is.
+fn install_panic_hook(dir: PathBuf) {
+    std::panic::set_hook(Box::new(move |info| {
+        let bt = std::backtrace::Backtrace::force_capture();
+        let when = common::httpdate::format(crate::util::now());
+        let text = format!("Panic at: {when}\n{info}\nthread: {}\nbacktrace:\n{bt}\n", std::thread::current().name().unwrap_or("?"));
+        let _ = std::fs::write(dir.join(PANIC_FILE), &text);
+        eprintln!("cache-d child: {info}");
+        std::process::abort();
+    }));
+}
+
+pub fn run(args: Args) -> Result<(), StartError> {
+    let dir = common::instance::resolve(args.name.as_deref());
+    install_panic_hook(dir.clone());
+    let mut params = Params::default();
+    for line in std::env::var(ENV_PARAMS).unwrap_or_default().lines() {
+        if let Some((k, v)) = line.split_once('=') {
+            params.set(k, v).map_err(StartError::Config)?;
+        }
+    }
+    if let Some(sz) = args.storage {
+        params.storage = sz;
+    }
+    let mut ctl = None;
+    let mut listeners = Vec::new();
+    for item in std::env::var(ENV_FDS).unwrap_or_default().split(',').filter(|s| !s.is_empty()) {
+        let (name, fd) = item.rsplit_once(':').ok_or_else(|| StartError::Config(format!("bad {ENV_FDS} item {item:?}")))?;
+        let fd: i32 = fd.parse().map_err(|_| StartError::Config(format!("bad {ENV_FDS} item {item:?}")))?;
+        // SAFETY: the manager passed us these descriptors for our own use.
+        if name == "ctl" {
+            ctl = Some(unsafe { UnixStream::from_raw_fd(fd) });
+        } else {
+            let socket = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+            listeners.push(Listener { name: name.into(), socket });
+        }
+    }
+    let ctl = ctl.ok_or_else(|| StartError::Config("started as a child without a control socket".into()))?;
+    let seg = Arc::new(SegmentWriter::attach(&dir)?);
+    seg.set(C::NBackend, 1);
+    let addrs = backend::resolve(&args.backend).map_err(StartError::Config)?;
+    let shared = Arc::new(Shared::new(seg, params, backend::Backend::new("default", addrs)));
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("cache-worker").build()?;
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let stop = tx.clone();
+    let sh = shared.clone();
+    std::thread::Builder::new().name("cache-ctl".into()).spawn(move || {
+        control(ctl, &sh);
+        // The manager went away: stop too.
+        let _ = stop.send(true);
+    })?;
+    rt.block_on(async {
+        tokio::spawn(async move {
+            crate::daemon::wait_for_stop().await;
+            let _ = tx.send(true);
+        });
+        server::serve(shared, listeners, rx, Duration::from_secs(5)).await;
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    Ok(())
+}
+
+/// Serve the manager's commands on the control socket until it closes.
+fn control(ctl: UnixStream, sh: &Shared) {
+    let Ok(mut out) = ctl.try_clone() else { return };
+    let mut input = BufReader::new(ctl);
+    loop {
+        let args = match adm::read_command(&mut input, usize::MAX, false) {
+            Ok(Some(Ok(a))) => a,
+            Ok(Some(Err(e))) => {
+                let _ = out.write_all(&adm::frame(status::SYNTAX, e));
+                continue;
+            }
+            Ok(None) | Err(_) => return,
+        };
+        let (code, body) = command(sh, &args);
+        if out.write_all(&adm::frame(code, &body)).is_err() {
+            return;
+        }
+    }
+}
+
+/// Commands the child answers (the manager relays them).
+fn command(sh: &Shared, args: &[String]) -> (u16, String) {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    match a.as_slice() {
+        ["ping", ..] => (status::OK, format!("PONG {} 1.0", crate::util::now() as u64)),
+        ["param.set", name, value] => {
+            let mut p = (**sh.params()).clone();
+            match p.set(name, value) {
+                Ok(()) => {
+                    sh.set_params(p);
+                    (status::OK, String::new())
+                }
+                Err(e) => (status::PARAM, e),
+            }
+        }
+        ["debug.panic.worker", ..] => panic!("Don't panic (debug.panic.worker was asked to)"),
+        _ => (status::UNKNOWN, "Unknown request.\nType 'help' for more info.".into()),
+    }
+}
+
+/// Path of the panic file of an instance.
+pub fn panic_path(dir: &Path) -> PathBuf {
+    dir.join(PANIC_FILE)
+}

@@ -1,0 +1,401 @@
+//! The manager process: owns the shared-memory segment, the listening
+//! sockets, the parameters and the admin socket; starts the child by
+//! running its own binary, relays cache commands to it over a private
+//! socket, and restarts it when it dies.
+
+use std::io::{BufReader, Write};
+use std::net::TcpListener as StdListener;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use common::adm::{self, status};
+use common::counters::C;
+use common::instance;
+use common::segment::SegmentWriter;
+
+use crate::cli::Args;
+use crate::params::Params;
+use crate::server::Listener;
+use crate::{child, daemon, StartError};
+
+/// File in the instance dir naming the admin addresses (`T ip port`) and
+/// the secret file (`S path`), so `cache-adm -n` needs nothing else.
+pub const ADMIN_FILE: &str = "_.admin";
+/// The generated secret, when `-S` is not given.
+pub const SECRET_FILE: &str = "_.secret";
+
+/// The child's lifecycle, as `status` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildState {
+    Stopped,
+    Starting,
+    Running,
+    Stopping,
+}
+
+impl ChildState {
+    pub fn word(self) -> &'static str {
+        match self {
+            ChildState::Stopped => "stopped",
+            ChildState::Starting => "starting",
+            ChildState::Running => "running",
+            ChildState::Stopping => "stopping",
+        }
+    }
+}
+
+struct ChildSlot {
+    proc: Option<Child>,
+    ctl: Option<(UnixStream, BufReader<UnixStream>)>,
+    state: ChildState,
+    /// Should a child be running (false after `stop`)?
+    wanted: bool,
+    last_start: Option<Instant>,
+}
+
+/// The last panic: its text and whether `panic.clear` has cleared it.
+pub struct PanicRecord {
+    pub text: String,
+}
+
+/// The manager's state, shared by the supervisor and admin sessions.
+pub struct Mgr {
+    pub args: Args,
+    pub dir: PathBuf,
+    pub seg: Arc<SegmentWriter>,
+    pub params: Mutex<Params>,
+    pub secret: Option<Vec<u8>>,
+    pub started: Instant,
+    listeners: Vec<Listener>,
+    child: Mutex<ChildSlot>,
+    pub panic: Mutex<Option<PanicRecord>>,
+    pub stopping: AtomicBool,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_stop_handlers() {
+    // SAFETY: the handler only stores to an atomic (async-signal-safe).
+    unsafe {
+        libc::signal(libc::SIGTERM, on_stop as *const () as usize);
+        libc::signal(libc::SIGINT, on_stop as *const () as usize);
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
+fn clear_cloexec(fd: i32) {
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+        }
+    }
+}
+
+/// The `-T` address: default localhost:0; refuse non-loopback without a secret.
+fn bind_admin(spec: &str, secret: bool) -> Result<Vec<StdListener>, StartError> {
+    use std::net::ToSocketAddrs;
+    let spec = if spec.contains(':') { spec.to_string() } else { format!("{spec}:0") };
+    let addrs: Vec<_> = spec.to_socket_addrs().map_err(|e| StartError::Config(format!("-T {spec}: {e}")))?.collect();
+    if addrs.is_empty() {
+        return Err(StartError::Config(format!("-T {spec}: resolves to no address")));
+    }
+    if !secret && addrs.iter().any(|a| !a.ip().is_loopback()) {
+        return Err(StartError::Config(format!("-T {spec}: refusing a non-loopback admin address without a secret (-S)")));
+    }
+    addrs.into_iter().map(|a| StdListener::bind(a).map_err(|source| StartError::Listen { addr: a.to_string(), source })).collect()
+}
+
+/// Load `-S FILE`, or write a fresh 256-byte secret to DIR/_.secret.
+fn load_secret(dir: &Path, arg: Option<&Path>) -> Result<(Option<Vec<u8>>, Option<PathBuf>), StartError> {
+    match arg {
+        Some(p) if p.as_os_str() == "none" => Ok((None, None)),
+        Some(p) => {
+            let s = std::fs::read(p).map_err(|e| StartError::Config(format!("-S {}: {e}", p.display())))?;
+            Ok((Some(s), Some(p.to_path_buf())))
+        }
+        None => {
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut s = vec![0u8; 256];
+            adm::random(&mut s);
+            let path = dir.join(SECRET_FILE);
+            let _ = std::fs::remove_file(&path);
+            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o640).open(&path)?;
+            f.write_all(&s)?;
+            Ok((Some(s), Some(path)))
+        }
+    }
+}
+
+/// Start the manager: daemonize, bind, create the segment, serve the admin
+/// socket, run and supervise the child until SIGTERM.
+pub fn run(args: Args) -> Result<(), StartError> {
+    let params = crate::params_from_args(&args)?;
+    crate::backend::resolve(&args.backend).map_err(StartError::Config)?;
+    let dir = instance::resolve(args.name.as_deref());
+    let ready = if args.foreground { None } else { Some(daemon::fork()?) };
+    let started = (|| {
+        let specs = if args.listen.is_empty() { vec![":80".to_string()] } else { args.listen.clone() };
+        let mut listeners = Vec::new();
+        for (i, s) in specs.iter().enumerate() {
+            listeners.extend(crate::bind(s, i)?);
+        }
+        let seg = Arc::new(SegmentWriter::create(&dir, params.vsl_space)?);
+        crate::write_listen_file(&dir, &listeners)?;
+        let (secret, secret_path) = load_secret(&dir, args.secret.as_deref())?;
+        let admin_spec = args.admin.clone().unwrap_or_else(|| "localhost:0".into());
+        let admin = if admin_spec == "none" { Vec::new() } else { bind_admin(&admin_spec, secret.is_some())? };
+        let mut text = String::new();
+        for l in &admin {
+            let a = l.local_addr()?;
+            text.push_str(&format!("T {} {}\n", a.ip(), a.port()));
+        }
+        if let Some(p) = &secret_path {
+            let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+            text.push_str(&format!("S {}\n", abs.display()));
+        }
+        std::fs::write(dir.join(ADMIN_FILE), text)?;
+        if let Some(p) = &args.pidfile {
+            std::fs::write(p, format!("{}\n", std::process::id())).map_err(|source| StartError::PidFile { path: p.clone(), source })?;
+        }
+        Ok::<_, StartError>((listeners, seg, secret, admin))
+    })();
+    let (listeners, seg, secret, admin) = match started {
+        Ok(x) => x,
+        Err(e) => {
+            if let Some(r) = ready {
+                r.fail(&e.to_string());
+            }
+            return Err(e);
+        }
+    };
+    install_stop_handlers();
+    let mgr = Arc::new(Mgr {
+        args,
+        dir: dir.clone(),
+        seg,
+        params: Mutex::new(params),
+        secret,
+        started: Instant::now(),
+        listeners,
+        child: Mutex::new(ChildSlot { proc: None, ctl: None, state: ChildState::Stopped, wanted: true, last_start: None }),
+        panic: Mutex::new(None),
+        stopping: AtomicBool::new(false),
+    });
+    for l in admin {
+        let m = mgr.clone();
+        std::thread::Builder::new().name("cache-admin".into()).spawn(move || crate::mgt_cli::accept_loop(m, l))?;
+    }
+    let first = mgr.start_child();
+    if let Some(r) = ready {
+        match &first {
+            Ok(()) => r.succeed(),
+            Err(e) => r.fail(e),
+        }
+    }
+    first.map_err(StartError::Config)?;
+    mgr.supervise();
+    mgr.shutdown();
+    Ok(())
+}
+
+impl Mgr {
+    fn slot(&self) -> MutexGuard<'_, ChildSlot> {
+        self.child.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn params(&self) -> MutexGuard<'_, Params> {
+        self.params.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn child_state(&self) -> ChildState {
+        self.slot().state
+    }
+
+    /// Start a child (if none runs).
+    pub fn start_child(&self) -> Result<(), String> {
+        let mut slot = self.slot();
+        if slot.proc.is_some() {
+            return Err(format!("Child in state {}", slot.state.word()));
+        }
+        slot.state = ChildState::Starting;
+        slot.wanted = true;
+        let (mine, theirs) = UnixStream::pair().map_err(|e| format!("control socket: {e}"))?;
+        let mut fds = vec![format!("ctl:{}", theirs.as_raw_fd())];
+        clear_cloexec(theirs.as_raw_fd());
+        for l in &self.listeners {
+            clear_cloexec(l.socket.as_raw_fd());
+            fds.push(format!("{}:{}", l.name, l.socket.as_raw_fd()));
+        }
+        let params: String = self.params().all().map(|(d, v)| format!("{}={v}\n", d.name)).collect();
+        self.seg.new_generation(|name| name.starts_with("MGT."));
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find our own binary: {e}"))?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("--child").arg("-n").arg(&self.dir).arg("-b").arg(&self.args.backend);
+        cmd.arg("-s").arg(format!("malloc,{}", self.params().storage));
+        cmd.env(child::ENV_FDS, fds.join(",")).env(child::ENV_PARAMS, params);
+        if !self.args.foreground {
+            // A daemon's child must not hold the starting terminal's (or a
+            // caller's) pipes open.
+            cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        }
+        let proc = cmd.spawn().map_err(|e| format!("could not start the child: {e}"))?;
+        drop(theirs);
+        let reader = BufReader::new(mine.try_clone().map_err(|e| e.to_string())?);
+        slot.proc = Some(proc);
+        slot.ctl = Some((mine, reader));
+        slot.state = ChildState::Running;
+        slot.last_start = Some(Instant::now());
+        self.seg.add(C::MgtChildStart, 1);
+        Ok(())
+    }
+
+    /// Ask the child to stop and wait for it (up to `deadline`).
+    pub fn stop_child(&self, deadline: Duration) -> Result<(), String> {
+        let mut slot = self.slot();
+        slot.wanted = false;
+        let Some(mut proc) = slot.proc.take() else {
+            return Err(format!("Child in state {}", slot.state.word()));
+        };
+        slot.state = ChildState::Stopping;
+        slot.ctl = None;
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(proc.id() as i32, libc::SIGTERM) };
+        let until = Instant::now() + deadline;
+        loop {
+            if let Ok(Some(_)) = proc.try_wait() {
+                break;
+            }
+            if Instant::now() >= until {
+                let _ = proc.kill();
+                let _ = proc.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.seg.add(C::MgtChildExit, 1);
+        slot.state = ChildState::Stopped;
+        Ok(())
+    }
+
+    /// Send a command to the child and return its answer.
+    pub fn relay(&self, args: &[String]) -> (u16, String) {
+        let timeout = self.params().cli_timeout;
+        let mut slot = self.slot();
+        let Some((w, r)) = slot.ctl.as_mut() else {
+            return (status::UNKNOWN, "Unknown request in manager process (child not running).".into());
+        };
+        let line: Vec<String> = args.iter().map(|a| adm::quote(a)).collect();
+        let _ = w.set_write_timeout(Some(timeout.max(Duration::from_millis(100))));
+        let _ = r.get_ref().set_read_timeout(Some(timeout.max(Duration::from_millis(100))));
+        if w.write_all(format!("{}\n", line.join(" ")).as_bytes()).is_err() {
+            return (status::COMMS, "Child communication failure".into());
+        }
+        match adm::read_response(r) {
+            Ok(x) => x,
+            Err(e) => (status::COMMS, format!("Child communication failure ({e})")),
+        }
+    }
+
+    /// Watch the child until SIGTERM: restart it when it dies, keep the
+    /// uptime and heartbeat current.
+    fn supervise(&self) {
+        let mut last_tick = Instant::now() - Duration::from_secs(2);
+        while !STOP.load(Ordering::SeqCst) {
+            if last_tick.elapsed() >= Duration::from_secs(1) {
+                self.seg.set(C::MgtUptime, self.started.elapsed().as_secs());
+                self.seg.heartbeat();
+                last_tick = Instant::now();
+            }
+            self.reap();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Notice a dead child: count it, keep its panic, restart it.
+    fn reap(&self) {
+        let restart = {
+            let mut slot = self.slot();
+            let Some(proc) = slot.proc.as_mut() else {
+                return self.maybe_restart(slot);
+            };
+            let st = match proc.try_wait() {
+                Ok(Some(st)) => st,
+                _ => return,
+            };
+            let pid = proc.id();
+            slot.proc = None;
+            slot.ctl = None;
+            slot.state = ChildState::Stopped;
+            let panic = std::fs::read_to_string(child::panic_path(&self.dir)).ok();
+            let _ = std::fs::remove_file(child::panic_path(&self.dir));
+            if let Some(text) = panic {
+                self.seg.add(C::MgtChildPanic, 1);
+                eprintln!("cache-d: child (pid {pid}) panicked:\n{text}");
+                *self.panic.lock().unwrap_or_else(|e| e.into_inner()) = Some(PanicRecord { text });
+            }
+            match (st.signal(), st.code()) {
+                (Some(sig), _) => {
+                    self.seg.add(C::MgtChildDied, 1);
+                    if st.core_dumped() {
+                        self.seg.add(C::MgtChildDump, 1);
+                    }
+                    eprintln!("cache-d: child (pid {pid}) died from signal {sig}");
+                }
+                (None, Some(0)) => self.seg.add(C::MgtChildExit, 1),
+                (None, code) => {
+                    self.seg.add(C::MgtChildStop, 1);
+                    eprintln!("cache-d: child (pid {pid}) exited with status {}", code.unwrap_or(-1));
+                }
+            }
+            slot.wanted
+        };
+        if restart {
+            let slot = self.slot();
+            self.maybe_restart(slot);
+        }
+    }
+
+    fn maybe_restart(&self, slot: MutexGuard<'_, ChildSlot>) {
+        if !slot.wanted || slot.proc.is_some() || !self.params().auto_restart || self.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        // At most one start a second, so a child that dies at once does
+        // not spin; the first restart after a long run is immediate.
+        if slot.last_start.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+            return;
+        }
+        drop(slot);
+        if let Err(e) = self.start_child() {
+            eprintln!("cache-d: could not restart the child: {e}");
+        }
+    }
+
+    /// SIGTERM: stop the child (it finishes in-flight requests), mark the
+    /// segment stopped, remove what the instance dir should not keep.
+    fn shutdown(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let _ = self.stop_child(Duration::from_secs(6));
+        self.seg.close();
+        for f in [instance::LISTEN_FILE, ADMIN_FILE, child::PANIC_FILE] {
+            let _ = std::fs::remove_file(self.dir.join(f));
+        }
+        if self.args.secret.is_none() {
+            let _ = std::fs::remove_file(self.dir.join(SECRET_FILE));
+        }
+        if let Some(p) = &self.args.pidfile {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}

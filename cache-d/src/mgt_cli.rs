@@ -1,0 +1,355 @@
+//! The admin socket: Varnish's CLI protocol (challenge–response
+//! authentication, framed responses) and the manager's commands. Commands
+//! about the cache are relayed to the child.
+
+use std::fmt::Write as _;
+use std::io::{BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::adm::{self, status};
+
+use crate::mgt::{ChildState, Mgr};
+use crate::params::{self, Kind};
+use crate::util::now;
+
+/// (name, syntax, help, minimum args, maximum args) of each command.
+const COMMANDS: &[(&str, &str, &str, usize, usize)] = &[
+    ("auth", "auth <response>", "Authenticate.", 1, 1),
+    ("backend.list", "backend.list [-j] [-p] [<backend_pattern>]", "List backends.", 0, 3),
+    ("backend.set_health", "backend.set_health <backend_pattern> [auto|healthy|sick]", "Set health status of backend(s).", 2, 2),
+    (
+        "ban",
+        "ban <field> <operator> <arg> [&& <field> <oper> <arg> ...]",
+        "Mark obsolete all objects where all the conditions match.",
+        3,
+        usize::MAX,
+    ),
+    ("ban.list", "ban.list [-j]", "List the active bans.", 0, 1),
+    ("banner", "banner", "Print welcome banner.", 0, 0),
+    ("help", "help [-j] [<command>]", "Show command/protocol help.", 0, 2),
+    ("panic.clear", "panic.clear [-z]", "Clear the last panic, if any, -z will clear related varnishstat counter(s)", 0, 1),
+    ("panic.show", "panic.show [-j]", "Return the last panic, if any.", 0, 1),
+    ("param.reset", "param.reset [-j] <param>", "Reset parameter to default value.", 1, 2),
+    ("param.set", "param.set [-j] <param> <value>", "Set parameter value.", 2, 3),
+    ("param.show", "param.show [-l|-j] [<param>|changed]", "Show parameters and their values.", 0, 2),
+    ("ping", "ping [-j] [<timestamp>]", "Keep connection alive.", 0, 2),
+    ("quit", "quit", "Close connection.", 0, 0),
+    ("start", "start", "Start the Varnish cache process.", 0, 0),
+    ("status", "status [-j]", "Check status of Varnish cache process.", 0, 1),
+    ("stop", "stop", "Stop the Varnish cache process.", 0, 0),
+    ("storage.list", "storage.list [-j]", "List storage devices.", 0, 1),
+    ("vcl.discard", "vcl.discard <name_pattern>...", "Unload the named configurations (when possible).", 1, usize::MAX),
+    (
+        "vcl.inline",
+        "vcl.inline <configname> <quoted_VCLstring> [auto|cold|warm]",
+        "Compile and load the VCL data under the name provided.",
+        2,
+        3,
+    ),
+    ("vcl.list", "vcl.list [-j]", "List all loaded configuration.", 0, 1),
+    ("vcl.load", "vcl.load <configname> <filename> [auto|cold|warm]", "Compile and load the VCL file under the name provided.", 2, 3),
+    ("vcl.show", "vcl.show [-v] [<configname>]", "Display the source code for the specified configuration.", 0, 2),
+    ("vcl.use", "vcl.use <configname|label>", "Switch to the named configuration immediately.", 1, 1),
+];
+
+/// Accept admin connections forever.
+pub fn accept_loop(mgr: Arc<Mgr>, l: TcpListener) {
+    for s in l.incoming().flatten() {
+        let m = mgr.clone();
+        let _ = std::thread::Builder::new().name("cache-admin-sess".into()).spawn(move || session(m, s));
+    }
+}
+
+/// The banner sent after authentication.
+pub fn banner(mgr: &Mgr) -> String {
+    let mut b = String::new();
+    let _ = writeln!(b, "-----------------------------");
+    let _ = writeln!(b, "Varnish Cache CLI 1.0");
+    let _ = writeln!(b, "-----------------------------");
+    let _ = writeln!(b, "{},{},-junix,-smalloc,-sdefault,-hcritbit", std::env::consts::OS, std::env::consts::ARCH);
+    let _ = writeln!(b, "cachekit-{} (cache-d)", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(b);
+    let _ = writeln!(b, "Type 'help' for command list.");
+    let _ = writeln!(b, "Type 'quit' to close CLI session.");
+    if mgr.child_state() != ChildState::Running {
+        let _ = writeln!(b, "Type 'start' to launch worker process.");
+    }
+    b
+}
+
+fn session(mgr: Arc<Mgr>, s: TcpStream) {
+    let _ = s.set_read_timeout(Some(Duration::from_secs(3600)));
+    let Ok(mut out) = s.try_clone() else { return };
+    let mut input = BufReader::new(s);
+    let mut authed = mgr.secret.is_none();
+    let challenge = adm::challenge();
+    let hello = if authed { adm::frame(status::OK, &banner(&mgr)) } else { adm::frame(status::AUTH, &adm::auth_request_body(&challenge)) };
+    if out.write_all(&hello).is_err() {
+        return;
+    }
+    loop {
+        // Before authentication, lines are cut at 80 characters and only
+        // help, ping, auth and quit exist.
+        let max = if authed { 1 << 20 } else { 80 };
+        let args = match adm::read_command(&mut input, max, authed) {
+            Ok(None) | Err(_) => return,
+            Ok(Some(Err(e))) => {
+                let code = status::SYNTAX;
+                if out.write_all(&adm::frame(code, &format!("Syntax Error: {e}"))).is_err() || !authed {
+                    return;
+                }
+                continue;
+            }
+            Ok(Some(Ok(a))) => a,
+        };
+        if args.is_empty() {
+            continue; // Empty lines get no reply.
+        }
+        let (code, body) = if !authed {
+            match args[0].as_str() {
+                "auth" if args.len() == 2 => {
+                    let want = adm::auth_response(&challenge, mgr.secret.as_deref().unwrap_or_default());
+                    if args[1].eq_ignore_ascii_case(&want) {
+                        authed = true;
+                        (status::OK, banner(&mgr))
+                    } else {
+                        eprintln!("cache-d: admin authentication failed");
+                        (status::CLOSE, "Authentication failed".into())
+                    }
+                }
+                "ping" | "help" | "quit" => command(&mgr, &args),
+                _ => (status::AUTH, adm::auth_request_body(&challenge)),
+            }
+        } else {
+            command(&mgr, &args)
+        };
+        if out.write_all(&adm::frame(code, &body)).is_err() || code == status::CLOSE || (!authed && code != status::OK) {
+            return;
+        }
+    }
+}
+
+/// JSON answer: `[ver, [argv...], time, data]`.
+fn json(ver: u32, args: &[String], data: serde_json::Value) -> String {
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let v = serde_json::json!([ver, argv, (now() * 1000.0).round() / 1000.0, data]);
+    serde_json::to_string_pretty(&v).unwrap_or_default()
+}
+
+/// Run one command.
+pub fn command(mgr: &Mgr, args: &[String]) -> (u16, String) {
+    let name = args[0].as_str();
+    if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+        return (status::UNKNOWN, "all commands are in lower-case.".into());
+    }
+    // Varnish 2 habit: purge means ban.
+    let name = match name {
+        "purge" => "ban",
+        "purge.list" => "ban.list",
+        n => n,
+    };
+    let rest = &args[1..];
+    let jflag = rest.first().is_some_and(|a| a == "-j");
+    if let Some(&(_, _, _, min, max)) = COMMANDS.iter().find(|c| c.0 == name) {
+        let n = rest.len() - usize::from(jflag);
+        if n < min {
+            return (status::TOOFEW, "Too few parameters".into());
+        }
+        if n > max {
+            return (status::TOOMANY, "Too many parameters".into());
+        }
+    }
+    let json_args: Vec<String> = args.to_vec();
+    match name {
+        "ping" if jflag => (status::OK, json(2, &json_args, "PONG".into())),
+        "ping" => (status::OK, format!("PONG {} 1.0", now() as u64)),
+        "banner" => (status::OK, banner(mgr)),
+        "quit" => (status::CLOSE, "Closing CLI connection".into()),
+        "status" if jflag => (status::OK, json(2, &json_args, mgr.child_state().word().into())),
+        "status" => (status::OK, format!("Child in state {}", mgr.child_state().word())),
+        "start" => match mgr.start_child() {
+            Ok(()) => (status::OK, String::new()),
+            Err(e) => (status::CANT, e),
+        },
+        "stop" => match mgr.stop_child(Duration::from_secs(5)) {
+            Ok(()) => (status::OK, String::new()),
+            Err(e) => (status::CANT, e),
+        },
+        "help" => help(&json_args, rest, jflag),
+        "param.show" => param_show(mgr, &json_args, rest),
+        "param.set" => {
+            let r: Vec<&String> = rest.iter().filter(|a| *a != "-j").collect();
+            param_set(mgr, r[0], r[1])
+        }
+        "param.reset" => {
+            let r: Vec<&String> = rest.iter().filter(|a| *a != "-j").collect();
+            match params::def(r[0]) {
+                Some(d) => param_set(mgr, r[0], d.default),
+                None => (status::PARAM, format!("Unknown parameter \"{}\".", r[0])),
+            }
+        }
+        "panic.show" => match &*mgr.panic.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(p) if jflag => (status::OK, json(2, &json_args, p.text.clone().into())),
+            Some(p) => (status::OK, p.text.clone()),
+            None => (status::CANT, "Child has not panicked or panic has been cleared".into()),
+        },
+        "panic.clear" => {
+            let had = mgr.panic.lock().unwrap_or_else(|e| e.into_inner()).take().is_some();
+            if rest.first().is_some_and(|a| a == "-z") {
+                mgr.seg.set(common::counters::C::MgtChildPanic, 0);
+            }
+            if had {
+                (status::OK, String::new())
+            } else {
+                (status::CANT, "No panic to clear".into())
+            }
+        }
+        "storage.list" if jflag => (
+            status::OK,
+            json(
+                2,
+                &json_args,
+                serde_json::json!([{"name": "storage.s0", "storage": "malloc"}, {"name": "storage.Transient", "storage": "malloc"}]),
+            ),
+        ),
+        "storage.list" => (status::OK, "Storage devices:\n\tstorage.s0 = malloc\n\tstorage.Transient = malloc".into()),
+        "vcl.list" if jflag => (
+            status::OK,
+            json(
+                2,
+                &json_args,
+                serde_json::json!([{"status": "active", "state": "auto", "temperature": "warm", "busy": 0, "name": "boot"}]),
+            ),
+        ),
+        "vcl.list" => (status::OK, "active      auto/warm          0 boot".into()),
+        "vcl.load" | "vcl.inline" | "vcl.use" | "vcl.discard" | "vcl.show" | "vcl.state" | "vcl.label" => (
+            status::UNIMPL,
+            "VCL is not supported yet: cache-d runs the built-in policy (\"boot\"); the policy language comes with its own release.".into(),
+        ),
+        "ban" | "ban.list" | "backend.list" | "backend.set_health" => {
+            let mut a = json_args.clone();
+            a[0] = name.to_string();
+            mgr.relay(&a)
+        }
+        n if n.starts_with("debug.") => mgr.relay(&json_args),
+        _ => (status::UNKNOWN, "Unknown request.\nType 'help' for more info.".into()),
+    }
+}
+
+fn help(args: &[String], rest: &[String], jflag: bool) -> (u16, String) {
+    if jflag {
+        let list: Vec<_> = COMMANDS
+            .iter()
+            .map(|(n, syn, h, min, max)| {
+                let max = if *max == usize::MAX { serde_json::json!(-1) } else { serde_json::json!(max) };
+                serde_json::json!({"request": n, "syntax": syn, "help": h, "minarg": min, "maxarg": max, "flags": "", "json": syn.contains("-j")})
+            })
+            .collect();
+        return (status::OK, json(2, args, list.into()));
+    }
+    match rest.first() {
+        Some(c) => match COMMANDS.iter().find(|x| x.0 == c) {
+            Some((_, syn, h, _, _)) => (status::OK, format!("{syn}\n  {h}")),
+            None => (status::UNKNOWN, format!("Unknown request: {c}")),
+        },
+        None => {
+            let mut s = String::new();
+            for (_, syn, _, _, _) in COMMANDS {
+                let _ = writeln!(s, "{syn}");
+            }
+            (status::OK, s)
+        }
+    }
+}
+
+fn param_set(mgr: &Mgr, name: &str, value: &str) -> (u16, String) {
+    let mut p = mgr.params();
+    if let Err(e) = p.set(name, value) {
+        return (status::PARAM, format!("{e}\n(attempting to set param '{name}' to '{value}')"));
+    }
+    let restart = params::def(name).is_some_and(|d| d.restart);
+    drop(p);
+    if mgr.child_state() == ChildState::Running {
+        let (code, body) = mgr.relay(&["param.set".into(), name.into(), value.into()]);
+        if code != status::OK {
+            return (code, body);
+        }
+    }
+    if restart {
+        return (status::OK, format!("Parameter {name} takes effect when the child restarts."));
+    }
+    (status::OK, String::new())
+}
+
+fn param_show(mgr: &Mgr, args: &[String], rest: &[String]) -> (u16, String) {
+    let p = mgr.params();
+    let long = rest.iter().any(|a| a == "-l");
+    let jflag = rest.iter().any(|a| a == "-j");
+    let which = rest.iter().find(|a| !a.starts_with('-')).map(String::as_str);
+    let defaults = crate::params::Params::default();
+    let changed = |name: &str| p.get(name) != defaults.get(name);
+    let selected: Vec<_> = p
+        .all()
+        .filter(|(d, _)| match which {
+            None => true,
+            Some("changed") => changed(d.name),
+            Some(w) => d.name == w,
+        })
+        .collect();
+    if let Some(w) = which.filter(|w| *w != "changed") {
+        if selected.is_empty() {
+            return (status::PARAM, format!("Unknown parameter \"{w}\"."));
+        }
+    }
+    if jflag {
+        let list: Vec<_> = selected
+            .iter()
+            .map(|(d, v)| {
+                let value: serde_json::Value = match d.kind {
+                    Kind::Bool => serde_json::json!(*v == "on"),
+                    Kind::Seconds => v.parse::<f64>().map(serde_json::Value::from).unwrap_or_else(|_| (*v).into()),
+                    Kind::Bytes => params::parse_size(v).map(serde_json::Value::from).unwrap_or_else(|_| (*v).into()),
+                    Kind::Uint => v.parse::<u64>().map(serde_json::Value::from).unwrap_or_else(|_| (*v).into()),
+                };
+                let mut flags = Vec::new();
+                if d.restart {
+                    flags.push("must_restart");
+                }
+                serde_json::json!({
+                    "name": d.name, "implemented": true, "value": value, "units": d.units,
+                    "default": d.default, "minimum": d.min, "maximum": d.max,
+                    "description": d.description, "flags": flags,
+                })
+            })
+            .collect();
+        return (status::OK, json(2, args, list.into()));
+    }
+    let mut s = String::new();
+    let full = long || (which.is_some() && which != Some("changed"));
+    for (d, v) in selected {
+        if full {
+            let _ = writeln!(s, "{}", d.name);
+            let _ = writeln!(s, "        Value is: {v} [{}]{}", d.units, if changed(d.name) { "" } else { " (default)" });
+            if changed(d.name) {
+                let _ = writeln!(s, "        Default is: {}", d.default);
+            }
+            if let Some(m) = d.min {
+                let _ = writeln!(s, "        Minimum is: {m}");
+            }
+            if let Some(m) = d.max {
+                let _ = writeln!(s, "        Maximum is: {m}");
+            }
+            let _ = writeln!(s);
+            let _ = writeln!(s, "        {}", d.description);
+            if d.restart {
+                let _ = writeln!(s, "\n        NB: This parameter takes effect when the child restarts.");
+            }
+            let _ = writeln!(s);
+        } else {
+            let _ = writeln!(s, "{:<30} {v} [{}]{}", d.name, d.units, if changed(d.name) { "" } else { " (default)" });
+        }
+    }
+    (status::OK, s)
+}
