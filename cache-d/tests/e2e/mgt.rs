@@ -1,0 +1,175 @@
+//! The management plane: child supervision, the admin protocol with the
+//! real varnishadm, bad input on the admin socket.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Command;
+
+use crate::util::*;
+
+/// (ip:port, secret path) from DIR/_.admin.
+fn admin(dir: &Path) -> (String, String) {
+    let text = std::fs::read_to_string(dir.join("_.admin")).unwrap();
+    let t = text.lines().find_map(|l| l.strip_prefix("T ")).unwrap().replace(' ', ":");
+    let s = text.lines().find_map(|l| l.strip_prefix("S ")).unwrap().to_string();
+    (t, s)
+}
+
+/// Is the real varnishadm here? Under CI it must be (.ci/run installs it).
+fn varnishadm() -> Option<&'static str> {
+    let found = Command::new("varnishadm").arg("-h").output().is_ok();
+    if !found && std::env::var_os("CI").is_some() {
+        panic!("varnishadm is missing: .ci/run installs Debian's varnish package");
+    }
+    found.then_some("varnishadm")
+}
+
+fn adm(t: &str, s: &str, args: &[&str]) -> (i32, String) {
+    let o = Command::new("varnishadm").args(["-T", t, "-S", s]).args(args).output().unwrap();
+    (o.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+}
+
+fn child_pid(dir: &Path) -> Option<i32> {
+    // The manager's children: find the one started with --child for this dir.
+    let out = Command::new("pgrep").args(["-f", "--", &format!("--child -n {}", dir.display())]).output().ok()?;
+    String::from_utf8_lossy(&out.stdout).lines().next()?.trim().parse().ok()
+}
+
+#[test]
+fn the_real_varnishadm_drives_cache_d() {
+    let Some(_) = varnishadm() else { return };
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let (t, s) = admin(&d.dir);
+    let (rc, out) = adm(&t, &s, &["ping"]);
+    assert_eq!(rc, 0, "{out}");
+    assert!(out.starts_with("PONG "), "{out}");
+    assert_eq!(adm(&t, &s, &["status"]).1.trim(), "Child in state running");
+    let (rc, out) = adm(&t, &s, &["param.show", "default_ttl"]);
+    assert_eq!(rc, 0);
+    assert!(out.contains("Value is: 120.000 [seconds] (default)"), "{out}");
+    assert_eq!(adm(&t, &s, &["param.set", "default_ttl", "300"]).0, 0);
+    let (_, out) = adm(&t, &s, &["param.show", "changed"]);
+    assert!(out.contains("default_ttl                    300.000 [seconds]"), "{out}");
+    let (rc, out) = adm(&t, &s, &["param.show", "-j", "timeout_idle"]);
+    assert_eq!(rc, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[3][0]["name"], "timeout_idle");
+    assert_eq!(v[3][0]["value"], 5.0);
+    // Bad input: each a clear status, the daemon unharmed.
+    let (rc, out) = adm(&t, &s, &["param.set", "default_ttl", "-5"]);
+    assert_eq!(rc, 1);
+    assert!(out.contains("Must be at least") && out.contains("106"), "{out}");
+    let (rc, out) = adm(&t, &s, &["param.set", "no_such", "1"]);
+    assert!(rc == 1 && out.contains("Unknown parameter"), "{out}");
+    let (rc, out) = adm(&t, &s, &["frobnicate"]);
+    assert!(rc == 1 && out.contains("101"), "{out}");
+    let (rc, out) = adm(&t, &s, &["vcl.load", "x", "/dev/null"]);
+    assert!(rc == 1 && out.contains("102"), "{out}");
+    let bad = tmp.path().join("bad-secret");
+    std::fs::write(&bad, "not the secret\n").unwrap();
+    let (rc, _) = adm(&t, bad.to_str().unwrap(), &["ping"]);
+    assert_eq!(rc, 2, "a wrong secret is refused");
+    assert_eq!(adm(&t, &s, &["ping"]).0, 0);
+    assert_eq!(Client::connect(d.port).get("/size/3", "").status, 200);
+}
+
+#[test]
+fn garbage_and_long_lines_on_the_admin_socket() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let (t, s) = admin(&d.dir);
+    let read = |r: &mut BufReader<TcpStream>| -> (u16, String) {
+        let mut head = String::new();
+        r.read_line(&mut head).unwrap();
+        let code: u16 = head[..3].parse().unwrap();
+        let len: usize = head[4..].trim().parse().unwrap();
+        let mut body = vec![0u8; len + 1];
+        std::io::Read::read_exact(r, &mut body).unwrap();
+        (code, String::from_utf8_lossy(&body[..len]).into_owned())
+    };
+    // Before authentication: garbage and over-long lines close the session.
+    let mut c = TcpStream::connect(&t).unwrap();
+    let mut r = BufReader::new(c.try_clone().unwrap());
+    let (code, challenge) = read(&mut r);
+    assert_eq!(code, 107);
+    assert_eq!(challenge.len(), 59);
+    c.write_all(format!("{}\n", "x".repeat(500)).as_bytes()).unwrap();
+    let (code, _) = read(&mut r);
+    assert_eq!(code, 100);
+    // Authenticated: binary garbage, bad quoting, uppercase, arity.
+    let mut c = TcpStream::connect(&t).unwrap();
+    let mut r = BufReader::new(c.try_clone().unwrap());
+    let (_, body) = read(&mut r);
+    let secret = std::fs::read(&s).unwrap();
+    let want = common::adm::auth_response(&body[..32], &secret);
+    c.write_all(format!("auth {want}\n").as_bytes()).unwrap();
+    assert_eq!(read(&mut r).0, 200);
+    for (line, code) in [
+        ("\x01\x02\x7f garbage", 101),
+        ("ban req.url ~ \"a\"\"b\"", 100),
+        ("PING", 101),
+        ("param.set", 104),
+        ("ping a b c", 105),
+        ("help ping", 200),
+    ] {
+        c.write_all(format!("{line}\n").as_bytes()).unwrap();
+        let (got, body) = read(&mut r);
+        assert_eq!(got, code, "{line:?}: {body}");
+    }
+    c.write_all(b"quit\n").unwrap();
+    assert_eq!(read(&mut r).0, 500);
+    assert_eq!(Client::connect(d.port).get("/size/3", "").status, 200, "the daemon is unharmed");
+}
+
+#[test]
+fn a_dead_child_is_restarted_and_its_panic_kept() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let (t, s) = admin(&d.dir);
+    assert_eq!(Client::connect(d.port).get("/size/3?max_age=60", "").status, 200);
+    // kill -9
+    let pid = child_pid(&d.dir).expect("a child process");
+    // SAFETY: killing the daemon's child on purpose.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let once = wait_for(10, "a restarted child", || {
+        let once = stat(&d.dir);
+        (counter(&once, "MGT.child_start") == Some(2) && child_pid(&d.dir).is_some_and(|p| p != pid)).then_some(once)
+    });
+    assert_eq!(counter(&once, "MGT.child_died"), Some(1), "{once}");
+    let r = wait_for(10, "traffic after the restart", || {
+        std::net::TcpStream::connect(("127.0.0.1", d.port)).ok()?;
+        Some(Client::connect(d.port).get("/size/3?max_age=60", ""))
+    });
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-varnish").unwrap().split(' ').count(), 1, "the cache emptied with the restart");
+    // A deliberate panic, through the admin socket.
+    let mut c = TcpStream::connect(&t).unwrap();
+    let secret = std::fs::read(&s).unwrap();
+    let mut r = BufReader::new(c.try_clone().unwrap());
+    let (_, challenge) = common::adm::read_response(&mut r).unwrap();
+    c.write_all(format!("auth {}\n", common::adm::auth_response(&challenge[..32], &secret)).as_bytes()).unwrap();
+    assert_eq!(common::adm::read_response(&mut r).unwrap().0, 200);
+    c.write_all(b"panic.show\n").unwrap();
+    assert_eq!(common::adm::read_response(&mut r).unwrap().0, 300, "no panic yet");
+    c.write_all(b"debug.panic.worker\n").unwrap();
+    let _ = common::adm::read_response(&mut r).unwrap();
+    wait_for(10, "the child after the panic", || (counter(&stat(&d.dir), "MGT.child_start") == Some(3)).then_some(()));
+    c.write_all(b"panic.show\n").unwrap();
+    let (code, text) = common::adm::read_response(&mut r).unwrap();
+    assert_eq!(code, 200);
+    assert!(text.starts_with("Panic at: ") && text.contains("debug.panic.worker"), "{text}");
+    let once = stat(&d.dir);
+    assert_eq!(counter(&once, "MGT.child_panic"), Some(1), "{once}");
+    c.write_all(b"panic.clear\n").unwrap();
+    assert_eq!(common::adm::read_response(&mut r).unwrap().0, 200);
+    let r = wait_for(10, "traffic after the panic", || {
+        std::net::TcpStream::connect(("127.0.0.1", d.port)).ok()?;
+        Some(Client::connect(d.port).get("/size/3", ""))
+    });
+    assert_eq!(r.status, 200);
+}
