@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use crate::util::*;
 
-const TOOLS: [&str; 5] = ["cache-d", "cache-stat", "cache-log", "cache-ncsa", "cache-bench"];
+const TOOLS: [&str; 6] = ["cache-d", "cache-adm", "cache-stat", "cache-log", "cache-ncsa", "cache-bench"];
 
 #[test]
 fn bad_flags_give_usage_and_exit_2() {

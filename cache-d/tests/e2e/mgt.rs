@@ -173,3 +173,92 @@ fn a_dead_child_is_restarted_and_its_panic_kept() {
     });
     assert_eq!(r.status, 200);
 }
+
+#[test]
+fn cache_adm_drives_several_cache_d_instances() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let backend = format!("127.0.0.1:{}", origin.port);
+    let a = Daemon::start(&tmp.path().join("a"), &backend, &[]);
+    let b = Daemon::start(&tmp.path().join("b"), &backend, &[]);
+    let (da, db) = (a.dir.to_str().unwrap(), b.dir.to_str().unwrap());
+    let o = run("cache-adm", &["-n", da, "ping"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("PONG "));
+    let o = run("cache-adm", &["-p", "-n", da, "status"]);
+    assert_eq!(stdout(&o), "200 22      \nChild in state running\n");
+    // Both instances at once: a report per instance.
+    let o = run("cache-adm", &["-n", da, "-n", db, "param.set", "default_ttl", "42"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains(&format!("== {da}")) && stdout(&o).contains(&format!("== {db}")));
+    for d in [da, db] {
+        let o = run("cache-adm", &["-n", d, "param.show", "default_ttl"]);
+        assert!(stdout(&o).contains("Value is: 42.000"), "{}", stdout(&o));
+    }
+    // A failing command anywhere: exit 1, the error names the code.
+    let o = run("cache-adm", &["-n", da, "-n", db, "param.set", "default_ttl", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("Command failed with error code 106"), "{}", stderr(&o));
+    // An instance that is not there: exit 2, the others still run.
+    let gone = tmp.path().join("gone");
+    let o = run("cache-adm", &["-n", gone.to_str().unwrap(), "ping"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("is cache-d running"), "{}", stderr(&o));
+    // Commands from standard input.
+    let mut child = std::process::Command::new(bin("cache-adm"))
+        .args(["-n", da])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"ping\nstatus\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("PONG") && text.contains("Child in state running"), "{text}");
+}
+
+#[test]
+fn cache_adm_drives_a_real_varnishd() {
+    if Command::new("varnishd").arg("-V").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "varnishd is missing: .ci/run installs Debian's varnish package");
+        return;
+    }
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let secret = tmp.path().join("secret");
+    std::fs::write(&secret, "a shared secret\n").unwrap();
+    // varnishd cannot publish a port-0 -T address where we can read it
+    // without libvarnishapi: take a free port and hand it over.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let t = format!("127.0.0.1:{port}");
+    let mut v = Command::new("varnishd")
+        .args(["-j", "none", "-F", "-a", "127.0.0.1:0", "-b", &format!("127.0.0.1:{}", origin.port), "-T", &t])
+        .arg("-S")
+        .arg(&secret)
+        .arg("-n")
+        .arg(tmp.path().join("v"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let s = secret.to_str().unwrap();
+    let ok = wait_for(30, "varnishd's CLI", || {
+        let o = run("cache-adm", &["-T", &t, "-S", s, "status"]);
+        (o.status.code() == Some(0) && stdout(&o).contains("running")).then_some(o)
+    });
+    assert!(stdout(&ok).contains("Child in state running"));
+    let o = run("cache-adm", &["-T", &t, "-S", s, "ping"]);
+    assert!(stdout(&o).starts_with("PONG "), "{}", stdout(&o));
+    let o = run("cache-adm", &["-T", &t, "-S", s, "param.show", "default_ttl"]);
+    assert!(stdout(&o).contains("Value is: 120.000 [seconds] (default)"), "{}", stdout(&o));
+    let o = run("cache-adm", &["-T", &t, "-S", s, "ban", "req.url", "~", "/x"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run("cache-adm", &["-T", &t, "-S", s, "ban.list"]);
+    assert!(stdout(&o).contains("req.url ~ /x"), "{}", stdout(&o));
+    let bad = tmp.path().join("bad");
+    std::fs::write(&bad, "wrong\n").unwrap();
+    let o = run("cache-adm", &["-T", &t, "-S", bad.to_str().unwrap(), "ping"]);
+    assert_eq!(o.status.code(), Some(2));
+    let _ = v.kill();
+    let _ = v.wait();
+}
