@@ -126,6 +126,32 @@ fn command(sh: &Shared, args: &[String]) -> (u16, String) {
             }
         }
         ["debug.panic.worker", ..] => panic!("Don't panic (debug.panic.worker was asked to)"),
+        ["ban", rest @ ..] => {
+            let rest: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
+            match sh.cache.ban(&rest, crate::util::now(), sh.params().ban_dups) {
+                Ok(_) => (status::OK, String::new()),
+                Err(e) => (status::PARAM, e.to_string()),
+            }
+        }
+        ["ban.list", flags @ ..] => {
+            let list = sh.cache.ban_list();
+            if flags.contains(&"-j") {
+                let v: Vec<_> = list
+                    .iter()
+                    .map(
+                        |b| serde_json::json!({"time": format!("{:.6}", b.time), "refs": b.refs, "completed": b.completed, "spec": b.spec}),
+                    )
+                    .collect();
+                let argv: Vec<&str> = std::iter::once("ban.list").chain(flags.iter().copied()).collect();
+                let doc = serde_json::json!([2, argv, (crate::util::now() * 1000.0).round() / 1000.0, v]);
+                return (status::OK, serde_json::to_string_pretty(&doc).unwrap_or_default());
+            }
+            let mut s = String::from("Present bans:\n");
+            for b in list {
+                s.push_str(&format!("{:10.6} {:5} {}  {}\n", b.time, b.refs, if b.completed { "C" } else { "-" }, b.spec));
+            }
+            (status::OK, s)
+        }
         _ => (status::UNKNOWN, "Unknown request.\nType 'help' for more info.".into()),
     }
 }

@@ -43,6 +43,9 @@ macro_rules! defs {
 
 defs! {
     "auto_restart" Bool "on" None, None, "bool" false "Automatically restart the child/worker process if it dies.";
+    "ban_dups" Bool "on" None, None, "bool" false "Eliminate older identical bans when a new ban is added.";
+    "ban_lurker_age" Seconds "60.000" Some("0.000"), None, "seconds" false "The ban lurker will ignore bans until they are this old.";
+    "ban_lurker_sleep" Seconds "0.010" Some("0.000"), None, "seconds" false "How long the ban lurker sleeps between passes (0 disables it).";
     "backend_idle_timeout" Seconds "60.000" Some("1.000"), None, "seconds" false "Timeout before we close unused backend connections.";
     "between_bytes_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "We only wait for this many seconds between bytes received from the backend before giving up the fetch.";
     "cli_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Timeout for the child's replies to CLI requests from the manager.";
@@ -132,6 +135,9 @@ pub fn validate(d: &ParamDef, v: &str) -> Result<f64, String> {
 #[derive(Debug, Clone)]
 pub struct Params {
     pub auto_restart: bool,
+    pub ban_dups: bool,
+    pub ban_lurker_age: f64,
+    pub ban_lurker_sleep: f64,
     pub backend_idle_timeout: Duration,
     pub between_bytes_timeout: Duration,
     pub cli_timeout: Duration,
@@ -162,6 +168,9 @@ impl Default for Params {
     fn default() -> Params {
         let mut p = Params {
             auto_restart: true,
+            ban_dups: true,
+            ban_lurker_age: 0.0,
+            ban_lurker_sleep: 0.0,
             backend_idle_timeout: Duration::ZERO,
             between_bytes_timeout: Duration::ZERO,
             cli_timeout: Duration::ZERO,
@@ -200,6 +209,9 @@ impl Params {
         let secs = || Duration::from_secs_f64(n.max(0.0));
         match name {
             "auto_restart" => self.auto_restart = n != 0.0,
+            "ban_dups" => self.ban_dups = n != 0.0,
+            "ban_lurker_age" => self.ban_lurker_age = n,
+            "ban_lurker_sleep" => self.ban_lurker_sleep = n,
             "backend_idle_timeout" => self.backend_idle_timeout = secs(),
             "between_bytes_timeout" => self.between_bytes_timeout = secs(),
             "cli_timeout" => self.cli_timeout = secs(),

@@ -126,9 +126,26 @@ async fn accept_loop(sh: Arc<Shared>, socket: TcpListener, name: Arc<str>, limit
 async fn tick(sh: Arc<Shared>) {
     let start = tokio::time::Instant::now();
     let mut iv = tokio::time::interval(Duration::from_secs(1));
+    tokio::spawn(lurker(sh.clone()));
     loop {
         iv.tick().await;
         sh.seg.set(C::MainUptime, start.elapsed().as_secs());
         sh.cache.expire(crate::util::now());
+    }
+}
+
+/// The ban lurker: a pass over the cache, then `ban_lurker_sleep` (at
+/// least 10 ms; 0 disables it, checked again every second).
+async fn lurker(sh: Arc<Shared>) {
+    loop {
+        let (sleep, age) = (sh.params().ban_lurker_sleep, sh.params().ban_lurker_age);
+        if sleep <= 0.0 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        }
+        let cache = sh.cache.clone();
+        // The pass is CPU work over the whole index: off the async workers.
+        let _ = tokio::task::spawn_blocking(move || cache.lurk(crate::util::now(), age)).await;
+        tokio::time::sleep(Duration::from_secs_f64(sleep.max(0.01))).await;
     }
 }

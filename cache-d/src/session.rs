@@ -350,6 +350,7 @@ impl Sess {
         let mut slept = false;
         loop {
             let t = now();
+            sh.cache.check_bans(&key, &req.url, req.headers.iter());
             let (oc, hit) = match sh.cache.lookup(&key, req.headers.iter(), t) {
                 Lookup::Hit(oc) | Lookup::Grace(oc, None) => {
                     self.count_hit(&mut log, rxid, &oc, t);

@@ -158,6 +158,17 @@ counter_table! {
     SPipeOut => "MAIN.s_pipe_out", Counter, Info, Bytes, "Piped bytes to client";
     NPurges => "MAIN.n_purges", Counter, Info, Integer, "Number of purge operations executed";
     NObjPurged => "MAIN.n_obj_purged", Counter, Info, Integer, "Number of purged objects";
+    Bans => "MAIN.bans", Gauge, Info, Integer, "Count of bans";
+    BansCompleted => "MAIN.bans_completed", Gauge, Diag, Integer, "Number of bans marked 'completed'";
+    BansObj => "MAIN.bans_obj", Gauge, Diag, Integer, "Number of bans using obj.*";
+    BansReq => "MAIN.bans_req", Gauge, Diag, Integer, "Number of bans using req.*";
+    BansAdded => "MAIN.bans_added", Counter, Diag, Integer, "Bans added";
+    BansDeleted => "MAIN.bans_deleted", Counter, Diag, Integer, "Bans deleted";
+    BansTested => "MAIN.bans_tested", Counter, Diag, Integer, "Bans tested against objects (lookup)";
+    BansObjKilled => "MAIN.bans_obj_killed", Counter, Diag, Integer, "Objects killed by bans (lookup)";
+    BansLurkerTested => "MAIN.bans_lurker_tested", Counter, Diag, Integer, "Bans tested against objects (lurker)";
+    BansLurkerObjKilled => "MAIN.bans_lurker_obj_killed", Counter, Diag, Integer, "Objects killed by bans (lurker)";
+    BansDups => "MAIN.bans_dups", Counter, Diag, Integer, "Bans superseded by other bans";
     NObject => "MAIN.n_object", Gauge, Info, Integer, "object structs made";
     NObjectcore => "MAIN.n_objectcore", Gauge, Info, Integer, "objectcore structs made";
     NObjecthead => "MAIN.n_objecthead", Gauge, Info, Integer, "objecthead structs made";

@@ -2,6 +2,8 @@
 //! waiting list that coalesce concurrent misses, storage accounting with LRU
 //! eviction, expiry, and purge. Sans-io: time comes in as `now`.
 
+pub mod ban;
+mod bans;
 pub mod body;
 pub mod ttl;
 
@@ -118,6 +120,8 @@ pub struct ObjCore {
     lru_seq: AtomicU64,
     /// This object's key in the expiry map: (expiry ms, insertion seq).
     exp_key: (u64, u64),
+    /// The newest ban this object was tested against (or inserted after).
+    ban_id: AtomicU64,
     /// Removed from the index (evicted, expired, purged, replaced, failed).
     dead: AtomicBool,
     /// Charged to storage at all (objects over budget are not).
@@ -225,6 +229,9 @@ struct Store {
 pub struct CacheInner {
     shards: Vec<Mutex<HashMap<Arc<[u8]>, Head>>>,
     store: Mutex<Store>,
+    /// Lock order: a shard, then the bans (never the other way round).
+    bans: Mutex<bans::BanList>,
+    newest_ban: AtomicU64,
     budget: u64,
     seg: Option<Arc<SegmentWriter>>,
 }
@@ -371,8 +378,18 @@ impl CacheInner {
 impl Cache {
     pub fn new(budget: u64, seg: Option<Arc<SegmentWriter>>) -> Cache {
         let shards = (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
-        let c = Cache { inner: Arc::new(CacheInner { shards, store: Mutex::new(Store::default()), budget, seg }) };
+        let c = Cache {
+            inner: Arc::new(CacheInner {
+                shards,
+                store: Mutex::new(Store::default()),
+                bans: Mutex::new(bans::BanList::default()),
+                newest_ban: AtomicU64::new(0),
+                budget,
+                seg,
+            }),
+        };
         c.inner.count(C::SmaGSpace, budget as i64);
+        c.initial_ban();
         c
     }
 
@@ -486,6 +503,7 @@ impl Cache {
             last_touch: AtomicU64::new(ms(now)),
             lru_seq: AtomicU64::new(seq),
             exp_key: (expires, seq),
+            ban_id: AtomicU64::new(c.newest_ban.load(Ordering::Acquire)),
             dead: AtomicBool::new(false),
             stored: AtomicBool::new(true),
         });
@@ -535,6 +553,7 @@ impl Cache {
             last_touch: AtomicU64::new(0),
             lru_seq: AtomicU64::new(0),
             exp_key: (0, 0),
+            ban_id: AtomicU64::new(u64::MAX),
             dead: AtomicBool::new(true),
             stored: AtomicBool::new(false),
         })

@@ -68,6 +68,13 @@ fn the_real_varnishadm_drives_cache_d() {
     assert!(rc == 1 && out.contains("101"), "{out}");
     let (rc, out) = adm(&t, &s, &["vcl.load", "x", "/dev/null"]);
     assert!(rc == 1 && out.contains("102"), "{out}");
+    let (rc, out) = adm(&t, &s, &["ban", "req.url", "~", "^/old"]);
+    assert_eq!(rc, 0, "{out}");
+    let (rc, out) = adm(&t, &s, &["ban.list"]);
+    assert_eq!(rc, 0);
+    assert!(out.starts_with("Present bans:\n") && out.contains(" -  req.url ~ ^/old"), "{out}");
+    let (rc, out) = adm(&t, &s, &["ban", "req.url", "=~", "x"]);
+    assert!(rc == 1 && out.contains("expected conditional") && out.contains("argument 2"), "{out}");
     let bad = tmp.path().join("bad-secret");
     std::fs::write(&bad, "not the secret\n").unwrap();
     let (rc, _) = adm(&t, bad.to_str().unwrap(), &["ping"]);
@@ -261,4 +268,40 @@ fn cache_adm_drives_a_real_varnishd() {
     assert_eq!(o.status.code(), Some(2));
     let _ = v.kill();
     let _ = v.wait();
+}
+
+#[test]
+fn bans_remove_exactly_the_matching_objects() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &["-p", "ban_lurker_age=0"]);
+    let ds = d.dir.to_str().unwrap();
+    let mut c = Client::connect(d.port);
+    let urls = ["/size/10?max_age=600", "/size/11?max_age=600", "/size/20?max_age=600"];
+    let mut etags = Vec::new();
+    for u in urls {
+        etags.push(c.get(u, "").header("etag").unwrap().to_string());
+    }
+    // A request ban: tested on the next lookup of each object.
+    let o = run("cache-adm", &["-n", ds, "ban", "req.url", "~", "^/size/1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let ids = |r: &Resp| r.header("x-varnish").unwrap().split(' ').count();
+    assert_eq!(ids(&c.get(urls[0], "")), 1, "banned: a miss");
+    assert_eq!(ids(&c.get(urls[1], "")), 1, "banned: a miss");
+    assert_eq!(ids(&c.get(urls[2], "")), 2, "not banned: a hit");
+    let once = stat(&d.dir);
+    assert_eq!(counter(&once, "MAIN.bans_obj_killed"), Some(2), "{once}");
+    // An object ban: the lurker applies it with no traffic at all.
+    let before = counter(&once, "MAIN.n_object").unwrap();
+    let o = run("cache-adm", &["-n", ds, "ban", "obj.http.etag", "==", &etags[2]]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let once = wait_for(10, "the lurker", || {
+        let once = stat(&d.dir);
+        (counter(&once, "MAIN.bans_lurker_obj_killed") == Some(1)).then_some(once)
+    });
+    assert_eq!(counter(&once, "MAIN.n_object"), Some(before - 1), "{once}");
+    assert_eq!(ids(&c.get(urls[2], "")), 1, "the lurker removed it");
+    // purge.list is ban.list (the Varnish 2 habit).
+    let o = run("cache-adm", &["-n", ds, "purge.list"]);
+    assert!(stdout(&o).starts_with("Present bans:"), "{}", stdout(&o));
 }

@@ -1,0 +1,206 @@
+//! The ban list: appended in O(1), tested lazily on lookup (each object
+//! remembers the newest ban it was tested against) and by the lurker for
+//! bans that need no request; completed, duplicate and deletable bans as
+//! Varnish marks them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use common::counters::C;
+
+use super::ban::{self, Cond, ReqView};
+use super::{Cache, ObjCore};
+
+/// One ban.
+pub struct Ban {
+    pub id: u64,
+    pub time: f64,
+    pub spec: String,
+    conds: Vec<Cond>,
+    /// Has request conditions: the lurker cannot test it.
+    pub req: bool,
+    completed: AtomicBool,
+}
+
+impl Ban {
+    pub fn completed(&self) -> bool {
+        self.completed.load(Ordering::Acquire)
+    }
+}
+
+/// Bans in id order (oldest first); appending is a push.
+#[derive(Default)]
+pub struct BanList {
+    list: Vec<Arc<Ban>>,
+    next: u64,
+}
+
+/// What `ban.list` shows of a ban.
+pub struct BanInfo {
+    pub time: f64,
+    pub refs: u64,
+    pub completed: bool,
+    pub spec: String,
+}
+
+impl Cache {
+    fn bans(&self) -> std::sync::MutexGuard<'_, BanList> {
+        self.inner.bans.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The ban every cache starts with (completed, empty spec).
+    pub(super) fn initial_ban(&self) {
+        let mut b = self.bans();
+        b.next = 1;
+        b.list.push(Arc::new(Ban {
+            id: 1,
+            time: crate::util::now(),
+            spec: String::new(),
+            conds: Vec::new(),
+            req: false,
+            completed: AtomicBool::new(true),
+        }));
+        self.inner.newest_ban.store(1, Ordering::Release);
+        self.inner.count(C::Bans, 1);
+        self.inner.count(C::BansCompleted, 1);
+    }
+
+    /// Add a ban from `ban` arguments. O(1) plus marking older duplicates
+    /// (when `dups`), which Varnish also does on add.
+    pub fn ban(&self, args: &[String], now: f64, dups: bool) -> Result<u64, ban::BanError> {
+        let (conds, spec) = ban::parse(args)?;
+        let req = ban::has_req(&conds);
+        let c = &self.inner;
+        let mut b = self.bans();
+        b.next += 1;
+        let id = b.next;
+        // obj.ttl and obj.age bans depend on when they were made.
+        if dups && !spec.contains("obj.ttl") && !spec.contains("obj.age") {
+            for old in b.list.iter().filter(|o| o.spec == spec && !o.completed()) {
+                old.completed.store(true, Ordering::Release);
+                c.count(C::BansDups, 1);
+                c.count(C::BansCompleted, 1);
+            }
+        }
+        b.list.push(Arc::new(Ban { id, time: now, spec, conds, req, completed: AtomicBool::new(false) }));
+        c.newest_ban.store(id, Ordering::Release);
+        c.count(C::BansAdded, 1);
+        c.count(C::Bans, 1);
+        c.count(if req { C::BansReq } else { C::BansObj }, 1);
+        Ok(id)
+    }
+
+    /// Test the variants under `key` against the bans newer than they have
+    /// seen; kill those that match. Call before [`Cache::lookup`].
+    pub fn check_bans<'a, I>(&self, key: &[u8], url: &[u8], headers: I)
+    where
+        I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+    {
+        let newest = self.inner.newest_ban.load(Ordering::Acquire);
+        let pending: Vec<Arc<ObjCore>> = match self.inner.shard(key).get(key) {
+            Some(h) => h.variants.iter().filter(|o| o.ban_id.load(Ordering::Acquire) < newest).cloned().collect(),
+            None => return,
+        };
+        if pending.is_empty() {
+            return;
+        }
+        let header = |name: &str| super::vary_value(headers.clone(), name).map(|b| b.to_vec());
+        let view = ReqView { url, header: &header };
+        for oc in pending {
+            if self.test(&oc, Some(&view), newest) {
+                self.inner.count(C::BansObjKilled, 1);
+                self.inner.remove(&oc);
+            }
+        }
+    }
+
+    /// Test `oc` against the bans newer than it has seen (all of them, or
+    /// only request-free ones when `req` is None). True if one matches.
+    fn test(&self, oc: &ObjCore, req: Option<&ReqView<'_>>, newest: u64) -> bool {
+        let seen = oc.ban_id.load(Ordering::Acquire);
+        let todo: Vec<Arc<Ban>> = {
+            let b = self.bans();
+            b.list.iter().rev().take_while(|x| x.id > seen).filter(|x| !x.completed() && (req.is_some() || !x.req)).cloned().collect()
+        };
+        let tested = todo.len() as i64;
+        let hit = todo.iter().any(|x| ban::matches(&x.conds, &oc.obj, req, x.time));
+        self.inner.count(if req.is_some() { C::BansTested } else { C::BansLurkerTested }, tested);
+        if !hit && req.is_some() {
+            oc.ban_id.fetch_max(newest, Ordering::AcqRel);
+        }
+        hit
+    }
+
+    /// The ban lurker: test every object against the request-free bans at
+    /// least `age` seconds old, kill matches, mark those bans completed,
+    /// and delete bans nobody needs any more. Returns objects killed.
+    pub fn lurk(&self, now: f64, age: f64) -> usize {
+        let c = &self.inner;
+        let work: Vec<Arc<Ban>> = self.bans().list.iter().filter(|b| !b.completed() && !b.req && now - b.time >= age).cloned().collect();
+        let mut killed = 0;
+        let mut min_seen = c.newest_ban.load(Ordering::Acquire);
+        for shard in &c.shards {
+            let objs: Vec<Arc<ObjCore>> =
+                shard.lock().unwrap_or_else(|e| e.into_inner()).values().flat_map(|h| h.variants.iter().cloned()).collect();
+            for oc in objs {
+                let seen = oc.ban_id.load(Ordering::Acquire);
+                let mine: Vec<&Arc<Ban>> = work.iter().filter(|b| b.id > seen).collect();
+                c.count(C::BansLurkerTested, mine.len() as i64);
+                if mine.iter().any(|b| ban::matches(&b.conds, &oc.obj, None, b.time)) {
+                    if c.remove(&oc) {
+                        killed += 1;
+                        c.count(C::BansLurkerObjKilled, 1);
+                    }
+                    continue;
+                }
+                min_seen = min_seen.min(seen);
+            }
+        }
+        for b in &work {
+            if !b.completed.swap(true, Ordering::AcqRel) {
+                c.count(C::BansCompleted, 1);
+            }
+        }
+        // Delete from the tail: completed bans, and bans every object has
+        // already been tested past; never the newest.
+        let mut b = self.bans();
+        let newest = b.list.last().map(|x| x.id).unwrap_or(0);
+        let mut deleted = Vec::new();
+        b.list.retain(|x| {
+            let keep = x.id == newest || (!x.completed() && x.id > min_seen);
+            if !keep {
+                deleted.push((x.req, x.completed(), x.spec.is_empty()));
+            }
+            keep
+        });
+        for (req, completed, initial) in deleted {
+            c.count(C::BansDeleted, 1);
+            c.count(C::Bans, -1);
+            if completed {
+                c.count(C::BansCompleted, -1);
+            }
+            if !initial {
+                c.count(if req { C::BansReq } else { C::BansObj }, -1);
+            }
+        }
+        killed
+    }
+
+    /// The bans, newest first, with how many objects point at each.
+    pub fn ban_list(&self) -> Vec<BanInfo> {
+        let mut refs = std::collections::HashMap::new();
+        for shard in &self.inner.shards {
+            for h in shard.lock().unwrap_or_else(|e| e.into_inner()).values() {
+                for o in &h.variants {
+                    *refs.entry(o.ban_id.load(Ordering::Relaxed)).or_insert(0u64) += 1;
+                }
+            }
+        }
+        self.bans()
+            .list
+            .iter()
+            .rev()
+            .map(|b| BanInfo { time: b.time, refs: refs.get(&b.id).copied().unwrap_or(0), completed: b.completed(), spec: b.spec.clone() })
+            .collect()
+    }
+}
