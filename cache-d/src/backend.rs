@@ -16,6 +16,34 @@ pub struct Backend {
     pub name: String,
     pub addrs: Vec<SocketAddr>,
     idle: Mutex<Vec<(BeConn, Instant)>>,
+    /// Admin health (backend.set_health) and when it last changed.
+    admin: Mutex<(Admin, f64)>,
+}
+
+/// `backend.set_health`: follow probes (auto), or force healthy or sick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admin {
+    Auto,
+    Healthy,
+    Sick,
+}
+
+impl Admin {
+    pub fn parse(s: &str) -> Option<Admin> {
+        match s {
+            "auto" => Some(Admin::Auto),
+            "healthy" => Some(Admin::Healthy),
+            "sick" => Some(Admin::Sick),
+            _ => None,
+        }
+    }
+    pub fn word(self) -> &'static str {
+        match self {
+            Admin::Auto => "probe",
+            Admin::Healthy => "healthy",
+            Admin::Sick => "sick",
+        }
+    }
 }
 
 /// Resolve `-b host[:port]` (port 8080 by default).
@@ -42,7 +70,21 @@ pub fn resolve(spec: &str) -> Result<Vec<SocketAddr>, String> {
 
 impl Backend {
     pub fn new(name: &str, addrs: Vec<SocketAddr>) -> Backend {
-        Backend { name: name.to_string(), addrs, idle: Mutex::new(Vec::new()) }
+        Backend { name: name.to_string(), addrs, idle: Mutex::new(Vec::new()), admin: Mutex::new((Admin::Auto, crate::util::now())) }
+    }
+
+    /// Admin health and the time it last changed.
+    pub fn admin(&self) -> (Admin, f64) {
+        *self.admin.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn set_admin(&self, a: Admin) {
+        *self.admin.lock().unwrap_or_else(|e| e.into_inner()) = (a, crate::util::now());
+    }
+
+    /// Healthy enough to send requests to? (No probes yet: auto is healthy.)
+    pub fn healthy(&self) -> bool {
+        self.admin().0 != Admin::Sick
     }
 
     /// An idle connection younger than `max_idle` that the backend has not

@@ -126,6 +126,36 @@ fn command(sh: &Shared, args: &[String]) -> (u16, String) {
             }
         }
         ["debug.panic.worker", ..] => panic!("Don't panic (debug.panic.worker was asked to)"),
+        ["backend.list", flags @ ..] => {
+            let b = &sh.backend;
+            let (admin, since) = b.admin();
+            let name = format!("boot.{}", b.name);
+            let pattern = flags.iter().find(|f| !f.starts_with('-'));
+            if pattern.is_some_and(|p| !common::glob::matches(p, &name) && !common::glob::matches(p, &b.name)) {
+                return (status::OK, "Backend name                   Admin      Probe    Health     Last change".into());
+            }
+            let health = if b.healthy() { "healthy" } else { "sick" };
+            if flags.contains(&"-j") {
+                let argv: Vec<&str> = std::iter::once("backend.list").chain(flags.iter().copied()).collect();
+                let doc = serde_json::json!([3, argv, (crate::util::now() * 1000.0).round() / 1000.0, {
+                    name.clone(): {"type": "backend", "admin_health": admin.word(), "probe_message": [0, 0, health], "last_change": since}
+                }]);
+                return (status::OK, serde_json::to_string_pretty(&doc).unwrap_or_default());
+            }
+            let when = common::httpdate::format(since);
+            (status::OK, format!("Backend name                   Admin      Probe    Health     Last change\n{name:<30} {:<10} {:<8} {health:<10} {when}", admin.word(), "0/0"))
+        }
+        ["backend.set_health", pattern, state] => {
+            let Some(a) = crate::backend::Admin::parse(state) else {
+                return (status::PARAM, format!("Invalid state {state}: use auto, healthy or sick"));
+            };
+            let b = &sh.backend;
+            if !common::glob::matches(pattern, &b.name) && !common::glob::matches(pattern, &format!("boot.{}", b.name)) {
+                return (status::PARAM, format!("No Backends matches: {pattern}"));
+            }
+            b.set_admin(a);
+            (status::OK, String::new())
+        }
         ["ban", rest @ ..] => {
             let rest: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
             match sh.cache.ban(&rest, crate::util::now(), sh.params().ban_dups) {

@@ -90,6 +90,10 @@ impl Fetch {
     ) -> Result<Response, Error> {
         let p = sh.params();
         let mut retried = false;
+        if !sh.backend.healthy() {
+            sh.seg.add(C::BackendUnhealthy, 1);
+            return Err(Error::new(Side::Backend, format!("backend {} is sick (backend.set_health)", sh.backend.name)));
+        }
         loop {
             let (mut conn, reused) = match sh.backend.take_idle(p.backend_idle_timeout) {
                 Some(c) => (c, true),

@@ -131,6 +131,7 @@ counter_table! {
     BerespUncacheable => "MAIN.beresp_uncacheable", Counter, Info, Integer, "Uncacheable backend responses";
     BerespShortlived => "MAIN.beresp_shortlived", Counter, Info, Integer, "Shortlived objects";
     BackendConn => "MAIN.backend_conn", Counter, Info, Integer, "Backend conn. success";
+    BackendUnhealthy => "MAIN.backend_unhealthy", Counter, Info, Integer, "Backend conn. not attempted";
     BackendFail => "MAIN.backend_fail", Counter, Info, Integer, "Backend conn. failures";
     BackendReuse => "MAIN.backend_reuse", Counter, Info, Integer, "Backend conn. reuses";
     BackendRecycle => "MAIN.backend_recycle", Counter, Info, Integer, "Backend conn. recycles";

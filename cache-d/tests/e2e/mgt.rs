@@ -305,3 +305,24 @@ fn bans_remove_exactly_the_matching_objects() {
     let o = run("cache-adm", &["-n", ds, "purge.list"]);
     assert!(stdout(&o).starts_with("Present bans:"), "{}", stdout(&o));
 }
+
+#[test]
+fn backend_list_and_set_health() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let ds = d.dir.to_str().unwrap();
+    let o = run("cache-adm", &["-n", ds, "backend.list"]);
+    assert!(stdout(&o).contains("boot.default") && stdout(&o).contains("healthy"), "{}", stdout(&o));
+    let o = run("cache-adm", &["-n", ds, "backend.set_health", "default", "sick"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(Client::connect(d.port).get("/size/1", "").status, 503);
+    let o = run("cache-adm", &["-n", ds, "backend.list", "-j"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v[3]["boot.default"]["admin_health"], "sick");
+    let o = run("cache-adm", &["-n", ds, "backend.set_health", "default", "maybe"]);
+    assert_eq!(o.status.code(), Some(1));
+    run("cache-adm", &["-n", ds, "backend.set_health", "default", "auto"]);
+    assert_eq!(Client::connect(d.port).get("/size/1", "").status, 200);
+    assert_eq!(counter(&stat(&d.dir), "MAIN.backend_unhealthy"), Some(1));
+}
