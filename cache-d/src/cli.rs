@@ -51,6 +51,12 @@ pub struct Args {
     #[arg(short = 'F')]
     pub foreground: bool,
 
+    /// Debug mode: stay in the foreground with the CLI on standard input
+    /// and output; the child starts with the `start` command; the daemon
+    /// stops when standard input ends.
+    #[arg(short = 'd')]
+    pub debug: bool,
+
     /// Write the process id to this file; it is removed at exit.
     #[arg(short = 'P', value_name = "FILE")]
     pub pidfile: Option<PathBuf>,

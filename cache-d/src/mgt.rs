@@ -144,7 +144,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
     let params = crate::params_from_args(&args)?;
     crate::backend::resolve(&args.backend).map_err(StartError::Config)?;
     let dir = instance::resolve(args.name.as_deref());
-    let ready = if args.foreground { None } else { Some(daemon::fork()?) };
+    let ready = if args.foreground || args.debug { None } else { Some(daemon::fork()?) };
     let started = (|| {
         let specs = if args.listen.is_empty() { vec![":80".to_string()] } else { args.listen.clone() };
         let mut listeners = Vec::new();
@@ -197,6 +197,18 @@ pub fn run(args: Args) -> Result<(), StartError> {
         let m = mgr.clone();
         std::thread::Builder::new().name("cache-admin".into()).spawn(move || crate::mgt_cli::accept_loop(m, l))?;
     }
+    if mgr.args.debug {
+        // -d: the CLI on stdin/stdout; no child until `start`.
+        mgr.slot().wanted = false;
+        let m = mgr.clone();
+        std::thread::Builder::new().name("cache-cli-stdin".into()).spawn(move || {
+            crate::mgt_cli::stdin_session(m);
+            STOP.store(true, Ordering::SeqCst);
+        })?;
+        mgr.supervise();
+        mgr.shutdown();
+        return Ok(());
+    }
     let first = mgr.start_child();
     if let Some(r) = ready {
         match &first {
@@ -245,7 +257,7 @@ impl Mgr {
         cmd.arg("--child").arg("-n").arg(&self.dir).arg("-b").arg(&self.args.backend);
         cmd.arg("-s").arg(format!("malloc,{}", self.params().storage));
         cmd.env(child::ENV_FDS, fds.join(",")).env(child::ENV_PARAMS, params);
-        if !self.args.foreground {
+        if !self.args.foreground && !self.args.debug {
             // A daemon's child must not hold the starting terminal's (or a
             // caller's) pipes open.
             cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());

@@ -81,12 +81,22 @@ pub fn banner(mgr: &Mgr) -> String {
 
 fn session(mgr: Arc<Mgr>, s: TcpStream) {
     let _ = s.set_read_timeout(Some(Duration::from_secs(3600)));
-    let Ok(mut out) = s.try_clone() else { return };
-    let mut input = BufReader::new(s);
-    let mut authed = mgr.secret.is_none();
+    let Ok(out) = s.try_clone() else { return };
+    serve(&mgr, BufReader::new(s), out, mgr.secret.is_none());
+}
+
+/// `-d`: the CLI on standard input and output, already authenticated.
+/// Returns when standard input ends.
+pub fn stdin_session(mgr: Arc<Mgr>) {
+    serve(&mgr, BufReader::new(std::io::stdin()), std::io::stdout(), true);
+}
+
+/// Run the protocol on one connection.
+fn serve(mgr: &Arc<Mgr>, mut input: impl std::io::BufRead, mut out: impl Write, authed: bool) {
+    let mut authed = authed;
     let challenge = adm::challenge();
-    let hello = if authed { adm::frame(status::OK, &banner(&mgr)) } else { adm::frame(status::AUTH, &adm::auth_request_body(&challenge)) };
-    if out.write_all(&hello).is_err() {
+    let hello = if authed { adm::frame(status::OK, &banner(mgr)) } else { adm::frame(status::AUTH, &adm::auth_request_body(&challenge)) };
+    if out.write_all(&hello).and_then(|_| out.flush()).is_err() {
         return;
     }
     loop {
@@ -113,19 +123,22 @@ fn session(mgr: Arc<Mgr>, s: TcpStream) {
                     let want = adm::auth_response(&challenge, mgr.secret.as_deref().unwrap_or_default());
                     if args[1].eq_ignore_ascii_case(&want) {
                         authed = true;
-                        (status::OK, banner(&mgr))
+                        (status::OK, banner(mgr))
                     } else {
                         eprintln!("cache-d: admin authentication failed");
                         (status::CLOSE, "Authentication failed".into())
                     }
                 }
-                "ping" | "help" | "quit" => command(&mgr, &args),
+                "ping" | "help" | "quit" => command(mgr, &args),
                 _ => (status::AUTH, adm::auth_request_body(&challenge)),
             }
         } else {
-            command(&mgr, &args)
+            command(mgr, &args)
         };
-        if out.write_all(&adm::frame(code, &body)).is_err() || code == status::CLOSE || (!authed && code != status::OK) {
+        if out.write_all(&adm::frame(code, &body)).and_then(|_| out.flush()).is_err()
+            || code == status::CLOSE
+            || (!authed && code != status::OK)
+        {
             return;
         }
     }

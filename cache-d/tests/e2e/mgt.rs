@@ -326,3 +326,30 @@ fn backend_list_and_set_health() {
     assert_eq!(Client::connect(d.port).get("/size/1", "").status, 200);
     assert_eq!(counter(&stat(&d.dir), "MAIN.backend_unhealthy"), Some(1));
 }
+
+#[test]
+fn debug_mode_has_the_cli_on_stdin() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(bin("cache-d"))
+        .args(["-d", "-a", "127.0.0.1:0", "-b", &format!("127.0.0.1:{}", origin.port), "-n"])
+        .arg(tmp.path().join("i"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"status\nstart\nstatus\nping\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    let mut r = &o.stdout[..];
+    let mut answers = Vec::new();
+    while let Ok((code, body)) = common::adm::read_response(&mut r) {
+        answers.push((code, body));
+    }
+    assert_eq!(answers.len(), 5, "{answers:?}");
+    assert!(answers[0].1.contains("Type 'start' to launch worker process."));
+    assert_eq!(answers[1], (200, "Child in state stopped".into()));
+    assert_eq!(answers[2].0, 200);
+    assert_eq!(answers[3], (200, "Child in state running".into()));
+    assert!(answers[4].1.starts_with("PONG "));
+}
