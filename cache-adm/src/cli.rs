@@ -7,8 +7,9 @@ use clap::Parser;
 /// cache-adm: run admin (CLI) commands on cache-d or varnishd instances.
 ///
 /// With a command, runs it on every target and exits 0 if all answered
-/// 200. Without one, reads commands from standard input, one a line.
-/// Several -n or -T run the same command on each instance.
+/// 200. Without one: an interactive shell (line editing, history, tab
+/// completion) on a terminal, else commands from standard input, one a
+/// line. Several -n or -T run the same command on each instance.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "cache-adm", version, about, long_about = None)]
 pub struct Args {

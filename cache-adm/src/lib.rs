@@ -2,6 +2,7 @@
 //! runs commands and prints the answers; drives cache-d and varnishd alike.
 
 pub mod cli;
+pub mod shell;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -135,6 +136,21 @@ pub fn run(args: Args, out: &mut impl Write, err: &mut impl Write) -> i32 {
             return 2;
         }
     };
+    // No command and a terminal: the interactive shell.
+    // SAFETY: isatty has no preconditions.
+    if args.command.is_empty() && unsafe { libc::isatty(0) } == 1 {
+        let mut conns = Vec::new();
+        for t in &targets {
+            match Conn::open(t, timeout) {
+                Ok(c) => conns.push((t.clone(), c)),
+                Err(e) => {
+                    let _ = writeln!(err, "cache-adm: {e}");
+                    return 2;
+                }
+            }
+        }
+        return shell::run(&mut conns, out);
+    }
     let lines: Vec<String> = if args.command.is_empty() {
         std::io::stdin().lock().lines().map_while(Result::ok).filter(|l| !l.trim().is_empty()).collect()
     } else {
