@@ -223,6 +223,19 @@ pub fn run(args: Args) -> Result<(), StartError> {
 }
 
 impl Mgr {
+    /// Say what happened to the child: on stderr in the foreground, to
+    /// syslog (daemon facility) when daemonized, where stderr is gone.
+    pub fn log(&self, msg: &str) {
+        if self.args.foreground || self.args.debug {
+            eprintln!("cache-d: {msg}");
+            return;
+        }
+        if let Ok(c) = std::ffi::CString::new(msg.replace('\0', " ")) {
+            // SAFETY: a constant format string and a NUL-terminated argument.
+            unsafe { libc::syslog(libc::LOG_DAEMON | libc::LOG_ERR, c"cache-d: %s".as_ptr(), c.as_ptr()) };
+        }
+    }
+
     fn slot(&self) -> MutexGuard<'_, ChildSlot> {
         self.child.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -354,7 +367,7 @@ impl Mgr {
             let _ = std::fs::remove_file(child::panic_path(&self.dir));
             if let Some(text) = panic {
                 self.seg.add(C::MgtChildPanic, 1);
-                eprintln!("cache-d: child (pid {pid}) panicked:\n{text}");
+                self.log(&format!("child (pid {pid}) panicked:\n{text}"));
                 *self.panic.lock().unwrap_or_else(|e| e.into_inner()) = Some(PanicRecord { text });
             }
             match (st.signal(), st.code()) {
@@ -363,12 +376,12 @@ impl Mgr {
                     if st.core_dumped() {
                         self.seg.add(C::MgtChildDump, 1);
                     }
-                    eprintln!("cache-d: child (pid {pid}) died from signal {sig}");
+                    self.log(&format!("child (pid {pid}) died from signal {sig}"));
                 }
                 (None, Some(0)) => self.seg.add(C::MgtChildExit, 1),
                 (None, code) => {
                     self.seg.add(C::MgtChildStop, 1);
-                    eprintln!("cache-d: child (pid {pid}) exited with status {}", code.unwrap_or(-1));
+                    self.log(&format!("child (pid {pid}) exited with status {}", code.unwrap_or(-1)));
                 }
             }
             slot.wanted
@@ -390,7 +403,7 @@ impl Mgr {
         }
         drop(slot);
         if let Err(e) = self.start_child() {
-            eprintln!("cache-d: could not restart the child: {e}");
+            self.log(&format!("could not restart the child: {e}"));
         }
     }
 

@@ -125,7 +125,7 @@ fn serve(mgr: &Arc<Mgr>, mut input: impl std::io::BufRead, mut out: impl Write, 
                         authed = true;
                         (status::OK, banner(mgr))
                     } else {
-                        eprintln!("cache-d: admin authentication failed");
+                        mgr.log("admin authentication failed");
                         (status::CLOSE, "Authentication failed".into())
                     }
                 }
