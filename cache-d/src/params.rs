@@ -43,10 +43,10 @@ macro_rules! defs {
 
 defs! {
     "auto_restart" Bool "on" None, None, "bool" false "Automatically restart the child/worker process if it dies.";
+    "backend_idle_timeout" Seconds "60.000" Some("1.000"), None, "seconds" false "Timeout before we close unused backend connections.";
     "ban_dups" Bool "on" None, None, "bool" false "Eliminate older identical bans when a new ban is added.";
     "ban_lurker_age" Seconds "60.000" Some("0.000"), None, "seconds" false "The ban lurker will ignore bans until they are this old.";
     "ban_lurker_sleep" Seconds "0.010" Some("0.000"), None, "seconds" false "How long the ban lurker sleeps between passes (0 disables it).";
-    "backend_idle_timeout" Seconds "60.000" Some("1.000"), None, "seconds" false "Timeout before we close unused backend connections.";
     "between_bytes_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "We only wait for this many seconds between bytes received from the backend before giving up the fetch.";
     "cli_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Timeout for the child's replies to CLI requests from the manager.";
     "connect_timeout" Seconds "3.500" Some("0.000"), None, "seconds" false "Default connection timeout for backend connections.";
