@@ -73,8 +73,10 @@ counter() { # who name
 }
 objects() { counter "$1" MAIN.n_object; }
 vchild=$(pgrep -P "$vpid" | head -n1)
+# Both run a manager and a child that holds the cache: measure the children.
+cchild=$(pgrep -P "$cpid" | head -n1)
 for who in cache-d varnish; do
-    if [ "$who" = cache-d ]; then url="http://$ip:$port/"; pid=$cpid; else url="http://127.0.0.1:$vport/"; pid=$vchild; fi
+    if [ "$who" = cache-d ]; then url="http://$ip:$port/"; pid=$cchild; else url="http://127.0.0.1:$vport/"; pid=$vchild; fi
     for _ in $(seq 20); do
         n=$(objects "$who"); [ "${n:-0}" -ge "$nobj" ] && break
         wrk -t1 -c16 -d3s -s "$work/fill.lua" "$url" >/dev/null
