@@ -192,17 +192,17 @@ pub fn command(mgr: &Mgr, args: &[String]) -> (u16, String) {
         },
         "help" => help(&json_args, rest, jflag),
         "param.show" => param_show(mgr, &json_args, rest),
-        "param.set" => {
-            let r: Vec<&String> = rest.iter().filter(|a| *a != "-j").collect();
-            param_set(mgr, r[0], r[1])
-        }
-        "param.reset" => {
-            let r: Vec<&String> = rest.iter().filter(|a| *a != "-j").collect();
-            match params::def(r[0]) {
-                Some(d) => param_set(mgr, r[0], d.default),
-                None => (status::PARAM, format!("Unknown parameter \"{}\".", r[0])),
-            }
-        }
+        "param.set" => match positional(rest).as_slice() {
+            [name, value] => param_set(mgr, name, value),
+            _ => (status::TOOFEW, "Too few parameters".into()),
+        },
+        "param.reset" => match positional(rest).as_slice() {
+            [name] => match params::def(name) {
+                Some(d) => param_set(mgr, name, d.default),
+                None => (status::PARAM, format!("Unknown parameter \"{name}\".")),
+            },
+            _ => (status::TOOFEW, "Too few parameters".into()),
+        },
         "panic.show" => match &*mgr.panic.lock().unwrap_or_else(|e| e.into_inner()) {
             Some(p) if jflag => (status::OK, json(2, &json_args, p.text.clone().into())),
             Some(p) => (status::OK, p.text.clone()),
@@ -249,6 +249,13 @@ pub fn command(mgr: &Mgr, args: &[String]) -> (u16, String) {
         n if n.starts_with("debug.") => mgr.relay(&json_args),
         _ => (status::UNKNOWN, "Unknown request.\nType 'help' for more info.".into()),
     }
+}
+
+/// The arguments after a command, without its `-j` flag (only the first
+/// argument can be one, as in Varnish).
+fn positional(rest: &[String]) -> Vec<&str> {
+    let skip = usize::from(rest.first().is_some_and(|a| a == "-j"));
+    rest[skip..].iter().map(String::as_str).collect()
 }
 
 fn help(args: &[String], rest: &[String], jflag: bool) -> (u16, String) {

@@ -120,6 +120,8 @@ fn garbage_and_long_lines_on_the_admin_socket() {
         ("ban req.url ~ \"a\"\"b\"", 100),
         ("PING", 101),
         ("param.set", 104),
+        ("param.set -j -j x", 106),
+        ("param.reset -j -j", 106),
         ("ping a b c", 105),
         ("help ping", 200),
     ] {
