@@ -22,6 +22,7 @@ pub mod policy;
 pub mod server;
 pub mod session;
 pub mod util;
+pub mod vcl;
 
 use std::net::ToSocketAddrs;
 use std::path::PathBuf;
