@@ -3,6 +3,7 @@
 //! executable form and the runtime come next (see the issue notes).
 
 pub mod ast;
+pub mod check;
 pub mod diag;
 pub mod lex;
 pub mod parse;

@@ -1,0 +1,237 @@
+//! Compile-time checks that need the whole program: which `return()`
+//! actions each subroutine may use (in every context that reaches it),
+//! calls to undefined or recursive subroutines, unknown `vcl_*` names, and
+//! hints for variables Varnish 4.0 renamed.
+
+use std::collections::{HashMap, HashSet};
+
+use super::ast::*;
+use super::diag::VclError;
+
+/// The built-in subroutines and the actions each may return (VCL 4.1).
+pub const BUILTIN_SUBS: &[(&str, &[&str])] = &[
+    ("vcl_recv", &["fail", "synth", "pass", "pipe", "hash", "purge", "vcl", "restart"]),
+    ("vcl_pipe", &["fail", "synth", "pipe"]),
+    ("vcl_pass", &["fail", "synth", "restart", "fetch"]),
+    ("vcl_hash", &["fail", "lookup"]),
+    ("vcl_purge", &["fail", "synth", "restart"]),
+    ("vcl_hit", &["fail", "synth", "restart", "pass", "miss", "deliver"]),
+    ("vcl_miss", &["fail", "synth", "restart", "pass", "fetch"]),
+    ("vcl_deliver", &["fail", "synth", "restart", "deliver"]),
+    ("vcl_synth", &["fail", "restart", "deliver"]),
+    ("vcl_backend_fetch", &["fail", "abandon", "fetch", "error"]),
+    ("vcl_backend_response", &["fail", "abandon", "deliver", "retry", "pass", "error"]),
+    ("vcl_backend_error", &["fail", "abandon", "deliver", "retry"]),
+    ("vcl_init", &["fail", "ok"]),
+    ("vcl_fini", &["ok"]),
+];
+
+/// Variables 4.0 renamed or removed, and what to write instead.
+const LEGACY_VARS: &[(&str, &str)] = &[
+    ("req.request", "req.method"),
+    ("bereq.request", "bereq.method"),
+    ("obj.cacheable", "beresp.uncacheable (inverted) in vcl_backend_response"),
+    ("beresp.cacheable", "beresp.uncacheable (inverted)"),
+    ("req.grace", "beresp.grace in vcl_backend_response (req.grace limits grace differently since 4.0)"),
+    ("obj.lastuse", "obj.age"),
+    ("req.backend", "req.backend_hint"),
+    ("beresp.storage", "beresp.storage_hint"),
+    ("client.identity", "client.identity (exists, but check its 4.x meaning)"),
+];
+
+fn legal(sub: &str) -> Option<&'static [&'static str]> {
+    BUILTIN_SUBS.iter().find(|(n, _)| *n == sub).map(|(_, a)| *a)
+}
+
+fn walk_exprs<'a>(e: &'a Expr, f: &mut impl FnMut(&'a Expr)) {
+    f(e);
+    match e {
+        Expr::Call { args, .. } => args.iter().for_each(|a| walk_exprs(a, f)),
+        Expr::Not(x, _) | Expr::Neg(x, _) => walk_exprs(x, f),
+        Expr::Binary { left, right, .. } => {
+            walk_exprs(left, f);
+            walk_exprs(right, f);
+        }
+        _ => {}
+    }
+}
+
+/// Visit every statement (depth first).
+fn walk<'a>(body: &'a [Stmt], f: &mut impl FnMut(&'a Stmt)) {
+    for s in body {
+        f(s);
+        match s {
+            Stmt::If { branches, otherwise, .. } => {
+                for (_, b) in branches {
+                    walk(b, f);
+                }
+                if let Some(o) = otherwise {
+                    walk(o, f);
+                }
+            }
+            Stmt::Block(b) => walk(b, f),
+            _ => {}
+        }
+    }
+}
+
+fn legacy_var(name: &str, pos: Pos) -> Result<(), VclError> {
+    match LEGACY_VARS.iter().find(|(old, _)| *old == name) {
+        Some((old, new)) if *old != "client.identity" => {
+            Err(VclError { msg: format!("Variable '{old}' is gone since Varnish 4.0: use {new}"), pos })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Check the program; the first error found.
+pub fn check(p: &Program) -> Result<(), VclError> {
+    let mut subs: HashMap<&str, (&[Stmt], Pos)> = HashMap::new();
+    for item in &p.items {
+        if let Item::Sub { name, body, pos } = item {
+            if name.starts_with("vcl_") && legal(name).is_none() {
+                return Err(VclError { msg: format!("Unknown VCL subroutine '{name}' (the vcl_ prefix is reserved)"), pos: *pos });
+            }
+            // Varnish concatenates repeated definitions of a sub; so do we
+            // when compiling, but each body is checked on its own here.
+            subs.entry(name.as_str()).or_insert((body.as_slice(), *pos));
+        }
+    }
+    // Statements and expressions: legacy variables, calls that exist.
+    for item in &p.items {
+        let Item::Sub { body, .. } = item else { continue };
+        let mut err = None;
+        walk(body, &mut |s| {
+            if err.is_some() {
+                return;
+            }
+            let r = match s {
+                Stmt::Set { target, pos, value, .. } => legacy_var(target, *pos).and_then(|_| exprs_ok(value)),
+                Stmt::Unset { target, pos } => legacy_var(target, *pos),
+                Stmt::Call { sub, pos } if !subs.contains_key(sub.as_str()) => {
+                    Err(VclError { msg: format!("Subroutine '{sub}' is not defined"), pos: *pos })
+                }
+                Stmt::If { branches, .. } => branches.iter().try_for_each(|(c, _)| exprs_ok(c)),
+                Stmt::Expr(e) => exprs_ok(e),
+                Stmt::Return { args, .. } => args.iter().try_for_each(exprs_ok),
+                _ => Ok(()),
+            };
+            if let Err(e) = r {
+                err = Some(e);
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+    }
+    // Which built-in subs reach each sub, and no recursion.
+    let calls = |body: &[Stmt]| {
+        let mut out = Vec::new();
+        walk(body, &mut |s| {
+            if let Stmt::Call { sub, pos } = s {
+                out.push((sub.clone(), *pos));
+            }
+        });
+        out
+    };
+    let mut reached: HashMap<String, HashSet<&str>> = HashMap::new();
+    for (root, _) in BUILTIN_SUBS {
+        let Some((body, _)) = subs.get(root) else { continue };
+        let mut stack: Vec<(Vec<String>, &[Stmt])> = vec![(vec![root.to_string()], body)];
+        while let Some((path, body)) = stack.pop() {
+            for (callee, pos) in calls(body) {
+                if path.contains(&callee) {
+                    return Err(VclError { msg: format!("Recursive call to '{callee}' ({} → {callee})", path.join(" → ")), pos });
+                }
+                reached.entry(callee.clone()).or_default().insert(root);
+                if let Some((b, _)) = subs.get(callee.as_str()) {
+                    let mut p = path.clone();
+                    p.push(callee);
+                    stack.push((p, b));
+                }
+            }
+        }
+    }
+    // Return actions: legal in the sub itself (built-in) or in every
+    // built-in sub that reaches it (user sub).
+    for (name, (body, _)) in &subs {
+        let contexts: Vec<&str> = match legal(name) {
+            Some(_) => vec![name],
+            None => reached.get(*name).map(|s| s.iter().copied().collect()).unwrap_or_default(),
+        };
+        let mut err = None;
+        walk(body, &mut |s| {
+            if let (Stmt::Return { action, pos, .. }, None) = (s, &err) {
+                for ctx in &contexts {
+                    if !legal(ctx).is_some_and(|l| l.contains(&action.as_str())) {
+                        let allowed = legal(ctx).unwrap_or(&[]).join(", ");
+                        err = Some(VclError {
+                            msg: format!(
+                                "Invalid return \"{action}\" in {ctx}{} (allowed: {allowed})",
+                                if ctx != name { format!(" (called from {name})") } else { String::new() }
+                            ),
+                            pos: *pos,
+                        });
+                        break;
+                    }
+                }
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Legacy names used as values, and functions 4.0 removed.
+fn exprs_ok(e: &Expr) -> Result<(), VclError> {
+    let mut r = Ok(());
+    walk_exprs(e, &mut |x| {
+        if r.is_err() {
+            return;
+        }
+        r = match x {
+            Expr::Name(n, pos) => legacy_var(n, *pos),
+            Expr::Call { name, pos, .. } if name == "purge" || name == "purge_url" => {
+                Err(VclError { msg: format!("{name}() is gone since Varnish 4.0: use ban(\"req.url ~ ...\")"), pos: *pos })
+            }
+            _ => Ok(()),
+        };
+    });
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vcl::parse_source;
+
+    fn check_src(src: &str) -> Result<(), String> {
+        let p = parse_source("t.vcl", &format!("vcl 4.1;\n{src}\n")).map_err(|e| e.to_string())?;
+        check(&p).map_err(|e| e.render(&p.files))
+    }
+
+    #[test]
+    fn return_actions_are_checked_per_subroutine() {
+        assert!(check_src("sub vcl_recv { return (hash); }").is_ok());
+        let e = check_src("sub vcl_recv { return (deliver); }").unwrap_err();
+        assert!(e.contains("Invalid return \"deliver\" in vcl_recv") && e.contains("Line 2"), "{e}");
+        assert!(check_src("sub vcl_backend_response { return (lookup); }").is_err());
+        // A user sub is checked in every context that calls it.
+        assert!(check_src("sub pick { return (pass); } sub vcl_recv { call pick; }").is_ok());
+        let e = check_src("sub pick { return (pass); } sub vcl_recv { call pick; } sub vcl_deliver { call pick; }").unwrap_err();
+        assert!(e.contains("in vcl_deliver (called from pick)"), "{e}");
+    }
+
+    #[test]
+    fn calls_and_names() {
+        assert!(check_src("sub vcl_recv { call nothere; }").unwrap_err().contains("not defined"));
+        assert!(check_src("sub a { call b; } sub b { call a; } sub vcl_recv { call a; }").unwrap_err().contains("Recursive"));
+        assert!(check_src("sub vcl_bogus { }").unwrap_err().contains("Unknown VCL subroutine"));
+        let e = check_src("sub vcl_recv { if (req.request == \"GET\") { return (hash); } }").unwrap_err();
+        assert!(e.contains("use req.method"), "{e}");
+        let e = check_src("sub vcl_backend_response { set beresp.cacheable = true; }").unwrap_err();
+        assert!(e.contains("beresp.uncacheable"), "{e}");
+    }
+}
