@@ -152,7 +152,6 @@ pub fn run(args: Args) -> Result<(), StartError> {
             listeners.extend(crate::bind(s, i)?);
         }
         let seg = Arc::new(SegmentWriter::create(&dir, params.vsl_space)?);
-        crate::write_listen_file(&dir, &listeners)?;
         let (secret, secret_path) = load_secret(&dir, args.secret.as_deref())?;
         let admin_spec = args.admin.clone().unwrap_or_else(|| "localhost:0".into());
         let admin = if admin_spec == "none" { Vec::new() } else { bind_admin(&admin_spec, secret.is_some())? };
@@ -166,6 +165,8 @@ pub fn run(args: Args) -> Result<(), StartError> {
             text.push_str(&format!("S {}\n", abs.display()));
         }
         std::fs::write(dir.join(ADMIN_FILE), text)?;
+        // Last: tools and tests take _.listen as the sign that all is set up.
+        crate::write_listen_file(&dir, &listeners)?;
         if let Some(p) = &args.pidfile {
             std::fs::write(p, format!("{}\n", std::process::id())).map_err(|source| StartError::PidFile { path: p.clone(), source })?;
         }
