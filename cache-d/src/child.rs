@@ -68,8 +68,13 @@ pub fn run(args: Args) -> Result<(), StartError> {
     let ctl = ctl.ok_or_else(|| StartError::Config("started as a child without a control socket".into()))?;
     let seg = Arc::new(SegmentWriter::attach(&dir)?);
     seg.set(C::NBackend, 1);
-    let addrs = backend::resolve(&args.backend).map_err(StartError::Config)?;
-    let shared = Arc::new(Shared::new(seg, params, backend::Backend::new("default", addrs)));
+    let (policy, be) = crate::load_policy(&args)?;
+    let addrs = backend::resolve(&be).map_err(StartError::Config)?;
+    let mut shared = Shared::new(seg, params, backend::Backend::new("default", addrs));
+    if let Some(p) = policy {
+        shared.policy = p;
+    }
+    let shared = Arc::new(shared);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("cache-worker").build()?;
     let (tx, rx) = tokio::sync::watch::channel(false);
     let stop = tx.clone();

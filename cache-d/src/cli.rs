@@ -38,9 +38,19 @@ pub struct Args {
     #[arg(short = 'a', value_name = "[NAME=][HOST]:PORT")]
     pub listen: Vec<String>,
 
-    /// Backend server: host[:port] (port defaults to 8080).
-    #[arg(short = 'b', value_name = "HOST[:PORT]", required = true)]
-    pub backend: String,
+    /// Backend server: host[:port] (port defaults to 8080). Required unless
+    /// -f names a VCL file that declares a backend.
+    #[arg(short = 'b', value_name = "HOST[:PORT]", required_unless_present = "vcl")]
+    pub backend: Option<String>,
+
+    /// VCL file with the caching policy (the supported subset is listed
+    /// in cache-d(1)); its first backend is the default backend.
+    #[arg(short = 'f', value_name = "FILE")]
+    pub vcl: Option<PathBuf>,
+
+    /// Compile the -f file, print the result, and exit (0 if it compiles).
+    #[arg(short = 'C', requires = "vcl")]
+    pub check: bool,
 
     /// Instance directory: an absolute path, or a name under the state
     /// directory (see cache-d(1)). Holds the shared-memory segment.

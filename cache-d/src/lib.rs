@@ -103,9 +103,34 @@ pub fn params_from_args(args: &Args) -> Result<Params, StartError> {
     Ok(params)
 }
 
+/// Load and compile the `-f` file: the policy and the backend address
+/// (from `-b`, else the VCL's first backend).
+pub fn load_policy(args: &Args) -> Result<(Option<std::sync::Arc<dyn policy::Policy>>, String), StartError> {
+    let Some(path) = &args.vcl else {
+        let b = args.backend.clone().ok_or_else(|| StartError::Config("give -b or -f".into()))?;
+        return Ok((None, b));
+    };
+    let prog = vcl::parse_file(path).map_err(|e| StartError::Config(format!("VCL compilation failed:\n{e}")))?;
+    let compiled =
+        vcl::compile::compile(&prog).map_err(|e| StartError::Config(format!("VCL compilation failed:\n{}", e.render(&prog.files))))?;
+    let backend = match (&args.backend, &compiled.backend) {
+        (Some(b), _) => b.clone(),
+        (None, Some(b)) => b.clone(),
+        (None, None) => return Err(StartError::Config(format!("{}: declares no backend, and no -b was given", path.display()))),
+    };
+    let p: std::sync::Arc<dyn policy::Policy> =
+        std::sync::Arc::new(vcl::compile::VclPolicy { name: "boot".into(), prog: std::sync::Arc::new(compiled) });
+    Ok((Some(p), backend))
+}
+
 /// Everything `main` needs: the manager, or (with the internal `--child`)
 /// the child it starts.
 pub fn run(args: Args) -> Result<(), StartError> {
+    if args.check {
+        load_policy(&args)?;
+        println!("VCL compiled.");
+        return Ok(());
+    }
     if args.child {
         child::run(args)
     } else {

@@ -142,7 +142,10 @@ fn load_secret(dir: &Path, arg: Option<&Path>) -> Result<(Option<Vec<u8>>, Optio
 /// socket, run and supervise the child until SIGTERM.
 pub fn run(args: Args) -> Result<(), StartError> {
     let params = crate::params_from_args(&args)?;
-    crate::backend::resolve(&args.backend).map_err(StartError::Config)?;
+    // Compile the VCL (and find the backend) before anything starts, so a
+    // bad file is reported at once with its line and column.
+    let (_, backend) = crate::load_policy(&args)?;
+    crate::backend::resolve(&backend).map_err(StartError::Config)?;
     let dir = instance::resolve(args.name.as_deref());
     let ready = if args.foreground || args.debug { None } else { Some(daemon::fork()?) };
     let started = (|| {
@@ -268,7 +271,13 @@ impl Mgr {
         self.seg.new_generation(|name| name.starts_with("MGT."));
         let exe = std::env::current_exe().map_err(|e| format!("cannot find our own binary: {e}"))?;
         let mut cmd = Command::new(exe);
-        cmd.arg("--child").arg("-n").arg(&self.dir).arg("-b").arg(&self.args.backend);
+        cmd.arg("--child").arg("-n").arg(&self.dir);
+        if let Some(b) = &self.args.backend {
+            cmd.arg("-b").arg(b);
+        }
+        if let Some(f) = &self.args.vcl {
+            cmd.arg("-f").arg(std::fs::canonicalize(f).unwrap_or_else(|_| f.clone()));
+        }
         cmd.arg("-s").arg(format!("malloc,{}", self.params().storage));
         cmd.env(child::ENV_FDS, fds.join(",")).env(child::ENV_PARAMS, params);
         if !self.args.foreground && !self.args.debug {

@@ -58,6 +58,8 @@ pub struct Req {
     pub minor: u8,
     pub headers: Headers,
     pub server_ip: String,
+    /// The client's address (for ACLs); None where it is not known.
+    pub client_ip: Option<std::net::IpAddr>,
 }
 
 /// What vcl_recv decides.
@@ -199,6 +201,7 @@ mod tests {
                 hdrs.iter().map(|(n, v)| (Bytes::copy_from_slice(n.as_bytes()), Bytes::copy_from_slice(v.as_bytes()))).collect(),
             ),
             server_ip: "127.0.0.1".into(),
+            client_ip: None,
         }
     }
 

@@ -261,6 +261,7 @@ impl Sess {
             minor: head.minor,
             headers: Headers(head.headers.iter().map(|(n, v)| (head.raw.slice(n.clone()), head.raw.slice(v.clone()))).collect()),
             server_ip: self.local.ip().to_string(),
+            client_ip: Some(self.peer.ip()),
         };
         log.rec(Tag::VclCall, side, rxid, b"RECV");
         let action = sh.policy.recv(&mut req);

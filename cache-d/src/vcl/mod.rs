@@ -4,6 +4,7 @@
 
 pub mod ast;
 pub mod check;
+pub mod compile;
 pub mod diag;
 pub mod lex;
 pub mod parse;
@@ -31,6 +32,12 @@ fn parse_into(prog: &mut Program, name: String, src: String, dir: Option<&Path>,
     prog.files.push((name, src));
     let src = prog.files[file].1.clone();
     let toks = lex::lex(&src).map_err(|e| VclError { msg: e.msg, pos: Pos { file, at: e.at, len: e.len } })?;
+    if depth == 0 && !matches!(toks.first().map(|t| &t.tok), Some(lex::Tok::Ident(w)) if w == "vcl") {
+        return Err(VclError {
+            msg: "VCL version declaration missing: VCL 4 files start with \"vcl 4.1;\" (is this a Varnish 2 or 3 file? see cache-d(1) for the 4.1 spellings)".into(),
+            pos: Pos { file, at: 0, len: 1 },
+        });
+    }
     let items = parse::Parser::new(&toks, file).program()?;
     for item in items {
         if let Item::Include { path, pos } = &item {

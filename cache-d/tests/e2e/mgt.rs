@@ -383,3 +383,73 @@ fn cache_adm_interactive_shell_completes_and_runs_commands() {
     assert!(history.contains("ping") && history.contains("status"), "{history}");
     let _ = tmux(&["kill-server"]);
 }
+
+/// A VCL file from tests/vcl with the origin's port filled in.
+fn vcl_file(dir: &Path, name: &str, origin: &Origin) -> std::path::PathBuf {
+    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vcl").join(name)).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, src.replace("ORIGIN_PORT", &origin.port.to_string())).unwrap();
+    path
+}
+
+#[test]
+fn a_wordpress_vcl_drives_the_cache() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let f = vcl_file(tmp.path(), "wordpress.vcl", &origin);
+    let o = run("cache-d", &["-C", "-f", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // No -b: the backend comes from the VCL.
+    let d = Daemon::start_args(&tmp.path().join("i"), &["-f", f.to_str().unwrap()]);
+    let mut c = Client::connect(d.port);
+    let ids = |r: &Resp| r.header("x-varnish").unwrap().split(' ').count();
+    let r = c.get("/size/10?max_age=60", "");
+    assert_eq!(r.header("x-policy"), Some("wordpress"), "vcl_deliver ran");
+    assert_eq!(ids(&c.get("/size/10?max_age=60", "")), 2, "cached");
+    // Analytics cookies are stripped, so this is a hit too.
+    assert_eq!(ids(&c.get("/size/10?max_age=60", "Cookie: _ga=GA1.2.3\r\n")), 2);
+    // Any other cookie: pass.
+    assert_eq!(ids(&c.get("/size/10?max_age=60", "Cookie: session=1\r\n")), 1);
+    // Static files lose their cookies and are cached.
+    c.get("/size/5?f=site.css", "Cookie: session=1\r\n");
+    assert_eq!(ids(&c.get("/size/5?f=site.css", "Cookie: session=2\r\n")), 2);
+    // The admin always passes.
+    let before = counter(&stat(&d.dir), "MAIN.s_pass").unwrap();
+    c.get("/wp-admin/", "");
+    c.get("/wp-admin/", "");
+    assert_eq!(counter(&stat(&d.dir), "MAIN.s_pass"), Some(before + 2));
+    // PURGE from localhost (in the ACL) purges.
+    c.send_raw(b"PURGE /size/10?max_age=60 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    assert_eq!(c.read_response(false).unwrap().status, 200);
+    assert_eq!(ids(&c.get("/size/10?max_age=60", "")), 1, "a miss after the purge");
+    let once = stat(&d.dir);
+    assert_eq!(counter(&once, "MAIN.n_purges"), Some(1), "{once}");
+    // beresp.ttl = 1h for octet-stream bodies.
+    let log = stdout(&run("cache-log", &["-d", "-n", d.dir.to_str().unwrap()]));
+    assert!(log.contains("-   VCL_call       RECV"), "{log}");
+}
+
+#[test]
+fn bad_and_old_vcl_fail_with_positions_and_hints() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let f = vcl_file(tmp.path(), "varnish2.vcl", &origin);
+    let o = run("cache-d", &["-C", "-f", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("VCL version declaration missing") && err.contains("Line 1"), "{err}");
+    // With the version line, the first old construct gets its 4.1 spelling.
+    let src = std::fs::read_to_string(&f).unwrap();
+    std::fs::write(&f, format!("vcl 4.1;\n{src}")).unwrap();
+    let err = stderr(&run("cache-d", &["-C", "-f", f.to_str().unwrap()]));
+    assert!(err.contains("Line 7") && err.contains("use ban("), "{err}");
+    let bad = tmp.path().join("bad.vcl");
+    std::fs::write(&bad, "vcl 4.1;\nsub vcl_recv {\n    if (req.url ~ \"(\") { return (pass); }\n}\n").unwrap();
+    let o = run("cache-d", &["-C", "-f", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("Regexp compilation error") && stderr(&o).contains("Line 3"), "{}", stderr(&o));
+    // The daemon refuses to start with it, naming the place.
+    let o = run("cache-d", &["-F", "-a", "127.0.0.1:0", "-f", bad.to_str().unwrap(), "-n", tmp.path().join("i").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("bad.vcl' Line 3"), "{}", stderr(&o));
+}

@@ -71,9 +71,16 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(dir: &Path, backend: &str, extra: &[&str]) -> Daemon {
+        let mut args = vec!["-b", backend];
+        args.extend_from_slice(extra);
+        Daemon::start_args(dir, &args)
+    }
+
+    /// Start with these arguments (after -F -a 127.0.0.1:0 -n DIR).
+    pub fn start_args(dir: &Path, extra: &[&str]) -> Daemon {
         let _ = std::fs::remove_file(dir.join("_.listen"));
         let child = Command::new(bin("cache-d"))
-            .args(["-F", "-a", "127.0.0.1:0", "-b", backend, "-n"])
+            .args(["-F", "-a", "127.0.0.1:0", "-n"])
             .arg(dir)
             .args(extra)
             .stdout(Stdio::null())
