@@ -14,8 +14,11 @@ use common::adm::{self, status};
 use common::counters::C;
 use common::segment::SegmentWriter;
 
+use std::collections::HashMap;
+
 use crate::cli::Args;
 use crate::params::Params;
+use crate::policy::Policy;
 use crate::server::{self, Listener, Shared};
 use crate::{backend, StartError};
 
@@ -70,9 +73,9 @@ pub fn run(args: Args) -> Result<(), StartError> {
     seg.set(C::NBackend, 1);
     let (policy, be) = crate::load_policy(&args)?;
     let addrs = backend::resolve(&be).map_err(StartError::Config)?;
-    let mut shared = Shared::new(seg, params, backend::Backend::new("default", addrs));
+    let shared = Shared::new(seg, params, backend::Backend::new("default", addrs));
     if let Some(p) = policy {
-        shared.policy = p;
+        shared.set_policy("boot", p);
     }
     let shared = Arc::new(shared);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("cache-worker").build()?;
@@ -99,6 +102,9 @@ pub fn run(args: Args) -> Result<(), StartError> {
 fn control(ctl: UnixStream, sh: &Shared) {
     let Ok(mut out) = ctl.try_clone() else { return };
     let mut input = BufReader::new(ctl);
+    // Loaded programs by name; "boot" is the one we started with.
+    let mut vcls: HashMap<String, Arc<dyn Policy>> = HashMap::new();
+    vcls.insert("boot".into(), sh.policy().policy.clone());
     loop {
         let args = match adm::read_command(&mut input, usize::MAX, false) {
             Ok(Some(Ok(a))) => a,
@@ -108,7 +114,7 @@ fn control(ctl: UnixStream, sh: &Shared) {
             }
             Ok(None) | Err(_) => return,
         };
-        let (code, body) = command(sh, &args);
+        let (code, body) = command(sh, &mut vcls, &args);
         if out.write_all(&adm::frame(code, &body)).is_err() {
             return;
         }
@@ -116,9 +122,31 @@ fn control(ctl: UnixStream, sh: &Shared) {
 }
 
 /// Commands the child answers (the manager relays them).
-fn command(sh: &Shared, args: &[String]) -> (u16, String) {
+fn command(sh: &Shared, vcls: &mut HashMap<String, Arc<dyn Policy>>, args: &[String]) -> (u16, String) {
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     match a.as_slice() {
+        ["vcl.load" | "vcl.inline", name, src] => {
+            let parsed = if a[0] == "vcl.load" { crate::vcl::parse_file(Path::new(src)) } else { crate::vcl::parse_source(name, src) };
+            let compiled = parsed.map_err(|e| e.to_string()).and_then(|p| crate::vcl::compile::compile(&p).map_err(|e| e.render(&p.files)));
+            match compiled {
+                Ok(c) => {
+                    vcls.insert(name.to_string(), Arc::new(crate::vcl::compile::VclPolicy { name: name.to_string(), prog: Arc::new(c) }));
+                    (status::OK, String::new())
+                }
+                Err(e) => (status::PARAM, e),
+            }
+        }
+        ["vcl.use", name] => match vcls.get(*name) {
+            Some(p) => {
+                sh.set_policy(name, p.clone());
+                (status::OK, format!("VCL '{name}' now active"))
+            }
+            None => (status::PARAM, format!("No VCL named {name} known.")),
+        },
+        ["vcl.discard", name] => {
+            vcls.remove(*name);
+            (status::OK, String::new())
+        }
         ["ping", ..] => (status::OK, format!("PONG {} 1.0", crate::util::now() as u64)),
         ["param.set", name, value] => {
             let mut p = (**sh.params()).clone();

@@ -106,7 +106,7 @@ impl Sess {
         let age = (now() - obj.life.t_origin).max(0.0) as u64;
         headers.set("Age", Bytes::from(age.to_string()));
         log.rec(Tag::VclCall, side, rxid, b"DELIVER");
-        sh.policy.deliver(req, &mut headers);
+        self.policy().deliver(req, &mut headers);
         log.rec(Tag::VclReturn, side, rxid, b"deliver");
         let len = obj.body.known_len();
         let (mut status, mut reason): (u16, &[u8]) = (obj.status, &obj.reason);

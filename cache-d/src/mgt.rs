@@ -76,6 +76,15 @@ pub struct Mgr {
     child: Mutex<ChildSlot>,
     pub panic: Mutex<Option<PanicRecord>>,
     pub stopping: AtomicBool,
+    pub vcls: Mutex<VclState>,
+}
+
+/// The loaded VCL programs (the manager keeps the sources, so a new child
+/// gets them all back) and the active one.
+pub struct VclState {
+    /// (name, source text, file it came from).
+    pub list: Vec<(String, String, Option<PathBuf>)>,
+    pub active: String,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -145,6 +154,10 @@ pub fn run(args: Args) -> Result<(), StartError> {
     // Compile the VCL (and find the backend) before anything starts, so a
     // bad file is reported at once with its line and column.
     let (_, backend) = crate::load_policy(&args)?;
+    let boot_source = match &args.vcl {
+        Some(f) => std::fs::read_to_string(f).unwrap_or_default(),
+        None => "// The built-in policy (no -f was given): see cache-d(1).\n".to_string(),
+    };
     crate::backend::resolve(&backend).map_err(StartError::Config)?;
     let dir = instance::resolve(args.name.as_deref());
     let ready = if args.foreground || args.debug { None } else { Some(daemon::fork()?) };
@@ -196,6 +209,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
         child: Mutex::new(ChildSlot { proc: None, ctl: None, state: ChildState::Stopped, wanted: true, last_start: None }),
         panic: Mutex::new(None),
         stopping: AtomicBool::new(false),
+        vcls: Mutex::new(VclState { list: vec![("boot".into(), boot_source, None)], active: "boot".into() }),
     });
     for l in admin {
         let m = mgr.clone();
@@ -293,7 +307,30 @@ impl Mgr {
         slot.state = ChildState::Running;
         slot.last_start = Some(Instant::now());
         self.seg.add(C::MgtChildStart, 1);
+        drop(slot);
+        self.replay_vcls();
         Ok(())
+    }
+
+    /// Give a new child every loaded program and the active choice.
+    fn replay_vcls(&self) {
+        let (list, active) = {
+            let v = self.vcls.lock().unwrap_or_else(|e| e.into_inner());
+            (v.list.clone(), v.active.clone())
+        };
+        for (name, src, path) in list.iter().filter(|(n, _, _)| n != "boot") {
+            let cmd = match path {
+                Some(p) => vec!["vcl.load".to_string(), name.clone(), p.display().to_string()],
+                None => vec!["vcl.inline".to_string(), name.clone(), src.clone()],
+            };
+            let (code, body) = self.relay(&cmd);
+            if code != status::OK {
+                self.log(&format!("could not reload VCL {name} in the new child: {body}"));
+            }
+        }
+        if active != "boot" {
+            let _ = self.relay(&["vcl.use".to_string(), active]);
+        }
     }
 
     /// Ask the child to stop and wait for it (up to `deadline`).

@@ -228,19 +228,8 @@ pub fn command(mgr: &Mgr, args: &[String]) -> (u16, String) {
             ),
         ),
         "storage.list" => (status::OK, "Storage devices:\n\tstorage.s0 = malloc\n\tstorage.Transient = malloc".into()),
-        "vcl.list" if jflag => (
-            status::OK,
-            json(
-                2,
-                &json_args,
-                serde_json::json!([{"status": "active", "state": "auto", "temperature": "warm", "busy": 0, "name": "boot"}]),
-            ),
-        ),
-        "vcl.list" => (status::OK, "active      auto/warm          0 boot".into()),
-        "vcl.load" | "vcl.inline" | "vcl.use" | "vcl.discard" | "vcl.show" | "vcl.state" | "vcl.label" => (
-            status::UNIMPL,
-            "VCL is not supported yet: cache-d runs the built-in policy (\"boot\"); the policy language comes with its own release.".into(),
-        ),
+        "vcl.list" | "vcl.load" | "vcl.inline" | "vcl.use" | "vcl.discard" | "vcl.show" => vcl_command(mgr, name, rest, &json_args, jflag),
+        "vcl.state" | "vcl.label" => (status::UNIMPL, format!("{name} is not supported yet")),
         "ban" | "ban.list" | "backend.list" | "backend.set_health" => {
             let mut a = json_args.clone();
             a[0] = name.to_string();
@@ -281,6 +270,99 @@ fn help(args: &[String], rest: &[String], jflag: bool) -> (u16, String) {
             }
             (status::OK, s)
         }
+    }
+}
+
+/// The vcl.* family: the manager compiles (so errors come back at once),
+/// keeps the sources, and the child loads and switches.
+fn vcl_command(mgr: &Mgr, name: &str, rest: &[String], json_args: &[String], jflag: bool) -> (u16, String) {
+    let pos = positional(rest);
+    let mut st = mgr.vcls.lock().unwrap_or_else(|e| e.into_inner());
+    let known = |st: &crate::mgt::VclState, n: &str| st.list.iter().any(|(x, _, _)| x == n);
+    match (name, pos.as_slice()) {
+        ("vcl.list", _) => {
+            let rows: Vec<(String, &str)> =
+                st.list.iter().map(|(n, _, _)| (n.clone(), if *n == st.active { "active" } else { "available" })).collect();
+            if jflag {
+                let v: Vec<_> = rows
+                    .iter()
+                    .map(|(n, s)| serde_json::json!({"status": s, "state": "auto", "temperature": "warm", "busy": 0, "name": n}))
+                    .collect();
+                return (status::OK, json(2, json_args, v.into()));
+            }
+            let text: Vec<String> = rows.iter().map(|(n, s)| format!("{s:<11} {:<9} {:>10} {n}", "auto/warm", 0)).collect();
+            (status::OK, text.join("\n"))
+        }
+        ("vcl.load" | "vcl.inline", [vname, src, ..]) => {
+            if known(&st, vname) {
+                return (status::PARAM, format!("Already a VCL program named {vname}"));
+            }
+            let (parsed, path, text) = if name == "vcl.load" {
+                let p = std::fs::canonicalize(src).unwrap_or_else(|_| std::path::PathBuf::from(src));
+                (crate::vcl::parse_file(&p), Some(p), std::fs::read_to_string(src).unwrap_or_default())
+            } else {
+                (crate::vcl::parse_source(vname, src), None, src.to_string())
+            };
+            let compiled = parsed
+                .map_err(|e| e.to_string())
+                .and_then(|p| crate::vcl::compile::compile(&p).map(|_| ()).map_err(|e| e.render(&p.files)));
+            if let Err(e) = compiled {
+                return (
+                    status::PARAM,
+                    format!("Message from VCC-compiler:\n{e}Running VCC-compiler failed, exited with 2\nVCL compilation failed"),
+                );
+            }
+            if mgr.child_state() == ChildState::Running {
+                let cmd = match &path {
+                    Some(p) => vec!["vcl.load".to_string(), vname.to_string(), p.display().to_string()],
+                    None => vec!["vcl.inline".to_string(), vname.to_string(), text.clone()],
+                };
+                let (code, body) = mgr.relay(&cmd);
+                if code != status::OK {
+                    return (code, body);
+                }
+            }
+            st.list.push((vname.to_string(), text, path));
+            (status::OK, "VCL compiled.".into())
+        }
+        ("vcl.use", [vname]) => {
+            if !known(&st, vname) {
+                return (status::PARAM, format!("No VCL named {vname} known."));
+            }
+            if mgr.child_state() == ChildState::Running {
+                let (code, body) = mgr.relay(&["vcl.use".to_string(), vname.to_string()]);
+                if code != status::OK {
+                    return (code, body);
+                }
+            }
+            st.active = vname.to_string();
+            (status::OK, format!("VCL '{vname}' now active"))
+        }
+        ("vcl.discard", names) if !names.is_empty() => {
+            for n in names {
+                if !known(&st, n) {
+                    return (status::PARAM, format!("No VCL named {n} known."));
+                }
+                if *n == st.active {
+                    return (status::PARAM, format!("Cannot discard active VCL program {n}"));
+                }
+            }
+            for n in names {
+                st.list.retain(|(x, _, _)| x != n);
+                if mgr.child_state() == ChildState::Running {
+                    let _ = mgr.relay(&["vcl.discard".to_string(), n.to_string()]);
+                }
+            }
+            (status::OK, String::new())
+        }
+        ("vcl.show", args) => {
+            let want = args.iter().find(|a| !a.starts_with('-')).copied().unwrap_or(st.active.as_str()).to_string();
+            match st.list.iter().find(|(n, _, _)| *n == want) {
+                Some((_, src, _)) => (status::OK, src.clone()),
+                None => (status::PARAM, format!("No VCL named {want} known.")),
+            }
+        }
+        _ => (status::TOOFEW, "Too few parameters".into()),
     }
 }
 

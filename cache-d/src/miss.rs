@@ -156,7 +156,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
     );
     f.log.rec(Tag::VclCall, side, v, b"BACKEND_RESPONSE");
     let mut b = Beresp { status, headers: &h, ttl: life.ttl, grace: life.grace, keep: life.keep, bereq_uncacheable: false };
-    let action = sh.policy.backend_response(&mut b);
+    let action = sh.policy().policy.backend_response(&mut b);
     life.ttl = b.ttl;
     life.grace = b.grace;
     life.keep = b.keep;

@@ -23,8 +23,9 @@ pub struct Shared {
     params: ArcSwap<Params>,
     pub backend: Backend,
     pub cache: Cache,
-    /// The request-path hooks (the built-in policy until VCL lands).
-    pub policy: Arc<dyn Policy>,
+    /// The active policy (built-in, or a compiled VCL), swapped whole by
+    /// vcl.use; a request keeps the one it started with.
+    policy: ArcSwap<Active>,
     /// Our Via value: `1.1 <host> (cachekit/<version>)`.
     pub via: String,
     vxid: AtomicU32,
@@ -34,7 +35,18 @@ impl Shared {
     pub fn new(seg: Arc<SegmentWriter>, params: Params, backend: Backend) -> Shared {
         let via = format!("1.1 {} (cachekit/{})", crate::util::hostname(), env!("CARGO_PKG_VERSION"));
         let cache = Cache::new(params.storage, Some(seg.clone()));
-        Shared { seg, params: ArcSwap::from_pointee(params), backend, cache, policy: Arc::new(Builtin), via, vxid: AtomicU32::new(1) }
+        let policy = ArcSwap::from_pointee(Active { name: "boot".into(), policy: Arc::new(Builtin) });
+        Shared { seg, params: ArcSwap::from_pointee(params), backend, cache, policy, via, vxid: AtomicU32::new(1) }
+    }
+
+    /// The policy for a request starting now.
+    pub fn policy(&self) -> Arc<Active> {
+        self.policy.load_full()
+    }
+
+    /// Make `policy` the active one for requests that start from now on.
+    pub fn set_policy(&self, name: &str, policy: Arc<dyn Policy>) {
+        self.policy.store(Arc::new(Active { name: name.to_string(), policy }));
     }
 
     /// The parameters in force (cheap: an atomic load).
@@ -56,6 +68,12 @@ impl Shared {
             }
         }
     }
+}
+
+/// The active policy and its name (for VCL_use records and vcl.list).
+pub struct Active {
+    pub name: String,
+    pub policy: Arc<dyn Policy>,
 }
 
 /// A bound listener and its name (`a0`, `a1`... or the `-a name=`).

@@ -75,6 +75,9 @@ pub(crate) struct Sess {
     /// Reusable buffers: response/bereq heads and chunk framing.
     pub(crate) wire: Vec<u8>,
     pub(crate) scratch: Vec<u8>,
+    /// The policy the current request started with (vcl.use does not
+    /// change it mid-request).
+    pub(crate) active: Option<Arc<crate::server::Active>>,
 }
 
 /// What the steps after recv need to know about the request.
@@ -119,7 +122,7 @@ pub async fn run(
         vxid,
         format_args!("{} {} {} {} {} {:.6} {}", peer.ip(), peer.port(), listen, local.ip(), local.port(), t0, stream.as_raw_fd()),
     );
-    let mut s = Sess { sh, peer, local, listen, vxid, log, wire: Vec::with_capacity(1024), scratch: Vec::new() };
+    let mut s = Sess { active: None, sh, peer, local, listen, vxid, log, wire: Vec::with_capacity(1024), scratch: Vec::new() };
     let mut c = BufConn::new(stream);
     let reason = loop {
         match read_head(&s, &mut c, &mut stop).await {
@@ -193,6 +196,14 @@ impl Clock {
 }
 
 impl Sess {
+    /// The current request's policy.
+    pub(crate) fn policy(&self) -> Arc<dyn crate::policy::Policy> {
+        match &self.active {
+            Some(a) => a.policy.clone(),
+            None => self.sh.policy().policy.clone(),
+        }
+    }
+
     fn begin_req(&mut self, t_start: f64) -> (u32, Batch, Clock) {
         let rxid = self.sh.next_vxid();
         self.log.recf(Tag::Link, LogSide::Client, self.vxid, format_args!("req {rxid} rxreq"));
@@ -263,12 +274,16 @@ impl Sess {
             server_ip: self.local.ip().to_string(),
             client_ip: Some(self.peer.ip()),
         };
+        // This request runs on the policy active now, to its end.
+        let active = sh.policy();
+        self.active = Some(active.clone());
+        log.rec(Tag::VclUse, side, rxid, active.name.as_bytes());
         log.rec(Tag::VclCall, side, rxid, b"RECV");
-        let action = sh.policy.recv(&mut req);
+        let action = active.policy.recv(&mut req);
         log.rec(Tag::VclReturn, side, rxid, action.word().as_bytes());
         log.rec(Tag::VclCall, side, rxid, b"HASH");
         let mut key = Vec::with_capacity(req.url.len() + 32);
-        sh.policy.hash(&req, &mut key);
+        active.policy.hash(&req, &mut key);
         log.rec(Tag::VclReturn, side, rxid, b"lookup");
         let ctx = ReqCtx { rxid, hdr_rx, keep, head_only: &req.method[..] == b"HEAD" };
         match action {
@@ -511,7 +526,7 @@ impl Sess {
                 .collect(),
         );
         log.rec(Tag::VclCall, side, rxid, b"DELIVER");
-        sh.policy.deliver(req, &mut resp_headers);
+        self.policy().deliver(req, &mut resp_headers);
         log.rec(Tag::VclReturn, side, rxid, b"deliver");
         let framing_header = match resp.framing {
             Framing::Length(n) => Some((&b"Content-Length"[..], n.to_string())),

@@ -52,8 +52,8 @@ fn start(origin: &Origin) -> InProcess {
     let path = dir.path().join("i");
     let seg = Arc::new(SegmentWriter::create(&path, 1 << 20).unwrap());
     let be = Backend::new("default", backend::resolve(&format!("127.0.0.1:{}", origin.port)).unwrap());
-    let mut sh = Shared::new(seg, Params::default(), be);
-    sh.policy = Arc::new(TestPolicy);
+    let sh = Shared::new(seg, Params::default(), be);
+    sh.set_policy("test", Arc::new(TestPolicy));
     let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = socket.local_addr().unwrap().port();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();

@@ -67,7 +67,7 @@ fn the_real_varnishadm_drives_cache_d() {
     let (rc, out) = adm(&t, &s, &["frobnicate"]);
     assert!(rc == 1 && out.contains("101"), "{out}");
     let (rc, out) = adm(&t, &s, &["vcl.load", "x", "/dev/null"]);
-    assert!(rc == 1 && out.contains("102"), "{out}");
+    assert!(rc == 1 && out.contains("106") && out.contains("VCL compilation failed"), "{out}");
     let (rc, out) = adm(&t, &s, &["ban", "req.url", "~", "^/old"]);
     assert_eq!(rc, 0, "{out}");
     let (rc, out) = adm(&t, &s, &["ban.list"]);
@@ -452,4 +452,67 @@ fn bad_and_old_vcl_fail_with_positions_and_hints() {
     let o = run("cache-d", &["-F", "-a", "127.0.0.1:0", "-f", bad.to_str().unwrap(), "-n", tmp.path().join("i").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("bad.vcl' Line 3"), "{}", stderr(&o));
+}
+
+#[test]
+fn vcl_use_switches_under_load_and_survives_a_child_restart() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let ds = d.dir.to_str().unwrap().to_string();
+    let tagged = "vcl 4.1; sub vcl_deliver { set resp.http.X-Policy = \"tagged\"; }";
+    let o = run("cache-adm", &["-n", &ds, "vcl.inline", "tagged", tagged]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    // A broken program is refused with the compiler's message; nothing changes.
+    let o = run("cache-adm", &["-n", &ds, "vcl.inline", "broken", "vcl 4.1; sub vcl_recv { return (deliver); }"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("Invalid return \"deliver\" in vcl_recv"), "{}", stdout(&o));
+    // Traffic runs in the background while the program switches.
+    let port = d.port;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let st = stop.clone();
+    let load = std::thread::spawn(move || {
+        let (mut ok, mut bad, mut tagged_seen) = (0, 0, 0);
+        let mut c = Client::connect(port);
+        while !st.load(std::sync::atomic::Ordering::Relaxed) {
+            let r = c.get("/size/100?max_age=60", "");
+            if r.status == 200 && r.body.len() == 100 {
+                ok += 1;
+            } else {
+                bad += 1;
+            }
+            if r.header("x-policy") == Some("tagged") {
+                tagged_seen += 1;
+            }
+        }
+        (ok, bad, tagged_seen)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let o = run("cache-adm", &["-n", &ds, "vcl.use", "tagged"]);
+    assert!(stdout(&o).contains("VCL 'tagged' now active"), "{}", stdout(&o));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (ok, bad, tagged_seen) = load.join().unwrap();
+    assert_eq!(bad, 0, "no failed request during the switch ({ok} ok)");
+    assert!(ok > 10 && tagged_seen > 0 && tagged_seen < ok, "{ok} {tagged_seen}");
+    let list = stdout(&run("cache-adm", &["-n", &ds, "vcl.list"]));
+    assert!(list.contains("available") && list.contains("active      auto/warm          0 tagged"), "{list}");
+    let o = run("cache-adm", &["-n", &ds, "vcl.discard", "tagged"]);
+    assert!(o.status.code() == Some(1) && stdout(&o).contains("Cannot discard active"), "{}", stdout(&o));
+    assert!(stdout(&run("cache-adm", &["-n", &ds, "vcl.show", "tagged"])).contains("X-Policy"));
+    // A new child gets the active program back.
+    let pid = child_pid(&d.dir).unwrap();
+    // SAFETY: killing the daemon's child on purpose.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let r = wait_for(10, "the new child", || {
+        (counter(&stat(&d.dir), "MGT.child_start") == Some(2)).then_some(())?;
+        std::net::TcpStream::connect(("127.0.0.1", d.port)).ok()?;
+        let r = Client::connect(d.port).get("/size/1", "");
+        (r.status == 200).then_some(r)
+    });
+    assert_eq!(r.header("x-policy"), Some("tagged"));
+    // Back to the boot program.
+    run("cache-adm", &["-n", &ds, "vcl.use", "boot"]);
+    assert_eq!(Client::connect(d.port).get("/size/2", "").header("x-policy"), None);
+    assert_eq!(run("cache-adm", &["-n", &ds, "vcl.discard", "tagged"]).status.code(), Some(0));
 }
