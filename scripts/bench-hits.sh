@@ -3,10 +3,12 @@
 # -s malloc,256m) side by side in one run, wrk on hits of 1 B, 10 KiB and
 # 100 KiB objects, alternating, medians of the rounds; then the RSS of each
 # after caching 100,000 objects of 1 KiB.
-# Usage: scripts/bench-hits.sh [seconds-per-run] [rounds] [objects-for-rss]
+# With a VCL file as the fourth argument (ORIGIN_PORT in it is replaced by
+# the test origin's port), both run that policy (-f) instead of -b.
+# Usage: scripts/bench-hits.sh [seconds-per-run] [rounds] [objects-for-rss] [policy.vcl]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=${1:-5}; rounds=${2:-3}; nobj=${3:-100000}
+secs=${1:-5}; rounds=${2:-3}; nobj=${3:-100000}; vclsrc=${4:-}
 for t in wrk varnishd varnishadm varnishstat; do
     command -v "$t" >/dev/null || { echo "bench: needs $t (apt-get install wrk varnish)" >&2; exit 2; }
 done
@@ -14,11 +16,17 @@ done
 # stack.sh started cache-d with defaults; restart it with the same storage as Varnish.
 kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true; unset 'pids[-1]'
 rm -f "$work/inst/_.listen"
-"$bin/cache-d" -F -a 127.0.0.1:0 -b "$origin" -n "$work/inst" -s malloc,256m &
+policy=(-b "$origin")
+if [ -n "$vclsrc" ]; then
+    sed "s/ORIGIN_PORT/${origin##*:}/" "$vclsrc" >"$work/policy.vcl"
+    policy=(-f "$work/policy.vcl")
+    echo "policy: $vclsrc (both)"
+fi
+"$bin/cache-d" -F -a 127.0.0.1:0 "${policy[@]}" -n "$work/inst" -s malloc,256m &
 cpid=$!; pids+=($cpid)
 until [ -s "$work/inst/_.listen" ]; do sleep 0.05; done
 read -r _ ip port <"$work/inst/_.listen"
-varnishd -j none -F -a 127.0.0.1:0 -b "$origin" -n "$work/varnish" -s malloc,256m -p default_ttl=3600 >"$work/varnish.log" 2>&1 &
+varnishd -j none -F -a 127.0.0.1:0 "${policy[@]}" -n "$work/varnish" -s malloc,256m -p default_ttl=3600 >"$work/varnish.log" 2>&1 &
 vpid=$!; pids+=($vpid)
 vport=""
 for _ in $(seq 200); do

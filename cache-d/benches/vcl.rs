@@ -1,0 +1,54 @@
+//! The compiled vcl_recv of the WordPress policy (tests/vcl/wordpress.vcl),
+//! against the built-in policy, on a request with analytics cookies that
+//! takes the regsuball path.
+//!
+//! Run: `cargo bench -p cache-d --bench vcl`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use cache_d::policy::{Builtin, Headers, Policy, Req};
+use cache_d::vcl::compile::{compile, VclPolicy};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+
+fn req() -> Req {
+    let h = |n: &'static str, v: &'static str| (Bytes::from_static(n.as_bytes()), Bytes::from_static(v.as_bytes()));
+    Req {
+        method: Bytes::from_static(b"GET"),
+        url: Bytes::from_static(b"/2026/11/hello-world/"),
+        minor: 1,
+        headers: Headers(vec![
+            h("Host", "blog.example.com"),
+            h("User-Agent", "Mozilla/5.0"),
+            h("Accept", "text/html"),
+            h("Cookie", "_ga=GA1.2.3; _gid=GA1.2.4"),
+        ]),
+        server_ip: "127.0.0.1".into(),
+        client_ip: Some("127.0.0.1".parse().unwrap()),
+    }
+}
+
+fn recv(c: &mut Criterion) {
+    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vcl/wordpress.vcl")).expect("corpus file");
+    let prog = cache_d::vcl::parse_source("wordpress.vcl", &src.replace("ORIGIN_PORT", "8080")).expect("parses");
+    let vcl = VclPolicy { name: "wordpress".into(), prog: Arc::new(compile(&prog).expect("compiles")) };
+    let base = req();
+    let mut g = c.benchmark_group("vcl_recv");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("wordpress.vcl (compiled)", |b| {
+        b.iter(|| {
+            let mut r = base.clone();
+            vcl.recv(&mut r)
+        })
+    });
+    g.bench_function("built-in policy", |b| {
+        b.iter(|| {
+            let mut r = base.clone();
+            Builtin.recv(&mut r)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, recv);
+criterion_main!(benches);
