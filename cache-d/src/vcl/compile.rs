@@ -7,7 +7,8 @@
 //! vcl_deliver, user subroutines and `call`; `set`, `unset`, `if`,
 //! `return`; strings, booleans, integers, durations; `== != ~ !~ < > <= >=
 //! && || !` and `+`; regex and ACL matches; `regsub`, `regsuball`,
-//! `hash_data`, `std.tolower`, `std.toupper`; the variables listed in
+//! `hash_data`, `std.tolower`, `std.toupper`, `std.integer`,
+//! `std.duration`, `std.querysort`; the variables listed in
 //! [`var`]. Anything else is a compile error that says it is not supported
 //! yet, never a silent no-op.
 
@@ -351,6 +352,18 @@ fn var_get(name: &str, pos: Pos) -> Result<ExprFn, VclError> {
     })
 }
 
+/// std.querysort: the query string's parameters in sorted order (so
+/// equivalent URLs hash alike); empty parameters are dropped.
+pub fn querysort(url: &str) -> String {
+    let Some((path, query)) = url.split_once('?') else { return url.to_string() };
+    let mut params: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
+    if params.is_empty() {
+        return path.to_string();
+    }
+    params.sort_unstable();
+    format!("{path}?{}", params.join("&"))
+}
+
 /// VCL's replacement syntax (`\1` back-references) in regex's (`${1}`).
 fn vcl_replacement(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -507,6 +520,28 @@ fn expr(e: &Expr, acls: &HashMap<String, Acl>) -> Result<ExprFn, VclError> {
                         Val::Str(if up { t.to_uppercase() } else { t.to_lowercase() })
                     })
                 }
+                ("std.integer", 2) => {
+                    let mut it = a.into_iter();
+                    let (x, fallback) = (it.next(), it.next());
+                    let (Some(x), Some(fallback)) = (x, fallback) else { return unsupported("std.integer()", *pos) };
+                    Box::new(move |cx, c| match x(cx, c).text().trim().parse::<i64>() {
+                        Ok(n) => Val::Int(n),
+                        Err(_) => fallback(cx, c),
+                    })
+                }
+                ("std.duration", 2) => {
+                    let mut it = a.into_iter();
+                    let (x, fallback) = (it.next(), it.next());
+                    let (Some(x), Some(fallback)) = (x, fallback) else { return unsupported("std.duration()", *pos) };
+                    Box::new(move |cx, c| match crate::cache::ban::parse_duration(x(cx, c).text().trim()) {
+                        Some(d) => Val::Dur(d),
+                        None => fallback(cx, c),
+                    })
+                }
+                ("std.querysort", 1) => {
+                    let x = a.into_iter().next().ok_or_else(|| VclError { msg: "needs an argument".into(), pos: *pos })?;
+                    Box::new(move |cx, c| Val::Str(querysort(&x(cx, c).text())))
+                }
                 _ => return unsupported(&format!("Function {name}() with {} arguments", args.len()), *pos),
             }
         }
@@ -607,5 +642,80 @@ impl Policy for VclPolicy {
         let mut copy = req.clone();
         let mut cx = Ctx { req: Some(&mut copy), key: None, beresp: None, resp: Some(resp), client_ip: req.client_ip };
         let _ = self.sub("vcl_deliver", &mut cx);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vcl::parse_source;
+
+    fn recv_url(vcl: &str, url: &str, hdrs: &[(&str, &str)]) -> (Recv, String, Headers) {
+        let p = parse_source("t.vcl", vcl).unwrap_or_else(|e| panic!("{e}"));
+        let c = compile(&p).unwrap_or_else(|e| panic!("{}", e.render(&p.files)));
+        let pol = VclPolicy { name: "t".into(), prog: Arc::new(c) };
+        let mut req = Req {
+            method: Bytes::from_static(b"GET"),
+            url: Bytes::copy_from_slice(url.as_bytes()),
+            minor: 1,
+            headers: Headers(
+                hdrs.iter().map(|(n, v)| (Bytes::copy_from_slice(n.as_bytes()), Bytes::copy_from_slice(v.as_bytes()))).collect(),
+            ),
+            server_ip: "127.0.0.1".into(),
+            client_ip: Some("10.1.2.3".parse().unwrap()),
+        };
+        let r = pol.recv(&mut req);
+        (r, String::from_utf8_lossy(&req.url).into_owned(), req.headers)
+    }
+
+    #[test]
+    fn std_functions_and_regsub() {
+        assert_eq!(querysort("/a?b=2&a=1&&c"), "/a?a=1&b=2&c");
+        assert_eq!(querysort("/a?"), "/a");
+        assert_eq!(querysort("/a"), "/a");
+        let vcl = r#"vcl 4.1;
+            sub vcl_recv {
+                set req.url = std.querysort(req.url);
+                set req.http.X-N = std.integer(req.http.X-Num, 7) + 1;
+                set req.http.X-D = std.duration("90s", 1s) + 30s;
+                set req.http.X-R = regsub(req.url, "^/(\w+)\?.*$", "\1!");
+                return (hash);
+            }"#;
+        let (r, url, h) = recv_url(vcl, "/page?z=1&a=2", &[("X-Num", "41")]);
+        assert_eq!(r, Recv::Hash);
+        assert_eq!(url, "/page?a=2&z=1");
+        assert_eq!(h.get("x-n").unwrap(), &b"42"[..]);
+        assert_eq!(h.get("x-d").unwrap(), &b"120.000"[..]);
+        assert_eq!(h.get("x-r").unwrap(), &b"page!"[..]);
+        let (_, _, h) = recv_url(vcl, "/p", &[("X-Num", "lots")]);
+        assert_eq!(h.get("x-n").unwrap(), &b"8"[..], "the fallback");
+    }
+
+    #[test]
+    fn acls_pick_the_longest_prefix() {
+        let vcl = r#"vcl 4.1;
+            acl inner { "10.0.0.0"/8; ! "10.1.0.0"/16; "10.1.2.3"; }
+            sub vcl_recv { if (client.ip ~ inner) { return (pass); } }"#;
+        // 10.1.2.3 is in /8, excluded by /16, included again by /32.
+        assert_eq!(recv_url(vcl, "/", &[("Host", "x")]).0, Recv::Pass);
+        assert!(in_net("10.1.9.9".parse().unwrap(), "10.1.0.0".parse().unwrap(), 16));
+        assert!(!in_net("11.0.0.1".parse().unwrap(), "10.0.0.0".parse().unwrap(), 8));
+        // Falls through to the built-in policy when the sub does not return.
+        let (r, _, _) = recv_url("vcl 4.1; sub vcl_recv { set req.http.X = \"1\"; }", "/", &[("Host", "x"), ("Cookie", "a=b")]);
+        assert_eq!(r, Recv::Pass, "the built-in policy passes cookies");
+    }
+
+    #[test]
+    fn unsupported_constructs_are_errors() {
+        for src in [
+            "sub vcl_hit { return (deliver); }",
+            "sub vcl_recv { set req.http.x = std.log(\"a\"); }",
+            "sub vcl_recv { set req.ttl = 1s; }",
+            "sub vcl_recv { set req.http.x += \"a\"; }",
+        ] {
+            let p = parse_source("t.vcl", &format!("vcl 4.1;\n{src}")).unwrap();
+            let e = compile(&p).err().expect(src);
+            assert!(e.msg.contains("not supported yet") || e.msg.contains("cannot be set"), "{src}: {}", e.msg);
+        }
     }
 }
