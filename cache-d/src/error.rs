@@ -28,10 +28,6 @@ impl Error {
     pub fn io(side: Side, what: &'static str, e: std::io::Error) -> Error {
         Error { side, what: what.into(), io: Some(e) }
     }
-    /// Is this the peer going away (not worth a log line of its own)?
-    pub fn is_timeout(&self) -> bool {
-        self.io.as_ref().is_some_and(|e| e.kind() == std::io::ErrorKind::TimedOut)
-    }
 }
 
 impl std::fmt::Display for Error {

@@ -270,11 +270,6 @@ impl Reader {
         self.pos
     }
 
-    /// Bytes committed but not read yet.
-    pub fn behind(&self) -> u64 {
-        self.ring.tail().saturating_sub(self.pos)
-    }
-
     /// Copy out what was committed since the last poll.
     pub fn poll(&mut self) -> Poll<'_> {
         let r = self.ring;

@@ -201,7 +201,6 @@ fn rd_u64(b: &[u8], off: usize) -> u64 {
 /// The daemon's side: creates the segment and writes counters and the log.
 pub struct SegmentWriter {
     map: MmapMut,
-    dir: PathBuf,
     path: PathBuf,
     layout: Layout,
     inode: u64,
@@ -245,18 +244,12 @@ impl SegmentWriter {
         // SAFETY: the log section lies inside the mapping and is page aligned.
         let raw = unsafe { RawRing::init(map.as_mut_ptr().add(layout.log), layout.log_len, ring_size) }
             .map_err(|what| SegmentError::Corrupt { dir: dir.to_path_buf(), what: what.into() })?;
-        let seg = SegmentWriter { map, dir: dir.to_path_buf(), path: path.clone(), layout, inode, log: ring::Writer::new(raw) };
+        let seg = SegmentWriter { map, path: path.clone(), layout, inode, log: ring::Writer::new(raw) };
         seg.state_atomic().store(STATE_RUNNING, Ordering::Release);
         fs::rename(&tmp, &path).map_err(io_err(&path))?;
         Ok(seg)
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-    pub fn layout(&self) -> Layout {
-        self.layout
-    }
     pub fn generation(&self) -> u64 {
         self.generation_atomic().load(Ordering::Acquire)
     }
@@ -310,7 +303,7 @@ impl SegmentWriter {
         // SAFETY: bounds checked above.
         let raw = unsafe { RawRing::attach(map.as_mut_ptr().add(layout.log), layout.log_len) }
             .map_err(|what| SegmentError::Corrupt { dir: d(), what: what.into() })?;
-        Ok(SegmentWriter { map, dir: d(), path, layout, inode, log: ring::Writer::new(raw) })
+        Ok(SegmentWriter { map, path, layout, inode, log: ring::Writer::new(raw) })
     }
 
     fn state_atomic(&self) -> &AtomicU32 {
@@ -573,18 +566,12 @@ impl Segment {
         pid_alive(self.pid()) || now_ms().saturating_sub(self.heartbeat_ms()) < 3000
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
     pub fn pid(&self) -> u32 {
         rd_u32(&self.map, OFF_PID)
     }
     pub fn generation(&self) -> u64 {
         // SAFETY: aligned header field.
         unsafe { &*(self.map.as_ptr().add(OFF_GENERATION) as *const AtomicU64) }.load(Ordering::Acquire)
-    }
-    pub fn created_ms(&self) -> u64 {
-        rd_u64(&self.map, OFF_CREATED)
     }
     pub fn state(&self) -> u32 {
         // SAFETY: aligned header field.
