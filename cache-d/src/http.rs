@@ -152,20 +152,26 @@ fn header_slots<'a, 'h>(
     }
 }
 
+/// The length of a complete head within `max_size`, None while partial.
+/// Requests and responses share the limit rule (http_req_size and
+/// http_resp_size): a head longer than the limit is an error whether or
+/// not it is complete yet.
+fn head_len(r: httparse::Result<usize>, buffered: usize, max_size: usize) -> Result<Option<usize>, HeadError> {
+    match r {
+        Ok(httparse::Status::Complete(n)) if n > max_size => Err(HeadError::TooLarge),
+        Ok(httparse::Status::Complete(n)) => Ok(Some(n)),
+        Ok(httparse::Status::Partial) if buffered > max_size => Err(HeadError::TooLarge),
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(e) => Err(parse_err(e)),
+    }
+}
+
 /// Parse a request head at the start of `buf`, splitting it off when complete.
 pub fn parse_request(buf: &mut BytesMut, max_headers: usize, max_size: usize) -> Result<Parsed, HeadError> {
     let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
     let mut heap = Vec::new();
     let mut req = httparse::Request::new(header_slots(&mut stack, &mut heap, max_headers));
-    let n = match req.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() > max_size => return Err(HeadError::TooLarge),
-        Ok(httparse::Status::Partial) => return Ok(Parsed::Partial),
-        Err(e) => return Err(parse_err(e)),
-    };
-    if n > max_size {
-        return Err(HeadError::TooLarge);
-    }
+    let Some(n) = head_len(req.parse(buf), buf.len(), max_size)? else { return Ok(Parsed::Partial) };
     let base: &[u8] = buf;
     let first = offset(base, req.method.unwrap_or_default().as_bytes());
     let url = offset(base, req.path.unwrap_or_default().as_bytes());
@@ -180,12 +186,7 @@ pub fn parse_response(buf: &mut BytesMut, max_headers: usize, max_size: usize) -
     let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
     let mut heap = Vec::new();
     let mut resp = httparse::Response::new(header_slots(&mut stack, &mut heap, max_headers));
-    let n = match resp.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() > max_size => return Err(HeadError::TooLarge),
-        Ok(httparse::Status::Partial) => return Ok(Parsed::Partial),
-        Err(e) => return Err(parse_err(e)),
-    };
+    let Some(n) = head_len(resp.parse(buf), buf.len(), max_size)? else { return Ok(Parsed::Partial) };
     let base: &[u8] = buf;
     let first = offset(base, resp.reason.unwrap_or_default().as_bytes());
     let status = resp.code.unwrap_or(0);
@@ -446,6 +447,15 @@ mod tests {
         assert!(matches!(req("GET / HTTP/1.1\r\nHost"), Ok(Parsed::Partial)));
         assert!(matches!(req("GET / HTTP/1.1\r\nBad Header: x\r\n\r\n"), Err(HeadError::Syntax(_))));
         assert!(req("\x01\x02garbage\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn heads_over_the_size_limit_are_refused_complete_or_not() {
+        let head = format!("HTTP/1.1 200 OK\r\nX-Big: {}\r\n\r\n", "a".repeat(300));
+        assert_eq!(parse_response(&mut BytesMut::from(head.as_str()), 64, 256).err(), Some(HeadError::TooLarge));
+        assert!(matches!(parse_response(&mut BytesMut::from(head.as_str()), 64, 1024), Ok(Parsed::Complete(_))));
+        let req = format!("GET / HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(300));
+        assert_eq!(parse_request(&mut BytesMut::from(req.as_str()), 64, 256).err(), Some(HeadError::TooLarge));
     }
 
     #[test]
