@@ -174,13 +174,12 @@ pub fn command(mgr: &Mgr, args: &[String]) -> (u16, String) {
             return (status::TOOMANY, "Too many parameters".into());
         }
     }
-    let json_args: Vec<String> = args.to_vec();
     match name {
-        "ping" if jflag => (status::OK, json(2, &json_args, "PONG".into())),
+        "ping" if jflag => (status::OK, json(2, args, "PONG".into())),
         "ping" => (status::OK, format!("PONG {} 1.0", now() as u64)),
         "banner" => (status::OK, banner(mgr)),
         "quit" => (status::CLOSE, "Closing CLI connection".into()),
-        "status" if jflag => (status::OK, json(2, &json_args, mgr.child_state().word().into())),
+        "status" if jflag => (status::OK, json(2, args, mgr.child_state().word().into())),
         "status" => (status::OK, format!("Child in state {}", mgr.child_state().word())),
         "start" => match mgr.start_child() {
             Ok(()) => (status::OK, String::new()),
@@ -190,8 +189,8 @@ pub fn command(mgr: &Mgr, args: &[String]) -> (u16, String) {
             Ok(()) => (status::OK, String::new()),
             Err(e) => (status::CANT, e),
         },
-        "help" => help(&json_args, rest, jflag),
-        "param.show" => param_show(mgr, &json_args, rest),
+        "help" => help(args, rest, jflag),
+        "param.show" => param_show(mgr, args, rest),
         "param.set" => match positional(rest).as_slice() {
             [name, value] => param_set(mgr, name, value),
             _ => (status::TOOFEW, "Too few parameters".into()),
@@ -204,7 +203,7 @@ pub fn command(mgr: &Mgr, args: &[String]) -> (u16, String) {
             _ => (status::TOOFEW, "Too few parameters".into()),
         },
         "panic.show" => match &*mgr.panic.lock().unwrap_or_else(|e| e.into_inner()) {
-            Some(p) if jflag => (status::OK, json(2, &json_args, p.text.clone().into())),
+            Some(p) if jflag => (status::OK, json(2, args, p.text.clone().into())),
             Some(p) => (status::OK, p.text.clone()),
             None => (status::CANT, "Child has not panicked or panic has been cleared".into()),
         },
@@ -223,19 +222,19 @@ pub fn command(mgr: &Mgr, args: &[String]) -> (u16, String) {
             status::OK,
             json(
                 2,
-                &json_args,
+                args,
                 serde_json::json!([{"name": "storage.s0", "storage": "malloc"}, {"name": "storage.Transient", "storage": "malloc"}]),
             ),
         ),
         "storage.list" => (status::OK, "Storage devices:\n\tstorage.s0 = malloc\n\tstorage.Transient = malloc".into()),
-        "vcl.list" | "vcl.load" | "vcl.inline" | "vcl.use" | "vcl.discard" | "vcl.show" => vcl_command(mgr, name, rest, &json_args, jflag),
+        "vcl.list" | "vcl.load" | "vcl.inline" | "vcl.use" | "vcl.discard" | "vcl.show" => vcl_command(mgr, name, rest, args, jflag),
         "vcl.state" | "vcl.label" => (status::UNIMPL, format!("{name} is not supported yet")),
         "ban" | "ban.list" | "backend.list" | "backend.set_health" => {
-            let mut a = json_args.clone();
+            let mut a = args.to_vec();
             a[0] = name.to_string();
             mgr.relay(&a)
         }
-        n if n.starts_with("debug.") => mgr.relay(&json_args),
+        n if n.starts_with("debug.") => mgr.relay(args),
         _ => (status::UNKNOWN, "Unknown request.\nType 'help' for more info.".into()),
     }
 }

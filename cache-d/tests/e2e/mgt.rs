@@ -1,7 +1,7 @@
 //! The management plane: child supervision, the admin protocol with the
 //! real varnishadm, bad input on the admin socket.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command;
@@ -27,6 +27,18 @@ fn have(tool: &str) -> bool {
 fn adm(t: &str, s: &str, args: &[&str]) -> (i32, String) {
     let o = Command::new("varnishadm").args(["-T", t, "-S", s]).args(args).output().unwrap();
     (o.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+}
+
+/// An authenticated admin connection to `t` with the secret file `s`.
+fn authed(t: &str, s: &str) -> (TcpStream, BufReader<TcpStream>) {
+    let mut c = TcpStream::connect(t).unwrap();
+    let mut r = BufReader::new(c.try_clone().unwrap());
+    let (code, challenge) = common::adm::read_response(&mut r).unwrap();
+    assert_eq!(code, 107);
+    let secret = std::fs::read(s).unwrap();
+    c.write_all(format!("auth {}\n", common::adm::auth_response(&challenge[..32], &secret)).as_bytes()).unwrap();
+    assert_eq!(common::adm::read_response(&mut r).unwrap().0, 200);
+    (c, r)
 }
 
 fn child_pid(dir: &Path) -> Option<i32> {
@@ -90,15 +102,7 @@ fn garbage_and_long_lines_on_the_admin_socket() {
     let tmp = tempfile::tempdir().unwrap();
     let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
     let (t, s) = admin(&d.dir);
-    let read = |r: &mut BufReader<TcpStream>| -> (u16, String) {
-        let mut head = String::new();
-        r.read_line(&mut head).unwrap();
-        let code: u16 = head[..3].parse().unwrap();
-        let len: usize = head[4..].trim().parse().unwrap();
-        let mut body = vec![0u8; len + 1];
-        std::io::Read::read_exact(r, &mut body).unwrap();
-        (code, String::from_utf8_lossy(&body[..len]).into_owned())
-    };
+    let read = |r: &mut BufReader<TcpStream>| common::adm::read_response(r).expect("a framed answer");
     // Before authentication: garbage and over-long lines close the session.
     let mut c = TcpStream::connect(&t).unwrap();
     let mut r = BufReader::new(c.try_clone().unwrap());
@@ -109,13 +113,7 @@ fn garbage_and_long_lines_on_the_admin_socket() {
     let (code, _) = read(&mut r);
     assert_eq!(code, 100);
     // Authenticated: binary garbage, bad quoting, uppercase, arity.
-    let mut c = TcpStream::connect(&t).unwrap();
-    let mut r = BufReader::new(c.try_clone().unwrap());
-    let (_, body) = read(&mut r);
-    let secret = std::fs::read(&s).unwrap();
-    let want = common::adm::auth_response(&body[..32], &secret);
-    c.write_all(format!("auth {want}\n").as_bytes()).unwrap();
-    assert_eq!(read(&mut r).0, 200);
+    let (mut c, mut r) = authed(&t, &s);
     for (line, code) in [
         ("\x01\x02\x7f garbage", 101),
         ("ban req.url ~ \"a\"\"b\"", 100),
@@ -158,12 +156,7 @@ fn a_dead_child_is_restarted_and_its_panic_kept() {
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-varnish").unwrap().split(' ').count(), 1, "the cache emptied with the restart");
     // A deliberate panic, through the admin socket.
-    let mut c = TcpStream::connect(&t).unwrap();
-    let secret = std::fs::read(&s).unwrap();
-    let mut r = BufReader::new(c.try_clone().unwrap());
-    let (_, challenge) = common::adm::read_response(&mut r).unwrap();
-    c.write_all(format!("auth {}\n", common::adm::auth_response(&challenge[..32], &secret)).as_bytes()).unwrap();
-    assert_eq!(common::adm::read_response(&mut r).unwrap().0, 200);
+    let (mut c, mut r) = authed(&t, &s);
     c.write_all(b"panic.show\n").unwrap();
     assert_eq!(common::adm::read_response(&mut r).unwrap().0, 300, "no panic yet");
     c.write_all(b"debug.panic.worker\n").unwrap();
