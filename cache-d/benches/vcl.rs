@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use cache_d::policy::{Builtin, Headers, Policy, Req};
+use cache_d::policy::{Builtin, Headers, NoEnv, Policy, Req, Sub, Task};
 use cache_d::vcl::compile::{compile, VclPolicy};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
@@ -25,6 +25,7 @@ fn req() -> Req {
         ]),
         server_ip: "127.0.0.1".into(),
         client_ip: Some("127.0.0.1".parse().unwrap()),
+        ..Req::default()
     }
 }
 
@@ -38,13 +39,17 @@ fn recv(c: &mut Criterion) {
     g.bench_function("wordpress.vcl (compiled)", |b| {
         b.iter(|| {
             let mut r = base.clone();
-            vcl.recv(&mut r)
+            let mut t = Task::new(&NoEnv);
+            t.req = Some(&mut r);
+            vcl.call(Sub::Recv, &mut t)
         })
     });
     g.bench_function("built-in policy", |b| {
         b.iter(|| {
             let mut r = base.clone();
-            Builtin.recv(&mut r)
+            let mut t = Task::new(&NoEnv);
+            t.req = Some(&mut r);
+            Builtin.call(Sub::Recv, &mut t)
         })
     });
     g.finish();

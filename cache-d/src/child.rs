@@ -18,7 +18,7 @@ use std::collections::HashMap;
 
 use crate::cli::Args;
 use crate::params::Params;
-use crate::policy::Policy;
+use crate::server::Active;
 use crate::server::{self, Listener, Shared};
 use crate::{backend, StartError};
 
@@ -98,13 +98,35 @@ pub fn run(args: Args) -> Result<(), StartError> {
     Ok(())
 }
 
+/// The programs the child holds: by name, and labels naming them.
+struct Programs {
+    vcls: HashMap<String, Arc<Active>>,
+    labels: HashMap<String, String>,
+}
+
+impl Programs {
+    /// A program by name or label.
+    fn get(&self, name: &str) -> Option<&Arc<Active>> {
+        self.vcls.get(name).or_else(|| self.labels.get(name).and_then(|t| self.vcls.get(t)))
+    }
+    /// Requests running on `name` now: the holders of its Arc other than
+    /// this table and the active slot.
+    fn busy(&self, sh: &Shared, name: &str) -> usize {
+        let Some(a) = self.vcls.get(name) else { return 0 };
+        let active = sh.policy();
+        // `active` itself holds one reference when it is this program.
+        let held = 1 + if Arc::ptr_eq(&active, a) { 2 } else { 0 };
+        Arc::strong_count(a).saturating_sub(held)
+    }
+}
+
 /// Serve the manager's commands on the control socket until it closes.
 fn control(ctl: UnixStream, sh: &Shared) {
     let Ok(mut out) = ctl.try_clone() else { return };
     let mut input = BufReader::new(ctl);
     // Loaded programs by name; "boot" is the one we started with.
-    let mut vcls: HashMap<String, Arc<dyn Policy>> = HashMap::new();
-    vcls.insert("boot".into(), sh.policy().policy.clone());
+    let mut progs = Programs { vcls: HashMap::new(), labels: HashMap::new() };
+    progs.vcls.insert("boot".into(), sh.policy());
     loop {
         let args = match adm::read_command(&mut input, usize::MAX, false) {
             Ok(Some(Ok(a))) => a,
@@ -114,7 +136,7 @@ fn control(ctl: UnixStream, sh: &Shared) {
             }
             Ok(None) | Err(_) => return,
         };
-        let (code, body) = command(sh, &mut vcls, &args);
+        let (code, body) = command(sh, &mut progs, &args);
         if out.write_all(&adm::frame(code, &body)).is_err() {
             return;
         }
@@ -122,30 +144,49 @@ fn control(ctl: UnixStream, sh: &Shared) {
 }
 
 /// Commands the child answers (the manager relays them).
-fn command(sh: &Shared, vcls: &mut HashMap<String, Arc<dyn Policy>>, args: &[String]) -> (u16, String) {
+fn command(sh: &Shared, progs: &mut Programs, args: &[String]) -> (u16, String) {
     let a: Vec<&str> = args.iter().map(String::as_str).collect();
     match a.as_slice() {
         ["vcl.load" | "vcl.inline", name, src] => {
             let parsed = if a[0] == "vcl.load" { crate::vcl::parse_file(Path::new(src)) } else { crate::vcl::parse_source(name, src) };
-            let compiled = parsed.map_err(|e| e.to_string()).and_then(|p| crate::vcl::compile::compile(&p).map_err(|e| e.render(&p.files)));
-            match compiled {
-                Ok(c) => {
-                    vcls.insert(name.to_string(), Arc::new(crate::vcl::compile::VclPolicy { name: name.to_string(), prog: Arc::new(c) }));
+            let loaded = parsed
+                .map_err(|e| e.to_string())
+                .and_then(|p| crate::vcl::compile::compile(&p).map_err(|e| e.render(&p.files)))
+                .and_then(|c| crate::vcl::compile::VclPolicy::load(name, c));
+            match loaded {
+                Ok(p) => {
+                    progs.vcls.insert(name.to_string(), Arc::new(Active { name: name.to_string(), policy: Arc::new(p) }));
                     (status::OK, String::new())
                 }
                 Err(e) => (status::PARAM, e),
             }
         }
-        ["vcl.use", name] => match vcls.get(*name) {
+        ["vcl.use", name] => match progs.get(name) {
             Some(p) => {
-                sh.set_policy(name, p.clone());
+                sh.set_active(p.clone());
                 (status::OK, format!("VCL '{name}' now active"))
             }
             None => (status::PARAM, format!("No VCL named {name} known.")),
         },
-        ["vcl.discard", name] => {
-            vcls.remove(*name);
+        ["vcl.label", label, target] => {
+            if !progs.vcls.contains_key(*target) {
+                return (status::PARAM, format!("No VCL named {target} known."));
+            }
+            progs.labels.insert(label.to_string(), target.to_string());
             (status::OK, String::new())
+        }
+        ["vcl.discard", name] => {
+            if progs.labels.remove(*name).is_none() {
+                if let Some(p) = progs.vcls.remove(*name) {
+                    p.policy.fini();
+                }
+            }
+            (status::OK, String::new())
+        }
+        ["vcl.busy"] => {
+            let mut rows: Vec<String> = progs.vcls.keys().map(|n| format!("{n} {}", progs.busy(sh, n))).collect();
+            rows.sort();
+            (status::OK, rows.join("\n"))
         }
         ["ping", ..] => (status::OK, format!("PONG {} 1.0", crate::util::now() as u64)),
         ["param.set", name, value] => {

@@ -5,12 +5,12 @@
 use std::io::Write as _;
 
 use bytes::Bytes;
-use common::vsl::{Batch, Side as LogSide, Tag};
+use common::vsl::Batch;
 use tokio::io::AsyncWriteExt;
 
 use crate::cache::{ObjCore, Object};
-use crate::policy::Req;
-use crate::session::{close_reason, Client, Clock, Reason, ReqCtx, Sess};
+use crate::policy::{run_sub, Action, Req, Resp, Sub};
+use crate::session::{close_reason, obj_view, Client, Clock, Reason, ReqCtx, Sess, Step};
 use crate::util::now;
 
 /// A parsed `Range` request against a body of `len` bytes.
@@ -91,36 +91,55 @@ impl Sess {
     pub(crate) async fn deliver(
         &mut self,
         c: &mut Client,
-        req: &Req,
+        req: &mut Req,
         oc: &ObjCore,
         hit: bool,
         mut log: Batch,
         mut clock: Clock,
-        ctx: ReqCtx,
-    ) -> Option<Reason> {
+        ctx: &mut ReqCtx,
+    ) -> Step {
         let sh = self.sh.clone();
-        let (rxid, side) = (ctx.rxid, LogSide::Client);
+        let rxid = ctx.rxid;
         let obj = &oc.obj;
-        let mut keep = ctx.keep;
-        let mut headers = obj.headers.to_headers();
-        let age = (now() - obj.life.t_origin).max(0.0) as u64;
-        headers.set("Age", Bytes::from(age.to_string()));
-        log.rec(Tag::VclCall, side, rxid, b"DELIVER");
-        self.policy().deliver(req, &mut headers);
-        log.rec(Tag::VclReturn, side, rxid, b"deliver");
+        let mut keep = ctx.keep && ctx.framing == crate::http::Framing::None;
+        let t = now();
+        let mut resp = Resp {
+            status: obj.status,
+            reason: obj.reason.clone(),
+            headers: obj.headers.to_headers(),
+            is_streaming: obj.body.progress().done == crate::cache::body::Done::Streaming,
+        };
+        let age = (t - obj.life.t_origin).max(0.0) as u64;
+        resp.headers.set("Age", Bytes::from(age.to_string()));
+        let policy = self.policy();
+        let view = policy.defines(Sub::Deliver).then(|| obj_view(oc, t, false));
+        let action = {
+            let mut task = self.task(&mut log, rxid);
+            task.req = Some(req);
+            task.resp = Some(&mut resp);
+            task.obj = view.as_ref();
+            run_sub(&*policy, Sub::Deliver, &mut task)
+        };
+        match action {
+            Action::Deliver => {}
+            Action::Restart => return Step::Restart(log, clock),
+            Action::Synth(s, r) => return self.vcl_synth(c, req, log, clock, ctx, s, &r).await,
+            _ => return self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await,
+        }
+        let mut headers = resp.headers;
         let len = obj.body.known_len();
-        let (mut status, mut reason): (u16, &[u8]) = (obj.status, &obj.reason);
+        let (mut status, mut reason): (u16, &[u8]) = (resp.status, &resp.reason);
         let mut span: Option<(u64, u64)> = None;
         let mut send_body = !ctx.head_only;
         let framing: Option<(&[u8], String)>;
         let mut chunked = false;
-        if not_modified(req, obj) {
+        if status == obj.status && not_modified(req, obj) {
             (status, reason) = (304, b"Not Modified");
             headers.unset("content-length");
             send_body = false;
             framing = None;
         } else {
-            let range = match (obj.status, req.headers.get("range"), len) {
+            let range = match (status, req.headers.get("range"), len) {
                 (200, Some(r), Some(n)) => parse_range(r, n),
                 _ => RangeReq::Whole,
             };
@@ -231,13 +250,13 @@ impl Sess {
         }
         self.wire = wire;
         clock.stamp(&mut log, rxid, "Process");
-        self.end_req(log, &mut clock, rxid, (ctx.hdr_rx, 0), (hdr_tx, body_tx));
+        self.end_req(log, &mut clock, rxid, (ctx.hdr_rx, ctx.body_rx), (hdr_tx, body_tx));
         if failed {
             // The body did not arrive whole (or the client left): close,
             // never end the response cleanly.
-            return Some(Reason::RespClose);
+            return Step::Done(Some(Reason::RespClose));
         }
-        close_reason(keep, req)
+        Step::Done(close_reason(keep, req))
     }
 }
 

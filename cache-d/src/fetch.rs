@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use crate::backend::BeConn;
 use crate::error::{Error, Side};
 use crate::http::{self, BufConn, Framing, Head, Parsed, Transfer};
-use crate::policy::Req;
+use crate::policy::Bereq;
 use crate::server::Shared;
 use crate::util::now;
 
@@ -133,7 +133,7 @@ impl Fetch {
     /// Build the backend request head into `wire` (and the log): `method`
     /// and the request's URL and headers, hop-by-hop headers dropped, plus
     /// X-Forwarded-For, Via, X-Varnish and the body framing.
-    pub fn build_request(&mut self, sh: &Shared, method: &[u8], req: &Req, framing: Framing, client_ip: IpAddr, wire: &mut Vec<u8>) {
+    pub fn build_request(&mut self, sh: &Shared, method: &[u8], req: &Bereq, framing: Framing, client_ip: IpAddr, wire: &mut Vec<u8>) {
         let (v, side) = (self.vxid, LogSide::Backend);
         self.is_head = method == b"HEAD";
         wire.clear();
@@ -274,6 +274,11 @@ impl Fetch {
             }
             Some((_, false)) | None => self.close_record(sh, "close", false),
         }
+    }
+
+    /// Close the connection of a response that is not used (a retry).
+    pub fn close(&mut self, sh: &Shared) {
+        self.close_record(sh, "close", false);
     }
 
     fn close_record(&mut self, sh: &Shared, how: &str, recycled: bool) {

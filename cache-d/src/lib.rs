@@ -118,8 +118,8 @@ pub fn load_policy(args: &Args) -> Result<(Option<std::sync::Arc<dyn policy::Pol
         (None, Some(b)) => b.clone(),
         (None, None) => return Err(StartError::Config(format!("{}: declares no backend, and no -b was given", path.display()))),
     };
-    let p: std::sync::Arc<dyn policy::Policy> =
-        std::sync::Arc::new(vcl::compile::VclPolicy { name: "boot".into(), prog: std::sync::Arc::new(compiled) });
+    let p = vcl::compile::VclPolicy::load("boot", compiled).map_err(StartError::Config)?;
+    let p: std::sync::Arc<dyn policy::Policy> = std::sync::Arc::new(p);
     Ok((Some(p), backend))
 }
 

@@ -4,7 +4,7 @@
 //! gets the object as soon as its headers are in; the body keeps streaming
 //! into it.
 
-use std::net::IpAddr;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -13,15 +13,16 @@ use bytes::Bytes;
 use common::counters::C;
 use common::vsl::{Side as LogSide, Tag};
 use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 use crate::cache::body::Body;
 use crate::cache::ttl::{self, Lifetime};
 use crate::cache::{vary_value, BusyGuard, Cache, Kind, ObjCore, ObjHeaders, Object};
 use crate::error::{Error, Side};
-use crate::fetch::Fetch;
-use crate::http::{self, Framing, Transfer};
-use crate::policy::{Beresp, BerespAction, Headers, Req};
+use crate::fetch::{Fetch, Response};
+use crate::http::{self, BufConn, Framing, Transfer};
+use crate::policy::{run_sub, Action, Bereq, Beresp, Headers, Policy, Req, Sub, Task};
 use crate::server::Shared;
 use crate::util::now;
 
@@ -38,7 +39,10 @@ pub struct MissSpec {
     pub rxid: u32,
     /// "fetch" or "bgfetch".
     pub reason: &'static str,
-    pub client_ip: IpAddr,
+    /// The client's and our address (client.ip, server.ip).
+    pub addrs: (SocketAddr, SocketAddr),
+    /// The policy of the request that started the fetch.
+    pub policy: Arc<dyn Policy>,
 }
 
 /// Start a cache fetch; resolves when the object's headers are in.
@@ -46,6 +50,193 @@ pub async fn start(sh: Arc<Shared>, spec: MissSpec) -> Result<Arc<ObjCore>, Erro
     let (tx, rx) = oneshot::channel();
     tokio::spawn(run(sh, spec, tx));
     rx.await.unwrap_or_else(|_| Err(Error::new(Side::Internal, "fetch task ended without an answer")))
+}
+
+/// How the backend side of a transaction ended.
+pub(crate) enum Fetched {
+    /// A response whose body is still to be read, its head as
+    /// vcl_backend_response left it; `action` is deliver or pass(ttl).
+    Resp { resp: Response, beresp: Beresp, life: Lifetime, action: Action },
+    /// vcl_backend_error's synthetic response.
+    Synthetic { beresp: Beresp, body: Vec<u8>, life: Lifetime },
+    /// Abandoned (or failed) with nothing to deliver.
+    Abandoned(Error),
+    /// The client's request body could not be read (a pass).
+    Client(Error),
+}
+
+/// A task on the backend side: the backend transaction's log, bereq.
+fn be_task<'a>(sh: &'a Shared, f: &'a mut Fetch, bereq: &'a mut Bereq, addrs: (SocketAddr, SocketAddr)) -> Task<'a> {
+    let mut t = Task::new(sh);
+    t.log = Some((&mut f.log, f.vxid, LogSide::Backend));
+    t.bereq = Some(bereq);
+    t.client = Some(addrs.0);
+    t.local = Some(addrs.1);
+    t
+}
+
+/// The backend side: vcl_backend_fetch, the exchange, then
+/// vcl_backend_response (or vcl_backend_error when the backend failed or
+/// the policy said error), with retries up to max_retries. `stale` makes a
+/// 304 refresh it; `client` streams a pass's request body.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn backend_side(
+    sh: &Shared,
+    policy: &dyn Policy,
+    f: &mut Fetch,
+    bereq: &mut Bereq,
+    mut client: Option<&mut BufConn<TcpStream>>,
+    framing: Framing,
+    addrs: (SocketAddr, SocketAddr),
+    stale: Option<&Object>,
+) -> Fetched {
+    let p = sh.params();
+    let mut wire = Vec::with_capacity(1024);
+    // A request whose body was streamed cannot be sent again.
+    let can_retry = |b: &Bereq| b.retries < p.max_retries && framing == Framing::None;
+    loop {
+        let action = run_sub(policy, Sub::BackendFetch, &mut be_task(sh, f, bereq, addrs));
+        let mut error = match action {
+            Action::Fetch => None,
+            Action::Error(s, r) => Some((s, r)),
+            a => return Fetched::Abandoned(Error::new(Side::Internal, format!("vcl_backend_fetch returned {}", a.word()))),
+        };
+        if error.is_none() {
+            f.build_request(sh, &bereq.method.clone(), bereq, framing, addrs.0.ip(), &mut wire);
+            match f.send(sh, framing, client.as_deref_mut(), &mut wire).await {
+                Ok(resp) => {
+                    let (mut beresp, mut life) = beresp_of(sh, f, &resp, stale);
+                    let action = {
+                        let mut t = be_task(sh, f, bereq, addrs);
+                        t.beresp = Some(&mut beresp);
+                        run_sub(policy, Sub::BackendResponse, &mut t)
+                    };
+                    match action {
+                        Action::Deliver | Action::PassFor(_) => {
+                            life.ttl = beresp.ttl;
+                            life.grace = beresp.grace;
+                            life.keep = beresp.keep;
+                            return Fetched::Resp { resp, beresp, life, action };
+                        }
+                        Action::Retry if can_retry(bereq) => {
+                            f.close(sh);
+                            bereq.retries += 1;
+                            f.stamp("Retry");
+                            continue;
+                        }
+                        Action::Retry => {
+                            f.close(sh);
+                            f.error(sh, &Error::new(Side::Internal, "Too many retries, delivering 503"));
+                            error = Some((503, "Backend fetch failed".into()));
+                        }
+                        Action::Error(s, r) => {
+                            f.close(sh);
+                            error = Some((s, r));
+                        }
+                        a => {
+                            f.close(sh);
+                            return Fetched::Abandoned(Error::new(Side::Internal, format!("vcl_backend_response returned {}", a.word())));
+                        }
+                    }
+                }
+                Err(e) if e.side == Side::Client => return Fetched::Client(e),
+                Err(e) => {
+                    f.error(sh, &e);
+                    error = Some((503, "Backend fetch failed".into()));
+                }
+            }
+        }
+        let (status, reason) = error.unwrap_or((503, "Backend fetch failed".into()));
+        let mut beresp = Beresp {
+            status,
+            reason: Bytes::from(reason),
+            headers: Headers(vec![
+                (Bytes::from_static(b"Date"), Bytes::from(crate::util::http_date(now()))),
+                (Bytes::from_static(b"Server"), Bytes::from_static(b"cachekit")),
+            ]),
+            backend: sh.backend.name.clone(),
+            ..Beresp::default()
+        };
+        let mut body = Vec::new();
+        let action = {
+            let mut t = be_task(sh, f, bereq, addrs);
+            t.beresp = Some(&mut beresp);
+            t.body = Some(&mut body);
+            run_sub(policy, Sub::BackendError, &mut t)
+        };
+        match action {
+            Action::Deliver => {
+                let t = now();
+                let life = Lifetime {
+                    t_origin: t,
+                    ttl: beresp.ttl,
+                    grace: beresp.grace,
+                    keep: beresp.keep,
+                    date: t,
+                    expires: -1.0,
+                    max_age: -1.0,
+                };
+                return Fetched::Synthetic { beresp, body, life };
+            }
+            Action::Retry if can_retry(bereq) => {
+                bereq.retries += 1;
+                f.stamp("Retry");
+            }
+            a => return Fetched::Abandoned(Error::new(Side::Internal, format!("vcl_backend_error returned {}", a.word()))),
+        }
+    }
+}
+
+/// The backend response as vcl_backend_response sees it, and its
+/// lifetime from the headers (RFC 9111 and the default_* parameters).
+fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&Object>) -> (Beresp, Lifetime) {
+    let t = now();
+    let fresh = stored_headers(&resp.head);
+    let was_304 = resp.head.status == 304 && stale.is_some();
+    let (status, reason, headers) = match stale.filter(|_| was_304) {
+        Some(s) => {
+            sh.seg.add(C::Fetch304, 1);
+            (s.status, s.reason.clone(), merge_304(s, &fresh))
+        }
+        None => {
+            let mut h = fresh;
+            // A response to HEAD (a pass) keeps its Content-Length.
+            if resp.framing == Framing::None {
+                if let Some((n, v)) = resp.head.iter().find(|(n, _)| n.eq_ignore_ascii_case(b"content-length")) {
+                    h.push((Bytes::copy_from_slice(n), Bytes::copy_from_slice(v)));
+                }
+            }
+            (resp.head.status, Bytes::copy_from_slice(resp.head.reason()), h)
+        }
+    };
+    let h = Headers(headers);
+    let p = sh.params();
+    let defaults = ttl::Defaults { ttl: p.default_ttl, grace: p.default_grace, keep: p.default_keep, clock_skew: 10.0 };
+    let life = ttl::compute(status, h.iter(), t, &defaults);
+    let word = if life.ttl > 0.0 { "cacheable" } else { "uncacheable" };
+    f.log.recf(
+        Tag::Ttl,
+        LogSide::Backend,
+        f.vxid,
+        format_args!(
+            "RFC {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {word}",
+            life.ttl, life.grace, life.keep, t, life.t_origin, life.date, life.expires, life.max_age
+        ),
+    );
+    let beresp = Beresp {
+        status,
+        reason,
+        headers: h,
+        ttl: life.ttl,
+        grace: life.grace,
+        keep: life.keep,
+        was_304,
+        do_stream: true,
+        backend: sh.backend.name.clone(),
+        age: (t - life.t_origin).max(0.0),
+        uncacheable: false,
+    };
+    (beresp, life)
 }
 
 /// Storage for a body as it streams in, charging the cache as it grows.
@@ -91,11 +282,14 @@ fn merge_304(stale: &Object, fresh: &[(Bytes, Bytes)]) -> Vec<(Bytes, Bytes)> {
 }
 
 async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<ObjCore>, Error>>) {
-    let MissSpec { req, guard, stale, bxid, rxid, reason, client_ip } = spec;
+    let MissSpec { req, guard, stale, bxid, rxid, reason, addrs, policy } = spec;
     let (v, side) = (bxid, LogSide::Backend);
     let mut f = Fetch::new(&sh, bxid, rxid, reason);
     sh.seg.add(if reason == "bgfetch" { C::SBgfetch } else { C::SFetch }, 1);
-    let mut bereq = req.clone();
+    let mut bereq = Bereq::from_req(&req, bxid);
+    bereq.is_bgfetch = reason == "bgfetch";
+    // A HEAD miss fetches the whole object with GET.
+    bereq.method = Bytes::from_static(b"GET");
     for h in FETCH_FILTERED {
         bereq.headers.unset(h);
     }
@@ -107,14 +301,32 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
             bereq.headers.set("If-None-Match", et);
         }
     }
-    f.log.rec(Tag::VclCall, side, v, b"BACKEND_FETCH");
-    f.log.rec(Tag::VclReturn, side, v, b"fetch");
-    let mut wire = Vec::with_capacity(1024);
-    // A HEAD miss fetches the whole object with GET.
-    f.build_request(&sh, b"GET", &bereq, Framing::None, client_ip, &mut wire);
-    let resp = match f.send(&sh, Framing::None, None, &mut wire).await {
-        Ok(r) => r,
-        Err(e) => {
+    let fetched = backend_side(&sh, &*policy, &mut f, &mut bereq, None, Framing::None, addrs, stale.as_ref().map(|s| &s.obj)).await;
+    let (resp, beresp, life, action, body) = match fetched {
+        Fetched::Resp { resp, beresp, life, action } => {
+            let body = match (&stale, beresp.was_304) {
+                (Some(s), true) => s.obj.body.clone(),
+                _ => {
+                    let expected = match resp.framing {
+                        Framing::Length(n) => Some(n),
+                        Framing::None => Some(0),
+                        _ => None,
+                    };
+                    Arc::new(Body::new(expected))
+                }
+            };
+            (Some(resp), beresp, life, action, body)
+        }
+        Fetched::Synthetic { beresp, body, life } => {
+            let mut b = beresp;
+            // An error object is kept only if the policy gave it a ttl.
+            let action = Action::Deliver;
+            if b.ttl <= 0.0 {
+                b.uncacheable = true;
+            }
+            (None, b, life, action, Arc::new(Body::whole(Bytes::from(body))))
+        }
+        Fetched::Abandoned(e) | Fetched::Client(e) => {
             f.error(&sh, &e);
             f.finish(&sh, None, None);
             f.end(&sh);
@@ -124,44 +336,9 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
         }
     };
     let t = now();
-    let fresh_headers = stored_headers(&resp.head);
-    let revalidated = resp.head.status == 304 && stale.is_some();
-    let (status, reason_phrase, headers, body) = match (&stale, revalidated) {
-        (Some(s), true) => {
-            sh.seg.add(C::Fetch304, 1);
-            (s.obj.status, s.obj.reason.clone(), merge_304(&s.obj, &fresh_headers), s.obj.body.clone())
-        }
-        _ => {
-            let expected = match resp.framing {
-                Framing::Length(n) => Some(n),
-                Framing::None => Some(0),
-                _ => None,
-            };
-            (resp.head.status, Bytes::copy_from_slice(resp.head.reason()), fresh_headers, Arc::new(Body::new(expected)))
-        }
-    };
-    let h = Headers(headers);
     let p = sh.params();
-    let defaults = ttl::Defaults { ttl: p.default_ttl, grace: p.default_grace, keep: p.default_keep, clock_skew: 10.0 };
-    let mut life = ttl::compute(status, h.iter(), t, &defaults);
-    let cacheable_word = if life.ttl > 0.0 { "cacheable" } else { "uncacheable" };
-    f.log.recf(
-        Tag::Ttl,
-        side,
-        v,
-        format_args!(
-            "RFC {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {cacheable_word}",
-            life.ttl, life.grace, life.keep, t, life.t_origin, life.date, life.expires, life.max_age
-        ),
-    );
-    f.log.rec(Tag::VclCall, side, v, b"BACKEND_RESPONSE");
-    let mut b = Beresp { status, headers: &h, ttl: life.ttl, grace: life.grace, keep: life.keep, bereq_uncacheable: false };
-    let action = sh.policy().policy.backend_response(&mut b);
-    life.ttl = b.ttl;
-    life.grace = b.grace;
-    life.keep = b.keep;
-    f.log.rec(Tag::VclReturn, side, v, if matches!(action, BerespAction::HitForPass(_)) { b"pass" } else { b"deliver" });
-    let vary = h.get("vary").map(|list| {
+    let headers = &beresp.headers;
+    let vary = headers.get("vary").map(|list| {
         let names: Vec<String> = list
             .split(|&c| c == b',')
             .map(|n| String::from_utf8_lossy(n.trim_ascii()).to_ascii_lowercase())
@@ -171,16 +348,21 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
     });
     let obj = Object {
         vxid: bxid,
-        status,
-        reason: reason_phrase,
-        headers: ObjHeaders::from_pairs(h.iter()),
+        status: beresp.status,
+        reason: beresp.reason.clone(),
+        headers: ObjHeaders::from_pairs(headers.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"content-length"))),
         body: body.clone(),
         life,
         kind: Kind::Normal,
         vary,
     };
-    let oc = match action {
-        BerespAction::Deliver => {
+    let marker = match action {
+        Action::PassFor(ttl) => Some((Kind::HitForPass, ttl)),
+        _ if beresp.uncacheable && resp.is_some() => Some((Kind::HitForMiss, beresp.ttl)),
+        _ => None,
+    };
+    let oc = match marker {
+        None if !beresp.uncacheable => {
             if life.ttl + life.grace + life.keep < p.shortlived {
                 sh.seg.add(C::BerespShortlived, 1);
             }
@@ -188,9 +370,15 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
             f.log.rec(Tag::Storage, side, v, if stored { b"malloc s0" } else { b"malloc Transient" });
             oc
         }
-        BerespAction::HitForMiss(ttl) | BerespAction::HitForPass(ttl) => {
+        None => {
+            // An uncacheable error object: delivered to this request only.
             sh.seg.add(C::BerespUncacheable, 1);
-            let kind = if matches!(action, BerespAction::HitForMiss(_)) { Kind::HitForMiss } else { Kind::HitForPass };
+            drop(guard);
+            f.log.rec(Tag::Storage, side, v, b"malloc Transient");
+            sh.cache.private(obj)
+        }
+        Some((kind, ttl)) => {
+            sh.seg.add(C::BerespUncacheable, 1);
             let marker_life = Lifetime { t_origin: t, ttl, grace: 0.0, keep: 0.0, ..life };
             if kind == Kind::HitForPass {
                 f.log.recf(Tag::Ttl, side, v, format_args!("HFP {ttl:.0} 0 0 {t:.0} uncacheable"));
@@ -199,7 +387,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
             }
             let marker = Object {
                 vxid: bxid,
-                status,
+                status: obj.status,
                 reason: obj.reason.clone(),
                 headers: ObjHeaders::default(),
                 body: Arc::new(Body::whole(Bytes::new())),
@@ -213,7 +401,12 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
         }
     };
     let _ = tx.send(Ok(oc.clone()));
-    if revalidated {
+    let Some(resp) = resp else {
+        f.finish(&sh, Some(body.known_len().unwrap_or(0)), None);
+        f.end(&sh);
+        return;
+    };
+    if beresp.was_304 {
         f.finish(&sh, Some(0), Some((resp.conn, !resp.head.has_token("connection", "close"))));
         f.end(&sh);
         return;

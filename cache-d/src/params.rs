@@ -60,6 +60,8 @@ defs! {
     "http_resp_hdr_len" Bytes "8k" Some("40b"), None, "bytes" false "Maximum length of any HTTP backend response header we will allow.";
     "http_resp_size" Bytes "32k" Some("256b"), None, "bytes" false "Maximum number of bytes of HTTP backend response we will deal with.";
     "max_connections" Uint "10000" Some("1"), Some("16777216"), "connections" true "Most client connections served at once; more are closed at once and counted in MAIN.sess_dropped (cachekit's own).";
+    "max_restarts" Uint "4" Some("0"), None, "restarts" false "Upper limit on how many times a request can restart.";
+    "max_retries" Uint "4" Some("0"), None, "retries" false "Upper limit on how many times a backend fetch can retry.";
     "send_timeout" Seconds "600.000" Some("0.000"), None, "seconds" false "Total timeout for sending a response to the client.";
     "shortlived" Seconds "10.000" Some("0.000"), None, "seconds" false "Objects created with (ttl+grace+keep) shorter than this are counted as short-lived.";
     "timeout_idle" Seconds "5.000" Some("0.000"), Some("3600.000"), "seconds" false "Idle timeout for client connections.";
@@ -152,6 +154,8 @@ pub struct Params {
     pub http_resp_hdr_len: usize,
     pub http_resp_size: usize,
     pub max_connections: usize,
+    pub max_restarts: u32,
+    pub max_retries: u32,
     pub send_timeout: Duration,
     pub shortlived: f64,
     pub timeout_idle: Duration,
@@ -185,6 +189,8 @@ impl Default for Params {
             http_resp_hdr_len: 0,
             http_resp_size: 0,
             max_connections: 0,
+            max_restarts: 0,
+            max_retries: 0,
             send_timeout: Duration::ZERO,
             shortlived: 0.0,
             timeout_idle: Duration::ZERO,
@@ -226,6 +232,8 @@ impl Params {
             "http_resp_hdr_len" => self.http_resp_hdr_len = n as usize,
             "http_resp_size" => self.http_resp_size = n as usize,
             "max_connections" => self.max_connections = n as usize,
+            "max_restarts" => self.max_restarts = n as u32,
+            "max_retries" => self.max_retries = n as u32,
             "send_timeout" => self.send_timeout = secs(),
             "shortlived" => self.shortlived = n,
             "timeout_idle" => self.timeout_idle = secs(),

@@ -9,20 +9,39 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::fetch::Fetch;
 use crate::http::Framing;
-use crate::policy::Req;
+use crate::policy::{run_sub, Action, Bereq, Req, Sub};
 use crate::session::{Client, Clock, Reason, ReqCtx, Sess};
 
-pub(crate) async fn pipe(s: &mut Sess, c: &mut Client, req: &Req, mut log: Batch, mut clock: Clock, ctx: ReqCtx) -> Option<Reason> {
+pub(crate) async fn pipe(s: &mut Sess, c: &mut Client, req: &mut Req, mut log: Batch, mut clock: Clock, ctx: ReqCtx) -> Option<Reason> {
     let sh = s.sh.clone();
     let (rxid, side) = (ctx.rxid, LogSide::Client);
-    sh.seg.add(C::SPipe, 1);
-    log.rec(Tag::VclCall, side, rxid, b"PIPE");
-    log.rec(Tag::VclReturn, side, rxid, b"pipe");
     let bxid = sh.next_vxid();
+    // The body, if any, is relayed raw: keep the client's framing headers.
+    let mut bereq = Bereq::from_req(req, bxid);
+    // vcl_pipe sees req and bereq.
+    let action = {
+        let policy = s.policy();
+        let mut t = s.task(&mut log, rxid);
+        t.req = Some(req);
+        t.bereq = Some(&mut bereq);
+        run_sub(&*policy, Sub::Pipe, &mut t)
+    };
+    if action != Action::Pipe {
+        let (status, reason) = match action {
+            Action::Synth(st, r) => (st, r),
+            _ => (503, "VCL failed".to_string()),
+        };
+        // vcl_synth can only deliver here: a restart after pipe is not possible.
+        let mut ctx = ctx;
+        ctx.keep = false;
+        return match s.vcl_synth(c, req, log, clock, &ctx, status, &reason).await {
+            crate::session::Step::Done(r) => r,
+            crate::session::Step::Restart(..) => Some(Reason::RespClose),
+        };
+    }
+    sh.seg.add(C::SPipe, 1);
     log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} pipe"));
     let mut f = Fetch::new(&sh, bxid, rxid, "pipe");
-    // The body, if any, is relayed raw: keep the client's framing headers.
-    let mut bereq = req.clone();
     let framing = match (bereq.headers.get("content-length"), bereq.headers.get("transfer-encoding")) {
         (_, Some(_)) => Framing::Chunked,
         (Some(n), None) => std::str::from_utf8(n).ok().and_then(|n| n.trim().parse().ok()).map_or(Framing::None, Framing::Length),

@@ -46,7 +46,12 @@ impl Shared {
 
     /// Make `policy` the active one for requests that start from now on.
     pub fn set_policy(&self, name: &str, policy: Arc<dyn Policy>) {
-        self.policy.store(Arc::new(Active { name: name.to_string(), policy }));
+        self.set_active(Arc::new(Active { name: name.to_string(), policy }));
+    }
+
+    /// Make a loaded program the active one (vcl.use).
+    pub fn set_active(&self, a: Arc<Active>) {
+        self.policy.store(a);
     }
 
     /// The parameters in force (cheap: an atomic load).
@@ -67,6 +72,18 @@ impl Shared {
                 return v;
             }
         }
+    }
+}
+
+/// What a policy may ask of the engine: backend health, bans.
+impl crate::policy::Env for Shared {
+    fn healthy(&self, _backend: Option<&str>) -> bool {
+        // One backend until directors land: every name is the default one.
+        self.backend.healthy()
+    }
+    fn ban(&self, spec: &str) -> Result<(), String> {
+        let args = common::adm::tokenize(spec).map_err(|e| e.to_string())?;
+        self.cache.ban(&args, crate::util::now(), self.params().ban_dups).map(|_| ()).map_err(|e| e.to_string())
     }
 }
 

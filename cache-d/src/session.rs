@@ -17,8 +17,8 @@ use crate::cache::{BusyGuard, BusyState, Lookup, ObjCore};
 use crate::error::{Error, Side};
 use crate::fetch::{Fetch, HeadOut};
 use crate::http::{self, BufConn, Framing, Head, HeadError, Parsed, Transfer};
-use crate::miss::{self, MissSpec};
-use crate::policy::{Headers, Recv, Req};
+use crate::miss::{self, Fetched, MissSpec};
+use crate::policy::{self, run_sub, Action, Bereq, Headers, ObjView, Policy, Req, Resp, Sub, Task};
 use crate::server::Shared;
 use crate::util::{http_date, now};
 
@@ -89,6 +89,12 @@ pub(crate) struct ReqCtx {
     /// May the connection stay open after this response?
     pub(crate) keep: bool,
     pub(crate) head_only: bool,
+    /// The request body's framing; None once it has been read.
+    pub(crate) framing: Framing,
+    /// Body bytes read so far.
+    pub(crate) body_rx: u64,
+    /// The body was read (and is gone: a restart cannot send it again).
+    pub(crate) body_consumed: bool,
 }
 
 /// Why the session ends after a response that went out whole.
@@ -195,13 +201,53 @@ impl Clock {
     }
 }
 
+/// How one pass through the state machine ended: the response went out
+/// (and whether the session ends), or the policy restarted the request.
+pub(crate) enum Step {
+    Done(Option<Reason>),
+    Restart(Batch, Clock),
+}
+
+/// A cached object as vcl_hit (`full`) or vcl_deliver sees it.
+pub(crate) fn obj_view(oc: &ObjCore, t: f64, full: bool) -> ObjView {
+    let life = &oc.obj.life;
+    ObjView {
+        status: oc.obj.status,
+        reason: oc.obj.reason.clone(),
+        headers: if full { oc.obj.headers.to_headers() } else { Headers::default() },
+        ttl: life.ttl_left(t),
+        grace: life.grace,
+        keep: life.keep,
+        age: (t - life.t_origin).max(0.0),
+        hits: oc.hits(),
+        uncacheable: oc.obj.kind != crate::cache::Kind::Normal || !oc.stored(),
+    }
+}
+
 impl Sess {
     /// The current request's policy.
-    pub(crate) fn policy(&self) -> Arc<dyn crate::policy::Policy> {
+    pub(crate) fn policy(&self) -> Arc<dyn Policy> {
         match &self.active {
             Some(a) => a.policy.clone(),
             None => self.sh.policy().policy.clone(),
         }
+    }
+
+    /// A client-side task: the request's log, the connection's addresses.
+    pub(crate) fn task<'a>(&'a self, log: &'a mut Batch, rxid: u32) -> Task<'a> {
+        let mut t = Task::new(&*self.sh);
+        t.log = Some((log, rxid, LogSide::Client));
+        t.client = Some(self.peer);
+        t.local = Some(self.local);
+        t
+    }
+
+    /// Run a client-side subroutine that sees only `req`.
+    pub(crate) fn vcl_req(&self, sub: Sub, req: &mut Req, log: &mut Batch, rxid: u32) -> Action {
+        let policy = self.policy();
+        let mut t = self.task(log, rxid);
+        t.req = Some(req);
+        run_sub(&*policy, sub, &mut t)
     }
 
     fn begin_req(&mut self, t_start: f64) -> (u32, Batch, Clock) {
@@ -224,8 +270,8 @@ impl Sess {
     }
 
     /// Serve one request through the state machine (recv → hash → lookup →
-    /// hit/miss/pass/pipe/purge/synth → deliver). Returns Some(reason) when
-    /// the session must end.
+    /// hit/miss/pass/pipe/purge/synth → deliver), again from vcl_recv on a
+    /// restart. Returns Some(reason) when the session must end.
     async fn request(&mut self, c: &mut Client, head: Head, t_start: f64) -> Option<Reason> {
         let sh = self.sh.clone();
         let (rxid, mut log, mut clock) = self.begin_req(t_start);
@@ -273,67 +319,142 @@ impl Sess {
             headers: Headers(head.headers.iter().map(|(n, v)| (head.raw.slice(n.clone()), head.raw.slice(v.clone()))).collect()),
             server_ip: self.local.ip().to_string(),
             client_ip: Some(self.peer.ip()),
+            xid: rxid,
+            ..Req::default()
         };
         // This request runs on the policy active now, to its end.
         let active = sh.policy();
         self.active = Some(active.clone());
         log.rec(Tag::VclUse, side, rxid, active.name.as_bytes());
-        log.rec(Tag::VclCall, side, rxid, b"RECV");
-        let action = active.policy.recv(&mut req);
-        log.rec(Tag::VclReturn, side, rxid, action.word().as_bytes());
-        log.rec(Tag::VclCall, side, rxid, b"HASH");
-        let mut key = Vec::with_capacity(req.url.len() + 32);
-        active.policy.hash(&req, &mut key);
-        log.rec(Tag::VclReturn, side, rxid, b"lookup");
-        let ctx = ReqCtx { rxid, hdr_rx, keep, head_only: &req.method[..] == b"HEAD" };
-        match action {
-            Recv::Synth(status, reason) => {
-                sh.seg.add(C::SSynth, 1);
-                // A body we did not read would be taken for the next request.
-                let go_on = framing == Framing::None && keep;
-                let tx = self.synth(c, &mut log, rxid, status, reason, !go_on).await;
-                self.end_req(log, &mut clock, rxid, (hdr_rx, 0), tx);
-                if go_on && tx.0 > 0 {
-                    None
-                } else {
-                    Some(Reason::RespClose)
+        let mut ctx = ReqCtx { rxid, hdr_rx, keep, head_only: &req.method[..] == b"HEAD", framing, body_rx: 0, body_consumed: false };
+        loop {
+            match self.process(c, &mut req, log, clock, &mut ctx).await {
+                Step::Done(r) => {
+                    // Idle keep-alive sessions do not keep a program busy.
+                    self.active = None;
+                    return r;
                 }
-            }
-            Recv::Pipe => crate::pipe::pipe(self, c, &req, log, clock, ctx).await,
-            Recv::Pass => {
-                sh.seg.add(C::SPass, 1);
-                self.pass(c, &req, framing, log, clock, ctx).await
-            }
-            Recv::Purge | Recv::Hash => {
-                let body_rx = match self.discard_body(c, framing).await {
-                    Ok(n) => n,
-                    Err(e) => return self.bad_body(c, log, clock, ctx, &e).await,
-                };
-                let ctx = ReqCtx { hdr_rx: hdr_rx + body_rx, ..ctx };
-                if action == Recv::Purge {
-                    log.rec(Tag::VclCall, side, rxid, b"PURGE");
-                    log.rec(Tag::VclReturn, side, rxid, b"synth");
-                    let n = sh.cache.purge(&key);
-                    sh.seg.add(C::NPurges, 1);
-                    sh.seg.add(C::NObjPurged, n as u64);
-                    sh.seg.add(C::SSynth, 1);
-                    let tx = self.synth(c, &mut log, rxid, 200, "Purged", !keep).await;
-                    self.end_req(log, &mut clock, rxid, (hdr_rx, body_rx), tx);
-                    return if keep && tx.0 > 0 { None } else { Some(Reason::RespClose) };
+                Step::Restart(l, k) => {
+                    (log, clock) = (l, k);
+                    req.restarts += 1;
+                    clock.stamp(&mut log, rxid, "Restart");
                 }
-                self.lookup(c, req, key, log, clock, ctx).await
             }
         }
     }
 
+    /// One pass: vcl_recv, vcl_hash, and what they chose.
+    async fn process(&mut self, c: &mut Client, req: &mut Req, mut log: Batch, clock: Clock, ctx: &mut ReqCtx) -> Step {
+        let sh = self.sh.clone();
+        let rxid = ctx.rxid;
+        let action = if req.restarts > sh.params().max_restarts {
+            log.rec(Tag::VclError, LogSide::Client, rxid, b"Too many restarts");
+            Action::Synth(503, "Too many restarts".into())
+        } else {
+            self.vcl_req(Sub::Recv, req, &mut log, rxid)
+        };
+        ctx.head_only = &req.method[..] == b"HEAD";
+        let mut key = Vec::with_capacity(req.url.len() + 32);
+        if matches!(action, Action::Hash | Action::Purge | Action::Pass | Action::Pipe) {
+            let policy = self.policy();
+            let mut t = self.task(&mut log, rxid);
+            t.req = Some(req);
+            t.key = Some(&mut key);
+            run_sub(&*policy, Sub::Hash, &mut t);
+        }
+        match action {
+            Action::Pipe if ctx.body_consumed => {
+                // The body was read by an earlier pass: nothing to pipe.
+                self.vcl_synth(c, req, log, clock, ctx, 503, "Service Unavailable").await
+            }
+            Action::Pipe => Step::Done(crate::pipe::pipe(self, c, req, log, clock, *ctx).await),
+            Action::Pass => self.vcl_pass(c, req, log, clock, ctx).await,
+            Action::Purge | Action::Hash => {
+                if let Err(e) = self.discard_body(c, ctx).await {
+                    return Step::Done(self.bad_body(c, log, clock, *ctx, &e).await);
+                }
+                if action == Action::Purge {
+                    let n = sh.cache.purge(&key);
+                    sh.seg.add(C::NPurges, 1);
+                    sh.seg.add(C::NObjPurged, n as u64);
+                    return match self.vcl_req(Sub::Purge, req, &mut log, rxid) {
+                        Action::Restart => Step::Restart(log, clock),
+                        Action::Synth(s, r) => self.vcl_synth(c, req, log, clock, ctx, s, &r).await,
+                        _ => self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await,
+                    };
+                }
+                self.lookup(c, req, key, log, clock, ctx).await
+            }
+            Action::Restart => Step::Restart(log, clock),
+            Action::Synth(s, r) => self.vcl_synth(c, req, log, clock, ctx, s, &r).await,
+            _ => self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await,
+        }
+    }
+
+    /// vcl_synth, then the synthetic response. The connection stays open
+    /// only if the request's body (if any) has been read.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn vcl_synth(
+        &mut self,
+        c: &mut Client,
+        req: &mut Req,
+        mut log: Batch,
+        mut clock: Clock,
+        ctx: &ReqCtx,
+        status: u16,
+        reason: &str,
+    ) -> Step {
+        let sh = self.sh.clone();
+        let rxid = ctx.rxid;
+        sh.seg.add(C::SSynth, 1);
+        let mut resp = Resp {
+            status: status % 1000,
+            reason: Bytes::copy_from_slice(reason.as_bytes()),
+            headers: Headers(vec![
+                (Bytes::from_static(b"Date"), Bytes::from(http_date(now()))),
+                (Bytes::from_static(b"Server"), Bytes::from_static(b"cachekit")),
+            ]),
+            is_streaming: false,
+        };
+        if resp.status < 100 {
+            resp.status = 503;
+        }
+        let mut body = Vec::new();
+        let action = {
+            let policy = self.policy();
+            let mut t = self.task(&mut log, rxid);
+            t.req = Some(req);
+            t.resp = Some(&mut resp);
+            t.body = Some(&mut body);
+            run_sub(&*policy, Sub::Synth, &mut t)
+        };
+        match action {
+            Action::Restart if req.restarts < sh.params().max_restarts => return Step::Restart(log, clock),
+            Action::Deliver => {}
+            _ => {
+                // fail (or a restart too many): the built-in page.
+                resp = Resp { status: 503, reason: Bytes::from_static(b"VCL failed"), headers: Headers::default(), is_streaming: false };
+                let mut t = Task::new(&policy::NoEnv);
+                t.req = Some(req);
+                t.resp = Some(&mut resp);
+                t.body = Some(&mut body);
+                policy::builtin(Sub::Synth, &mut t);
+            }
+        }
+        let close = !ctx.keep || ctx.framing != Framing::None;
+        let tx = self.send_synth(c, &mut log, rxid, &resp, &body, close, ctx.head_only).await;
+        self.end_req(log, &mut clock, rxid, (ctx.hdr_rx, ctx.body_rx), tx);
+        Step::Done(if !close && tx.0 > 0 { None } else { Some(Reason::RespClose) })
+    }
+
     /// Read and drop a request body the cache path does not forward
-    /// (a GET with a body). Returns the bytes read, None if the client failed.
-    async fn discard_body(&mut self, c: &mut Client, framing: Framing) -> Result<u64, Error> {
-        if framing == Framing::None {
-            return Ok(0);
+    /// (a GET with a body).
+    async fn discard_body(&mut self, c: &mut Client, ctx: &mut ReqCtx) -> Result<(), Error> {
+        if ctx.framing == Framing::None {
+            return Ok(());
         }
         let t = Transfer {
-            framing,
+            framing: ctx.framing,
             chunk_out: false,
             src_side: Side::Client,
             dst_side: Side::Internal,
@@ -341,7 +462,10 @@ impl Sess {
         };
         let m = http::transfer(c, &mut tokio::io::sink(), &t, &mut self.scratch).await?;
         self.sh.seg.add(C::SReqBodybytes, m.rx);
-        Ok(m.rx)
+        ctx.body_rx += m.rx;
+        ctx.framing = Framing::None;
+        ctx.body_consumed = true;
+        Ok(())
     }
 
     /// The request body could not be read: a malformed body (bad chunk
@@ -354,61 +478,49 @@ impl Sess {
         } else {
             (0, 0)
         };
-        self.end_req(log, &mut clock, ctx.rxid, (ctx.hdr_rx, 0), tx);
+        self.end_req(log, &mut clock, ctx.rxid, (ctx.hdr_rx, ctx.body_rx), tx);
         Some(Reason::RxBody)
     }
 
-    /// Lookup and what follows: hit, grace, miss (coalesced), hit-for-miss,
-    /// hit-for-pass, or waiting for another request's fetch.
-    async fn lookup(&mut self, c: &mut Client, req: Req, key: Vec<u8>, mut log: Batch, mut clock: Clock, ctx: ReqCtx) -> Option<Reason> {
+    /// Lookup and what follows: hit (vcl_hit), grace, miss (vcl_miss,
+    /// coalesced), hit-for-miss, hit-for-pass, or waiting for another
+    /// request's fetch.
+    async fn lookup(&mut self, c: &mut Client, req: &mut Req, key: Vec<u8>, mut log: Batch, clock: Clock, ctx: &mut ReqCtx) -> Step {
         let sh = self.sh.clone();
         let (rxid, side) = (ctx.rxid, LogSide::Client);
         let mut slept = false;
         loop {
             let t = now();
-            sh.cache.check_bans(&key, &req.url, req.headers.iter());
-            let (oc, hit) = match sh.cache.lookup(&key, req.headers.iter(), t) {
-                Lookup::Hit(oc) | Lookup::Grace(oc, None) => {
-                    self.count_hit(&mut log, rxid, &oc, t);
-                    (oc, true)
-                }
-                Lookup::Grace(oc, Some(guard)) => {
-                    self.count_hit(&mut log, rxid, &oc, t);
-                    let bxid = sh.next_vxid();
-                    log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} bgfetch"));
-                    let spec = MissSpec {
-                        req: req.clone(),
-                        guard,
-                        stale: Some(oc.clone()),
-                        bxid,
-                        rxid,
-                        reason: "bgfetch",
-                        client_ip: self.peer.ip(),
-                    };
-                    tokio::spawn(miss::start(sh.clone(), spec));
-                    (oc, true)
-                }
+            let found = if req.hash_always_miss {
+                Lookup::Miss { guard: sh.cache.private_guard(&key), stale: None }
+            } else {
+                sh.cache.check_bans(&key, &req.url, req.headers.iter());
+                sh.cache.lookup(&key, req.headers.iter(), t)
+            };
+            return match found {
+                Lookup::Hit(oc) => self.hit(c, req, &key, oc, None, log, clock, ctx).await,
+                Lookup::Grace(oc, guard) => self.hit(c, req, &key, oc, guard, log, clock, ctx).await,
                 Lookup::HitForPass(oc) => {
                     sh.seg.add(C::CacheHitpass, 1);
                     log.recf(Tag::HitPass, side, rxid, format_args!("{} {:.6}", oc.obj.vxid, oc.obj.life.ttl_left(t)));
-                    sh.seg.add(C::SPass, 1);
-                    return self.pass(c, &req, Framing::None, log, clock, ctx).await;
+                    req.is_hitpass = true;
+                    self.vcl_pass(c, req, log, clock, ctx).await
                 }
                 Lookup::HitForMiss(oc) => {
                     sh.seg.add(C::CacheHitmiss, 1);
                     log.recf(Tag::HitMiss, side, rxid, format_args!("{} {:.6}", oc.obj.vxid, oc.obj.life.ttl_left(t)));
+                    req.is_hitmiss = true;
                     let guard = sh.cache.private_guard(&key);
-                    match self.miss(&mut log, rxid, &req, guard, None).await {
-                        Ok(oc) => (oc, false),
-                        Err(_) => return self.fetch_failed(c, log, clock, ctx).await,
-                    }
+                    self.vcl_miss(c, req, guard, None, log, clock, ctx).await
                 }
                 Lookup::Miss { guard, stale } => {
                     sh.seg.add(C::CacheMiss, 1);
-                    match self.miss(&mut log, rxid, &req, guard, stale).await {
-                        Ok(oc) => (oc, false),
-                        Err(_) => return self.fetch_failed(c, log, clock, ctx).await,
-                    }
+                    self.vcl_miss(c, req, guard, stale, log, clock, ctx).await
+                }
+                Lookup::Busy(_) if req.hash_ignore_busy => {
+                    sh.seg.add(C::CacheMiss, 1);
+                    let guard = sh.cache.private_guard(&key);
+                    self.vcl_miss(c, req, guard, None, log, clock, ctx).await
                 }
                 Lookup::Busy(mut rx) => {
                     if !slept {
@@ -422,90 +534,200 @@ impl Sess {
                     sh.seg.add(C::BusyWakeup, 1);
                     if state == BusyState::Failed {
                         sh.seg.add(C::BusyKilled, 1);
-                        return self.fetch_failed(c, log, clock, ctx).await;
+                        return self.fetch_failed(c, req, log, clock, ctx).await;
                     }
                     continue;
                 }
             };
-            clock.stamp(&mut log, rxid, if hit { "Process" } else { "Fetch" });
-            return self.deliver(c, &req, &oc, hit, log, clock, ctx).await;
         }
     }
 
-    fn count_hit(&self, log: &mut Batch, rxid: u32, oc: &ObjCore, t: f64) {
-        let sh = &self.sh;
-        let life = &oc.obj.life;
-        sh.seg.add(C::CacheHit, 1);
-        if !life.fresh(t) {
-            sh.seg.add(C::CacheHitGrace, 1);
-        }
-        let side = LogSide::Client;
-        log.recf(Tag::Hit, side, rxid, format_args!("{} {:.6} {:.6} {:.6}", oc.obj.vxid, life.ttl_left(t), life.grace, life.keep));
-        log.rec(Tag::VclCall, side, rxid, b"HIT");
-        log.rec(Tag::VclReturn, side, rxid, b"deliver");
-    }
-
-    /// Fetch for the cache on behalf of this request (and its waiters).
-    async fn miss(
+    /// An object was found: vcl_hit decides (deliver, or miss/pass after
+    /// all). `guard` is set when this request should refresh a stale one.
+    #[allow(clippy::too_many_arguments)]
+    async fn hit(
         &mut self,
-        log: &mut Batch,
-        rxid: u32,
-        req: &Req,
+        c: &mut Client,
+        req: &mut Req,
+        key: &[u8],
+        oc: Arc<ObjCore>,
+        guard: Option<BusyGuard>,
+        mut log: Batch,
+        mut clock: Clock,
+        ctx: &mut ReqCtx,
+    ) -> Step {
+        let sh = self.sh.clone();
+        let (rxid, side) = (ctx.rxid, LogSide::Client);
+        let t = now();
+        let life = oc.obj.life;
+        log.recf(Tag::Hit, side, rxid, format_args!("{} {:.6} {:.6} {:.6}", oc.obj.vxid, life.ttl_left(t), life.grace, life.keep));
+        // req.ttl and req.grace bound what a hit may serve.
+        let age = t - life.t_origin;
+        let too_old = req.ttl.is_some_and(|m| age > m) || (!life.fresh(t) && req.grace.is_some_and(|g| -life.ttl_left(t) > g));
+        let policy = self.policy();
+        let action = if too_old {
+            Action::Miss
+        } else {
+            let view = policy.defines(Sub::Hit).then(|| obj_view(&oc, t, true));
+            let mut task = self.task(&mut log, rxid);
+            task.req = Some(req);
+            task.obj = view.as_ref();
+            run_sub(&*policy, Sub::Hit, &mut task)
+        };
+        let release = |g: Option<BusyGuard>| {
+            if let Some(g) = g {
+                g.release()
+            }
+        };
+        match action {
+            Action::Deliver => {
+                sh.seg.add(C::CacheHit, 1);
+                if !life.fresh(t) {
+                    sh.seg.add(C::CacheHitGrace, 1);
+                }
+                oc.hit();
+                if let Some(guard) = guard {
+                    let bxid = sh.next_vxid();
+                    log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} bgfetch"));
+                    let spec = MissSpec {
+                        req: req.clone(),
+                        guard,
+                        stale: Some(oc.clone()),
+                        bxid,
+                        rxid,
+                        reason: "bgfetch",
+                        addrs: (self.peer, self.local),
+                        policy,
+                    };
+                    tokio::spawn(miss::start(sh.clone(), spec));
+                }
+                clock.stamp(&mut log, rxid, "Process");
+                self.deliver(c, req, &oc, true, log, clock, ctx).await
+            }
+            Action::Miss => {
+                sh.seg.add(C::CacheMiss, 1);
+                let guard = guard.unwrap_or_else(|| sh.cache.private_guard(key));
+                self.vcl_miss(c, req, guard, Some(oc), log, clock, ctx).await
+            }
+            Action::Pass => {
+                release(guard);
+                self.vcl_pass(c, req, log, clock, ctx).await
+            }
+            Action::Restart => {
+                release(guard);
+                Step::Restart(log, clock)
+            }
+            Action::Synth(s, r) => {
+                release(guard);
+                self.vcl_synth(c, req, log, clock, ctx, s, &r).await
+            }
+            _ => {
+                release(guard);
+                self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await
+            }
+        }
+    }
+
+    /// vcl_miss, then the fetch for the cache on behalf of this request
+    /// (and its waiters).
+    #[allow(clippy::too_many_arguments)]
+    async fn vcl_miss(
+        &mut self,
+        c: &mut Client,
+        req: &mut Req,
         guard: BusyGuard,
         stale: Option<Arc<ObjCore>>,
-    ) -> Result<Arc<ObjCore>, Error> {
+        mut log: Batch,
+        mut clock: Clock,
+        ctx: &mut ReqCtx,
+    ) -> Step {
         let sh = self.sh.clone();
-        let side = LogSide::Client;
-        log.rec(Tag::VclCall, side, rxid, b"MISS");
-        log.rec(Tag::VclReturn, side, rxid, b"fetch");
+        let rxid = ctx.rxid;
+        match self.vcl_req(Sub::Miss, req, &mut log, rxid) {
+            Action::Fetch => {}
+            other => {
+                guard.release();
+                return match other {
+                    Action::Pass => self.vcl_pass(c, req, log, clock, ctx).await,
+                    Action::Restart => Step::Restart(log, clock),
+                    Action::Synth(s, r) => self.vcl_synth(c, req, log, clock, ctx, s, &r).await,
+                    _ => self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await,
+                };
+            }
+        }
         let bxid = sh.next_vxid();
-        log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} fetch"));
-        let spec = MissSpec { req: req.clone(), guard, stale, bxid, rxid, reason: "fetch", client_ip: self.peer.ip() };
-        miss::start(sh, spec).await
+        log.recf(Tag::Link, LogSide::Client, rxid, format_args!("bereq {bxid} fetch"));
+        let spec =
+            MissSpec { req: req.clone(), guard, stale, bxid, rxid, reason: "fetch", addrs: (self.peer, self.local), policy: self.policy() };
+        match miss::start(sh, spec).await {
+            Ok(oc) => {
+                clock.stamp(&mut log, rxid, "Fetch");
+                self.deliver(c, req, &oc, false, log, clock, ctx).await
+            }
+            Err(_) => self.fetch_failed(c, req, log, clock, ctx).await,
+        }
     }
 
-    /// The cache fetch failed: 503, as vcl_backend_error's default does.
-    async fn fetch_failed(&mut self, c: &mut Client, mut log: Batch, mut clock: Clock, ctx: ReqCtx) -> Option<Reason> {
-        let tx = self.synth(c, &mut log, ctx.rxid, 503, "Backend fetch failed", !ctx.keep).await;
-        self.end_req(log, &mut clock, ctx.rxid, (ctx.hdr_rx, 0), tx);
-        if ctx.keep && tx.0 > 0 {
-            None
-        } else {
-            Some(Reason::TxError)
+    /// The cache fetch was abandoned: 503 through vcl_synth.
+    async fn fetch_failed(&mut self, c: &mut Client, req: &mut Req, log: Batch, clock: Clock, ctx: &mut ReqCtx) -> Step {
+        self.vcl_synth(c, req, log, clock, ctx, 503, "Backend fetch failed").await
+    }
+
+    /// vcl_pass, then the pass.
+    async fn vcl_pass(&mut self, c: &mut Client, req: &mut Req, mut log: Batch, clock: Clock, ctx: &mut ReqCtx) -> Step {
+        match self.vcl_req(Sub::Pass, req, &mut log, ctx.rxid) {
+            Action::Fetch => self.pass(c, req, log, clock, ctx).await,
+            Action::Restart => Step::Restart(log, clock),
+            Action::Synth(s, r) => self.vcl_synth(c, req, log, clock, ctx, s, &r).await,
+            _ => self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await,
         }
     }
 
     /// Pass: fetch for this request alone, its body streamed straight
     /// through, nothing stored.
-    async fn pass(&mut self, c: &mut Client, req: &Req, framing: Framing, mut log: Batch, mut clock: Clock, ctx: ReqCtx) -> Option<Reason> {
+    async fn pass(&mut self, c: &mut Client, req: &mut Req, mut log: Batch, mut clock: Clock, ctx: &mut ReqCtx) -> Step {
         let sh = self.sh.clone();
         let (rxid, side) = (ctx.rxid, LogSide::Client);
-        let hdr_rx = ctx.hdr_rx;
-        let mut keep = ctx.keep;
-        log.rec(Tag::VclCall, side, rxid, b"PASS");
-        log.rec(Tag::VclReturn, side, rxid, b"fetch");
+        sh.seg.add(C::SPass, 1);
         let bxid = sh.next_vxid();
         log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} pass"));
         let mut fetch = Fetch::new(&sh, bxid, rxid, "pass");
-        let mut wire = std::mem::take(&mut self.wire);
-        fetch.build_request(&sh, &req.method, req, framing, self.peer.ip(), &mut wire);
-        let result = fetch.send(&sh, framing, Some(c), &mut wire).await;
-        let body_rx = fetch.req_body_rx;
-        let resp = match result {
-            Ok(r) => r,
-            Err(e) => {
-                self.wire = wire;
+        let mut bereq = Bereq::from_req(req, bxid);
+        bereq.uncacheable = true;
+        let framing = ctx.framing;
+        let policy = self.policy();
+        let addrs = (self.peer, self.local);
+        let fetched = miss::backend_side(&sh, &*policy, &mut fetch, &mut bereq, Some(c), framing, addrs, None).await;
+        if framing != Framing::None && (fetch.req_body_rx > 0 || fetch.body_tx > 0) {
+            ctx.body_rx += fetch.req_body_rx;
+            ctx.framing = Framing::None;
+            ctx.body_consumed = true;
+        }
+        let (resp, beresp) = match fetched {
+            Fetched::Resp { resp, beresp, .. } => (resp, beresp),
+            Fetched::Synthetic { beresp, body, .. } => {
+                fetch.finish(&sh, Some(body.len() as u64), None);
+                fetch.end(&sh);
+                clock.stamp(&mut log, rxid, "Fetch");
+                let resp = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: false };
+                return self.deliver_synthetic(c, req, resp, body, log, clock, ctx).await;
+            }
+            Fetched::Abandoned(e) => {
                 fetch.error(&sh, &e);
                 fetch.finish(&sh, None, None);
                 fetch.end(&sh);
-                if e.side == Side::Client {
-                    return self.bad_body(c, log, clock, ctx, &e).await;
-                }
-                let tx = self.synth(c, &mut log, rxid, 503, "Backend fetch failed", !keep).await;
-                self.end_req(log, &mut clock, rxid, (hdr_rx, body_rx), tx);
-                return if keep && tx.0 > 0 { None } else { Some(Reason::TxError) };
+                return self.vcl_synth(c, req, log, clock, ctx, 503, "Backend fetch failed").await;
+            }
+            Fetched::Client(e) => {
+                fetch.error(&sh, &e);
+                fetch.finish(&sh, None, None);
+                fetch.end(&sh);
+                return Step::Done(self.bad_body(c, log, clock, *ctx, &e).await);
             }
         };
+        let body_rx = ctx.body_rx;
+        let hdr_rx = ctx.hdr_rx;
+        let mut keep = ctx.keep && ctx.framing == Framing::None;
         clock.stamp(&mut log, rxid, "Fetch");
         let be_head = &resp.head;
         let backend_close = be_head.minor == 0 || be_head.has_token("connection", "close");
@@ -513,27 +735,30 @@ impl Sess {
         if matches!(resp.framing, Framing::Chunked | Framing::Eof) && !chunk_out {
             keep = false; // HTTP/1.0 client: the body ends at close.
         }
-        let mut resp_headers = Headers(
-            be_head
-                .headers
-                .iter()
-                .filter(|(n, _)| {
-                    let n = &be_head.raw[n.clone()];
-                    let keep_cl = resp.framing == Framing::None && n.eq_ignore_ascii_case(b"content-length");
-                    (!http::is_hop_by_hop(n) || keep_cl) && !n.eq_ignore_ascii_case(b"x-varnish")
-                })
-                .map(|(n, v)| (be_head.raw.slice(n.clone()), be_head.raw.slice(v.clone())))
-                .collect(),
-        );
-        log.rec(Tag::VclCall, side, rxid, b"DELIVER");
-        self.policy().deliver(req, &mut resp_headers);
-        log.rec(Tag::VclReturn, side, rxid, b"deliver");
+        let mut out = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: true };
+        out.headers.unset("x-varnish");
+        let action = {
+            let mut t = self.task(&mut log, rxid);
+            t.req = Some(req);
+            t.resp = Some(&mut out);
+            run_sub(&*policy, Sub::Deliver, &mut t)
+        };
+        if action != Action::Deliver {
+            fetch.finish(&sh, None, None);
+            fetch.end(&sh);
+            return match action {
+                Action::Restart => Step::Restart(log, clock),
+                Action::Synth(s, r) => self.vcl_synth(c, req, log, clock, ctx, s, &r).await,
+                _ => self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await,
+            };
+        }
+        let mut wire = std::mem::take(&mut self.wire);
         let framing_header = match resp.framing {
             Framing::Length(n) => Some((&b"Content-Length"[..], n.to_string())),
             Framing::Chunked | Framing::Eof if chunk_out => Some((&b"Transfer-Encoding"[..], "chunked".to_string())),
             _ => None,
         };
-        self.write_head(&mut wire, &mut log, rxid, be_head.status, be_head.reason(), &resp_headers, None, framing_header, keep, false);
+        self.write_head(&mut wire, &mut log, rxid, out.status, &out.reason, &out.headers, None, framing_header, keep, false);
         clock.stamp(&mut log, rxid, "Process");
         let hdr_tx = wire.len() as u64;
         let mut be = resp.conn;
@@ -550,7 +775,7 @@ impl Sess {
             fetch.finish(&sh, None, None);
             fetch.end(&sh);
             self.end_req(log, &mut clock, rxid, (hdr_rx, body_rx), (0, 0));
-            return Some(Reason::TxError);
+            return Step::Done(Some(Reason::TxError));
         }
         let t = Transfer {
             framing: if inline > 0 { Framing::Length(0) } else { resp.framing },
@@ -571,7 +796,7 @@ impl Sess {
                 fetch.finish(&sh, Some(m.payload), Some((be, reusable)));
                 fetch.end(&sh);
                 self.end_req(log, &mut clock, rxid, (hdr_rx, body_rx), (hdr_tx, m.tx));
-                close_reason(keep, req)
+                Step::Done(close_reason(keep, req))
             }
             Err(e) => {
                 // Never end a body cleanly that did not arrive whole: close.
@@ -581,7 +806,7 @@ impl Sess {
                 fetch.finish(&sh, None, None);
                 fetch.end(&sh);
                 self.end_req(log, &mut clock, rxid, (hdr_rx, body_rx), (hdr_tx, 0));
-                Some(if e.side == Side::Backend { Reason::RespClose } else { Reason::TxError })
+                Step::Done(Some(if e.side == Side::Backend { Reason::RespClose } else { Reason::TxError }))
             }
         }
     }
@@ -657,25 +882,53 @@ impl Sess {
         self.end_req(log, &mut clock, rxid, (n as u64, 0), tx);
     }
 
-    /// Send a synthetic response (the "Guru Meditation" page); returns the
-    /// (header, body) bytes written, zeros if the client was gone.
+    /// Send the built-in error page without running the policy (requests
+    /// too malformed for it); returns the (header, body) bytes written,
+    /// zeros if the client was gone.
     pub(crate) async fn synth(&mut self, c: &mut Client, log: &mut Batch, rxid: u32, status: u16, reason: &str, close: bool) -> (u64, u64) {
-        let body = format!(
-            "<!DOCTYPE html>\n<html>\n  <head>\n    <title>{status} {reason}</title>\n  </head>\n  <body>\n    <h1>Error {status} {reason}</h1>\n    <p>{reason}</p>\n    <h3>Guru Meditation:</h3>\n    <p>XID: {rxid}</p>\n    <hr>\n    <p>cachekit cache server</p>\n  </body>\n</html>\n"
-        );
-        log.rec(Tag::VclCall, LogSide::Client, rxid, b"SYNTH");
-        log.rec(Tag::VclReturn, LogSide::Client, rxid, b"deliver");
-        let headers = Headers(vec![
-            (Bytes::from_static(b"Date"), Bytes::from(http_date(now()))),
-            (Bytes::from_static(b"Server"), Bytes::from_static(b"cachekit")),
-            (Bytes::from_static(b"Content-Type"), Bytes::from_static(b"text/html; charset=utf-8")),
-            (Bytes::from_static(b"Retry-After"), Bytes::from_static(b"5")),
-        ]);
+        let mut resp = Resp {
+            status,
+            reason: Bytes::copy_from_slice(reason.as_bytes()),
+            headers: Headers(vec![
+                (Bytes::from_static(b"Date"), Bytes::from(http_date(now()))),
+                (Bytes::from_static(b"Server"), Bytes::from_static(b"cachekit")),
+            ]),
+            is_streaming: false,
+        };
+        let mut body = Vec::new();
+        let mut r = Req { xid: rxid, ..Req::default() };
+        {
+            let mut t = Task::new(&policy::NoEnv);
+            t.log = Some((log, rxid, LogSide::Client));
+            t.req = Some(&mut r);
+            t.resp = Some(&mut resp);
+            t.body = Some(&mut body);
+            run_sub(&policy::Builtin, Sub::Synth, &mut t);
+        }
+        self.send_synth(c, log, rxid, &resp, &body, close, false).await
+    }
+
+    /// Write a response with a body in hand; returns the (header, body)
+    /// bytes written, zeros if the client was gone.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn send_synth(
+        &mut self,
+        c: &mut Client,
+        log: &mut Batch,
+        rxid: u32,
+        resp: &Resp,
+        body: &[u8],
+        close: bool,
+        head_only: bool,
+    ) -> (u64, u64) {
         let mut wire = std::mem::take(&mut self.wire);
         let framing = Some((&b"Content-Length"[..], body.len().to_string()));
-        self.write_head(&mut wire, log, rxid, status, reason.as_bytes(), &headers, None, framing, !close, false);
+        let mut headers = resp.headers.clone();
+        headers.unset("content-length");
+        self.write_head(&mut wire, log, rxid, resp.status, &resp.reason, &headers, None, framing, !close, false);
         let hdr = wire.len() as u64;
-        wire.extend_from_slice(body.as_bytes());
+        let body = if head_only { &[][..] } else { body };
+        wire.extend_from_slice(body);
         let ok = c.io.write_all(&wire).await.is_ok();
         self.wire = wire;
         if ok {
@@ -683,5 +936,37 @@ impl Sess {
         } else {
             (0, 0)
         }
+    }
+
+    /// Deliver vcl_backend_error's page to a pass: through vcl_deliver.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn deliver_synthetic(
+        &mut self,
+        c: &mut Client,
+        req: &mut Req,
+        mut resp: Resp,
+        body: Vec<u8>,
+        mut log: Batch,
+        mut clock: Clock,
+        ctx: &mut ReqCtx,
+    ) -> Step {
+        let rxid = ctx.rxid;
+        let action = {
+            let policy = self.policy();
+            let mut t = self.task(&mut log, rxid);
+            t.req = Some(req);
+            t.resp = Some(&mut resp);
+            run_sub(&*policy, Sub::Deliver, &mut t)
+        };
+        match action {
+            Action::Deliver => {}
+            Action::Restart => return Step::Restart(log, clock),
+            Action::Synth(s, r) => return self.vcl_synth(c, req, log, clock, ctx, s, &r).await,
+            _ => return self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await,
+        }
+        let close = !ctx.keep || ctx.framing != Framing::None;
+        let tx = self.send_synth(c, &mut log, rxid, &resp, &body, close, ctx.head_only).await;
+        self.end_req(log, &mut clock, rxid, (ctx.hdr_rx, ctx.body_rx), tx);
+        Step::Done(if !close && tx.0 > 0 { None } else { Some(Reason::RespClose) })
     }
 }

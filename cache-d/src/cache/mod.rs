@@ -126,6 +126,8 @@ pub struct ObjCore {
     dead: AtomicBool,
     /// Charged to storage at all (objects over budget are not).
     stored: AtomicBool,
+    /// Times delivered from the cache (obj.hits).
+    hits: AtomicU64,
 }
 
 impl ObjCore {
@@ -134,6 +136,13 @@ impl ObjCore {
     }
     pub fn stored(&self) -> bool {
         self.stored.load(Ordering::Acquire)
+    }
+    /// Count a hit; the hits before this one.
+    pub fn hit(&self) -> u64 {
+        self.hits.fetch_add(1, Ordering::Relaxed)
+    }
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
     }
 }
 
@@ -184,6 +193,14 @@ impl BusyGuard {
             }
         }
         self.busy.tx.send_replace(state);
+    }
+}
+
+impl BusyGuard {
+    /// Give the fetch up without an object (vcl_miss chose pass or synth):
+    /// the waiters look up again instead of failing.
+    pub fn release(mut self) {
+        self.settle(BusyState::Ready);
     }
 }
 
@@ -506,6 +523,7 @@ impl Cache {
             ban_id: AtomicU64::new(c.newest_ban.load(Ordering::Acquire)),
             dead: AtomicBool::new(false),
             stored: AtomicBool::new(true),
+            hits: AtomicU64::new(0),
         });
         {
             let mut st = c.store();
@@ -556,6 +574,7 @@ impl Cache {
             ban_id: AtomicU64::new(u64::MAX),
             dead: AtomicBool::new(true),
             stored: AtomicBool::new(false),
+            hits: AtomicU64::new(0),
         })
     }
 

@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::ast::*;
 use super::diag::VclError;
+use crate::policy::Sub;
 
 /// The built-in subroutines and the actions each may return (VCL 4.1).
 pub const BUILTIN_SUBS: &[(&str, &[&str])] = &[
@@ -84,8 +85,13 @@ fn legacy_var(name: &str, pos: Pos) -> Result<(), VclError> {
     }
 }
 
-/// Check the program; the first error found.
-pub fn check(p: &Program) -> Result<(), VclError> {
+/// Which built-in subroutines each subroutine runs in: itself for a
+/// built-in one, every built-in one that calls it (directly or not) for a
+/// user one.
+pub type Contexts = HashMap<String, Vec<Sub>>;
+
+/// Check the program; the first error found, or the subroutines' contexts.
+pub fn check(p: &Program) -> Result<Contexts, VclError> {
     let mut subs: HashMap<&str, (&[Stmt], Pos)> = HashMap::new();
     for item in &p.items {
         if let Item::Sub { name, body, pos } = item {
@@ -181,7 +187,19 @@ pub fn check(p: &Program) -> Result<(), VclError> {
             return Err(e);
         }
     }
-    Ok(())
+    let mut out = Contexts::new();
+    for name in subs.keys() {
+        let ctx: Vec<Sub> = match Sub::from_name(name) {
+            Some(s) => vec![s],
+            None => {
+                let mut v: Vec<Sub> = reached.get(*name).map(|s| s.iter().filter_map(|n| Sub::from_name(n)).collect()).unwrap_or_default();
+                v.sort_by_key(|s| *s as u8);
+                v
+            }
+        };
+        out.insert(name.to_string(), ctx);
+    }
+    Ok(out)
 }
 
 /// Legacy names used as values, and functions 4.0 removed.
@@ -209,7 +227,7 @@ mod tests {
 
     fn check_src(src: &str) -> Result<(), String> {
         let p = parse_source("t.vcl", &format!("vcl 4.1;\n{src}\n")).map_err(|e| e.to_string())?;
-        check(&p).map_err(|e| e.render(&p.files))
+        check(&p).map(|_| ()).map_err(|e| e.render(&p.files))
     }
 
     #[test]

@@ -1,83 +1,96 @@
 //! Compiling a checked program into closures (evaluated per request; the
 //! text is never walked again), and the policy that runs them in the
-//! request-path hooks, falling through to the built-in policy when a
+//! engine's subroutines, falling through to the built-in policy when a
 //! subroutine does not return.
 //!
-//! Supported so far: vcl_recv, vcl_hash, vcl_backend_response and
-//! vcl_deliver, user subroutines and `call`; `set`, `unset`, `if`,
-//! `return`; strings, booleans, integers, durations; `== != ~ !~ < > <= >=
-//! && || !` and `+`; regex and ACL matches; `regsub`, `regsuball`,
-//! `hash_data`, `std.tolower`, `std.toupper`, `std.integer`,
-//! `std.duration`, `std.querysort`; the variables listed in
-//! [`var`]. Anything else is a compile error that says it is not supported
-//! yet, never a silent no-op.
+//! Variables are checked at compile time against the subroutines they are
+//! used in (Varnish's read/write rules, see [`access`]), in every context
+//! that reaches a user subroutine. What is not implemented is a compile
+//! error that says so, never a silent no-op.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use common::vsl::Tag;
 use regex::Regex;
 
 use super::ast::*;
 use super::diag::VclError;
-use crate::policy::{self, Beresp, BerespAction, Headers, Policy, Recv, Req};
+use crate::policy::{self, Action, Headers, NoEnv, Policy, Sub, Task};
 
+/// A value at run time.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Val {
     Str(String),
     Bool(bool),
     Int(i64),
+    Real(f64),
     Dur(f64),
+    Bytes(u64),
+    /// Seconds since the epoch.
+    Time(f64),
+    Ip(IpAddr, u16),
+    Backend(String),
     /// An unset header or variable.
     None,
 }
 
 impl Val {
-    fn text(&self) -> String {
+    pub fn text(&self) -> String {
         match self {
             Val::Str(s) => s.clone(),
             Val::Bool(b) => b.to_string(),
             Val::Int(i) => i.to_string(),
-            Val::Dur(d) => format!("{d:.3}"),
+            Val::Real(d) | Val::Dur(d) => format!("{d:.3}"),
+            Val::Bytes(b) => b.to_string(),
+            Val::Time(t) => common::httpdate::format(*t),
+            Val::Ip(ip, _) => ip.to_string(),
+            Val::Backend(b) => b.clone(),
             Val::None => String::new(),
         }
     }
+    /// In a boolean context: a string (header) is true when it is set.
     fn truthy(&self) -> bool {
         match self {
             Val::Bool(b) => *b,
-            Val::Str(s) => !s.is_empty(),
             Val::Int(i) => *i != 0,
-            Val::Dur(d) => *d != 0.0,
+            Val::Real(d) | Val::Dur(d) => *d != 0.0,
+            Val::Bytes(b) => *b != 0,
             Val::None => false,
+            _ => true,
         }
     }
     fn num(&self) -> Option<f64> {
         match self {
             Val::Int(i) => Some(*i as f64),
-            Val::Dur(d) => Some(*d),
+            Val::Real(d) | Val::Dur(d) | Val::Time(d) => Some(*d),
+            Val::Bytes(b) => Some(*b as f64),
+            Val::Str(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    }
+    fn is_numeric(&self) -> bool {
+        matches!(self, Val::Int(_) | Val::Real(_) | Val::Dur(_) | Val::Bytes(_) | Val::Time(_))
+    }
+    fn ip(&self) -> Option<IpAddr> {
+        match self {
+            Val::Ip(ip, _) => Some(*ip),
             Val::Str(s) => s.trim().parse().ok(),
             _ => None,
         }
     }
 }
 
-/// What a subroutine can see and change.
-pub struct Ctx<'a, 'h> {
-    pub req: Option<&'a mut Req>,
-    pub key: Option<&'a mut Vec<u8>>,
-    pub beresp: Option<&'a mut Beresp<'h>>,
-    pub resp: Option<&'a mut Headers>,
-    pub client_ip: Option<IpAddr>,
-}
-
 enum Flow {
     Next,
-    Return(String, Vec<Val>),
+    Return(Action),
 }
 
-type ExprFn = Box<dyn Fn(&mut Ctx<'_, '_>, &Compiled) -> Val + Send + Sync>;
-type StmtFn = Box<dyn Fn(&mut Ctx<'_, '_>, &Compiled) -> Flow + Send + Sync>;
+type ExprFn = Box<dyn Fn(&mut Task<'_>, &Compiled) -> Val + Send + Sync>;
+type StmtFn = Box<dyn Fn(&mut Task<'_>, &Compiled) -> Flow + Send + Sync>;
+type SetFn = Box<dyn Fn(&mut Task<'_>, Val) + Send + Sync>;
 
 struct Acl {
     entries: Vec<(bool, IpAddr, u8)>,
@@ -115,21 +128,35 @@ fn in_net(ip: IpAddr, net: IpAddr, mask: u8) -> bool {
 /// A compiled program.
 pub struct Compiled {
     subs: HashMap<String, Vec<StmtFn>>,
+    defined: [bool; Sub::ALL.len()],
     acls: HashMap<String, Acl>,
+    /// The backends declared, in order; the first is the default.
+    pub backends: Vec<String>,
     /// The first backend's host and port, if the program declares one.
     pub backend: Option<String>,
 }
-
-const SUPPORTED_SUBS: [&str; 4] = ["vcl_recv", "vcl_hash", "vcl_backend_response", "vcl_deliver"];
 
 fn unsupported<T>(what: &str, pos: Pos) -> Result<T, VclError> {
     Err(VclError { msg: format!("{what} is not supported yet by cache-d's VCL"), pos })
 }
 
-/// Compile a parsed, checked program.
+fn err<T>(msg: impl Into<String>, pos: Pos) -> Result<T, VclError> {
+    Err(VclError { msg: msg.into(), pos })
+}
+
+/// What a statement or expression is compiled against: the subroutines it
+/// can run in, the ACLs and backends declared.
+struct Scope<'a> {
+    ctx: Vec<Sub>,
+    acls: &'a HashMap<String, Acl>,
+    backends: &'a [String],
+}
+
+/// Compile a parsed program; checks first.
 pub fn compile(p: &Program) -> Result<Compiled, VclError> {
-    super::check::check(p)?;
-    let mut c = Compiled { subs: HashMap::new(), acls: HashMap::new(), backend: None };
+    let contexts = super::check::check(p)?;
+    let mut c =
+        Compiled { subs: HashMap::new(), defined: [false; Sub::ALL.len()], acls: HashMap::new(), backends: Vec::new(), backend: None };
     for item in &p.items {
         match item {
             Item::Acl { name, entries, .. } => {
@@ -142,10 +169,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
                         (e.addr.as_str(), 0).to_socket_addrs().map(|i| i.map(|s| s.ip()).collect()).unwrap_or_default()
                     };
                     if ips.is_empty() {
-                        return Err(VclError {
-                            msg: format!("ACL entry \"{}\" is not an address or a resolvable name", e.addr),
-                            pos: e.pos,
-                        });
+                        return err(format!("ACL entry \"{}\" is not an address or a resolvable name", e.addr), e.pos);
                     }
                     for ip in ips {
                         let full = if ip.is_ipv4() { 32 } else { 128 };
@@ -154,201 +178,550 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
                 }
                 c.acls.insert(name.clone(), Acl { entries: list });
             }
-            Item::Backend { fields, .. } if c.backend.is_none() => {
-                let get = |n: &str| {
-                    fields.iter().find(|f| f.name == n).and_then(|f| match &f.value {
-                        FieldValue::Expr(Expr::Str(s, _)) => Some(s.clone()),
-                        FieldValue::Expr(Expr::Int(i, _)) => Some(i.to_string()),
-                        _ => None,
-                    })
-                };
-                let host = get("host").unwrap_or_else(|| "127.0.0.1".into());
-                c.backend = Some(format!("{host}:{}", get("port").unwrap_or_else(|| "80".into())));
-            }
-            Item::Sub { name, pos, .. } if name.starts_with("vcl_") && !SUPPORTED_SUBS.contains(&name.as_str()) => {
-                return unsupported(&format!("Subroutine {name}"), *pos);
+            Item::Backend { name, fields, .. } => {
+                c.backends.push(name.clone());
+                if c.backend.is_none() {
+                    let get = |n: &str| {
+                        fields.iter().find(|f| f.name == n).and_then(|f| match &f.value {
+                            FieldValue::Expr(Expr::Str(s, _)) => Some(s.clone()),
+                            FieldValue::Expr(Expr::Int(i, _)) => Some(i.to_string()),
+                            _ => None,
+                        })
+                    };
+                    let host = get("host").unwrap_or_else(|| "127.0.0.1".into());
+                    c.backend = Some(format!("{host}:{}", get("port").unwrap_or_else(|| "80".into())));
+                }
             }
             _ => {}
         }
     }
     for item in &p.items {
         if let Item::Sub { name, body, .. } = item {
-            let mut stmts = block(body, &c.acls)?;
+            let scope = Scope { ctx: contexts.get(name).cloned().unwrap_or_default(), acls: &c.acls, backends: &c.backends };
+            let mut stmts = block(body, &scope)?;
             c.subs.entry(name.clone()).or_default().append(&mut stmts);
+            if let Some(s) = Sub::from_name(name) {
+                c.defined[s as usize] = true;
+            }
         }
     }
     Ok(c)
 }
 
-fn block(body: &[Stmt], acls: &HashMap<String, Acl>) -> Result<Vec<StmtFn>, VclError> {
-    body.iter().map(|s| stmt(s, acls)).collect()
+fn block(body: &[Stmt], sc: &Scope<'_>) -> Result<Vec<StmtFn>, VclError> {
+    body.iter().map(|s| stmt(s, sc)).collect()
 }
 
-fn stmt(s: &Stmt, acls: &HashMap<String, Acl>) -> Result<StmtFn, VclError> {
+fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
     Ok(match s {
         Stmt::Set { target, op, value, pos } => {
-            if *op != "=" {
-                return unsupported(&format!("\"{op}\""), *pos);
+            let set = var_set(target, *pos, sc)?;
+            let v = expr(value, sc)?;
+            if *op == "=" {
+                if let Expr::Name(b, bpos) = value {
+                    backend_assign(target, b, *bpos, sc)?;
+                }
+                Box::new(move |t, c| {
+                    let val = v(t, c);
+                    set(t, val);
+                    Flow::Next
+                })
+            } else {
+                let cur = var_get(target, *pos, sc)?;
+                let bin: &'static str = match *op {
+                    "+=" => "+",
+                    "-=" => "-",
+                    "*=" => "*",
+                    _ => "/",
+                };
+                Box::new(move |t, c| {
+                    let (a, b) = (cur(t, c), v(t, c));
+                    match arith(bin, a, b) {
+                        Ok(val) => set(t, val),
+                        Err(e) => fail(t, e),
+                    }
+                    Flow::Next
+                })
             }
-            let set = var_set(target, *pos)?;
-            let v = expr(value, acls)?;
-            Box::new(move |cx, c| {
-                let val = v(cx, c);
-                set(cx, val);
-                Flow::Next
-            })
         }
         Stmt::Unset { target, pos } => {
-            let set = var_set(target, *pos)?;
-            Box::new(move |cx, _| {
-                set(cx, Val::None);
+            if !target.contains(".http.") {
+                return err(format!("'{target}' cannot be unset (only headers can)"), *pos);
+            }
+            let set = var_set(target, *pos, sc)?;
+            Box::new(move |t, _| {
+                set(t, Val::None);
                 Flow::Next
             })
         }
         Stmt::If { branches, otherwise, .. } => {
             let mut arms = Vec::new();
             for (cond, body) in branches {
-                arms.push((expr(cond, acls)?, block(body, acls)?));
+                arms.push((expr(cond, sc)?, block(body, sc)?));
             }
             let other = match otherwise {
-                Some(b) => block(b, acls)?,
+                Some(b) => block(b, sc)?,
                 None => Vec::new(),
             };
-            Box::new(move |cx, c| {
+            Box::new(move |t, c| {
                 for (cond, body) in &arms {
-                    if cond(cx, c).truthy() {
-                        return run(body, cx, c);
+                    if cond(t, c).truthy() {
+                        return run(body, t, c);
                     }
                 }
-                run(&other, cx, c)
+                run(&other, t, c)
             })
         }
         Stmt::Block(b) => {
-            let b = block(b, acls)?;
-            Box::new(move |cx, c| run(&b, cx, c))
+            let b = block(b, sc)?;
+            Box::new(move |t, c| run(&b, t, c))
         }
-        Stmt::Return { action, args, .. } => {
-            let action = action.clone();
-            let args: Vec<ExprFn> = args.iter().map(|a| expr(a, acls)).collect::<Result<_, _>>()?;
-            Box::new(move |cx, c| Flow::Return(action.clone(), args.iter().map(|a| a(cx, c)).collect()))
-        }
+        Stmt::Return { action, args, pos } => ret(action, args, *pos, sc)?,
         Stmt::Call { sub, .. } => {
             let sub = sub.clone();
-            Box::new(move |cx, c| match c.subs.get(&sub) {
-                Some(body) => run(body, cx, c),
+            Box::new(move |t, c| match c.subs.get(&sub) {
+                Some(body) => run(body, t, c),
                 None => Flow::Next,
             })
         }
         Stmt::Expr(e) => {
-            let f = expr(e, acls)?;
-            Box::new(move |cx, c| {
-                f(cx, c);
+            let f = expr(e, sc)?;
+            Box::new(move |t, c| {
+                f(t, c);
                 Flow::Next
             })
         }
-        Stmt::New { pos, .. } => return unsupported("\"new\"", *pos),
+        Stmt::New { pos, .. } => return unsupported("\"new\" (objects such as directors arrive with the backends issue)", *pos),
     })
 }
 
-fn run(body: &[StmtFn], cx: &mut Ctx<'_, '_>, c: &Compiled) -> Flow {
+/// `return (action)`: its arguments evaluated when it runs.
+fn ret(action: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
+    let a: Vec<ExprFn> = args.iter().map(|x| expr(x, sc)).collect::<Result<_, _>>()?;
+    let fixed = match (action, a.len()) {
+        ("ok", 0) => Action::Ok,
+        ("fail", 0) => Action::Fail,
+        ("pass", 0) => Action::Pass,
+        ("pipe", 0) => Action::Pipe,
+        ("hash", 0) => Action::Hash,
+        ("purge", 0) => Action::Purge,
+        ("restart", 0) => Action::Restart,
+        ("fetch", 0) => Action::Fetch,
+        ("lookup", 0) => Action::Lookup,
+        ("deliver", 0) => Action::Deliver,
+        ("miss", 0) => Action::Miss,
+        ("abandon", 0) => Action::Abandon,
+        ("retry", 0) => Action::Retry,
+        ("synth" | "error", 1 | 2) => {
+            let err_side = action == "error";
+            return Ok(Box::new(move |t, c| {
+                let status = a[0](t, c).num().unwrap_or(503.0);
+                let status = if (100.0..=65535.0).contains(&status) { status as u16 } else { 503 };
+                let reason = a.get(1).map(|r| r(t, c).text()).filter(|r| !r.is_empty());
+                let reason = reason.unwrap_or_else(|| policy::reason_phrase(status % 1000).to_string());
+                Flow::Return(if err_side { Action::Error(status, reason) } else { Action::Synth(status, reason) })
+            }));
+        }
+        ("error", 0) => Action::Error(503, "Backend fetch failed".into()),
+        ("pass", 1) if sc.ctx.iter().all(|s| *s == Sub::BackendResponse) => {
+            return Ok(Box::new(move |t, c| Flow::Return(Action::PassFor(a[0](t, c).num().unwrap_or(0.0)))));
+        }
+        ("vcl", _) => return unsupported("return (vcl(...)) (switching to a labelled VCL)", pos),
+        (other, n) => return err(format!("return ({other}) does not take {n} argument(s)"), pos),
+    };
+    Ok(Box::new(move |_, _| Flow::Return(fixed.clone())))
+}
+
+fn run(body: &[StmtFn], t: &mut Task<'_>, c: &Compiled) -> Flow {
     for s in body {
-        if let Flow::Return(a, v) = s(cx, c) {
-            return Flow::Return(a, v);
+        if let Flow::Return(a) = s(t, c) {
+            return Flow::Return(a);
+        }
+        if t.failed.is_some() {
+            return Flow::Return(Action::Fail);
         }
     }
     Flow::Next
 }
 
-type SetFn = Box<dyn Fn(&mut Ctx<'_, '_>, Val) + Send + Sync>;
+/// A runtime failure: logged (VCL_Error); the subroutine returns fail.
+fn fail(t: &mut Task<'_>, msg: String) {
+    t.record(Tag::VclError, msg.as_bytes());
+    t.failed.get_or_insert(msg);
+}
 
-fn header_set(h: &mut Headers, name: &str, v: Val) {
-    match v {
-        Val::None => h.unset(name),
-        v => h.set(name, Bytes::from(v.text())),
+/// A backend name on the right of `set req.backend_hint =` / `set
+/// bereq.backend =`: requests go to the default backend until the backends
+/// issue brings routing by name, so naming another one is refused.
+fn backend_assign(target: &str, name: &str, pos: Pos, sc: &Scope<'_>) -> Result<(), VclError> {
+    if !matches!(target, "req.backend_hint" | "bereq.backend") {
+        return Ok(());
+    }
+    match sc.backends.iter().position(|b| b == name) {
+        Some(0) => Ok(()),
+        Some(_) => unsupported(&format!("Routing to backend '{name}' (only the first backend declared is used until directors land)"), pos),
+        None => err(format!("Backend '{name}' is not declared"), pos),
     }
 }
 
-/// A variable that can be written (or unset).
-fn var_set(name: &str, pos: Pos) -> Result<SetFn, VclError> {
-    if let Some(h) = name.strip_prefix("req.http.") {
-        let h = h.to_string();
-        return Ok(Box::new(move |cx, v| {
-            if let Some(r) = cx.req.as_deref_mut() {
-                header_set(&mut r.headers, &h, v)
-            }
-        }));
+const fn mask(subs: &[Sub]) -> u32 {
+    let mut m = 0;
+    let mut i = 0;
+    while i < subs.len() {
+        m |= 1 << subs[i] as u32;
+        i += 1;
     }
-    if let Some(h) = name.strip_prefix("resp.http.") {
-        let h = h.to_string();
-        return Ok(Box::new(move |cx, v| {
-            if let Some(r) = cx.resp.as_deref_mut() {
-                header_set(r, &h, v)
-            }
-        }));
+    m
+}
+
+const CLIENT: u32 = mask(&[Sub::Recv, Sub::Pipe, Sub::Pass, Sub::Hash, Sub::Purge, Sub::Hit, Sub::Miss, Sub::Deliver, Sub::Synth]);
+const BACKEND: u32 = mask(&[Sub::BackendFetch, Sub::BackendResponse, Sub::BackendError]);
+const ALL: u32 = CLIENT | BACKEND | mask(&[Sub::Init, Sub::Fini]);
+const BERESP: u32 = mask(&[Sub::BackendResponse, Sub::BackendError]);
+const BEREQ: u32 = BACKEND | mask(&[Sub::Pipe]);
+const RESP: u32 = mask(&[Sub::Deliver, Sub::Synth]);
+const HIT: u32 = mask(&[Sub::Hit]);
+
+/// Where a variable can be read and where written (vcl-var(7)), as masks
+/// of subroutines. Names ending in '.' are header prefixes.
+const ACCESS: &[(&str, u32, u32)] = &[
+    ("now", ALL, 0),
+    ("server.hostname", ALL, 0),
+    ("server.identity", ALL, 0),
+    ("server.ip", CLIENT | BACKEND, 0),
+    ("local.ip", CLIENT | BACKEND, 0),
+    ("client.ip", CLIENT | BACKEND, 0),
+    ("remote.ip", CLIENT | BACKEND, 0),
+    ("client.identity", CLIENT | BACKEND, CLIENT),
+    ("req.method", CLIENT, CLIENT),
+    ("req.url", CLIENT, CLIENT),
+    ("req.proto", CLIENT, CLIENT),
+    ("req.http.", CLIENT, CLIENT),
+    ("req.xid", CLIENT, 0),
+    ("req.restarts", CLIENT, 0),
+    ("req.esi_level", CLIENT, 0),
+    ("req.can_gzip", CLIENT, 0),
+    ("req.is_hitmiss", CLIENT, 0),
+    ("req.is_hitpass", CLIENT, 0),
+    ("req.ttl", CLIENT, CLIENT),
+    ("req.grace", CLIENT, CLIENT),
+    ("req.hash_always_miss", CLIENT, mask(&[Sub::Recv])),
+    ("req.hash_ignore_busy", CLIENT, mask(&[Sub::Recv])),
+    ("req.backend_hint", CLIENT, CLIENT),
+    ("bereq.method", BEREQ, BEREQ),
+    ("bereq.url", BEREQ, BEREQ),
+    ("bereq.proto", BEREQ, BEREQ),
+    ("bereq.http.", BEREQ, BEREQ),
+    ("bereq.xid", BACKEND, 0),
+    ("bereq.retries", BACKEND, 0),
+    ("bereq.uncacheable", BACKEND, 0),
+    ("bereq.is_bgfetch", BACKEND, 0),
+    ("bereq.backend", BEREQ, BEREQ),
+    ("beresp.status", BERESP, BERESP),
+    ("beresp.reason", BERESP, BERESP),
+    ("beresp.proto", BERESP, 0),
+    ("beresp.http.", BERESP, BERESP),
+    ("beresp.ttl", BERESP, BERESP),
+    ("beresp.grace", BERESP, BERESP),
+    ("beresp.keep", BERESP, BERESP),
+    ("beresp.uncacheable", BERESP, BERESP),
+    ("beresp.do_stream", BERESP, BERESP),
+    ("beresp.was_304", BERESP, 0),
+    ("beresp.age", BERESP, 0),
+    ("beresp.backend.name", BERESP, 0),
+    ("beresp.backend", BERESP, 0),
+    ("obj.status", HIT, 0),
+    ("obj.reason", HIT, 0),
+    ("obj.proto", HIT, 0),
+    ("obj.http.", HIT, 0),
+    ("obj.ttl", HIT, 0),
+    ("obj.grace", HIT, 0),
+    ("obj.keep", HIT, 0),
+    ("obj.age", HIT, 0),
+    ("obj.hits", HIT | mask(&[Sub::Deliver]), 0),
+    ("obj.uncacheable", HIT | mask(&[Sub::Deliver]), 0),
+    ("resp.status", RESP, RESP),
+    ("resp.reason", RESP, RESP),
+    ("resp.proto", RESP, 0),
+    ("resp.http.", RESP, RESP),
+    ("resp.is_streaming", RESP, 0),
+];
+
+fn subs_in(m: u32) -> String {
+    let names: Vec<&str> = Sub::ALL.iter().filter(|s| m & (1 << **s as u32) != 0).map(|s| s.name()).collect();
+    if names.is_empty() {
+        "nowhere".into()
+    } else {
+        names.join(", ")
     }
-    Ok(match name {
-        "req.url" => Box::new(|cx, v| {
-            if let Some(r) = cx.req.as_deref_mut() {
-                r.url = Bytes::from(v.text());
-            }
-        }),
-        "req.method" => Box::new(|cx, v| {
-            if let Some(r) = cx.req.as_deref_mut() {
-                r.method = Bytes::from(v.text());
-            }
-        }),
-        "beresp.ttl" | "beresp.grace" | "beresp.keep" => {
-            let which = name.to_string();
-            Box::new(move |cx, v| {
-                if let (Some(b), Some(n)) = (cx.beresp.as_deref_mut(), v.num()) {
-                    match which.as_str() {
-                        "beresp.ttl" => b.ttl = n,
-                        "beresp.grace" => b.grace = n,
-                        _ => b.keep = n,
-                    }
-                }
-            })
+}
+
+/// Check that `name` may be read (or written) in every subroutine the code
+/// runs in.
+fn access(name: &str, write: bool, pos: Pos, sc: &Scope<'_>) -> Result<(), VclError> {
+    let entry = ACCESS.iter().find(|(n, _, _)| if n.ends_with('.') { name.starts_with(n) && name.len() > n.len() } else { *n == name });
+    let Some((_, r, w)) = entry else {
+        return err(format!("Unknown variable '{name}'"), pos);
+    };
+    let m = if write { *w } else { *r };
+    if write && m == 0 {
+        return err(format!("Variable '{name}' is read only"), pos);
+    }
+    for s in &sc.ctx {
+        if m & (1 << *s as u32) == 0 {
+            let how = if write { "cannot be set" } else { "is not available" };
+            return err(format!("'{name}' {how} in {} (it can be in: {})", s.name(), subs_in(m)), pos);
         }
-        "beresp.uncacheable" => Box::new(|cx, v| {
-            if let Some(b) = cx.beresp.as_deref_mut() {
-                b.bereq_uncacheable = v.truthy();
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Hdrs {
+    Req,
+    Bereq,
+    Beresp,
+    Obj,
+    Resp,
+}
+
+fn headers<'t>(t: &'t Task<'_>, w: Hdrs) -> Option<&'t Headers> {
+    match w {
+        Hdrs::Req => t.req.as_deref().map(|r| &r.headers),
+        Hdrs::Bereq => t.bereq.as_deref().map(|r| &r.headers),
+        Hdrs::Beresp => t.beresp.as_deref().map(|r| &r.headers),
+        Hdrs::Obj => t.obj.map(|r| &r.headers),
+        Hdrs::Resp => t.resp.as_deref().map(|r| &r.headers),
+    }
+}
+
+fn headers_mut<'t>(t: &'t mut Task<'_>, w: Hdrs) -> Option<&'t mut Headers> {
+    match w {
+        Hdrs::Req => t.req.as_deref_mut().map(|r| &mut r.headers),
+        Hdrs::Bereq => t.bereq.as_deref_mut().map(|r| &mut r.headers),
+        Hdrs::Beresp => t.beresp.as_deref_mut().map(|r| &mut r.headers),
+        Hdrs::Resp => t.resp.as_deref_mut().map(|r| &mut r.headers),
+        Hdrs::Obj => None,
+    }
+}
+
+fn header_prefix(name: &str) -> Option<(Hdrs, &str)> {
+    [
+        ("req.http.", Hdrs::Req),
+        ("bereq.http.", Hdrs::Bereq),
+        ("beresp.http.", Hdrs::Beresp),
+        ("obj.http.", Hdrs::Obj),
+        ("resp.http.", Hdrs::Resp),
+    ]
+    .into_iter()
+    .find_map(|(p, w)| name.strip_prefix(p).map(|h| (w, h)))
+}
+
+/// A value fit for the wire: no CR or LF (a header value with one would
+/// split the message).
+fn wire_text(t: &mut Task<'_>, what: &str, v: &Val) -> Option<Bytes> {
+    let s = v.text();
+    if s.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        fail(t, format!("{what}: the value contains CR, LF or NUL"));
+        return None;
+    }
+    Some(Bytes::from(s))
+}
+
+fn status_val(t: &mut Task<'_>, v: &Val) -> Option<u16> {
+    match v.num() {
+        Some(n) if (100.0..=999.0).contains(&n) => Some(n as u16),
+        Some(n) if (1000.0..65536.0).contains(&n) && (n as u32 % 1000) >= 100 => Some((n as u32 % 1000) as u16),
+        _ => {
+            fail(t, format!("status {} is out of range", v.text()));
+            None
+        }
+    }
+}
+
+fn text(b: &Bytes) -> Val {
+    Val::Str(String::from_utf8_lossy(b).into_owned())
+}
+
+fn proto(minor: u8) -> Val {
+    Val::Str(if minor == 0 { "HTTP/1.0" } else { "HTTP/1.1" }.into())
+}
+
+fn parse_proto(v: &Val) -> u8 {
+    if v.text().eq_ignore_ascii_case("HTTP/1.0") {
+        0
+    } else {
+        1
+    }
+}
+
+macro_rules! get {
+    ($field:ident, |$x:ident| $e:expr) => {
+        Box::new(|t: &mut Task<'_>, _: &Compiled| t.$field.as_deref().map(|$x| $e).unwrap_or(Val::None))
+    };
+}
+
+macro_rules! set {
+    ($field:ident, |$t:ident, $x:ident, $v:ident| $e:expr) => {
+        Box::new(|$t: &mut Task<'_>, $v: Val| {
+            if let Some($x) = $t.$field.take() {
+                $e;
+                $t.$field = Some($x);
             }
-        }),
-        _ => return Err(VclError { msg: format!("Variable '{name}' cannot be set here (or is not supported yet)"), pos }),
-    })
+        })
+    };
 }
 
 /// A variable's value.
-fn var_get(name: &str, pos: Pos) -> Result<ExprFn, VclError> {
-    fn hdr(h: &Headers, n: &str) -> Val {
-        h.get(n).map(|v| Val::Str(String::from_utf8_lossy(v).into_owned())).unwrap_or(Val::None)
+fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+    if name == "true" || name == "false" {
+        let b = name == "true";
+        return Ok(Box::new(move |_, _| Val::Bool(b)));
     }
-    for (prefix, which) in [("req.http.", 0u8), ("resp.http.", 1), ("beresp.http.", 2)] {
-        if let Some(h) = name.strip_prefix(prefix) {
-            let h = h.to_string();
-            return Ok(Box::new(move |cx, _| match which {
-                0 => cx.req.as_deref().map(|r| hdr(&r.headers, &h)).unwrap_or(Val::None),
-                1 => cx.resp.as_deref().map(|r| hdr(r, &h)).unwrap_or(Val::None),
-                _ => cx.beresp.as_deref().map(|b| hdr(b.headers, &h)).unwrap_or(Val::None),
-            }));
-        }
+    if sc.backends.iter().any(|b| b == name) {
+        let b = name.to_string();
+        return Ok(Box::new(move |_, _| Val::Backend(b.clone())));
     }
-    let s = |b: &Bytes| Val::Str(String::from_utf8_lossy(b).into_owned());
+    access(name, false, pos, sc)?;
+    if let Some((w, h)) = header_prefix(name) {
+        let h = h.to_string();
+        return Ok(Box::new(move |t, _| headers(t, w).and_then(|hs| hs.get(&h)).map(text).unwrap_or(Val::None)));
+    }
     Ok(match name {
-        "true" => Box::new(|_, _| Val::Bool(true)),
-        "false" => Box::new(|_, _| Val::Bool(false)),
-        "req.url" => Box::new(move |cx, _| cx.req.as_deref().map(|r| s(&r.url)).unwrap_or(Val::None)),
-        "req.method" => Box::new(move |cx, _| cx.req.as_deref().map(|r| s(&r.method)).unwrap_or(Val::None)),
-        "req.proto" => Box::new(|cx, _| {
-            cx.req.as_deref().map(|r| Val::Str(if r.minor == 0 { "HTTP/1.0" } else { "HTTP/1.1" }.into())).unwrap_or(Val::None)
+        "now" => Box::new(|_, _| Val::Time(crate::util::now())),
+        "server.hostname" | "server.identity" => {
+            let host = crate::util::hostname();
+            Box::new(move |_, _| Val::Str(host.clone()))
+        }
+        "server.ip" | "local.ip" => Box::new(|t, _| t.local.map(|a| Val::Ip(a.ip(), a.port())).unwrap_or(Val::None)),
+        "client.ip" | "remote.ip" => Box::new(|t, _| t.client.map(|a| Val::Ip(a.ip(), a.port())).unwrap_or(Val::None)),
+        "client.identity" => Box::new(|t, _| t.client.map(|a| Val::Str(a.ip().to_string())).unwrap_or(Val::None)),
+        "req.method" => get!(req, |r| text(&r.method)),
+        "req.url" => get!(req, |r| text(&r.url)),
+        "req.proto" => get!(req, |r| proto(r.minor)),
+        "req.xid" => get!(req, |r| Val::Int(r.xid as i64)),
+        "req.restarts" => get!(req, |r| Val::Int(r.restarts as i64)),
+        "req.esi_level" => Box::new(|_, _| Val::Int(0)),
+        "req.can_gzip" => get!(req, |r| Val::Bool(r.headers.contains_ci("accept-encoding", "gzip"))),
+        "req.is_hitmiss" => get!(req, |r| Val::Bool(r.is_hitmiss)),
+        "req.is_hitpass" => get!(req, |r| Val::Bool(r.is_hitpass)),
+        "req.ttl" => get!(req, |r| r.ttl.map(Val::Dur).unwrap_or(Val::Dur(-1.0))),
+        "req.grace" => get!(req, |r| r.grace.map(Val::Dur).unwrap_or(Val::Dur(-1.0))),
+        "req.hash_always_miss" => get!(req, |r| Val::Bool(r.hash_always_miss)),
+        "req.hash_ignore_busy" => get!(req, |r| Val::Bool(r.hash_ignore_busy)),
+        "req.backend_hint" => {
+            let default = sc.backends.first().cloned().unwrap_or_else(|| "default".into());
+            Box::new(move |t, _| {
+                t.req.as_deref().map(|r| Val::Backend(r.backend_hint.clone().unwrap_or_else(|| default.clone()))).unwrap_or(Val::None)
+            })
+        }
+        "bereq.method" => get!(bereq, |r| text(&r.method)),
+        "bereq.url" => get!(bereq, |r| text(&r.url)),
+        "bereq.proto" => get!(bereq, |r| proto(r.minor)),
+        "bereq.xid" => get!(bereq, |r| Val::Int(r.xid as i64)),
+        "bereq.retries" => get!(bereq, |r| Val::Int(r.retries as i64)),
+        "bereq.uncacheable" => get!(bereq, |r| Val::Bool(r.uncacheable)),
+        "bereq.is_bgfetch" => get!(bereq, |r| Val::Bool(r.is_bgfetch)),
+        "bereq.backend" => {
+            let default = sc.backends.first().cloned().unwrap_or_else(|| "default".into());
+            Box::new(move |t, _| {
+                t.bereq.as_deref().map(|r| Val::Backend(r.backend.clone().unwrap_or_else(|| default.clone()))).unwrap_or(Val::None)
+            })
+        }
+        "beresp.status" => get!(beresp, |b| Val::Int(b.status as i64)),
+        "beresp.reason" => get!(beresp, |b| text(&b.reason)),
+        "beresp.proto" => Box::new(|_, _| Val::Str("HTTP/1.1".into())),
+        "beresp.ttl" => get!(beresp, |b| Val::Dur(b.ttl)),
+        "beresp.grace" => get!(beresp, |b| Val::Dur(b.grace)),
+        "beresp.keep" => get!(beresp, |b| Val::Dur(b.keep)),
+        "beresp.age" => get!(beresp, |b| Val::Dur(b.age)),
+        "beresp.uncacheable" => get!(beresp, |b| Val::Bool(b.uncacheable)),
+        "beresp.do_stream" => get!(beresp, |b| Val::Bool(b.do_stream)),
+        "beresp.was_304" => get!(beresp, |b| Val::Bool(b.was_304)),
+        "beresp.backend.name" | "beresp.backend" => get!(beresp, |b| Val::Str(b.backend.clone())),
+        "obj.status" => Box::new(|t, _| t.obj.map(|o| Val::Int(o.status as i64)).unwrap_or(Val::None)),
+        "obj.reason" => Box::new(|t, _| t.obj.map(|o| text(&o.reason)).unwrap_or(Val::None)),
+        "obj.proto" => Box::new(|_, _| Val::Str("HTTP/1.1".into())),
+        "obj.ttl" => Box::new(|t, _| t.obj.map(|o| Val::Dur(o.ttl)).unwrap_or(Val::None)),
+        "obj.grace" => Box::new(|t, _| t.obj.map(|o| Val::Dur(o.grace)).unwrap_or(Val::None)),
+        "obj.keep" => Box::new(|t, _| t.obj.map(|o| Val::Dur(o.keep)).unwrap_or(Val::None)),
+        "obj.age" => Box::new(|t, _| t.obj.map(|o| Val::Dur(o.age)).unwrap_or(Val::None)),
+        "obj.hits" => Box::new(|t, _| t.obj.map(|o| Val::Int(o.hits as i64)).unwrap_or(Val::None)),
+        "obj.uncacheable" => Box::new(|t, _| t.obj.map(|o| Val::Bool(o.uncacheable)).unwrap_or(Val::None)),
+        "resp.status" => get!(resp, |r| Val::Int(r.status as i64)),
+        "resp.reason" => get!(resp, |r| text(&r.reason)),
+        "resp.proto" => Box::new(|_, _| Val::Str("HTTP/1.1".into())),
+        "resp.is_streaming" => get!(resp, |r| Val::Bool(r.is_streaming)),
+        _ => return unsupported(&format!("Reading '{name}'"), pos),
+    })
+}
+
+/// A variable that can be written (or unset).
+fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, VclError> {
+    access(name, true, pos, sc)?;
+    if let Some((w, h)) = header_prefix(name) {
+        let h = h.to_string();
+        let what = name.to_string();
+        return Ok(Box::new(move |t, v| match v {
+            Val::None => {
+                if let Some(hs) = headers_mut(t, w) {
+                    hs.unset(&h)
+                }
+            }
+            v => {
+                if let Some(b) = wire_text(t, &what, &v) {
+                    if let Some(hs) = headers_mut(t, w) {
+                        hs.set(&h, b)
+                    }
+                }
+            }
+        }));
+    }
+    fn dur(v: &Val) -> Option<f64> {
+        v.num()
+    }
+    Ok(match name {
+        "req.method" => set!(req, |t, r, v| if let Some(b) = wire_text(t, "req.method", &v) {
+            r.method = b
         }),
-        "client.ip" => Box::new(|cx, _| cx.client_ip.map(|i| Val::Str(i.to_string())).unwrap_or(Val::None)),
-        "server.ip" => Box::new(|cx, _| cx.req.as_deref().map(|r| Val::Str(r.server_ip.clone())).unwrap_or(Val::None)),
-        "beresp.status" => Box::new(|cx, _| cx.beresp.as_deref().map(|b| Val::Int(b.status as i64)).unwrap_or(Val::None)),
-        "beresp.ttl" => Box::new(|cx, _| cx.beresp.as_deref().map(|b| Val::Dur(b.ttl)).unwrap_or(Val::None)),
-        "beresp.grace" => Box::new(|cx, _| cx.beresp.as_deref().map(|b| Val::Dur(b.grace)).unwrap_or(Val::None)),
-        "beresp.keep" => Box::new(|cx, _| cx.beresp.as_deref().map(|b| Val::Dur(b.keep)).unwrap_or(Val::None)),
-        _ => return Err(VclError { msg: format!("Variable '{name}' is not known (or not supported yet)"), pos }),
+        "req.url" => set!(req, |t, r, v| if let Some(b) = wire_text(t, "req.url", &v) {
+            r.url = b
+        }),
+        "req.proto" => set!(req, |t, r, v| r.minor = parse_proto(&v)),
+        "req.ttl" => set!(req, |t, r, v| r.ttl = dur(&v)),
+        "req.grace" => set!(req, |t, r, v| r.grace = dur(&v)),
+        "req.hash_always_miss" => set!(req, |t, r, v| r.hash_always_miss = v.truthy()),
+        "req.hash_ignore_busy" => set!(req, |t, r, v| r.hash_ignore_busy = v.truthy()),
+        "req.backend_hint" => set!(req, |t, r, v| r.backend_hint = Some(v.text())),
+        "client.identity" => Box::new(|_, _| {}),
+        "bereq.method" => set!(bereq, |t, r, v| if let Some(b) = wire_text(t, "bereq.method", &v) {
+            r.method = b
+        }),
+        "bereq.url" => set!(bereq, |t, r, v| if let Some(b) = wire_text(t, "bereq.url", &v) {
+            r.url = b
+        }),
+        "bereq.proto" => set!(bereq, |t, r, v| r.minor = parse_proto(&v)),
+        "bereq.backend" => set!(bereq, |t, r, v| r.backend = Some(v.text())),
+        "beresp.status" => set!(beresp, |t, b, v| if let Some(s) = status_val(t, &v) {
+            b.status = s
+        }),
+        "beresp.reason" => set!(beresp, |t, b, v| if let Some(r) = wire_text(t, "beresp.reason", &v) {
+            b.reason = r
+        }),
+        "beresp.ttl" => set!(beresp, |t, b, v| b.ttl = dur(&v).unwrap_or(0.0)),
+        "beresp.grace" => set!(beresp, |t, b, v| b.grace = dur(&v).unwrap_or(0.0)),
+        "beresp.keep" => set!(beresp, |t, b, v| b.keep = dur(&v).unwrap_or(0.0)),
+        // Once uncacheable, always: Varnish ignores setting it back.
+        "beresp.uncacheable" => set!(beresp, |t, b, v| b.uncacheable |= v.truthy()),
+        "beresp.do_stream" => set!(beresp, |t, b, v| b.do_stream = v.truthy()),
+        "resp.status" => set!(resp, |t, r, v| if let Some(s) = status_val(t, &v) {
+            r.status = s;
+            r.reason = Bytes::from_static(policy::reason_phrase(s).as_bytes());
+        }),
+        "resp.reason" => set!(resp, |t, r, v| if let Some(b) = wire_text(t, "resp.reason", &v) {
+            r.reason = b
+        }),
+        _ => return unsupported(&format!("Setting '{name}'"), pos),
     })
 }
 
@@ -395,7 +768,64 @@ fn regex_arg(e: &Expr) -> Result<Regex, VclError> {
     }
 }
 
-fn expr(e: &Expr, acls: &HashMap<String, Acl>) -> Result<ExprFn, VclError> {
+/// `+ - * /` on two values (and string concatenation with `+`).
+fn arith(op: &str, a: Val, b: Val) -> Result<Val, String> {
+    use Val::*;
+    let r = |x: &Val| x.num().unwrap_or(0.0);
+    Ok(match (op, &a, &b) {
+        ("+", Str(_) | None, _) | ("+", _, Str(_) | None) => Str(a.text() + &b.text()),
+        ("+", Int(x), Int(y)) => Int(x.saturating_add(*y)),
+        ("-", Int(x), Int(y)) => Int(x.saturating_sub(*y)),
+        ("*", Int(x), Int(y)) => Int(x.saturating_mul(*y)),
+        ("/", Int(_), Int(0)) => return Err("division by zero".into()),
+        ("/", Int(x), Int(y)) => Int(x / y),
+        ("+" | "-", Time(t), Dur(d)) => Time(if op == "+" { t + d } else { t - d }),
+        ("+", Dur(d), Time(t)) => Time(t + d),
+        ("-", Time(x), Time(y)) => Dur(x - y),
+        ("+" | "-", Dur(x), Dur(y)) => Dur(if op == "+" { x + y } else { x - y }),
+        ("+" | "-", Bytes(x), Bytes(y)) => Bytes(if op == "+" { x.saturating_add(*y) } else { x.saturating_sub(*y) }),
+        ("*", Dur(d), Int(_) | Real(_)) | ("*", Int(_) | Real(_), Dur(d)) => Dur(d * if matches!(a, Dur(_)) { r(&b) } else { r(&a) }),
+        ("/", Dur(d), Int(_) | Real(_)) if r(&b) != 0.0 => Dur(d / r(&b)),
+        ("/", Dur(x), Dur(y)) if *y != 0.0 => Real(x / y),
+        (_, Int(_) | Real(_), Int(_) | Real(_)) => {
+            let (x, y) = (r(&a), r(&b));
+            match op {
+                "+" => Real(x + y),
+                "-" => Real(x - y),
+                "*" => Real(x * y),
+                _ if y == 0.0 => return Err("division by zero".into()),
+                _ => Real(x / y),
+            }
+        }
+        _ => return Err(format!("cannot compute {a:?} {op} {b:?}")),
+    })
+}
+
+/// `==` and `!=` (and the orderings on numbers and strings).
+fn compare(op: &str, a: &Val, b: &Val) -> bool {
+    use std::cmp::Ordering;
+    let ord: Option<Ordering> = match (a, b) {
+        _ if a.is_numeric() || b.is_numeric() => match (a.num(), b.num()) {
+            (Some(x), Some(y)) => x.partial_cmp(&y),
+            _ => None,
+        },
+        (Val::Ip(x, _), Val::Ip(y, _)) => Some(if x == y { Ordering::Equal } else { Ordering::Less }),
+        (Val::Bool(x), Val::Bool(y)) => Some(x.cmp(y)),
+        (Val::None, Val::None) => Some(Ordering::Equal),
+        (Val::None, _) | (_, Val::None) => None,
+        _ => Some(a.text().cmp(&b.text())),
+    };
+    match op {
+        "==" => ord == Some(std::cmp::Ordering::Equal),
+        "!=" => ord != Some(std::cmp::Ordering::Equal),
+        "<" => ord == Some(std::cmp::Ordering::Less),
+        ">" => ord == Some(std::cmp::Ordering::Greater),
+        "<=" => matches!(ord, Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)),
+        _ => matches!(ord, Some(std::cmp::Ordering::Greater | std::cmp::Ordering::Equal)),
+    }
+}
+
+fn expr(e: &Expr, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
     Ok(match e {
         Expr::Str(s, _) => {
             let s = s.clone();
@@ -405,161 +835,283 @@ fn expr(e: &Expr, acls: &HashMap<String, Acl>) -> Result<ExprFn, VclError> {
             let i = *i;
             Box::new(move |_, _| Val::Int(i))
         }
+        Expr::Real(r, _) => {
+            let r = *r;
+            Box::new(move |_, _| Val::Real(r))
+        }
         Expr::Duration(d, _) => {
             let d = *d;
             Box::new(move |_, _| Val::Dur(d))
         }
-        Expr::Real(_, pos) | Expr::Bytes(_, pos) => return unsupported("This kind of literal", *pos),
-        Expr::Name(n, pos) => var_get(n, *pos)?,
+        Expr::Bytes(b, _) => {
+            let b = *b;
+            Box::new(move |_, _| Val::Bytes(b))
+        }
+        Expr::Name(n, pos) => {
+            if sc.acls.contains_key(n) {
+                return err(format!("ACL '{n}' can only be used on the right of ~ or !~"), *pos);
+            }
+            var_get(n, *pos, sc)?
+        }
         Expr::Not(x, _) => {
-            let x = expr(x, acls)?;
-            Box::new(move |cx, c| Val::Bool(!x(cx, c).truthy()))
+            let x = expr(x, sc)?;
+            Box::new(move |t, c| Val::Bool(!x(t, c).truthy()))
         }
         Expr::Neg(x, _) => {
-            let x = expr(x, acls)?;
-            Box::new(move |cx, c| match x(cx, c) {
+            let x = expr(x, sc)?;
+            Box::new(move |t, c| match x(t, c) {
                 Val::Int(i) => Val::Int(-i),
+                Val::Real(d) => Val::Real(-d),
                 Val::Dur(d) => Val::Dur(-d),
                 _ => Val::None,
             })
         }
-        Expr::Binary { op, left, right, pos } => {
+        Expr::Binary { op, left, right, pos: _ } => {
             let op = *op;
             if matches!(op, "~" | "!~") {
-                let l = expr(left, acls)?;
+                let l = expr(left, sc)?;
                 let want = op == "~";
                 if let Expr::Name(acl, _) = &**right {
-                    if acls.contains_key(acl) {
+                    if sc.acls.contains_key(acl) {
                         let acl = acl.clone();
-                        return Ok(Box::new(move |cx, c| {
-                            let ip = l(cx, c).text().parse::<IpAddr>().ok();
+                        return Ok(Box::new(move |t, c| {
+                            let ip = l(t, c).ip();
                             let hit = ip.is_some_and(|ip| c.acls.get(&acl).is_some_and(|a| a.matches(ip)));
+                            if let Some(ip) = ip {
+                                let verdict = if hit == want { "MATCH" } else { "NO_MATCH" };
+                                t.record(Tag::VclAcl, format!("{verdict} {acl} {ip}").as_bytes());
+                            }
                             Val::Bool(hit == want)
                         }));
                     }
                 }
                 let re = regex_arg(right)?;
-                return Ok(Box::new(move |cx, c| {
-                    let v = l(cx, c);
+                return Ok(Box::new(move |t, c| {
+                    let v = l(t, c);
                     // A missing value never matches.
                     let hit = !matches!(v, Val::None) && re.is_match(&v.text());
                     Val::Bool(hit == want)
                 }));
             }
-            let (l, r) = (expr(left, acls)?, expr(right, acls)?);
+            let (l, r) = (expr(left, sc)?, expr(right, sc)?);
             match op {
-                "&&" => Box::new(move |cx, c| Val::Bool(l(cx, c).truthy() && r(cx, c).truthy())),
-                "||" => Box::new(move |cx, c| Val::Bool(l(cx, c).truthy() || r(cx, c).truthy())),
-                "==" | "!=" => Box::new(move |cx, c| {
-                    let (a, b) = (l(cx, c), r(cx, c));
-                    let eq = match (a.num(), b.num(), &a, &b) {
-                        (Some(x), Some(y), Val::Int(_) | Val::Dur(_), _) | (Some(x), Some(y), _, Val::Int(_) | Val::Dur(_)) => x == y,
-                        _ => a.text() == b.text() && !(matches!(a, Val::None) ^ matches!(b, Val::None)),
-                    };
-                    Val::Bool(eq == (op == "=="))
+                "&&" => Box::new(move |t, c| Val::Bool(l(t, c).truthy() && r(t, c).truthy())),
+                "||" => Box::new(move |t, c| Val::Bool(l(t, c).truthy() || r(t, c).truthy())),
+                "==" | "!=" | "<" | ">" | "<=" | ">=" => Box::new(move |t, c| {
+                    let (a, b) = (l(t, c), r(t, c));
+                    Val::Bool(compare(op, &a, &b))
                 }),
-                "<" | ">" | "<=" | ">=" => Box::new(move |cx, c| {
-                    let (a, b) = (l(cx, c).num(), r(cx, c).num());
-                    Val::Bool(match (a, b) {
-                        (Some(x), Some(y)) => match op {
-                            "<" => x < y,
-                            ">" => x > y,
-                            "<=" => x <= y,
-                            _ => x >= y,
-                        },
-                        _ => false,
-                    })
-                }),
-                "+" => Box::new(move |cx, c| match (l(cx, c), r(cx, c)) {
-                    (Val::Int(a), Val::Int(b)) => Val::Int(a.saturating_add(b)),
-                    (Val::Dur(a), Val::Dur(b)) => Val::Dur(a + b),
-                    (a, b) => Val::Str(a.text() + &b.text()),
-                }),
-                "-" => Box::new(move |cx, c| match (l(cx, c), r(cx, c)) {
-                    (Val::Int(a), Val::Int(b)) => Val::Int(a.saturating_sub(b)),
-                    (Val::Dur(a), Val::Dur(b)) => Val::Dur(a - b),
-                    _ => Val::None,
-                }),
-                _ => return unsupported(&format!("Operator \"{op}\""), *pos),
-            }
-        }
-        Expr::Call { name, args, pos } => {
-            let a: Vec<ExprFn> = args.iter().map(|x| expr(x, acls)).collect::<Result<_, _>>()?;
-            match (name.as_str(), args.len()) {
-                ("regsub" | "regsuball", 3) => {
-                    let re = regex_arg(&args[1])?;
-                    let all = name == "regsuball";
-                    let (src, sub) = (a.into_iter().next(), expr(&args[2], acls)?);
-                    let src = src.ok_or_else(|| VclError { msg: "regsub needs 3 arguments".into(), pos: *pos })?;
-                    Box::new(move |cx, c| {
-                        let s = src(cx, c).text();
-                        let rep = vcl_replacement(&sub(cx, c).text());
-                        Val::Str(if all {
-                            re.replace_all(&s, rep.as_str()).into_owned()
-                        } else {
-                            re.replace(&s, rep.as_str()).into_owned()
-                        })
-                    })
-                }
-                ("hash_data", 1) => {
-                    let x = a.into_iter().next().ok_or_else(|| VclError { msg: "hash_data needs an argument".into(), pos: *pos })?;
-                    Box::new(move |cx, c| {
-                        let v = x(cx, c).text();
-                        if let Some(k) = cx.key.as_deref_mut() {
-                            k.extend_from_slice(v.as_bytes());
-                            k.push(0);
+                _ => Box::new(move |t, c| {
+                    let (a, b) = (l(t, c), r(t, c));
+                    match arith(op, a, b) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            fail(t, e);
+                            Val::None
                         }
-                        Val::None
-                    })
-                }
-                ("std.tolower" | "std.toupper", 1) => {
-                    let up = name == "std.toupper";
-                    let x = a.into_iter().next().ok_or_else(|| VclError { msg: "needs an argument".into(), pos: *pos })?;
-                    Box::new(move |cx, c| {
-                        let t = x(cx, c).text();
-                        Val::Str(if up { t.to_uppercase() } else { t.to_lowercase() })
-                    })
-                }
-                ("std.integer", 2) => {
-                    let mut it = a.into_iter();
-                    let (x, fallback) = (it.next(), it.next());
-                    let (Some(x), Some(fallback)) = (x, fallback) else { return unsupported("std.integer()", *pos) };
-                    Box::new(move |cx, c| match x(cx, c).text().trim().parse::<i64>() {
-                        Ok(n) => Val::Int(n),
-                        Err(_) => fallback(cx, c),
-                    })
-                }
-                ("std.duration", 2) => {
-                    let mut it = a.into_iter();
-                    let (x, fallback) = (it.next(), it.next());
-                    let (Some(x), Some(fallback)) = (x, fallback) else { return unsupported("std.duration()", *pos) };
-                    Box::new(move |cx, c| match crate::cache::ban::parse_duration(x(cx, c).text().trim()) {
-                        Some(d) => Val::Dur(d),
-                        None => fallback(cx, c),
-                    })
-                }
-                ("std.querysort", 1) => {
-                    let x = a.into_iter().next().ok_or_else(|| VclError { msg: "needs an argument".into(), pos: *pos })?;
-                    Box::new(move |cx, c| Val::Str(querysort(&x(cx, c).text())))
-                }
-                _ => return unsupported(&format!("Function {name}() with {} arguments", args.len()), *pos),
+                    }
+                }),
             }
         }
+        Expr::Call { name, args, pos } => call(name, args, *pos, sc)?,
     })
 }
 
-/// The compiled program as request-path hooks.
+fn one_arg(args: &[Expr], name: &str, n: usize, pos: Pos, sc: &Scope<'_>) -> Result<Vec<ExprFn>, VclError> {
+    if args.len() != n {
+        return err(format!("{name}() takes {n} argument(s), not {}", args.len()), pos);
+    }
+    args.iter().map(|a| expr(a, sc)).collect()
+}
+
+fn only_in(name: &str, allowed: u32, pos: Pos, sc: &Scope<'_>) -> Result<(), VclError> {
+    match sc.ctx.iter().find(|s| allowed & (1 << **s as u32) == 0) {
+        Some(s) => err(format!("{name}() cannot be used in {} (it can be in: {})", s.name(), subs_in(allowed)), pos),
+        None => Ok(()),
+    }
+}
+
+/// A function call: the built-in functions and vmod_std's.
+fn call(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+    // Functions with a fallback: (value, fallback).
+    let with_fallback = |parse: fn(&str) -> Option<Val>| -> Result<ExprFn, VclError> {
+        let mut a = one_arg(args, name, 2, pos, sc)?.into_iter();
+        let (x, fb) = (a.next().expect("2 args"), a.next().expect("2 args"));
+        Ok(Box::new(move |t, c| match parse(x(t, c).text().trim()) {
+            Some(v) => v,
+            None => fb(t, c),
+        }))
+    };
+    Ok(match name {
+        "regsub" | "regsuball" => {
+            if args.len() != 3 {
+                return err(format!("{name}() takes 3 arguments"), pos);
+            }
+            let re = regex_arg(&args[1])?;
+            let all = name == "regsuball";
+            let (src, sub) = (expr(&args[0], sc)?, expr(&args[2], sc)?);
+            Box::new(move |t, c| {
+                let s = src(t, c).text();
+                let rep = vcl_replacement(&sub(t, c).text());
+                Val::Str(if all { re.replace_all(&s, rep.as_str()).into_owned() } else { re.replace(&s, rep.as_str()).into_owned() })
+            })
+        }
+        "hash_data" => {
+            only_in(name, mask(&[Sub::Hash]), pos, sc)?;
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            Box::new(move |t, c| {
+                let v = x(t, c);
+                if let Some(k) = t.key.as_deref_mut() {
+                    k.extend_from_slice(v.text().as_bytes());
+                    k.push(0);
+                }
+                Val::None
+            })
+        }
+        "synthetic" => {
+            only_in(name, mask(&[Sub::Synth, Sub::BackendError]), pos, sc)?;
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            Box::new(move |t, c| {
+                let v = x(t, c).text();
+                if let Some(b) = t.body.as_deref_mut() {
+                    b.extend_from_slice(v.as_bytes());
+                }
+                Val::None
+            })
+        }
+        "ban" | "std.ban" => {
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            let returns = name == "std.ban";
+            Box::new(move |t, c| {
+                let spec = x(t, c).text();
+                match t.env.ban(&spec) {
+                    Ok(()) => Val::Bool(true),
+                    Err(e) => {
+                        // A bad ban is logged and the subroutine goes on.
+                        t.record(Tag::VclError, format!("ban(): {e}").as_bytes());
+                        if returns {
+                            Val::Bool(false)
+                        } else {
+                            Val::None
+                        }
+                    }
+                }
+            })
+        }
+        "std.log" => {
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            Box::new(move |t, c| {
+                let v = x(t, c).text();
+                t.record(Tag::VclLog, v.as_bytes());
+                Val::None
+            })
+        }
+        "std.syslog" => {
+            let mut a = one_arg(args, name, 2, pos, sc)?.into_iter();
+            let (prio, msg) = (a.next().expect("2 args"), a.next().expect("2 args"));
+            Box::new(move |t, c| {
+                let p = prio(t, c).num().unwrap_or(6.0) as i32;
+                let m = msg(t, c).text().replace('\0', " ");
+                if let Ok(cs) = std::ffi::CString::new(m) {
+                    // SAFETY: both strings are NUL-terminated; "%s" takes one.
+                    unsafe { libc::syslog(p, c"%s".as_ptr(), cs.as_ptr()) };
+                }
+                Val::None
+            })
+        }
+        "std.tolower" | "std.toupper" => {
+            let up = name == "std.toupper";
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            Box::new(move |t, c| {
+                let s = x(t, c).text();
+                Val::Str(if up { s.to_uppercase() } else { s.to_lowercase() })
+            })
+        }
+        "std.querysort" => {
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            Box::new(move |t, c| Val::Str(querysort(&x(t, c).text())))
+        }
+        "std.integer" => with_fallback(|s| s.parse::<i64>().ok().map(Val::Int))?,
+        "std.real" => with_fallback(|s| s.parse::<f64>().ok().filter(|f| f.is_finite()).map(Val::Real))?,
+        "std.duration" => with_fallback(|s| crate::cache::ban::parse_duration(s).map(Val::Dur))?,
+        "std.time" => {
+            with_fallback(|s| common::httpdate::parse(s).or_else(|| s.parse::<f64>().ok().filter(|f| f.is_finite())).map(Val::Time))?
+        }
+        "std.ip" => {
+            if args.len() != 2 && args.len() != 3 {
+                return err("std.ip() takes 2 or 3 arguments", pos);
+            }
+            let (x, fb) = (expr(&args[0], sc)?, expr(&args[1], sc)?);
+            Box::new(move |t, c| match x(t, c).ip() {
+                Some(ip) => Val::Ip(ip, 0),
+                None => match fb(t, c) {
+                    Val::Ip(ip, p) => Val::Ip(ip, p),
+                    other => other.ip().map(|ip| Val::Ip(ip, 0)).unwrap_or(Val::None),
+                },
+            })
+        }
+        "std.port" => {
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            Box::new(move |t, c| match x(t, c) {
+                Val::Ip(_, p) => Val::Int(p as i64),
+                _ => Val::Int(0),
+            })
+        }
+        "std.healthy" => {
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            Box::new(move |t, c| {
+                let b = x(t, c);
+                let name = match &b {
+                    Val::Backend(n) => Some(n.as_str()),
+                    _ => None,
+                };
+                Val::Bool(t.env.healthy(name))
+            })
+        }
+        "std.collect" => {
+            if args.is_empty() || args.len() > 2 {
+                return err("std.collect() takes a header and an optional separator", pos);
+            }
+            let Expr::Name(h, hpos) = &args[0] else { return err("std.collect() takes a header (req.http.X, resp.http.X...)", pos) };
+            access(h, true, *hpos, sc)?;
+            let Some((w, hname)) = header_prefix(h) else { return err("std.collect() takes a header", *hpos) };
+            let hname = hname.to_string();
+            let sep = match args.get(1) {
+                Some(e) => Some(expr(e, sc)?),
+                None => None,
+            };
+            Box::new(move |t, c| {
+                let sep = sep.as_ref().map_or_else(|| ", ".to_string(), |s| s(t, c).text());
+                if let Some(hs) = headers_mut(t, w) {
+                    let vals: Vec<Bytes> =
+                        hs.0.iter().filter(|(n, _)| n.eq_ignore_ascii_case(hname.as_bytes())).map(|(_, v)| v.clone()).collect();
+                    if vals.len() > 1 {
+                        let joined = vals.iter().map(|v| String::from_utf8_lossy(v).into_owned()).collect::<Vec<_>>().join(&sep);
+                        hs.set(&hname, Bytes::from(joined));
+                    }
+                }
+                Val::None
+            })
+        }
+        _ => return unsupported(&format!("Function {name}()"), pos),
+    })
+}
+
+/// The compiled program as the engine's subroutines.
 pub struct VclPolicy {
     pub name: String,
     pub prog: Arc<Compiled>,
 }
 
 impl VclPolicy {
-    fn sub(&self, name: &str, cx: &mut Ctx<'_, '_>) -> Option<(String, Vec<Val>)> {
-        let body = self.prog.subs.get(name)?;
-        match run(body, cx, &self.prog) {
-            Flow::Return(a, v) => Some((a, v)),
-            Flow::Next => None,
+    /// A compiled program, ready once its vcl_init has run (an error if
+    /// vcl_init returned fail).
+    pub fn load(name: &str, prog: Compiled) -> Result<VclPolicy, String> {
+        let p = VclPolicy { name: name.to_string(), prog: Arc::new(prog) };
+        let mut t = Task::new(&NoEnv);
+        match p.call(Sub::Init, &mut t) {
+            Action::Ok => Ok(p),
+            _ => Err(format!("VCL \"{name}\" Failed initialization: {}", t.failed.unwrap_or_else(|| "vcl_init returned fail".into()))),
         }
     }
 }
@@ -568,93 +1120,47 @@ impl Policy for VclPolicy {
     fn name(&self) -> &str {
         &self.name
     }
-    fn recv(&self, req: &mut Req) -> Recv {
-        let ip = req.client_ip;
-        let ret = {
-            let mut cx = Ctx { req: Some(req), key: None, beresp: None, resp: None, client_ip: ip };
-            self.sub("vcl_recv", &mut cx)
-        };
-        match ret {
-            None => policy::builtin_recv(req),
-            Some((a, v)) => match a.as_str() {
-                "hash" => Recv::Hash,
-                "pass" => Recv::Pass,
-                "pipe" => Recv::Pipe,
-                "purge" => Recv::Purge,
-                "synth" => {
-                    let code = v.first().and_then(Val::num).unwrap_or(503.0) as u16;
-                    let reason: &'static str = match code {
-                        200 => "OK",
-                        301 => "Moved Permanently",
-                        302 => "Found",
-                        400 => "Bad Request",
-                        403 => "Forbidden",
-                        404 => "Not Found",
-                        405 => "Method Not Allowed",
-                        _ => "Unavailable",
-                    };
-                    Recv::Synth(code, reason)
-                }
-                // fail (and actions checked away at compile time): 503.
-                _ => Recv::Synth(503, "VCL failed"),
-            },
-        }
+    fn defines(&self, sub: Sub) -> bool {
+        self.prog.defined[sub as usize]
     }
-    fn hash(&self, req: &Req, key: &mut Vec<u8>) {
-        let mut copy = req.clone();
-        let returned = {
-            let mut cx = Ctx { req: Some(&mut copy), key: Some(key), beresp: None, resp: None, client_ip: req.client_ip };
-            self.sub("vcl_hash", &mut cx).is_some()
-        };
-        if !returned {
-            policy::builtin_hash(req, key);
-        }
+    fn fini(&self) {
+        let _ = self.call(Sub::Fini, &mut Task::new(&NoEnv));
     }
-    fn backend_response(&self, beresp: &mut Beresp<'_>) -> BerespAction {
-        // The subroutine works on a copy whose borrow ends here; its
-        // changes are copied back.
-        let mut view = Beresp {
-            status: beresp.status,
-            headers: beresp.headers,
-            ttl: beresp.ttl,
-            grace: beresp.grace,
-            keep: beresp.keep,
-            bereq_uncacheable: beresp.bereq_uncacheable,
-        };
-        let ret = {
-            let mut cx = Ctx { req: None, key: None, beresp: Some(&mut view), resp: None, client_ip: None };
-            self.sub("vcl_backend_response", &mut cx)
-        };
-        beresp.ttl = view.ttl;
-        beresp.grace = view.grace;
-        beresp.keep = view.keep;
-        beresp.bereq_uncacheable = view.bereq_uncacheable;
-        match ret {
-            None => policy::builtin_backend_response(beresp),
-            Some((a, v)) => match a.as_str() {
-                "pass" => BerespAction::HitForPass(v.first().and_then(Val::num).unwrap_or(beresp.ttl.max(1.0))),
-                _ if beresp.bereq_uncacheable => BerespAction::HitForMiss(beresp.ttl.max(1.0)),
-                _ => BerespAction::Deliver,
-            },
+    fn call(&self, sub: Sub, t: &mut Task<'_>) -> Action {
+        if !self.prog.defined[sub as usize] {
+            return policy::builtin(sub, t);
         }
-    }
-    fn deliver(&self, req: &Req, resp: &mut Headers) {
-        let mut copy = req.clone();
-        let mut cx = Ctx { req: Some(&mut copy), key: None, beresp: None, resp: Some(resp), client_ip: req.client_ip };
-        let _ = self.sub("vcl_deliver", &mut cx);
+        let body = &self.prog.subs[sub.name()];
+        match run(body, t, &self.prog) {
+            Flow::Return(a) => a,
+            Flow::Next => policy::builtin(sub, t),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::{Bereq, Beresp, ObjView, Req, Resp};
     use crate::vcl::parse_source;
+    use std::sync::Mutex;
 
-    fn recv_url(vcl: &str, url: &str, hdrs: &[(&str, &str)]) -> (Recv, String, Headers) {
+    fn load(vcl: &str) -> VclPolicy {
         let p = parse_source("t.vcl", vcl).unwrap_or_else(|e| panic!("{e}"));
         let c = compile(&p).unwrap_or_else(|e| panic!("{}", e.render(&p.files)));
-        let pol = VclPolicy { name: "t".into(), prog: Arc::new(c) };
-        let mut req = Req {
+        VclPolicy::load("t", c).unwrap()
+    }
+
+    fn compile_err(src: &str) -> String {
+        let p = parse_source("t.vcl", &format!("vcl 4.1;\nbackend default {{ .host = \"127.0.0.1\"; }}\n{src}")).unwrap();
+        match compile(&p) {
+            Ok(_) => panic!("compiled: {src}"),
+            Err(e) => e.render(&p.files),
+        }
+    }
+
+    fn req(url: &str, hdrs: &[(&str, &str)]) -> Req {
+        Req {
             method: Bytes::from_static(b"GET"),
             url: Bytes::copy_from_slice(url.as_bytes()),
             minor: 1,
@@ -663,9 +1169,20 @@ mod tests {
             ),
             server_ip: "127.0.0.1".into(),
             client_ip: Some("10.1.2.3".parse().unwrap()),
+            ..Req::default()
+        }
+    }
+
+    fn recv_url(vcl: &str, url: &str, hdrs: &[(&str, &str)]) -> (Action, String, Headers) {
+        let pol = load(vcl);
+        let mut r = req(url, hdrs);
+        let a = {
+            let mut t = Task::new(&NoEnv);
+            t.req = Some(&mut r);
+            t.client = Some("10.1.2.3:5555".parse().unwrap());
+            pol.call(Sub::Recv, &mut t)
         };
-        let r = pol.recv(&mut req);
-        (r, String::from_utf8_lossy(&req.url).into_owned(), req.headers)
+        (a, String::from_utf8_lossy(&r.url).into_owned(), r.headers)
     }
 
     #[test]
@@ -679,14 +1196,25 @@ mod tests {
                 set req.http.X-N = std.integer(req.http.X-Num, 7) + 1;
                 set req.http.X-D = std.duration("90s", 1s) + 30s;
                 set req.http.X-R = regsub(req.url, "^/(\w+)\?.*$", "\1!");
+                set req.http.X-Real = std.real("2.5", 0.0) * 2;
+                set req.http.X-Ip = std.ip("bogus", "192.0.2.1");
+                set req.http.X-Port = std.port(client.ip);
+                set req.http.X-T = std.time("Thu, 01 Jan 1970 00:01:40 GMT", now) + 20s;
+                set req.http.X-Append = "a";
+                set req.http.X-Append += "b";
                 return (hash);
             }"#;
         let (r, url, h) = recv_url(vcl, "/page?z=1&a=2", &[("X-Num", "41")]);
-        assert_eq!(r, Recv::Hash);
+        assert_eq!(r, Action::Hash);
         assert_eq!(url, "/page?a=2&z=1");
         assert_eq!(h.get("x-n").unwrap(), &b"42"[..]);
         assert_eq!(h.get("x-d").unwrap(), &b"120.000"[..]);
         assert_eq!(h.get("x-r").unwrap(), &b"page!"[..]);
+        assert_eq!(h.get("x-real").unwrap(), &b"5.000"[..]);
+        assert_eq!(h.get("x-ip").unwrap(), &b"192.0.2.1"[..]);
+        assert_eq!(h.get("x-port").unwrap(), &b"5555"[..]);
+        assert_eq!(h.get("x-t").unwrap(), &b"Thu, 01 Jan 1970 00:02:00 GMT"[..]);
+        assert_eq!(h.get("x-append").unwrap(), &b"ab"[..]);
         let (_, _, h) = recv_url(vcl, "/p", &[("X-Num", "lots")]);
         assert_eq!(h.get("x-n").unwrap(), &b"8"[..], "the fallback");
     }
@@ -697,25 +1225,212 @@ mod tests {
             acl inner { "10.0.0.0"/8; ! "10.1.0.0"/16; "10.1.2.3"; }
             sub vcl_recv { if (client.ip ~ inner) { return (pass); } }"#;
         // 10.1.2.3 is in /8, excluded by /16, included again by /32.
-        assert_eq!(recv_url(vcl, "/", &[("Host", "x")]).0, Recv::Pass);
+        assert_eq!(recv_url(vcl, "/", &[("Host", "x")]).0, Action::Pass);
         assert!(in_net("10.1.9.9".parse().unwrap(), "10.1.0.0".parse().unwrap(), 16));
         assert!(!in_net("11.0.0.1".parse().unwrap(), "10.0.0.0".parse().unwrap(), 8));
         // Falls through to the built-in policy when the sub does not return.
         let (r, _, _) = recv_url("vcl 4.1; sub vcl_recv { set req.http.X = \"1\"; }", "/", &[("Host", "x"), ("Cookie", "a=b")]);
-        assert_eq!(r, Recv::Pass, "the built-in policy passes cookies");
+        assert_eq!(r, Action::Pass, "the built-in policy passes cookies");
     }
 
     #[test]
-    fn unsupported_constructs_are_errors() {
-        for src in [
-            "sub vcl_hit { return (deliver); }",
-            "sub vcl_recv { set req.http.x = std.log(\"a\"); }",
-            "sub vcl_recv { set req.ttl = 1s; }",
-            "sub vcl_recv { set req.http.x += \"a\"; }",
-        ] {
-            let p = parse_source("t.vcl", &format!("vcl 4.1;\n{src}")).unwrap();
-            let e = compile(&p).err().expect(src);
-            assert!(e.msg.contains("not supported yet") || e.msg.contains("cannot be set"), "{src}: {}", e.msg);
+    fn variables_are_checked_per_subroutine() {
+        let e = compile_err("sub vcl_recv { set beresp.ttl = 1s; }");
+        assert!(e.contains("'beresp.ttl' cannot be set in vcl_recv") && e.contains("vcl_backend_response"), "{e}");
+        let e = compile_err("sub vcl_backend_response { set req.url = \"/\"; }");
+        assert!(e.contains("'req.url' cannot be set in vcl_backend_response"), "{e}");
+        let e = compile_err("sub vcl_deliver { if (obj.ttl > 0s) { return (deliver); } }");
+        assert!(e.contains("'obj.ttl' is not available in vcl_deliver"), "{e}");
+        let e = compile_err("sub vcl_hit { set obj.ttl = 1s; }");
+        assert!(e.contains("read only"), "{e}");
+        assert!(compile_err("sub vcl_recv { set req.nonsense = 1; }").contains("Unknown variable 'req.nonsense'"));
+        // A user sub is checked in every context that calls it.
+        let e = compile_err("sub f { set req.http.x = bereq.url; } sub vcl_backend_fetch { call f; }");
+        assert!(e.contains("'req.http.x' cannot be set in vcl_backend_fetch"), "{e}");
+        assert!(compile_err("sub vcl_recv { synthetic(\"x\"); }").contains("synthetic() cannot be used in vcl_recv"));
+        assert!(compile_err("sub vcl_recv { hash_data(req.url); }").contains("hash_data() cannot be used in vcl_recv"));
+        assert!(compile_err("sub vcl_recv { unset req.url; }").contains("cannot be unset"));
+        assert!(compile_err("sub vcl_recv { set req.backend_hint = nothere; }").contains("Unknown variable 'nothere'"));
+        assert!(compile_err("sub vcl_recv { set req.http.x = std.nothing(1); }").contains("not supported yet"));
+        assert!(compile_err("sub vcl_init { new rr = directors.round_robin(); }").contains("not supported yet"));
+    }
+
+    #[test]
+    fn synth_builds_the_response_and_body() {
+        let pol = load(
+            r#"vcl 4.1;
+            sub vcl_recv { if (req.url == "/old") { return (synth(750, "")); } }
+            sub vcl_synth {
+                if (resp.status == 750) {
+                    set resp.status = 301;
+                    set resp.http.Location = "https://example.com" + req.url;
+                    return (deliver);
+                }
+                set resp.http.Content-Type = "text/plain";
+                synthetic("custom " + resp.status + " " + resp.reason);
+                return (deliver);
+            }"#,
+        );
+        let mut r = req("/old", &[("Host", "a")]);
+        let a = {
+            let mut t = Task::new(&NoEnv);
+            t.req = Some(&mut r);
+            pol.call(Sub::Recv, &mut t)
+        };
+        assert_eq!(a, Action::Synth(750, "Unknown HTTP Status".into()));
+        let mut resp = Resp { status: 750, reason: Bytes::from_static(b""), ..Resp::default() };
+        let mut body = Vec::new();
+        let mut t = Task::new(&NoEnv);
+        t.req = Some(&mut r);
+        t.resp = Some(&mut resp);
+        t.body = Some(&mut body);
+        assert_eq!(pol.call(Sub::Synth, &mut t), Action::Deliver);
+        assert_eq!((resp.status, &resp.reason[..]), (301, &b"Moved Permanently"[..]));
+        assert_eq!(resp.headers.get("location").unwrap(), &b"https://example.com/old"[..]);
+        let mut resp = Resp { status: 404, reason: Bytes::from_static(b"Not Found"), ..Resp::default() };
+        let mut body = Vec::new();
+        let mut t = Task::new(&NoEnv);
+        t.req = Some(&mut r);
+        t.resp = Some(&mut resp);
+        t.body = Some(&mut body);
+        pol.call(Sub::Synth, &mut t);
+        assert_eq!(body, b"custom 404 Not Found");
+    }
+
+    #[test]
+    fn backend_and_hit_subroutines() {
+        let pol = load(
+            r#"vcl 4.1;
+            sub vcl_backend_fetch { set bereq.http.X-Fetch = bereq.url; }
+            sub vcl_backend_response {
+                if (bereq.url ~ "^/static/") { set beresp.ttl = 1h; unset beresp.http.Set-Cookie; }
+                if (beresp.status >= 500) { return (retry); }
+                if (bereq.url ~ "^/private/") { return (pass(30s)); }
+            }
+            sub vcl_hit {
+                if (obj.ttl >= 0s) { return (deliver); }
+                if (obj.ttl + obj.grace > 0s && obj.hits < 3) { return (deliver); }
+                return (miss);
+            }"#,
+        );
+        let mut bereq = Bereq { url: Bytes::from_static(b"/static/a.css"), ..Bereq::default() };
+        let mut t = Task::new(&NoEnv);
+        t.bereq = Some(&mut bereq);
+        assert_eq!(pol.call(Sub::BackendFetch, &mut t), Action::Fetch);
+        assert_eq!(bereq.headers.get("x-fetch").unwrap(), &b"/static/a.css"[..]);
+        let resp = |url: &'static str, status: u16| {
+            let mut bereq = Bereq { url: Bytes::from_static(url.as_bytes()), ..Bereq::default() };
+            let mut b = Beresp { status, ttl: 120.0, ..Beresp::default() };
+            b.headers.set("Set-Cookie", Bytes::from_static(b"a=b"));
+            let mut t = Task::new(&NoEnv);
+            t.bereq = Some(&mut bereq);
+            t.beresp = Some(&mut b);
+            let a = pol.call(Sub::BackendResponse, &mut t);
+            (a, b)
+        };
+        let (a, b) = resp("/static/a.css", 200);
+        assert_eq!((a, b.ttl, b.uncacheable), (Action::Deliver, 3600.0, false), "Set-Cookie removed, so cacheable");
+        let (a, b) = resp("/x", 200);
+        assert_eq!((a, b.uncacheable), (Action::Deliver, true), "the built-in policy: Set-Cookie makes it uncacheable");
+        assert_eq!(resp("/x", 503).0, Action::Retry);
+        assert_eq!(resp("/private/x", 200).0, Action::PassFor(30.0));
+        let hit = |ttl: f64, hits: u64| {
+            let obj = ObjView { ttl, grace: 10.0, hits, ..ObjView::default() };
+            let mut r = req("/", &[]);
+            let mut t = Task::new(&NoEnv);
+            t.req = Some(&mut r);
+            t.obj = Some(&obj);
+            pol.call(Sub::Hit, &mut t)
+        };
+        assert_eq!(hit(5.0, 100), Action::Deliver);
+        assert_eq!(hit(-5.0, 1), Action::Deliver);
+        assert_eq!(hit(-5.0, 3), Action::Miss);
+        assert_eq!(hit(-15.0, 0), Action::Miss);
+    }
+
+    struct Recorder(Mutex<Vec<String>>);
+    impl policy::Env for Recorder {
+        fn ban(&self, spec: &str) -> Result<(), String> {
+            if spec.contains("~") || spec.contains("==") {
+                self.0.lock().unwrap().push(spec.to_string());
+                Ok(())
+            } else {
+                Err("expected an operator".into())
+            }
         }
+        fn healthy(&self, _: Option<&str>) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn ban_log_and_runtime_failures() {
+        let pol = load(
+            r#"vcl 4.1;
+            import std;
+            backend default { .host = "127.0.0.1"; }
+            sub vcl_recv {
+                if (req.method == "BAN") {
+                    ban("obj.http.x-url ~ " + req.url);
+                    ban("nonsense");
+                    std.log("banned " + req.url);
+                    return (synth(200, "Ban added"));
+                }
+                if (!std.healthy(req.backend_hint)) { set req.http.X-Sick = "1"; }
+                set req.http.X-Evil = req.http.X-In;
+                return (hash);
+            }"#,
+        );
+        let env = Recorder(Mutex::new(Vec::new()));
+        let mut log = common::vsl::Batch::with_reclen(255);
+        let mut r = req("/news", &[]);
+        r.method = Bytes::from_static(b"BAN");
+        let a = {
+            let mut t = Task::new(&env);
+            t.req = Some(&mut r);
+            t.log = Some((&mut log, 7, common::vsl::Side::Client));
+            pol.call(Sub::Recv, &mut t)
+        };
+        assert_eq!(a, Action::Synth(200, "Ban added".into()));
+        assert_eq!(*env.0.lock().unwrap(), vec!["obj.http.x-url ~ /news".to_string()]);
+        let text: Vec<String> =
+            common::vsl::Records::new(log.as_bytes()).map(|r| format!("{} {}", r.tag.name(), String::from_utf8_lossy(r.payload))).collect();
+        assert!(text.iter().any(|l| l == "VCL_Error ban(): expected an operator"), "{text:?}");
+        assert!(text.iter().any(|l| l == "VCL_Log banned /news"), "{text:?}");
+        // A header value with CR LF would split the message: fail.
+        let mut r = req("/", &[("X-In", "a\r\nInjected: 1")]);
+        let mut t = Task::new(&env);
+        t.req = Some(&mut r);
+        assert_eq!(pol.call(Sub::Recv, &mut t), Action::Fail);
+        assert!(t.failed.unwrap().contains("CR, LF"));
+        assert_eq!(r.headers.get("x-sick").unwrap(), &b"1"[..]);
+        assert!(r.headers.get("x-evil").is_none());
+    }
+
+    #[test]
+    fn init_fail_refuses_the_load() {
+        let p = parse_source("t.vcl", "vcl 4.1; sub vcl_init { return (fail); }").unwrap();
+        let e = VclPolicy::load("t", compile(&p).unwrap()).err().unwrap();
+        assert!(e.contains("Failed initialization"), "{e}");
+        let p = parse_source("t.vcl", "vcl 4.1; sub vcl_init { return (ok); } sub vcl_fini { return (ok); }").unwrap();
+        assert!(VclPolicy::load("t", compile(&p).unwrap()).is_ok());
+    }
+
+    #[test]
+    fn arithmetic() {
+        use Val::*;
+        assert_eq!(arith("+", Int(2), Int(3)), Ok(Int(5)));
+        assert_eq!(arith("*", Dur(10.0), Int(3)), Ok(Dur(30.0)));
+        assert_eq!(arith("/", Dur(10.0), Dur(4.0)), Ok(Real(2.5)));
+        assert_eq!(arith("-", Time(100.0), Time(40.0)), Ok(Dur(60.0)));
+        assert_eq!(arith("+", Time(100.0), Dur(5.0)), Ok(Time(105.0)));
+        assert_eq!(arith("+", Str("a".into()), Int(1)), Ok(Str("a1".into())));
+        assert_eq!(arith("+", None, Str("x".into())), Ok(Str("x".into())));
+        assert!(arith("/", Int(1), Int(0)).is_err());
+        assert!(compare("<", &Dur(-1.0), &Dur(0.0)));
+        assert!(compare("==", &Str("a".into()), &Str("a".into())));
+        assert!(!compare("==", &None, &Str(String::new())));
+        assert!(compare("!=", &None, &Str("x".into())));
+        assert!(compare(">=", &Int(3), &Real(2.5)));
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use cache_d::backend::{self, Backend};
 use cache_d::params::Params;
-use cache_d::policy::{builtin_backend_response, builtin_recv, Beresp, BerespAction, Policy, Recv, Req};
+use cache_d::policy::{builtin, Action, Policy, Sub, Task};
 use cache_d::server::{self, Listener, Shared};
 use common::segment::SegmentWriter;
 
@@ -17,17 +17,14 @@ use crate::util::*;
 struct TestPolicy;
 
 impl Policy for TestPolicy {
-    fn recv(&self, req: &mut Req) -> Recv {
-        if &req.method[..] == b"PURGE" {
-            return Recv::Purge;
+    fn call(&self, sub: Sub, t: &mut Task<'_>) -> Action {
+        match sub {
+            Sub::Recv if t.req.as_deref().is_some_and(|r| &r.method[..] == b"PURGE") => Action::Purge,
+            Sub::BackendResponse if t.beresp.as_deref().is_some_and(|b| b.headers.contains_ci("cache-control", "x-hfp")) => {
+                Action::PassFor(60.0)
+            }
+            _ => builtin(sub, t),
         }
-        builtin_recv(req)
-    }
-    fn backend_response(&self, b: &mut Beresp<'_>) -> BerespAction {
-        if b.headers.contains_ci("cache-control", "x-hfp") {
-            return BerespAction::HitForPass(60.0);
-        }
-        builtin_backend_response(b)
     }
 }
 
