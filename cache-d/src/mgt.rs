@@ -84,6 +84,11 @@ pub struct Mgr {
 pub struct VclState {
     /// (name, source text, file it came from).
     pub list: Vec<(String, String, Option<PathBuf>)>,
+    /// Labels: (label, the program it names).
+    pub labels: Vec<(String, String)>,
+    /// vcl.state of the programs not in "auto".
+    pub states: std::collections::HashMap<String, String>,
+    /// The active program or label.
     pub active: String,
 }
 
@@ -209,7 +214,12 @@ pub fn run(args: Args) -> Result<(), StartError> {
         child: Mutex::new(ChildSlot { proc: None, ctl: None, state: ChildState::Stopped, wanted: true, last_start: None }),
         panic: Mutex::new(None),
         stopping: AtomicBool::new(false),
-        vcls: Mutex::new(VclState { list: vec![("boot".into(), boot_source, None)], active: "boot".into() }),
+        vcls: Mutex::new(VclState {
+            list: vec![("boot".into(), boot_source, None)],
+            labels: Vec::new(),
+            states: Default::default(),
+            active: "boot".into(),
+        }),
     });
     for l in admin {
         let m = mgr.clone();
@@ -314,9 +324,9 @@ impl Mgr {
 
     /// Give a new child every loaded program and the active choice.
     fn replay_vcls(&self) {
-        let (list, active) = {
+        let (list, labels, active) = {
             let v = self.vcls.lock().unwrap_or_else(|e| e.into_inner());
-            (v.list.clone(), v.active.clone())
+            (v.list.clone(), v.labels.clone(), v.active.clone())
         };
         for (name, src, path) in list.iter().filter(|(n, _, _)| n != "boot") {
             let cmd = match path {
@@ -327,6 +337,9 @@ impl Mgr {
             if code != status::OK {
                 self.log(&format!("could not reload VCL {name} in the new child: {body}"));
             }
+        }
+        for (label, target) in labels {
+            let _ = self.relay(&["vcl.label".to_string(), label, target]);
         }
         if active != "boot" {
             let _ = self.relay(&["vcl.use".to_string(), active]);

@@ -435,6 +435,20 @@ pub fn builtin(sub: Sub, t: &mut Task<'_>) -> Action {
     }
 }
 
+/// What [`builtin`] returns for `sub` when nothing made it decide
+/// otherwise (the final `return` of each built-in subroutine).
+pub fn fallthrough(sub: Sub) -> Action {
+    match sub {
+        Sub::Recv => Action::Hash,
+        Sub::Hash => Action::Lookup,
+        Sub::Pipe => Action::Pipe,
+        Sub::Pass | Sub::Miss | Sub::BackendFetch => Action::Fetch,
+        Sub::Purge => Action::Synth(200, "Purged".into()),
+        Sub::Hit | Sub::Deliver | Sub::Synth | Sub::BackendResponse | Sub::BackendError => Action::Deliver,
+        Sub::Init | Sub::Fini => Action::Ok,
+    }
+}
+
 /// The standard reason phrase of a status code.
 pub fn reason_phrase(status: u16) -> &'static str {
     match status {

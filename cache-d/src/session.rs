@@ -323,9 +323,10 @@ impl Sess {
             ..Req::default()
         };
         // This request runs on the policy active now, to its end.
+        // (Held only by the session, so vcl.list's busy count is exact.)
         let active = sh.policy();
-        self.active = Some(active.clone());
         log.rec(Tag::VclUse, side, rxid, active.name.as_bytes());
+        self.active = Some(active);
         let mut ctx = ReqCtx { rxid, hdr_rx, keep, head_only: &req.method[..] == b"HEAD", framing, body_rx: 0, body_consumed: false };
         loop {
             match self.process(c, &mut req, log, clock, &mut ctx).await {
@@ -565,6 +566,9 @@ impl Sess {
         let age = t - life.t_origin;
         let too_old = req.ttl.is_some_and(|m| age > m) || (!life.fresh(t) && req.grace.is_some_and(|g| -life.ttl_left(t) > g));
         let policy = self.policy();
+        if !too_old {
+            oc.hit();
+        }
         let action = if too_old {
             Action::Miss
         } else {
@@ -585,7 +589,6 @@ impl Sess {
                 if !life.fresh(t) {
                     sh.seg.add(C::CacheHitGrace, 1);
                 }
-                oc.hit();
                 if let Some(guard) = guard {
                     let bxid = sh.next_vxid();
                     log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} bgfetch"));

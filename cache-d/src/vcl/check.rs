@@ -27,18 +27,25 @@ pub const BUILTIN_SUBS: &[(&str, &[&str])] = &[
     ("vcl_fini", &["ok"]),
 ];
 
-/// Variables 4.0 renamed or removed, and what to write instead.
+/// Variables 4.0 renamed or removed, and what to write instead. (req.grace
+/// is not here: Varnish 6 brought it back, as the upper bound on the grace
+/// a request accepts, and so do we.)
 const LEGACY_VARS: &[(&str, &str)] = &[
     ("req.request", "req.method"),
     ("bereq.request", "bereq.method"),
     ("obj.cacheable", "beresp.uncacheable (inverted) in vcl_backend_response"),
     ("beresp.cacheable", "beresp.uncacheable (inverted)"),
-    ("req.grace", "beresp.grace in vcl_backend_response (req.grace limits grace differently since 4.0)"),
     ("obj.lastuse", "obj.age"),
     ("req.backend", "req.backend_hint"),
     ("beresp.storage", "beresp.storage_hint"),
     ("client.identity", "client.identity (exists, but check its 4.x meaning)"),
 ];
+
+/// `vcl_builtin_recv` and friends (Varnish 7): the built-in half of a
+/// subroutine, callable from that subroutine.
+pub fn builtin_part(name: &str) -> Option<Sub> {
+    Sub::from_name(&format!("vcl_{}", name.strip_prefix("vcl_builtin_")?)).filter(|s| !matches!(s, Sub::Init | Sub::Fini))
+}
 
 fn legal(sub: &str) -> Option<&'static [&'static str]> {
     BUILTIN_SUBS.iter().find(|(n, _)| *n == sub).map(|(_, a)| *a)
@@ -95,6 +102,9 @@ pub fn check(p: &Program) -> Result<Contexts, VclError> {
     let mut subs: HashMap<&str, (&[Stmt], Pos)> = HashMap::new();
     for item in &p.items {
         if let Item::Sub { name, body, pos } = item {
+            if builtin_part(name).is_some() {
+                return Err(VclError { msg: format!("'{name}' is the built-in policy's and cannot be redefined"), pos: *pos });
+            }
             if name.starts_with("vcl_") && legal(name).is_none() {
                 return Err(VclError { msg: format!("Unknown VCL subroutine '{name}' (the vcl_ prefix is reserved)"), pos: *pos });
             }
@@ -103,6 +113,8 @@ pub fn check(p: &Program) -> Result<Contexts, VclError> {
             subs.entry(name.as_str()).or_insert((body.as_slice(), *pos));
         }
     }
+    let imports: HashSet<&str> =
+        p.items.iter().filter_map(|i| if let Item::Import { module, .. } = i { Some(module.as_str()) } else { None }).collect();
     // Statements and expressions: legacy variables, calls that exist.
     for item in &p.items {
         let Item::Sub { body, .. } = item else { continue };
@@ -112,14 +124,14 @@ pub fn check(p: &Program) -> Result<Contexts, VclError> {
                 return;
             }
             let r = match s {
-                Stmt::Set { target, pos, value, .. } => legacy_var(target, *pos).and_then(|_| exprs_ok(value)),
+                Stmt::Set { target, pos, value, .. } => legacy_var(target, *pos).and_then(|_| exprs_ok(value, &imports)),
                 Stmt::Unset { target, pos } => legacy_var(target, *pos),
-                Stmt::Call { sub, pos } if !subs.contains_key(sub.as_str()) => {
+                Stmt::Call { sub, pos } if !subs.contains_key(sub.as_str()) && builtin_part(sub).is_none() => {
                     Err(VclError { msg: format!("Subroutine '{sub}' is not defined"), pos: *pos })
                 }
-                Stmt::If { branches, .. } => branches.iter().try_for_each(|(c, _)| exprs_ok(c)),
-                Stmt::Expr(e) => exprs_ok(e),
-                Stmt::Return { args, .. } => args.iter().try_for_each(exprs_ok),
+                Stmt::If { branches, .. } => branches.iter().try_for_each(|(c, _)| exprs_ok(c, &imports)),
+                Stmt::Expr(e) => exprs_ok(e, &imports),
+                Stmt::Return { args, .. } => args.iter().try_for_each(|a| exprs_ok(a, &imports)),
                 _ => Ok(()),
             };
             if let Err(e) = r {
@@ -202,8 +214,9 @@ pub fn check(p: &Program) -> Result<Contexts, VclError> {
     Ok(out)
 }
 
-/// Legacy names used as values, and functions 4.0 removed.
-fn exprs_ok(e: &Expr) -> Result<(), VclError> {
+/// Legacy names used as values, functions 4.0 removed, and module
+/// functions whose module was not imported.
+fn exprs_ok(e: &Expr, imports: &HashSet<&str>) -> Result<(), VclError> {
     let mut r = Ok(());
     walk_exprs(e, &mut |x| {
         if r.is_err() {
@@ -213,6 +226,10 @@ fn exprs_ok(e: &Expr) -> Result<(), VclError> {
             Expr::Name(n, pos) => legacy_var(n, *pos),
             Expr::Call { name, pos, .. } if name == "purge" || name == "purge_url" => {
                 Err(VclError { msg: format!("{name}() is gone since Varnish 4.0: use ban(\"req.url ~ ...\")"), pos: *pos })
+            }
+            Expr::Call { name, pos, .. } if name.split_once('.').is_some_and(|(m, _)| !imports.contains(m)) => {
+                let module = name.split_once('.').map_or("", |(m, _)| m);
+                Err(VclError { msg: format!("Symbol not found: '{name}' (did you mean to 'import {module};'?)"), pos: *pos })
             }
             _ => Ok(()),
         };

@@ -277,6 +277,22 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
             Box::new(move |t, c| run(&b, t, c))
         }
         Stmt::Return { action, args, pos } => ret(action, args, *pos, sc)?,
+        Stmt::Call { sub, pos } if super::check::builtin_part(sub).is_some() => {
+            let part = super::check::builtin_part(sub).expect("checked");
+            if let Some(other) = sc.ctx.iter().find(|s| **s != part) {
+                return err(format!("'{sub}' can only be called from {} (not {})", part.name(), other.name()), *pos);
+            }
+            // The built-in half runs; its final default return means
+            // "go on" (as the call in Varnish 7's builtin.vcl does).
+            Box::new(move |t, _| {
+                let a = policy::builtin(part, t);
+                if a == policy::fallthrough(part) {
+                    Flow::Next
+                } else {
+                    Flow::Return(a)
+                }
+            })
+        }
         Stmt::Call { sub, .. } => {
             let sub = sub.clone();
             Box::new(move |t, c| match c.subs.get(&sub) {
@@ -445,6 +461,8 @@ const ACCESS: &[(&str, u32, u32)] = &[
     ("resp.proto", RESP, 0),
     ("resp.http.", RESP, RESP),
     ("resp.is_streaming", RESP, 0),
+    ("resp.body", 0, mask(&[Sub::Synth])),
+    ("beresp.body", 0, mask(&[Sub::BackendError])),
 ];
 
 fn subs_in(m: u32) -> String {
@@ -720,6 +738,12 @@ fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, VclError> {
         }),
         "resp.reason" => set!(resp, |t, r, v| if let Some(b) = wire_text(t, "resp.reason", &v) {
             r.reason = b
+        }),
+        // Varnish 6+: the synthetic body, replaced whole.
+        "resp.body" | "beresp.body" => Box::new(|t, v| {
+            if let Some(b) = t.body.as_deref_mut() {
+                *b = v.text().into_bytes();
+            }
         }),
         _ => return unsupported(&format!("Setting '{name}'"), pos),
     })
@@ -1152,7 +1176,7 @@ mod tests {
     }
 
     fn compile_err(src: &str) -> String {
-        let p = parse_source("t.vcl", &format!("vcl 4.1;\nbackend default {{ .host = \"127.0.0.1\"; }}\n{src}")).unwrap();
+        let p = parse_source("t.vcl", &format!("vcl 4.1;\nimport std;\nbackend default {{ .host = \"127.0.0.1\"; }}\n{src}")).unwrap();
         match compile(&p) {
             Ok(_) => panic!("compiled: {src}"),
             Err(e) => e.render(&p.files),
@@ -1191,6 +1215,7 @@ mod tests {
         assert_eq!(querysort("/a?"), "/a");
         assert_eq!(querysort("/a"), "/a");
         let vcl = r#"vcl 4.1;
+            import std;
             sub vcl_recv {
                 set req.url = std.querysort(req.url);
                 set req.http.X-N = std.integer(req.http.X-Num, 7) + 1;
@@ -1432,5 +1457,115 @@ mod tests {
         assert!(!compare("==", &None, &Str(String::new())));
         assert!(compare("!=", &None, &Str("x".into())));
         assert!(compare(">=", &Int(3), &Real(2.5)));
+    }
+
+    #[test]
+    fn builtin_vcl_text_decides_as_the_native_builtin() {
+        let p = parse_source("builtin.vcl", crate::vcl::BUILTIN_VCL).unwrap_or_else(|e| panic!("{e}"));
+        let vcl = VclPolicy::load("builtin", compile(&p).unwrap_or_else(|e| panic!("{}", e.render(&p.files)))).unwrap();
+        let cases: &[(&str, &[(&str, &str)])] = &[
+            ("GET", &[("Host", "a")]),
+            ("GET", &[("Host", "Example.COM")]),
+            ("HEAD", &[("Host", "a")]),
+            ("POST", &[("Host", "a")]),
+            ("GET", &[("Host", "a"), ("Cookie", "x=1")]),
+            ("GET", &[("Host", "a"), ("Authorization", "Basic x")]),
+            ("BREW", &[("Host", "a")]),
+            ("PRI", &[("Host", "a")]),
+            ("GET", &[]),
+        ];
+        for (method, hdrs) in cases {
+            let run = |pol: &dyn Policy| {
+                let mut r = req("/x", hdrs);
+                r.method = Bytes::copy_from_slice(method.as_bytes());
+                let a = {
+                    let mut t = Task::new(&NoEnv);
+                    t.req = Some(&mut r);
+                    pol.call(Sub::Recv, &mut t)
+                };
+                let mut key = Vec::new();
+                let mut t = Task::new(&NoEnv);
+                t.local = Some("127.0.0.1:80".parse().unwrap());
+                t.req = Some(&mut r);
+                t.key = Some(&mut key);
+                pol.call(Sub::Hash, &mut t);
+                (a, r.headers.get("host").cloned(), key)
+            };
+            assert_eq!(run(&vcl), run(&policy::Builtin), "{method} {hdrs:?}");
+        }
+        let beresps: &[(f64, &[(&str, &str)])] = &[
+            (120.0, &[]),
+            (0.0, &[]),
+            (60.0, &[("Set-Cookie", "a=b")]),
+            (60.0, &[("Cache-Control", "private, max-age=60")]),
+            (60.0, &[("Cache-Control", "No-Store")]),
+            (60.0, &[("Surrogate-Control", "max-age=60"), ("Cache-Control", "no-cache")]),
+            (60.0, &[("Surrogate-Control", "no-store")]),
+            (60.0, &[("Vary", "*")]),
+        ];
+        for (ttl, hdrs) in beresps {
+            for uncacheable in [false, true] {
+                let run = |pol: &dyn Policy| {
+                    let mut bereq = Bereq { uncacheable, ..Bereq::default() };
+                    let mut b = Beresp { status: 200, ttl: *ttl, headers: req("/", hdrs).headers, ..Beresp::default() };
+                    let mut t = Task::new(&NoEnv);
+                    t.bereq = Some(&mut bereq);
+                    t.beresp = Some(&mut b);
+                    let a = pol.call(Sub::BackendResponse, &mut t);
+                    (a, b.ttl, b.uncacheable)
+                };
+                assert_eq!(run(&vcl), run(&policy::Builtin), "{ttl} {hdrs:?} {uncacheable}");
+            }
+        }
+        let synth = |pol: &dyn Policy| {
+            let mut r = Req { xid: 9, ..Req::default() };
+            let mut resp = Resp { status: 503, reason: Bytes::from_static(b"Backend fetch failed"), ..Resp::default() };
+            let mut body = Vec::new();
+            let mut t = Task::new(&NoEnv);
+            t.req = Some(&mut r);
+            t.resp = Some(&mut resp);
+            t.body = Some(&mut body);
+            pol.call(Sub::Synth, &mut t);
+            (body, resp.headers.get("content-type").cloned())
+        };
+        assert_eq!(synth(&vcl), synth(&policy::Builtin));
+    }
+
+    #[test]
+    fn varnish7_builtin_calls_and_body_variables() {
+        let pol = load(
+            r#"vcl 4.1;
+            sub vcl_recv {
+                if (req.url == "/x") { set req.http.Cookie = "a=1"; }
+                call vcl_builtin_recv;
+                set req.http.X-After = "yes";
+                return (hash);
+            }
+            sub vcl_synth { set resp.body = "plain " + resp.status; return (deliver); }"#,
+        );
+        let (a, _, h) = {
+            let mut r = req("/x", &[("Host", "a")]);
+            let mut t = Task::new(&NoEnv);
+            t.req = Some(&mut r);
+            let a = pol.call(Sub::Recv, &mut t);
+            (a, (), r.headers)
+        };
+        assert_eq!(a, Action::Pass, "the built-in half returned pass for the cookie");
+        assert!(h.get("x-after").is_none());
+        let mut r = req("/y", &[("Host", "a")]);
+        let mut t = Task::new(&NoEnv);
+        t.req = Some(&mut r);
+        assert_eq!(pol.call(Sub::Recv, &mut t), Action::Hash);
+        assert_eq!(r.headers.get("x-after").unwrap(), &b"yes"[..], "fell through the built-in half");
+        let mut resp = Resp { status: 404, ..Resp::default() };
+        let mut body = Vec::new();
+        let mut t = Task::new(&NoEnv);
+        t.resp = Some(&mut resp);
+        t.body = Some(&mut body);
+        pol.call(Sub::Synth, &mut t);
+        assert_eq!(body, b"plain 404");
+        assert!(compile_err("sub vcl_deliver { call vcl_builtin_recv; }").contains("can only be called from vcl_recv"));
+        let p = parse_source("t.vcl", "vcl 4.1; sub vcl_recv { std.log(\"x\"); }").unwrap();
+        assert!(compile(&p).err().unwrap().msg.contains("import std;"));
     }
 }

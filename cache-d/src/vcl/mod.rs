@@ -11,6 +11,10 @@ pub mod parse;
 
 use std::path::{Path, PathBuf};
 
+/// The built-in policy as VCL text (what `vcl.show -v` prints after a
+/// program); cache-d runs the same decisions natively ([`crate::policy::builtin`]).
+pub const BUILTIN_VCL: &str = include_str!("builtin.vcl");
+
 use ast::{Item, Pos, Program};
 use diag::VclError;
 

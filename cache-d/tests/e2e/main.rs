@@ -9,3 +9,4 @@ mod mgt;
 mod proxy;
 mod readers;
 mod util;
+mod vcl;

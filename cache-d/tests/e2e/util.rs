@@ -317,3 +317,11 @@ pub fn stat(dir: &Path) -> String {
     assert!(o.status.success(), "cache-stat failed: {}", stderr(&o));
     stdout(&o)
 }
+
+/// A VCL file from tests/vcl with the origin's port filled in.
+pub fn vcl_file(dir: &Path, name: &str, origin_port: u16) -> PathBuf {
+    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vcl").join(name)).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, src.replace("ORIGIN_PORT", &origin_port.to_string())).unwrap();
+    path
+}
