@@ -101,22 +101,27 @@ pub fn run(args: Args) -> Result<(), StartError> {
 /// The programs the child holds: by name, and labels naming them.
 struct Programs {
     vcls: HashMap<String, Arc<Active>>,
-    labels: HashMap<String, String>,
+    /// label → (program, the program as used through the label: its
+    /// requests log `VCL_use <program> via <label>`).
+    labels: HashMap<String, (String, Arc<Active>)>,
 }
 
 impl Programs {
     /// A program by name or label.
     fn get(&self, name: &str) -> Option<&Arc<Active>> {
-        self.vcls.get(name).or_else(|| self.labels.get(name).and_then(|t| self.vcls.get(t)))
+        self.vcls.get(name).or_else(|| self.labels.get(name).map(|(_, a)| a))
     }
-    /// Requests running on `name` now: the holders of its Arc other than
-    /// this table and the active slot.
+    /// Requests running on `name` now (directly or through a label): the
+    /// holders of its Arcs other than this table and the active slot.
     fn busy(&self, sh: &Shared, name: &str) -> usize {
-        let Some(a) = self.vcls.get(name) else { return 0 };
         let active = sh.policy();
-        // `active` itself holds one reference when it is this program.
-        let held = 1 + if Arc::ptr_eq(&active, a) { 2 } else { 0 };
-        Arc::strong_count(a).saturating_sub(held)
+        let count = |a: &Arc<Active>| {
+            // `active` itself holds one reference when it is this one.
+            let held = 1 + if Arc::ptr_eq(&active, a) { 2 } else { 0 };
+            Arc::strong_count(a).saturating_sub(held)
+        };
+        let own = self.vcls.get(name).map_or(0, count);
+        own + self.labels.values().filter(|(t, _)| t == name).map(|(_, a)| count(a)).sum::<usize>()
     }
 }
 
@@ -169,10 +174,11 @@ fn command(sh: &Shared, progs: &mut Programs, args: &[String]) -> (u16, String) 
             None => (status::PARAM, format!("No VCL named {name} known.")),
         },
         ["vcl.label", label, target] => {
-            if !progs.vcls.contains_key(*target) {
+            let Some(p) = progs.vcls.get(*target) else {
                 return (status::PARAM, format!("No VCL named {target} known."));
-            }
-            progs.labels.insert(label.to_string(), target.to_string());
+            };
+            let via = Arc::new(Active { name: format!("{target} via {label}"), policy: p.policy.clone() });
+            progs.labels.insert(label.to_string(), (target.to_string(), via));
             (status::OK, String::new())
         }
         ["vcl.discard", name] => {

@@ -159,7 +159,11 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
         Compiled { subs: HashMap::new(), defined: [false; Sub::ALL.len()], acls: HashMap::new(), backends: Vec::new(), backend: None };
     for item in &p.items {
         match item {
-            Item::Acl { name, entries, .. } => {
+            Item::Probe { fields, .. } => check_probe(fields)?,
+            Item::Acl { name, entries, pos } => {
+                if c.acls.contains_key(name) {
+                    return err(format!("ACL '{name}' redefined"), *pos);
+                }
                 let mut list = Vec::new();
                 for e in entries {
                     let ips: Vec<IpAddr> = if let Ok(ip) = e.addr.parse::<IpAddr>() {
@@ -178,7 +182,11 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
                 }
                 c.acls.insert(name.clone(), Acl { entries: list });
             }
-            Item::Backend { name, fields, .. } => {
+            Item::Backend { name, fields, pos } => {
+                if c.backends.contains(name) {
+                    return err(format!("Backend '{name}' redefined"), *pos);
+                }
+                check_backend(name, fields, *pos)?;
                 c.backends.push(name.clone());
                 if c.backend.is_none() {
                     let get = |n: &str| {
@@ -206,6 +214,111 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
         }
     }
     Ok(c)
+}
+
+const BACKEND_FIELDS: [&str; 13] = [
+    "host",
+    "port",
+    "path",
+    "host_header",
+    "connect_timeout",
+    "first_byte_timeout",
+    "between_bytes_timeout",
+    "probe",
+    "proxy_header",
+    "max_connections",
+    "authority",
+    "via",
+    "preamble",
+];
+const PROBE_FIELDS: [&str; 8] = ["url", "request", "expected_response", "timeout", "interval", "initial", "window", "threshold"];
+
+fn field_value<'f>(fields: &'f [Field], name: &str) -> Option<&'f Field> {
+    fields.iter().find(|f| f.name == name)
+}
+
+/// A backend declaration: known fields of the right kinds, an address that
+/// resolves (at load, as Varnish does).
+fn check_backend(name: &str, fields: &[Field], pos: Pos) -> Result<(), VclError> {
+    for f in fields {
+        if !BACKEND_FIELDS.contains(&f.name.as_str()) {
+            return err(format!("Unknown field: '{}' (backends take: {})", f.name, BACKEND_FIELDS.join(", ")), f.pos);
+        }
+        if fields.iter().filter(|g| g.name == f.name).count() > 1 {
+            return err(format!("Field '{}' redefined", f.name), f.pos);
+        }
+        match (f.name.as_str(), &f.value) {
+            ("connect_timeout" | "first_byte_timeout" | "between_bytes_timeout", FieldValue::Expr(Expr::Duration(..))) => {}
+            ("connect_timeout" | "first_byte_timeout" | "between_bytes_timeout", _) => {
+                return err(format!("'.{}' takes a duration (e.g. 5s)", f.name), f.pos);
+            }
+            ("max_connections" | "proxy_header", FieldValue::Expr(Expr::Int(..))) => {}
+            ("max_connections" | "proxy_header", _) => return err(format!("'.{}' takes a number", f.name), f.pos),
+            ("probe", FieldValue::Block(inner)) => check_probe(inner)?,
+            ("probe", _) => {}
+            (_, FieldValue::Expr(Expr::Str(..))) => {}
+            ("port", FieldValue::Expr(Expr::Int(..))) => {}
+            _ => return err(format!("'.{}' takes a string", f.name), f.pos),
+        }
+    }
+    let text = |n: &str| {
+        field_value(fields, n).and_then(|f| match &f.value {
+            FieldValue::Expr(Expr::Str(s, _)) => Some(s.clone()),
+            FieldValue::Expr(Expr::Int(i, _)) => Some(i.to_string()),
+            _ => None,
+        })
+    };
+    let Some(host) = text("host") else {
+        if field_value(fields, "path").is_some() {
+            return unsupported("A backend on a Unix socket (.path)", pos);
+        }
+        return err(format!("Mandatory field 'host' missing in backend '{name}'"), pos);
+    };
+    let port = text("port").unwrap_or_else(|| "80".into());
+    use std::net::ToSocketAddrs;
+    let resolves = port.parse::<u16>().is_ok()
+        && (host.as_str(), port.parse::<u16>().unwrap_or(0)).to_socket_addrs().is_ok_and(|mut a| a.next().is_some());
+    if !resolves {
+        let at = field_value(fields, "host").map_or(pos, |f| f.pos);
+        return err(format!("Backend host '{host}' port '{port}' could not be resolved to an IP address"), at);
+    }
+    Ok(())
+}
+
+fn check_probe(fields: &[Field]) -> Result<(), VclError> {
+    for f in fields {
+        if !PROBE_FIELDS.contains(&f.name.as_str()) {
+            return err(format!("Unknown field: '{}' (probes take: {})", f.name, PROBE_FIELDS.join(", ")), f.pos);
+        }
+        match (f.name.as_str(), &f.value) {
+            ("timeout" | "interval", FieldValue::Expr(Expr::Duration(..))) => {}
+            ("timeout" | "interval", _) => return err(format!("'.{}' takes a duration (e.g. 5s)", f.name), f.pos),
+            ("initial" | "window" | "threshold" | "expected_response", FieldValue::Expr(Expr::Int(n, _))) => {
+                if f.name != "expected_response" && !(0..=64).contains(n) {
+                    return err(format!("'.{}' must be between 0 and 64", f.name), f.pos);
+                }
+            }
+            ("initial" | "window" | "threshold" | "expected_response", _) => return err(format!("'.{}' takes a number", f.name), f.pos),
+            (_, FieldValue::Expr(Expr::Str(..))) => {}
+            _ => return err(format!("'.{}' takes a string", f.name), f.pos),
+        }
+    }
+    if field_value(fields, "url").is_some() && field_value(fields, "request").is_some() {
+        return err("A probe takes .url or .request, not both", fields[0].pos);
+    }
+    let num = |n: &str| {
+        field_value(fields, n).and_then(|f| match &f.value {
+            FieldValue::Expr(Expr::Int(i, _)) => Some(*i),
+            _ => None,
+        })
+    };
+    if let (Some(t), Some(w)) = (num("threshold"), num("window")) {
+        if t > w {
+            let at = field_value(fields, "threshold").map_or(Pos::default(), |f| f.pos);
+            return err(format!("Probe .threshold ({t}) is larger than .window ({w})"), at);
+        }
+    }
+    Ok(())
 }
 
 fn block(body: &[Stmt], sc: &Scope<'_>) -> Result<Vec<StmtFn>, VclError> {
@@ -1278,6 +1391,21 @@ mod tests {
         assert!(compile_err("sub vcl_recv { set req.backend_hint = nothere; }").contains("Unknown variable 'nothere'"));
         assert!(compile_err("sub vcl_recv { set req.http.x = std.nothing(1); }").contains("not supported yet"));
         assert!(compile_err("sub vcl_init { new rr = directors.round_robin(); }").contains("not supported yet"));
+        let decl = |src: &str| {
+            let p = parse_source("t.vcl", &format!("vcl 4.1;\n{src}")).unwrap();
+            compile(&p).err().map(|e| e.render(&p.files)).unwrap_or_default()
+        };
+        assert!(decl("backend b { .host = \"127.0.0.1\"; .bogus = 1; }").contains("Unknown field: 'bogus'"));
+        assert!(decl("backend b { .port = \"80\"; }").contains("Mandatory field 'host' missing"));
+        assert!(decl("backend b { .host = \"127.0.0.1\"; .connect_timeout = \"5\"; }").contains("takes a duration"));
+        assert!(decl("backend b { .host = \"no-such-host.invalid\"; }").contains("could not be resolved"));
+        assert!(decl("backend b { .host = \"127.0.0.1\"; .probe = { .window = 3; .threshold = 5; } }").contains("larger than .window"));
+        assert!(decl("probe p { .url = \"/\"; .request = \"GET / HTTP/1.1\"; }").contains("not both"));
+        assert!(decl("backend b { .host = \"127.0.0.1\"; } backend b { .host = \"127.0.0.1\"; }").contains("redefined"));
+        assert!(decl(
+            "backend b { .host = \"127.0.0.1\"; .port = \"8080\"; .connect_timeout = 1s; .first_byte_timeout = 5s; .max_connections = 50; .probe = { .url = \"/health\"; .interval = 5s; .timeout = 1s; .window = 5; .threshold = 3; } }"
+        )
+        .is_empty());
     }
 
     #[test]

@@ -195,6 +195,7 @@ fn vcl_labels_state_and_busy_counts() {
     assert_eq!(adm(&["vcl.use", "prod"]).0, Some(0));
     let mut c = Client::connect(d.port);
     assert_eq!(c.get("/size/1", "").header("x-policy"), Some("tagged"));
+    assert!(log_dump(&d).contains("VCL_use        tagged via prod"));
     let (rc, out) = adm(&["vcl.discard", "tagged"]);
     assert!(rc != Some(0) && out.contains("prod"), "a labelled program stays: {out}");
     // A slow request keeps its program busy while another is active.
