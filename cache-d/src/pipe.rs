@@ -49,7 +49,7 @@ pub(crate) async fn pipe(s: &mut Sess, c: &mut Client, req: &mut Req, mut log: B
     };
     bereq.headers.set("Connection", bytes::Bytes::from_static(b"close"));
     let mut wire = std::mem::take(&mut s.wire);
-    f.build_request(&sh, &req.method, &bereq, framing, s.peer.ip(), &mut wire);
+    f.build_request(&sh, &bereq.method.clone(), &bereq, framing, s.peer.ip(), &mut wire);
     // build_request drops Connection as hop-by-hop; the pipe asks to close.
     wire.truncate(wire.len() - 2);
     wire.extend_from_slice(b"Connection: close\r\n\r\n");

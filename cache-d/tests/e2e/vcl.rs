@@ -221,3 +221,44 @@ fn vcl_labels_state_and_busy_counts() {
     assert_eq!(adm(&["vcl.discard", "t*"]).0, Some(0));
     assert_eq!(adm(&["vcl.list"]).1.lines().count(), 1);
 }
+
+#[test]
+fn runtime_failures_answer_503_and_log_vcl_error() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("fail.vcl");
+    std::fs::write(
+        &f,
+        format!(
+            r#"vcl 4.1;
+import std;
+backend default {{ .host = "127.0.0.1"; .port = "{}"; }}
+sub vcl_recv {{
+    if (req.url == "/fail") {{ return (fail); }}
+    if (req.url ~ "^/size/3") {{ set req.http.X-Q = 100 / std.integer(req.http.X-D, 0); }}
+}}
+sub vcl_pipe {{ set bereq.http.X-Pipe = "yes"; }}
+sub vcl_deliver {{ set resp.http.X-Q = req.http.X-Q; }}
+"#,
+            origin.port
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start_args(&tmp.path().join("i"), &["-f", f.to_str().unwrap()]);
+    let mut c = Client::connect(d.port);
+    let r = c.get("/fail", "");
+    assert_eq!(r.status, 503);
+    assert!(String::from_utf8_lossy(&r.body).contains("VCL failed"), "{r:?}");
+    let r = c.get("/size/3", "X-D: 4\r\n");
+    assert_eq!((r.status, r.header("x-q")), (200, Some("25")));
+    let r = c.get("/size/3", "");
+    assert_eq!(r.status, 503, "division by zero fails the request");
+    let log = log_dump(&d);
+    assert!(log.contains("VCL_Error      division by zero"), "{log}");
+    assert!(log.contains("VCL_return     fail"), "{log}");
+    // vcl_pipe edits the backend request of a pipe.
+    let mut p = Client::connect(d.port);
+    let r = request(&mut p, "BREW", "/size/2", "Connection: close\r\n");
+    assert_eq!(r.status, 200);
+    assert!(log_dump(&d).contains("BereqHeader    X-Pipe: yes"));
+}
