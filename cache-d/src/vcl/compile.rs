@@ -1068,6 +1068,35 @@ fn only_in(name: &str, allowed: u32, pos: Pos, sc: &Scope<'_>) -> Result<(), Vcl
     }
 }
 
+/// The functions [`call`] knows (documented in cache-vcl(7)).
+pub const FUNCTIONS: [&str; 19] = [
+    "regsub",
+    "regsuball",
+    "hash_data",
+    "synthetic",
+    "ban",
+    "std.ban",
+    "std.log",
+    "std.syslog",
+    "std.tolower",
+    "std.toupper",
+    "std.querysort",
+    "std.integer",
+    "std.real",
+    "std.duration",
+    "std.time",
+    "std.ip",
+    "std.port",
+    "std.healthy",
+    "std.collect",
+];
+
+/// Every variable a program can name (headers as `req.http.`), for the
+/// documentation's test.
+pub fn variables() -> impl Iterator<Item = &'static str> {
+    ACCESS.iter().map(|(n, _, _)| *n)
+}
+
 /// A function call: the built-in functions and vmod_std's.
 fn call(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
     // Functions with a fallback: (value, fallback).
@@ -1695,5 +1724,27 @@ mod tests {
         assert!(compile_err("sub vcl_deliver { call vcl_builtin_recv; }").contains("can only be called from vcl_recv"));
         let p = parse_source("t.vcl", "vcl 4.1; sub vcl_recv { std.log(\"x\"); }").unwrap();
         assert!(compile(&p).err().unwrap().msg.contains("import std;"));
+    }
+
+    #[test]
+    fn every_listed_function_compiles() {
+        let arity = |f: &str| match f {
+            "regsub" | "regsuball" => "req.url, \"a\", \"b\"",
+            "std.integer" | "std.real" | "std.duration" | "std.time" | "std.ip" | "std.syslog" => "\"1\", \"2\"",
+            "std.collect" => "req.http.x",
+            "std.healthy" => "req.backend_hint",
+            "std.port" => "client.ip",
+            _ => "\"x\"",
+        };
+        for f in FUNCTIONS {
+            let sub = match f {
+                "hash_data" => "vcl_hash",
+                "synthetic" => "vcl_synth",
+                _ => "vcl_recv",
+            };
+            let src = format!("vcl 4.1;\nimport std;\nsub {sub} {{ {f}({}); }}", arity(f));
+            let p = parse_source("t.vcl", &src).unwrap();
+            compile(&p).unwrap_or_else(|e| panic!("{f}: {}", e.render(&p.files)));
+        }
     }
 }

@@ -38,7 +38,7 @@ fn parse_into(prog: &mut Program, name: String, src: String, dir: Option<&Path>,
     let toks = lex::lex(&src).map_err(|e| VclError { msg: e.msg, pos: Pos { file, at: e.at, len: e.len } })?;
     if depth == 0 && !matches!(toks.first().map(|t| &t.tok), Some(lex::Tok::Ident(w)) if w == "vcl") {
         return Err(VclError {
-            msg: "VCL version declaration missing: VCL 4 files start with \"vcl 4.1;\" (is this a Varnish 2 or 3 file? see cache-d(1) for the 4.1 spellings)".into(),
+            msg: "VCL version declaration missing: VCL 4 files start with \"vcl 4.1;\" (is this a Varnish 2 or 3 file? see cache-vcl(7) for the 4.1 spellings)".into(),
             pos: Pos { file, at: 0, len: 1 },
         });
     }
