@@ -292,6 +292,12 @@ impl Fetch {
         self.fd = -1;
     }
 
+    /// Log why a fetch was given up without counting it as failed again
+    /// (the policy abandoned it).
+    pub fn note(&mut self, e: &Error) {
+        self.log.recf(Tag::FetchError, LogSide::Backend, self.vxid, format_args!("{e}"));
+    }
+
     /// Log a failure of this fetch.
     pub fn error(&mut self, sh: &Shared, e: &Error) {
         sh.seg.add(C::FetchFailed, 1);

@@ -327,7 +327,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
             (None, b, life, action, Arc::new(Body::whole(Bytes::from(body))))
         }
         Fetched::Abandoned(e) | Fetched::Client(e) => {
-            f.error(&sh, &e);
+            f.note(&e);
             f.finish(&sh, None, None);
             f.end(&sh);
             drop(guard); // Waiters learn that the fetch failed.

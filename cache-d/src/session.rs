@@ -355,13 +355,18 @@ impl Sess {
             self.vcl_req(Sub::Recv, req, &mut log, rxid)
         };
         ctx.head_only = &req.method[..] == b"HEAD";
+        // vcl_hash runs whatever vcl_recv chose (as in Varnish), except
+        // after fail or restart; its fail fails the request.
         let mut key = Vec::with_capacity(req.url.len() + 32);
-        if matches!(action, Action::Hash | Action::Purge | Action::Pass | Action::Pipe) {
+        let mut action = action;
+        if !matches!(action, Action::Fail | Action::Restart) {
             let policy = self.policy();
             let mut t = self.task(&mut log, rxid);
             t.req = Some(req);
             t.key = Some(&mut key);
-            run_sub(&*policy, Sub::Hash, &mut t);
+            if run_sub(&*policy, Sub::Hash, &mut t) == Action::Fail {
+                action = Action::Fail;
+            }
         }
         match action {
             Action::Pipe if ctx.body_consumed => {
@@ -716,7 +721,7 @@ impl Sess {
                 return self.deliver_synthetic(c, req, resp, body, log, clock, ctx).await;
             }
             Fetched::Abandoned(e) => {
-                fetch.error(&sh, &e);
+                fetch.note(&e);
                 fetch.finish(&sh, None, None);
                 fetch.end(&sh);
                 return self.vcl_synth(c, req, log, clock, ctx, 503, "Backend fetch failed").await;
