@@ -80,10 +80,14 @@ pub fn run(args: Args) -> Result<(), StartError> {
     let shared = Arc::new(shared);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("cache-worker").build()?;
     let (tx, rx) = tokio::sync::watch::channel(false);
+    // Serving waits for the manager's "go": it first gives us back every
+    // loaded program and the active one, so no request of a restarted
+    // child runs on the wrong policy. (Connections wait in the backlog.)
+    let (go_tx, mut go_rx) = tokio::sync::watch::channel(false);
     let stop = tx.clone();
     let sh = shared.clone();
     std::thread::Builder::new().name("cache-ctl".into()).spawn(move || {
-        control(ctl, &sh);
+        control(ctl, &sh, &go_tx);
         // The manager went away: stop too.
         let _ = stop.send(true);
     })?;
@@ -92,6 +96,11 @@ pub fn run(args: Args) -> Result<(), StartError> {
             crate::daemon::wait_for_stop().await;
             let _ = tx.send(true);
         });
+        let mut stopping = rx.clone();
+        tokio::select! {
+            _ = go_rx.wait_for(|g| *g) => {}
+            _ = stopping.wait_for(|s| *s) => return,
+        }
         server::serve(shared, listeners, rx, Duration::from_secs(5)).await;
     });
     rt.shutdown_timeout(Duration::from_secs(1));
@@ -126,7 +135,7 @@ impl Programs {
 }
 
 /// Serve the manager's commands on the control socket until it closes.
-fn control(ctl: UnixStream, sh: &Shared) {
+fn control(ctl: UnixStream, sh: &Shared, go: &tokio::sync::watch::Sender<bool>) {
     let Ok(mut out) = ctl.try_clone() else { return };
     let mut input = BufReader::new(ctl);
     // Loaded programs by name; "boot" is the one we started with.
@@ -141,7 +150,12 @@ fn control(ctl: UnixStream, sh: &Shared) {
             }
             Ok(None) | Err(_) => return,
         };
-        let (code, body) = command(sh, &mut progs, &args);
+        let (code, body) = if args.first().is_some_and(|a| a == "go") {
+            go.send_replace(true);
+            (status::OK, String::new())
+        } else {
+            command(sh, &mut progs, &args)
+        };
         if out.write_all(&adm::frame(code, &body)).is_err() {
             return;
         }

@@ -319,6 +319,11 @@ impl Mgr {
         self.seg.add(C::MgtChildStart, 1);
         drop(slot);
         self.replay_vcls();
+        // Now it may serve.
+        let (code, body) = self.relay(&["go".to_string()]);
+        if code != status::OK {
+            self.log(&format!("the new child did not take \"go\": {body}"));
+        }
         Ok(())
     }
 
