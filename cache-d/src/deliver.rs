@@ -120,11 +120,8 @@ impl Sess {
             task.obj = view.as_ref();
             run_sub(&*policy, Sub::Deliver, &mut task)
         };
-        match action {
-            Action::Deliver => {}
-            Action::Restart => return Step::Restart(log, clock),
-            Action::Synth(s, r) => return self.vcl_synth(c, req, log, clock, ctx, s, &r).await,
-            _ => return self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await,
+        if action != Action::Deliver {
+            return self.divert(c, req, log, clock, ctx, action).await;
         }
         let mut headers = resp.headers;
         let len = obj.body.known_len();

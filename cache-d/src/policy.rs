@@ -406,12 +406,7 @@ pub fn builtin(sub: Sub, t: &mut Task<'_>) -> Action {
         Sub::Synth => {
             let xid = t.req.as_deref().map_or(0, |r| r.xid);
             if let Some(resp) = t.resp.as_deref_mut() {
-                resp.headers.set("Content-Type", Bytes::from_static(b"text/html; charset=utf-8"));
-                resp.headers.set("Retry-After", Bytes::from_static(b"5"));
-                let page = guru_page(resp.status, &String::from_utf8_lossy(&resp.reason), xid);
-                if let Some(b) = t.body.as_deref_mut() {
-                    *b = page.into_bytes();
-                }
+                error_page(&mut resp.headers, resp.status, &resp.reason, xid, t.body.as_deref_mut());
             }
             Action::Deliver
         }
@@ -422,12 +417,7 @@ pub fn builtin(sub: Sub, t: &mut Task<'_>) -> Action {
         Sub::BackendError => {
             let xid = t.bereq.as_deref().map_or(0, |r| r.xid);
             if let Some(b) = t.beresp.as_deref_mut() {
-                b.headers.set("Content-Type", Bytes::from_static(b"text/html; charset=utf-8"));
-                b.headers.set("Retry-After", Bytes::from_static(b"5"));
-                let page = guru_page(b.status, &String::from_utf8_lossy(&b.reason), xid);
-                if let Some(body) = t.body.as_deref_mut() {
-                    *body = page.into_bytes();
-                }
+                error_page(&mut b.headers, b.status, &b.reason, xid, t.body.as_deref_mut());
             }
             Action::Deliver
         }
@@ -501,6 +491,16 @@ pub fn reason_phrase(status: u16) -> &'static str {
         504 => "Gateway Timeout",
         505 => "HTTP Version Not Supported",
         _ => "Unknown HTTP Status",
+    }
+}
+
+/// vcl_synth's and vcl_backend_error's built-in half: the error page and
+/// its headers.
+fn error_page(headers: &mut Headers, status: u16, reason: &Bytes, xid: u32, body: Option<&mut Vec<u8>>) {
+    headers.set("Content-Type", Bytes::from_static(b"text/html; charset=utf-8"));
+    headers.set("Retry-After", Bytes::from_static(b"5"));
+    if let Some(b) = body {
+        *b = guru_page(status, &String::from_utf8_lossy(reason), xid).into_bytes();
     }
 }
 

@@ -250,6 +250,23 @@ impl Sess {
         run_sub(&*policy, sub, &mut t)
     }
 
+    /// Where a client-side subroutine's restart, synth or fail leads.
+    pub(crate) async fn divert(
+        &mut self,
+        c: &mut Client,
+        req: &mut Req,
+        log: Batch,
+        clock: Clock,
+        ctx: &mut ReqCtx,
+        action: Action,
+    ) -> Step {
+        match action {
+            Action::Restart => Step::Restart(log, clock),
+            Action::Synth(s, r) => self.vcl_synth(c, req, log, clock, ctx, s, &r).await,
+            _ => self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await,
+        }
+    }
+
     fn begin_req(&mut self, t_start: f64) -> (u32, Batch, Clock) {
         let rxid = self.sh.next_vxid();
         self.log.recf(Tag::Link, LogSide::Client, self.vxid, format_args!("req {rxid} rxreq"));
@@ -383,17 +400,12 @@ impl Sess {
                     let n = sh.cache.purge(&key);
                     sh.seg.add(C::NPurges, 1);
                     sh.seg.add(C::NObjPurged, n as u64);
-                    return match self.vcl_req(Sub::Purge, req, &mut log, rxid) {
-                        Action::Restart => Step::Restart(log, clock),
-                        Action::Synth(s, r) => self.vcl_synth(c, req, log, clock, ctx, s, &r).await,
-                        _ => self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await,
-                    };
+                    let a = self.vcl_req(Sub::Purge, req, &mut log, rxid);
+                    return self.divert(c, req, log, clock, ctx, a).await;
                 }
                 self.lookup(c, req, key, log, clock, ctx).await
             }
-            Action::Restart => Step::Restart(log, clock),
-            Action::Synth(s, r) => self.vcl_synth(c, req, log, clock, ctx, s, &r).await,
-            _ => self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await,
+            other => self.divert(c, req, log, clock, ctx, other).await,
         }
     }
 
@@ -621,17 +633,9 @@ impl Sess {
                 release(guard);
                 self.vcl_pass(c, req, log, clock, ctx).await
             }
-            Action::Restart => {
+            other => {
                 release(guard);
-                Step::Restart(log, clock)
-            }
-            Action::Synth(s, r) => {
-                release(guard);
-                self.vcl_synth(c, req, log, clock, ctx, s, &r).await
-            }
-            _ => {
-                release(guard);
-                self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await
+                self.divert(c, req, log, clock, ctx, other).await
             }
         }
     }
@@ -657,9 +661,7 @@ impl Sess {
                 guard.release();
                 return match other {
                     Action::Pass => self.vcl_pass(c, req, log, clock, ctx).await,
-                    Action::Restart => Step::Restart(log, clock),
-                    Action::Synth(s, r) => self.vcl_synth(c, req, log, clock, ctx, s, &r).await,
-                    _ => self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await,
+                    other => self.divert(c, req, log, clock, ctx, other).await,
                 };
             }
         }
@@ -685,9 +687,7 @@ impl Sess {
     async fn vcl_pass(&mut self, c: &mut Client, req: &mut Req, mut log: Batch, clock: Clock, ctx: &mut ReqCtx) -> Step {
         match self.vcl_req(Sub::Pass, req, &mut log, ctx.rxid) {
             Action::Fetch => self.pass(c, req, log, clock, ctx).await,
-            Action::Restart => Step::Restart(log, clock),
-            Action::Synth(s, r) => self.vcl_synth(c, req, log, clock, ctx, s, &r).await,
-            _ => self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await,
+            other => self.divert(c, req, log, clock, ctx, other).await,
         }
     }
 
@@ -754,11 +754,7 @@ impl Sess {
         if action != Action::Deliver {
             fetch.finish(&sh, None, None);
             fetch.end(&sh);
-            return match action {
-                Action::Restart => Step::Restart(log, clock),
-                Action::Synth(s, r) => self.vcl_synth(c, req, log, clock, ctx, s, &r).await,
-                _ => self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await,
-            };
+            return self.divert(c, req, log, clock, ctx, action).await;
         }
         let mut wire = std::mem::take(&mut self.wire);
         let framing_header = match resp.framing {
@@ -966,11 +962,8 @@ impl Sess {
             t.resp = Some(&mut resp);
             run_sub(&*policy, Sub::Deliver, &mut t)
         };
-        match action {
-            Action::Deliver => {}
-            Action::Restart => return Step::Restart(log, clock),
-            Action::Synth(s, r) => return self.vcl_synth(c, req, log, clock, ctx, s, &r).await,
-            _ => return self.vcl_synth(c, req, log, clock, ctx, 503, "VCL failed").await,
+        if action != Action::Deliver {
+            return self.divert(c, req, log, clock, ctx, action).await;
         }
         let close = !ctx.keep || ctx.framing != Framing::None;
         let tx = self.send_synth(c, &mut log, rxid, &resp, &body, close, ctx.head_only).await;
