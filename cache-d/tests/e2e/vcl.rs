@@ -201,14 +201,14 @@ fn vcl_labels_state_and_busy_counts() {
     // A slow request keeps its program busy while another is active.
     let port = d.port;
     let slow = std::thread::spawn(move || Client::connect(port).get("/size/1?delay_ms=4000", ""));
-    let busy = |adm: &dyn Fn(&[&str]) -> (Option<i32>, String)| {
+    let busy = || {
         let (_, list) = adm(&["vcl.list", "-j"]);
         let v: serde_json::Value = serde_json::from_str(&list).unwrap();
         v.as_array().unwrap()[3..].iter().find(|e| e["name"] == "tagged").and_then(|e| e["busy"].as_u64())
     };
-    wait_for(10, "the slow request to start", || (busy(&adm) == Some(1)).then_some(()));
+    wait_for(10, "the slow request to start", || (busy() == Some(1)).then_some(()));
     assert_eq!(adm(&["vcl.use", "boot"]).0, Some(0));
-    assert_eq!(busy(&adm), Some(1), "still running on tagged after vcl.use boot");
+    assert_eq!(busy(), Some(1), "still running on tagged after vcl.use boot");
     assert_eq!(slow.join().unwrap().header("x-policy"), Some("tagged"), "the in-flight request finished on its program");
     // vcl.state: neither the active program nor a labelled one can go
     // cold; once the label is gone, it can, and cannot be used cold.
