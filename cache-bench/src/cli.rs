@@ -20,7 +20,7 @@ pub enum Command {
     /// cache_control=VALUE (sent as is), status=N, chunked=1 (chunked
     /// encoding), abort_after=N (drop the connection after N body bytes),
     /// stall_ms=N (pause after the first 16 KiB of the body), vary=NAMES
-    /// (send a Vary header).
+    /// (send a Vary header), header=NAME:VALUE (send that header).
     Origin(OriginArgs),
 }
 

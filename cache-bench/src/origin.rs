@@ -197,6 +197,12 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
     if let Some(v) = query(&req, "vary").and_then(|c| HeaderValue::from_str(&c).ok()) {
         h.insert(hyper::header::VARY, v);
     }
+    // header=NAME:VALUE, any response header a test needs.
+    if let Some((n, v)) = query(&req, "header").as_deref().and_then(|nv| nv.split_once(':')) {
+        if let (Ok(n), Ok(v)) = (hyper::header::HeaderName::from_bytes(n.as_bytes()), HeaderValue::from_str(v)) {
+            h.insert(n, v);
+        }
+    }
     Ok(resp)
 }
 

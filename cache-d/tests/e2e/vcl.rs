@@ -131,6 +131,12 @@ fn normalisation_collapses_variants_and_cookies() {
     assert_eq!(ids(&c.get(url, "Accept-Encoding: gzip, deflate\r\n")), 1);
     assert_eq!(ids(&c.get(url, "Accept-Encoding: deflate, gzip;q=1\r\n")), 2, "the same normalised variant");
     assert_eq!(ids(&c.get(url, "Accept-Encoding: br, gzip\r\n")), 1, "another variant");
+    assert_eq!(ids(&c.get(url, "Accept-Encoding: identity\r\n")), 1, "no encoding: a third variant");
+    assert_eq!(ids(&c.get(url, "")), 2, "the same as no usable encoding");
+    let lang = "/size/10?max_age=60&vary=Accept-Language";
+    assert_eq!(ids(&c.get(lang, "Accept-Language: de-DE,de;q=0.9,en;q=0.5\r\n")), 1);
+    assert_eq!(ids(&c.get(lang, "Accept-Language: DE-at\r\n")), 2, "both are de");
+    assert_eq!(ids(&c.get(lang, "Accept-Language: en-GB\r\n")), 1);
     // Query strings sorted, tracking parameters dropped.
     let r = c.get("/size/3?max_age=60&utm_source=news&b=1", "");
     assert_eq!((ids(&r), r.header("x-url")), (1, Some("/size/3?b=1&max_age=60")));
@@ -168,6 +174,20 @@ fn bans_from_vcl_by_object_headers() {
     assert_eq!(ids(&c.get("/size/10?max_age=60&p=2", "")), 2, "not banned");
     assert_eq!(request(&mut c, "BAN", "/", "").status, 400);
     assert_eq!(counter(&stat(&d.dir), "MAIN.bans_added"), Some(1));
+    // By cache channel, the header the application tags responses with.
+    let news = ["/size/10?max_age=60&header=X-Cache-Channel:news&a=1", "/size/10?max_age=60&header=X-Cache-Channel:news&a=2"];
+    let sport = "/size/10?max_age=60&header=X-Cache-Channel:sport";
+    for p in news.iter().chain([&sport]) {
+        c.get(p, "");
+        let r = c.get(p, "");
+        assert_eq!(ids(&r), 2);
+        assert!(r.header("x-cache-channel").is_none(), "{r:?}");
+    }
+    assert_eq!(request(&mut c, "BAN", "/", "X-Purge-CC: ^news$\r\n").status, 200);
+    for p in news {
+        assert_eq!(ids(&c.get(p, "")), 1, "{p} banned");
+    }
+    assert_eq!(ids(&c.get(sport, "")), 2, "another channel stays");
 }
 
 #[test]

@@ -1,6 +1,6 @@
 # Lurker-friendly bans: objects carry their URL and host in headers, a BAN
-# request bans by them (from localhost only), and the headers never reach
-# clients.
+# request bans by them (from localhost only), or by the cache channel the
+# application tags responses with; the helper headers never reach clients.
 vcl 4.1;
 
 backend default {
@@ -18,8 +18,12 @@ sub vcl_recv {
         if (client.ip !~ banners) {
             return (synth(403, "Forbidden"));
         }
+        if (req.http.X-Purge-CC) {
+            ban("obj.http.X-Cache-Channel ~ " + req.http.X-Purge-CC);
+            return (synth(200, "Ban added"));
+        }
         if (!req.http.X-Ban-Url) {
-            return (synth(400, "X-Ban-Url is missing"));
+            return (synth(400, "X-Ban-Url or X-Purge-CC is missing"));
         }
         ban("obj.http.x-host == " + req.http.Host + " && obj.http.x-url ~ " + req.http.X-Ban-Url);
         return (synth(200, "Ban added"));
@@ -34,4 +38,5 @@ sub vcl_backend_response {
 sub vcl_deliver {
     unset resp.http.x-url;
     unset resp.http.x-host;
+    unset resp.http.X-Cache-Channel;
 }

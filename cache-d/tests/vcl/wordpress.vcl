@@ -20,7 +20,8 @@ sub vcl_recv {
         }
         return (purge);
     }
-    if (req.url ~ "^/wp-(admin|login)" || req.http.Cookie ~ "wordpress_logged_in_") {
+    # Logged-in users, commenters and password-protected posts are personal.
+    if (req.url ~ "^/wp-(admin|login)" || req.http.Cookie ~ "wordpress_logged_in_|comment_author_|wp-postpass_") {
         return (pass);
     }
     if (req.url ~ "\.(css|js|png|jpg|gif|ico)$") {
