@@ -3,6 +3,9 @@
 use clap::Parser;
 
 /// cache-stat: show the counters of a cache-d instance.
+///
+/// On a terminal, an interactive screen (press ? for its keys); with
+/// stdout not a terminal, the -1 listing again every interval.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "cache-stat", version, about, long_about = None)]
 pub struct Args {
@@ -28,7 +31,28 @@ pub struct Args {
     #[arg(short = 'n', value_name = "DIR")]
     pub name: Option<String>,
 
-    /// Seconds to wait for cache-d to appear ("off" waits forever).
+    /// Seconds to wait for cache-d to appear ("off" waits forever). The
+    /// interactive and repeating modes always wait, and follow restarts.
     #[arg(short = 't', value_name = "SECONDS|off", default_value = "5")]
     pub wait: String,
+
+    /// Refresh interval in seconds (interactive and repeating modes).
+    #[arg(short = 'w', value_name = "SECONDS", default_value = "1", value_parser = parse_interval)]
+    pub interval: f64,
+
+    /// Print the counters once in Prometheus text format and exit.
+    #[arg(long)]
+    pub prometheus: bool,
+
+    /// Serve the counters in Prometheus text format at
+    /// http://ADDR/metrics until killed.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+}
+
+fn parse_interval(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.1..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!("\"{s}\" is not an interval between 0.1 and 3600 seconds")),
+    }
 }

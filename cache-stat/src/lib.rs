@@ -1,7 +1,12 @@
-//! cache-stat: the counters viewer. This first cut has the script modes
-//! (`-1`, `-j`, `-l`); the interactive view arrives with its own issue.
+//! cache-stat: the counters viewer. Script modes (`-1`, `-j`, `-l`,
+//! `--prometheus`), a `/metrics` server (`--listen`), the interactive
+//! screen ([`tui`]) on a terminal, and the `-1` listing every interval when
+//! stdout is not one.
 
 pub mod cli;
+pub mod model;
+pub mod prom;
+pub mod tui;
 
 use std::io::Write;
 use std::path::Path;
@@ -129,15 +134,42 @@ pub fn write_list(out: &mut impl Write, rows: &[Reading<'_>]) -> std::io::Result
 /// Run cache-stat; errors are returned as messages for main.
 pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let wait = common::follow::parse_wait(Some(&args.wait))?;
-    if !(args.once || args.json || args.list) {
-        return Err("the interactive view is not built yet; use -1, -j or -l".into());
-    }
     let dir = common::instance::resolve(args.name.as_deref());
-    let seg = attach(&dir, wait).map_err(|e| e.to_string())?;
     let filter = Filter::new(&args.filter);
+    if let Some(addr) = &args.listen {
+        let dir = dir.clone();
+        let filter_args = args.filter.clone();
+        return prom::serve(addr, move || {
+            let filter = Filter::new(&filter_args);
+            match model::Source::new(&dir).read() {
+                model::Reading::Values { infos, values, .. } => {
+                    let (i, v): (Vec<_>, Vec<_>) = infos.into_iter().zip(values).filter(|(c, _)| filter.shows(&c.name)).unzip();
+                    prom::render(Some((&i, &v)))
+                }
+                model::Reading::Waiting(_) => prom::render(None),
+            }
+        });
+    }
+    let one_shot = args.once || args.json || args.list || args.prometheus;
+    let interval = std::time::Duration::from_secs_f64(args.interval);
+    if !one_shot {
+        // SAFETY: isatty only looks at the descriptor.
+        let tty = unsafe { libc::isatty(1) } == 1;
+        let mut source = model::Source::new(&dir);
+        if tty {
+            let name = args.name.clone().unwrap_or_else(|| dir.display().to_string());
+            return tui::run(&mut source, tui::App::new(&name, filter, interval));
+        }
+        return repeat(&mut source, &filter, interval, out);
+    }
+    let seg = attach(&dir, wait).map_err(|e| e.to_string())?;
     let rows = read(&seg, &filter);
     let res = if args.list {
         write_list(out, &rows)
+    } else if args.prometheus {
+        let infos: Vec<_> = rows.iter().map(|r| r.info.clone()).collect();
+        let values: Vec<u64> = rows.iter().map(|r| r.value).collect();
+        out.write_all(prom::render(Some((&infos, &values))).as_bytes())
     } else if args.json {
         let ts = chrono::Local::now().format("%Y-%m-%dT%H:%M:%S").to_string();
         serde_json::to_writer_pretty(&mut *out, &to_json(&rows, &ts)).map_err(std::io::Error::other).and_then(|_| writeln!(out))
@@ -145,10 +177,46 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
         let uptime = seg.value_of("MAIN.uptime").unwrap_or(0);
         write_once(out, &rows, uptime)
     };
-    match res.and_then(|_| out.flush()) {
+    finish(res.and_then(|_| out.flush()))
+}
+
+/// A closed pipe (`cache-stat | head`) is a normal end.
+fn finish(res: std::io::Result<()>) -> Result<(), String> {
+    match res {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(format!("writing output: {e}")),
         Ok(()) => Ok(()),
+    }
+}
+
+/// Not a terminal: the `-1` listing every interval, a blank line between
+/// readings, following restarts; waiting is said once on stderr.
+fn repeat(source: &mut model::Source, filter: &Filter, interval: std::time::Duration, out: &mut impl Write) -> Result<(), String> {
+    let mut said_waiting = false;
+    loop {
+        match source.read() {
+            model::Reading::Values { infos, values, .. } => {
+                said_waiting = false;
+                let rows: Vec<Reading<'_>> = infos
+                    .iter()
+                    .zip(&values)
+                    .filter(|(c, _)| filter.shows(&c.name))
+                    .map(|(info, &value)| Reading { info, value })
+                    .collect();
+                let uptime = infos.iter().position(|c| c.name == "MAIN.uptime").map_or(0, |i| values[i]);
+                let res = write_once(out, &rows, uptime).and_then(|_| writeln!(out)).and_then(|_| out.flush());
+                if res.is_err() {
+                    return finish(res);
+                }
+            }
+            model::Reading::Waiting(msg) => {
+                if !said_waiting {
+                    eprintln!("cache-stat: {msg}");
+                    said_waiting = true;
+                }
+            }
+        }
+        std::thread::sleep(interval);
     }
 }
 
