@@ -8,5 +8,6 @@ mod lifecycle;
 mod mgt;
 mod proxy;
 mod readers;
+mod stat;
 mod util;
 mod vcl;

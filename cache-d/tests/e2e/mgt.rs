@@ -16,14 +16,6 @@ fn admin(dir: &Path) -> (String, String) {
     (t, s)
 }
 
-/// Is `tool` installed? Under CI it must be (.ci/run installs varnish and
-/// tmux), so a missing one fails loudly there instead of skipping.
-fn have(tool: &str) -> bool {
-    let found = Command::new(tool).arg("-V").output().is_ok();
-    assert!(found || std::env::var_os("CI").is_none(), "{tool} is missing: .ci/run installs it");
-    found
-}
-
 fn adm(t: &str, s: &str, args: &[&str]) -> (i32, String) {
     let o = Command::new("varnishadm").args(["-T", t, "-S", s]).args(args).output().unwrap();
     (o.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))

@@ -325,3 +325,11 @@ pub fn vcl_file(dir: &Path, name: &str, origin_port: u16) -> PathBuf {
     std::fs::write(&path, src.replace("ORIGIN_PORT", &origin_port.to_string())).unwrap();
     path
 }
+
+/// Is `tool` installed? Under CI it must be (.ci/run installs varnish and
+/// tmux), so a missing one fails loudly there instead of skipping.
+pub fn have(tool: &str) -> bool {
+    let found = Command::new(tool).arg("-V").output().is_ok();
+    assert!(found || std::env::var_os("CI").is_none(), "{tool} is missing: .ci/run installs it");
+    found
+}
