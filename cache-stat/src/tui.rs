@@ -174,32 +174,28 @@ impl App {
     }
 }
 
-/// 1234567 → "1.23M" (powers of 1000).
-fn scaled(v: f64) -> String {
-    let (units, mut x, mut i) = (["", "K", "M", "G", "T", "P"], v, 0);
-    while x.abs() >= 1000.0 && i < units.len() - 1 {
-        x /= 1000.0;
+/// `v` in the largest unit of `base` that keeps it at least 1.
+fn human(v: f64, base: f64, units: [&str; 6]) -> String {
+    let (mut x, mut i) = (v, 0);
+    while x.abs() >= base && i < units.len() - 1 {
+        x /= base;
         i += 1;
     }
     if i == 0 {
-        format!("{x:.0}")
+        format!("{x:.0}{}", units[0])
     } else {
         format!("{x:.2}{}", units[i])
     }
 }
 
+/// 1234567 → "1.23M" (powers of 1000).
+fn scaled(v: f64) -> String {
+    human(v, 1000.0, ["", "K", "M", "G", "T", "P"])
+}
+
 /// 1536 → "1.50K" (powers of 1024), for byte counters.
 fn bytes(v: f64) -> String {
-    let (units, mut x, mut i) = (["B", "K", "M", "G", "T", "P"], v, 0);
-    while x.abs() >= 1024.0 && i < units.len() - 1 {
-        x /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{x:.0}B")
-    } else {
-        format!("{x:.2}{}", units[i])
-    }
+    human(v, 1024.0, ["B", "K", "M", "G", "T", "P"])
 }
 
 fn value_text(app: &App, format: Format, v: u64) -> String {

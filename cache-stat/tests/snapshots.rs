@@ -72,6 +72,15 @@ fn app() -> App {
     App::new("demo", Filter::new(&[]), Duration::from_secs(1))
 }
 
+/// Type `keys` (Enter as '\n').
+fn press(a: &mut App, h: &History, keys: &str) {
+    use crossterm::event::{KeyCode, KeyEvent};
+    for c in keys.chars() {
+        let code = if c == '\n' { KeyCode::Enter } else { KeyCode::Char(c) };
+        a.key(KeyEvent::from(code), h);
+    }
+}
+
 #[test]
 fn table_and_header_80x24() {
     let got = render(80, 24, &mut app(), &history());
@@ -90,10 +99,7 @@ fn table_and_header_120x40() {
 fn filter_applied() {
     let h = history();
     let mut a = app();
-    for c in "/cache_".chars() {
-        a.key(crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Char(c)), &h);
-    }
-    a.key(crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Enter), &h);
+    press(&mut a, &h, "/cache_\n");
     let got = render(80, 24, &mut a, &h);
     assert!(got.contains("MAIN.cache_hit") && !got.contains("MAIN.client_req"), "{got}");
     check("filter-80x24", &got);
@@ -103,7 +109,7 @@ fn filter_applied() {
 fn chart_pane() {
     let h = history();
     let mut a = app();
-    a.key(crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Char('g')), &h);
+    press(&mut a, &h, "g");
     let got = render(120, 40, &mut a, &h);
     assert!(got.contains("client req/s") && got.contains("hit rate %") && got.contains("backend req/s"), "{got}");
     check("charts-120x40", &got);
@@ -113,9 +119,7 @@ fn chart_pane() {
 fn verbosity_zero_and_description() {
     let h = history();
     let mut a = app();
-    for k in ['v', '0', 'd'] {
-        a.key(crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Char(k)), &h);
-    }
+    press(&mut a, &h, "v0d");
     let got = render(80, 24, &mut a, &h);
     assert!(got.contains("MAIN.busy_sleep") && got.contains("MAIN.n_purges"), "diag level and zeros shown: {got}");
     assert!(got.contains("MGT.uptime: Management process uptime"), "{got}");
@@ -126,6 +130,6 @@ fn verbosity_zero_and_description() {
 fn help_overlay() {
     let h = history();
     let mut a = app();
-    a.key(crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Char('?')), &h);
+    press(&mut a, &h, "?");
     check("help-80x24", &render(80, 24, &mut a, &h));
 }
