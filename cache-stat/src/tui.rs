@@ -482,6 +482,32 @@ impl Drop for Guard {
     }
 }
 
+enum Input {
+    Ready,
+    Idle,
+    /// The terminal hung up (its window closed, tmux killed).
+    Gone,
+}
+
+/// Wait up to `timeout` for input on the terminal (stdin).
+fn wait_input(timeout: Duration) -> Input {
+    let mut fd = libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let n = unsafe { libc::poll(&mut fd, 1, timeout.as_millis().min(i32::MAX as u128) as i32) };
+    if n < 0 {
+        // EINTR (a signal): the loop looks at STOP.
+        return Input::Idle;
+    }
+    if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+        return Input::Gone;
+    }
+    if fd.revents & libc::POLLIN != 0 {
+        Input::Ready
+    } else {
+        Input::Idle
+    }
+}
+
 /// The interactive loop on the real terminal.
 pub fn run(source: &mut Source, mut app: App) -> Result<(), String> {
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
@@ -525,11 +551,19 @@ pub fn run(source: &mut Source, mut app: App) -> Result<(), String> {
         let shown_waiting = if h.refreshes == 0 { waiting.as_deref() } else { None };
         term.draw(|f| draw(f, &mut app, &h, shown_waiting)).map_err(|e| e.to_string())?;
         let wait = next.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
-        if event::poll(wait).map_err(|e| e.to_string())? {
-            match event::read().map_err(|e| e.to_string())? {
-                Event::Key(k) => app.key(k, &h),
-                Event::Resize(..) => term.autoresize().map_err(|e| e.to_string())?,
-                _ => {}
+        // Wait on the terminal ourselves: crossterm spins on a terminal that
+        // hung up (read returns 0 forever), and we must notice and leave.
+        match wait_input(wait) {
+            Input::Gone => break,
+            Input::Idle => {}
+            Input::Ready => {
+                while event::poll(Duration::ZERO).map_err(|e| e.to_string())? {
+                    match event::read().map_err(|e| e.to_string())? {
+                        Event::Key(k) => app.key(k, &h),
+                        Event::Resize(..) => term.autoresize().map_err(|e| e.to_string())?,
+                        _ => {}
+                    }
+                }
             }
         }
     }

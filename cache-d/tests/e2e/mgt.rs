@@ -349,23 +349,19 @@ fn cache_adm_interactive_shell_completes_and_runs_commands() {
     let origin = Origin::start();
     let tmp = tempfile::tempdir().unwrap();
     let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
-    let session = format!("ckadm{}", std::process::id());
-    let sock = tmp.path().join("tmux.sock");
-    let tmux = |args: &[&str]| Command::new("tmux").arg("-S").arg(&sock).args(args).output().unwrap();
     let cmd = format!("HOME={} {} -n {}", tmp.path().display(), bin("cache-adm").display(), d.dir.display());
-    tmux(&["new-session", "-d", "-s", &session, "-x", "120", "-y", "40", &cmd]);
-    let screen = || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", &session]).stdout).into_owned();
+    let t = Tmux::start(tmp.path(), "ckadm", 120, 40, &cmd);
+    let screen = || t.screen();
     wait_for(10, "the prompt", || screen().contains("varnish>").then_some(()));
     // Tab completes "pin" to "ping".
-    tmux(&["send-keys", "-t", &session, "pin", "Tab", "Enter"]);
+    t.keys(&["pin", "Tab", "Enter"]);
     wait_for(10, "PONG", || screen().contains("PONG").then_some(()));
-    tmux(&["send-keys", "-t", &session, "status", "Enter"]);
+    t.keys(&["status", "Enter"]);
     wait_for(10, "the status", || screen().contains("Child in state running").then_some(()));
-    tmux(&["send-keys", "-t", &session, "quit", "Enter"]);
-    wait_for(10, "the shell to end", || (!String::from_utf8_lossy(&tmux(&["list-sessions"]).stdout).contains(&session)).then_some(()));
+    t.keys(&["quit", "Enter"]);
+    wait_for(10, "the shell to end", || (!String::from_utf8_lossy(&t.run(&["list-sessions"]).stdout).contains(&t.session)).then_some(()));
     let history = std::fs::read_to_string(tmp.path().join(".cache-adm_history")).unwrap_or_default();
     assert!(history.contains("ping") && history.contains("status"), "{history}");
-    let _ = tmux(&["kill-server"]);
 }
 
 #[test]

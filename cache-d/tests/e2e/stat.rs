@@ -4,7 +4,6 @@
 //! in tmux under load.
 
 use std::io::{Read, Write};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,12 +142,9 @@ fn interactive_screen_in_tmux_under_load() {
             n += 1;
         }
     });
-    let session = format!("ckstat{}", std::process::id());
-    let sock = tmp.path().join("tmux.sock");
-    let tmux = |args: &[&str]| Command::new("tmux").arg("-S").arg(&sock).args(args).output().unwrap();
     let cmd = format!("{} -n {}; echo cache-stat exited $?; sleep 60", bin("cache-stat").display(), d.dir.display());
-    tmux(&["new-session", "-d", "-s", &session, "-x", "120", "-y", "40", &cmd]);
-    let screen = || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", &session]).stdout).into_owned();
+    let t = Tmux::start(tmp.path(), "ckstat", 120, 40, &cmd);
+    let screen = || t.screen();
     let rate = |s: &str, name: &str| -> Option<f64> {
         s.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().nth(2)).and_then(|r| r.parse().ok())
     };
@@ -163,22 +159,40 @@ fn interactive_screen_in_tmux_under_load() {
     });
     assert!(s.contains("Uptime child:") && s.contains("Hitrate n:"), "{s}");
     // The filter.
-    tmux(&["send-keys", "-t", &session, "/", "cache_hit$", "Enter"]);
+    t.keys(&["/", "cache_hit$", "Enter"]);
     let s = wait_for(10, "the filtered table", || {
         let s = screen();
         (s.contains("filter: cache_hit$") && s.lines().any(|l| l.starts_with("MAIN.cache_hit "))).then_some(s)
     });
     assert!(!s.lines().any(|l| l.starts_with("MAIN.client_req")), "{s}");
     // The charts pane.
-    tmux(&["send-keys", "-t", &session, "g"]);
+    t.keys(&["g"]);
     wait_for(10, "the charts", || screen().contains("client req/s").then_some(()));
     // q quits and the terminal comes back: the shell's line on the normal
     // screen, the alternate screen off.
-    tmux(&["send-keys", "-t", &session, "q"]);
+    t.keys(&["q"]);
     wait_for(10, "cache-stat to exit", || screen().contains("cache-stat exited 0").then_some(()));
-    let alt = String::from_utf8_lossy(&tmux(&["display-message", "-p", "-t", &session, "#{alternate_on}"]).stdout).trim().to_string();
+    let alt = String::from_utf8_lossy(&t.run(&["display-message", "-p", "-t", &t.session, "#{alternate_on}"]).stdout).trim().to_string();
     assert_eq!(alt, "0", "the alternate screen was left");
     stop.store(true, Ordering::Relaxed);
     load.join().unwrap();
-    let _ = tmux(&["kill-server"]);
+    // Closing the terminal under a running cache-stat ends it too (it
+    // must not spin on a hung-up terminal).
+    let t2 = Tmux::start(tmp.path(), "ckstat2", 80, 24, &format!("{} -n {}", bin("cache-stat").display(), d.dir.display()));
+    wait_for(10, "the second screen", || t2.screen().contains("Hitrate n:").then_some(()));
+    let mine = |pid: &str| {
+        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+            let c = String::from_utf8_lossy(&c).replace('\0', " ");
+            c.contains("cache-stat") && c.contains(d.dir.to_str().unwrap())
+        })
+    };
+    let alive = |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| !s.contains("State:\tZ"));
+    let pids: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|p| p.bytes().all(|b| b.is_ascii_digit()) && mine(p) && alive(p))
+        .collect();
+    assert!(!pids.is_empty(), "the second cache-stat is running");
+    drop(t2);
+    wait_for(10, "cache-stat to end with its terminal", || pids.iter().all(|p| !alive(p)).then_some(()));
 }

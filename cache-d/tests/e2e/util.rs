@@ -333,3 +333,37 @@ pub fn have(tool: &str) -> bool {
     assert!(found || std::env::var_os("CI").is_none(), "{tool} is missing: .ci/run installs it");
     found
 }
+
+/// A private tmux server for one test, killed when dropped (also when the
+/// test fails), so no session outlives its test.
+pub struct Tmux {
+    sock: PathBuf,
+    pub session: String,
+}
+
+impl Tmux {
+    /// Start `cmd` in a detached WxH session.
+    pub fn start(dir: &Path, name: &str, w: u16, h: u16, cmd: &str) -> Tmux {
+        let t = Tmux { sock: dir.join("tmux.sock"), session: format!("{name}{}", std::process::id()) };
+        t.run(&["new-session", "-d", "-s", &t.session, "-x", &w.to_string(), "-y", &h.to_string(), cmd]);
+        t
+    }
+    pub fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux").arg("-S").arg(&self.sock).args(args).output().unwrap()
+    }
+    /// Type keys (tmux send-keys words: "Enter", "Tab"...).
+    pub fn keys(&self, keys: &[&str]) {
+        let mut a = vec!["send-keys", "-t", &self.session];
+        a.extend_from_slice(keys);
+        self.run(&a);
+    }
+    pub fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", &self.session]).stdout).into_owned()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
