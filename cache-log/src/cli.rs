@@ -27,6 +27,11 @@ pub struct Args {
     #[arg(short = 'x', value_name = "TAGLIST")]
     pub exclude: Vec<String>,
 
+    /// Only show groups that match this query (see cache-log(1), QUERY
+    /// LANGUAGE), e.g. 'RespStatus >= 500 or ReqURL ~ "^/api/"'.
+    #[arg(short = 'q', value_name = "QUERY")]
+    pub query: Option<String>,
+
     /// Seconds to wait for an incomplete transaction before showing it.
     #[arg(short = 'T', value_name = "SECONDS", default_value_t = 120.0)]
     pub timeout: f64,

@@ -84,9 +84,15 @@ fn write_raw(out: &mut impl Write, r: &OwnedRecord) -> std::io::Result<()> {
 /// Run cache-log. Returns Err with a message for main to print.
 pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let filter = Filter::new(&args.include, &args.exclude)?;
+    let query = args.query.as_deref().map(common::query::Query::parse).transpose().map_err(|e| e.to_string())?;
     let dir = common::instance::resolve(args.name.as_deref());
     let opts = follow::Options { dump: args.dump, wait: follow::parse_wait(args.wait.as_deref())? };
     let raw = args.grouping == Grouping::Raw;
     let timeout = Duration::from_secs_f64(args.timeout.max(0.0));
-    follow::follow_groups("cache-log", &dir, &opts, args.grouping, timeout, out, |out, g| write_group(out, g, raw, &filter))
+    follow::follow_groups("cache-log", &dir, &opts, args.grouping, timeout, out, |out, g| {
+        if query.as_ref().is_some_and(|q| !q.matches(g)) {
+            return Ok(());
+        }
+        write_group(out, g, raw, &filter)
+    })
 }

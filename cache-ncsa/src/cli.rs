@@ -22,6 +22,11 @@ pub struct Args {
     #[arg(short = 'F', value_name = "FORMAT", default_value = DEFAULT_FORMAT)]
     pub format: String,
 
+    /// Only log requests that match this query (the language of
+    /// cache-log(1)), e.g. 'RespStatus >= 500'.
+    #[arg(short = 'q', value_name = "QUERY")]
+    pub query: Option<String>,
+
     /// Seconds to wait for cache-d to appear before giving up ("off" waits
     /// forever; the default when following).
     #[arg(short = 't', value_name = "SECONDS|off")]

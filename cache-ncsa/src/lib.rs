@@ -16,9 +16,13 @@ use crate::format::Format;
 /// Run cache-ncsa, writing lines to `out`.
 pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let format = Format::parse(&args.format)?;
+    let query = args.query.as_deref().map(common::query::Query::parse).transpose().map_err(|e| e.to_string())?;
     let dir = common::instance::resolve(args.name.as_deref());
     let opts = follow::Options { dump: args.dump, wait: follow::parse_wait(args.wait.as_deref())? };
     follow::follow_groups("cache-ncsa", &dir, &opts, Grouping::Vxid, Duration::from_secs(120), out, |out, g| {
+        if query.as_ref().is_some_and(|q| !q.matches(g)) {
+            return Ok(());
+        }
         for (_, tx) in &g.txs {
             if let Some(line) = format.render(tx) {
                 writeln!(out, "{line}")?;

@@ -94,6 +94,11 @@ pub struct Tx {
 }
 
 impl Tx {
+    /// A transaction built outside the grouper (tests, files).
+    pub fn detached(vxid: u32, kind: TxKind) -> Tx {
+        Tx { kind, ..Tx::new(vxid, Instant::now()) }
+    }
+
     fn new(vxid: u32, now: Instant) -> Tx {
         Tx { vxid, kind: TxKind::Record, parent: 0, records: Vec::new(), links: Vec::new(), complete: false, seen: now }
     }

@@ -10,6 +10,7 @@
 //! * [`vsl`] holds log tags and the record encoding (Varnish 7.0–7.2 layout).
 //! * [`follow`] follows an instance's log across overruns and restarts.
 //! * [`group`] assembles records into transactions for the log readers.
+//! * [`query`] is the `-q` query language (vsl-query(7)).
 //! * [`httpdate`] formats HTTP dates.
 //! * [`glob`] is the fnmatch-style matcher varnishstat's `-f` uses.
 
@@ -20,6 +21,7 @@ pub mod glob;
 pub mod group;
 pub mod httpdate;
 pub mod instance;
+pub mod query;
 pub mod ring;
 pub mod segment;
 pub mod vsl;

@@ -86,3 +86,29 @@ fn hundred_requests_show_in_stat_ncsa_and_log() {
     assert_eq!(raw.lines().count(), 100);
     assert!(raw.lines().all(|l| l.contains(" ReqURL         c /size/")), "{raw}");
 }
+
+#[test]
+fn queries_select_what_cache_log_and_cache_ncsa_show() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let ds = d.dir.to_str().unwrap();
+    let mut c = Client::connect(d.port);
+    for (url, status) in [("/size/1", 200), ("/size/2?status=404", 404), ("/api/x?status=503", 503), ("/size/3", 200)] {
+        assert_eq!(c.get(url, "").status, status);
+    }
+    let urls =
+        |text: &str| -> Vec<String> { text.lines().filter_map(|l| l.strip_prefix("-   ReqURL")).map(|u| u.trim().to_string()).collect() };
+    let log = |q: &str| stdout(&run("cache-log", &["-d", "-g", "request", "-q", q, "-n", ds]));
+    assert_eq!(urls(&log("RespStatus >= 400")), ["/size/2?status=404", "/api/x?status=503"]);
+    assert_eq!(urls(&log("ReqURL ~ \"^/api/\" or RespStatus == 404")), ["/size/2?status=404", "/api/x?status=503"]);
+    assert_eq!(urls(&log("not RespStatus >= 400 and ReqHeader:Host eq 127.0.0.1")), ["/size/1", "/size/3"]);
+    // The backend side is at level 2 in request grouping.
+    assert_eq!(urls(&log("{2}BerespStatus == 503")), ["/api/x?status=503"]);
+    let ncsa = stdout(&run("cache-ncsa", &["-d", "-F", "%U %s", "-q", "RespStatus != 200", "-n", ds]));
+    assert_eq!(ncsa, "/size/2 404\n/api/x 503\n");
+    // A bad query: the message with the position, exit 2.
+    let o = run("cache-log", &["-d", "-q", "RespStatus ==", "-n", ds]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("Expected an operand (at position 14)"), "{}", stderr(&o));
+}

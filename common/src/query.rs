@@ -1,0 +1,528 @@
+//! The log query language (`-q`), Varnish's grammar (vsl-query(7)):
+//!
+//! ```text
+//! query    := or
+//! or       := and ('or' and)*
+//! and      := not ('and' not)*
+//! not      := 'not' not | '(' query ')' | test
+//! test     := selector [op operand]
+//! selector := ['{' level ['+'|'-'] '}'] taglist [':' header] ['[' field ']']
+//! taglist  := tag (',' tag)*            tag: a name, or a prefix ending in '*'
+//! op       := == != < <= > >=  (numbers)   eq ne  (strings)   ~ !~  (regex)
+//! operand  := integer | float | "string" | 'string' | word
+//! ```
+//!
+//! A test holds for a group when some transaction in it (at the selected
+//! level) has a record with one of the tags whose payload — after the
+//! `header:` name when given, then the whitespace-separated field when
+//! given — satisfies the comparison (or merely exists, without one).
+//! Errors carry the position in the query.
+
+use std::fmt;
+
+use regex::Regex;
+
+use crate::group::{Group, OwnedRecord};
+use crate::vsl::Tag;
+
+/// A query that failed to parse: what and where (a byte offset).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryError {
+    pub msg: String,
+    pub at: usize,
+    pub query: String,
+}
+
+impl fmt::Display for QueryError {
+    /// Varnish's layout: the message, the query, a caret under the place.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let col = self.query[..self.at.min(self.query.len())].chars().count();
+        write!(f, "Query expression error:\n{} (at position {})\n{}\n{}^", self.msg, self.at + 1, self.query, " ".repeat(col))
+    }
+}
+
+impl std::error::Error for QueryError {}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LevelOp {
+    Eq,
+    AtLeast,
+    AtMost,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    NumEq,
+    NumNe,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    StrEq,
+    StrNe,
+    Match,
+    NoMatch,
+}
+
+#[derive(Debug)]
+enum Operand {
+    Num(f64),
+    Str(String),
+    Regex(Regex),
+}
+
+#[derive(Debug)]
+struct Test {
+    level: Option<(usize, LevelOp)>,
+    tags: Vec<Tag>,
+    header: Option<String>,
+    field: Option<usize>,
+    cmp: Option<(Op, Operand)>,
+}
+
+#[derive(Debug)]
+enum Expr {
+    Or(Box<Expr>, Box<Expr>),
+    And(Box<Expr>, Box<Expr>),
+    Not(Box<Expr>),
+    Test(Test),
+}
+
+/// A parsed query.
+#[derive(Debug)]
+pub struct Query {
+    expr: Expr,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Tok {
+    Word(String),
+    Str(String),
+    Punct(&'static str),
+    End,
+}
+
+struct Lexer<'a> {
+    s: &'a str,
+    i: usize,
+}
+
+const PUNCT: [&str; 17] = ["==", "!=", "<=", ">=", "!~", "<", ">", "~", "(", ")", "{", "}", "[", "]", ":", ",", "+"];
+
+impl Lexer<'_> {
+    fn err(&self, msg: impl Into<String>, at: usize) -> QueryError {
+        QueryError { msg: msg.into(), at, query: self.s.to_string() }
+    }
+
+    /// The next token and where it starts.
+    fn next(&mut self) -> Result<(Tok, usize), QueryError> {
+        let b = self.s.as_bytes();
+        while self.i < b.len() && b[self.i].is_ascii_whitespace() {
+            self.i += 1;
+        }
+        let start = self.i;
+        if self.i >= b.len() {
+            return Ok((Tok::End, start));
+        }
+        let c = b[self.i];
+        if c == b'"' || c == b'\'' {
+            let mut out = String::new();
+            let mut j = self.i + 1;
+            while j < b.len() && b[j] != c {
+                if b[j] == b'\\' && j + 1 < b.len() {
+                    j += 1;
+                }
+                let ch = self.s[j..].chars().next().unwrap_or('\u{fffd}');
+                out.push(ch);
+                j += ch.len_utf8();
+            }
+            if j >= b.len() {
+                return Err(self.err("Unterminated string", start));
+            }
+            self.i = j + 1;
+            return Ok((Tok::Str(out), start));
+        }
+        for p in PUNCT {
+            if self.s[self.i..].starts_with(p) {
+                self.i += p.len();
+                return Ok((Tok::Punct(p), start));
+            }
+        }
+        if c == b'-' && !b.get(self.i + 1).is_some_and(u8::is_ascii_digit) {
+            self.i += 1;
+            return Ok((Tok::Punct("-"), start));
+        }
+        let mut j = self.i;
+        while j < b.len() && !b[j].is_ascii_whitespace() && !b"()[]{}:,<>=!~\"'".contains(&b[j]) {
+            if b[j] == b'+' && j > self.i && !b[j - 1].eq_ignore_ascii_case(&b'e') {
+                break;
+            }
+            j += 1;
+        }
+        if j == self.i {
+            return Err(self.err(format!("Unexpected character '{}'", c as char), start));
+        }
+        self.i = j;
+        Ok((Tok::Word(self.s[start..j].to_string()), start))
+    }
+}
+
+struct Parser<'a> {
+    lex: Lexer<'a>,
+    tok: Tok,
+    at: usize,
+}
+
+impl Parser<'_> {
+    fn bump(&mut self) -> Result<(), QueryError> {
+        let (t, at) = self.lex.next()?;
+        self.tok = t;
+        self.at = at;
+        Ok(())
+    }
+    fn err<T>(&self, msg: impl Into<String>) -> Result<T, QueryError> {
+        Err(self.lex.err(msg, self.at))
+    }
+    fn is_word(&self, w: &str) -> bool {
+        matches!(&self.tok, Tok::Word(x) if x == w)
+    }
+    fn is(&self, p: &str) -> bool {
+        matches!(&self.tok, Tok::Punct(x) if *x == p)
+    }
+    fn expect(&mut self, p: &str) -> Result<(), QueryError> {
+        if self.is(p) {
+            self.bump()
+        } else {
+            self.err(format!("Expected '{p}'"))
+        }
+    }
+
+    fn or(&mut self) -> Result<Expr, QueryError> {
+        let mut e = self.and()?;
+        while self.is_word("or") {
+            self.bump()?;
+            e = Expr::Or(Box::new(e), Box::new(self.and()?));
+        }
+        Ok(e)
+    }
+    fn and(&mut self) -> Result<Expr, QueryError> {
+        let mut e = self.not()?;
+        while self.is_word("and") {
+            self.bump()?;
+            e = Expr::And(Box::new(e), Box::new(self.not()?));
+        }
+        Ok(e)
+    }
+    fn not(&mut self) -> Result<Expr, QueryError> {
+        if self.is_word("not") {
+            self.bump()?;
+            return Ok(Expr::Not(Box::new(self.not()?)));
+        }
+        if self.is("(") {
+            self.bump()?;
+            let e = self.or()?;
+            self.expect(")")?;
+            return Ok(e);
+        }
+        self.test().map(Expr::Test)
+    }
+
+    fn field(&mut self, what: &str) -> Result<usize, QueryError> {
+        match &self.tok {
+            Tok::Word(w) => match w.parse::<usize>() {
+                Ok(n) => {
+                    self.bump()?;
+                    Ok(n)
+                }
+                Err(_) => self.err(format!("Expected {what}")),
+            },
+            _ => self.err(format!("Expected {what}")),
+        }
+    }
+
+    fn test(&mut self) -> Result<Test, QueryError> {
+        let mut level = None;
+        if self.is("{") {
+            self.bump()?;
+            // "{1-}" lexes as one word (a '-' can sit inside words).
+            let (n, mut op) = match self.tok.clone() {
+                Tok::Word(w) => match w.strip_suffix('-') {
+                    Some(d) => (d.parse::<usize>().ok(), LevelOp::AtMost),
+                    None => (w.parse::<usize>().ok(), LevelOp::Eq),
+                },
+                _ => (None, LevelOp::Eq),
+            };
+            let Some(n) = n else { return self.err("Expected a level") };
+            self.bump()?;
+            if op == LevelOp::Eq && self.is("+") {
+                self.bump()?;
+                op = LevelOp::AtLeast;
+            } else if op == LevelOp::Eq && self.is("-") {
+                self.bump()?;
+                op = LevelOp::AtMost;
+            }
+            self.expect("}")?;
+            level = Some((n, op));
+        }
+        let mut tags = Vec::new();
+        loop {
+            let Tok::Word(name) = self.tok.clone() else { return self.err("Expected a tag name") };
+            let found: Vec<Tag> = match name.strip_suffix('*') {
+                Some(p) => {
+                    Tag::ALL.iter().copied().filter(|t| t.name().to_ascii_lowercase().starts_with(&p.to_ascii_lowercase())).collect()
+                }
+                None => Tag::from_name(&name).into_iter().collect(),
+            };
+            if found.is_empty() {
+                return self.err(format!("Tag name matches zero tags: '{name}'"));
+            }
+            tags.extend(found);
+            self.bump()?;
+            if !self.is(",") {
+                break;
+            }
+            self.bump()?;
+        }
+        let mut header = None;
+        if self.is(":") {
+            self.bump()?;
+            match self.tok.clone() {
+                Tok::Word(h) => {
+                    header = Some(h);
+                    self.bump()?;
+                }
+                _ => return self.err("Expected a header name after ':'"),
+            }
+        }
+        let mut field = None;
+        if self.is("[") {
+            self.bump()?;
+            let n = self.field("a field number")?;
+            if n == 0 {
+                return self.err("Field numbers start at 1");
+            }
+            self.expect("]")?;
+            field = Some(n);
+        }
+        let op = match &self.tok {
+            Tok::Punct("==") => Some(Op::NumEq),
+            Tok::Punct("!=") => Some(Op::NumNe),
+            Tok::Punct("<") => Some(Op::Lt),
+            Tok::Punct("<=") => Some(Op::Le),
+            Tok::Punct(">") => Some(Op::Gt),
+            Tok::Punct(">=") => Some(Op::Ge),
+            Tok::Punct("~") => Some(Op::Match),
+            Tok::Punct("!~") => Some(Op::NoMatch),
+            Tok::Word(w) if w == "eq" => Some(Op::StrEq),
+            Tok::Word(w) if w == "ne" => Some(Op::StrNe),
+            _ => None,
+        };
+        let Some(op) = op else { return Ok(Test { level, tags, header, field, cmp: None }) };
+        self.bump()?;
+        let at = self.at;
+        let text = match &self.tok {
+            Tok::Word(w) if !matches!(w.as_str(), "and" | "or" | "not") => w.clone(),
+            Tok::Str(s) => s.clone(),
+            _ => return self.err("Expected an operand"),
+        };
+        let quoted = matches!(self.tok, Tok::Str(_));
+        self.bump()?;
+        let operand = match op {
+            Op::Match | Op::NoMatch => {
+                Operand::Regex(Regex::new(&text).map_err(|e| self.lex.err(format!("Regular expression error: {e}"), at))?)
+            }
+            Op::StrEq | Op::StrNe => Operand::Str(text),
+            _ => match text.parse::<f64>() {
+                Ok(n) if !quoted && n.is_finite() => Operand::Num(n),
+                _ => return Err(self.lex.err(format!("Expected a number, got '{text}'"), at)),
+            },
+        };
+        Ok(Test { level, tags, header, field, cmp: Some((op, operand)) })
+    }
+}
+
+impl Query {
+    pub fn parse(s: &str) -> Result<Query, QueryError> {
+        let mut p = Parser { lex: Lexer { s, i: 0 }, tok: Tok::End, at: 0 };
+        p.bump()?;
+        if p.tok == Tok::End {
+            return p.err("Empty query");
+        }
+        let expr = p.or()?;
+        if p.tok != Tok::End {
+            return p.err("Expected 'and', 'or' or the end of the query");
+        }
+        Ok(Query { expr })
+    }
+
+    /// Does the group match?
+    pub fn matches(&self, g: &Group) -> bool {
+        eval(&self.expr, g)
+    }
+}
+
+fn eval(e: &Expr, g: &Group) -> bool {
+    match e {
+        Expr::Or(a, b) => eval(a, g) || eval(b, g),
+        Expr::And(a, b) => eval(a, g) && eval(b, g),
+        Expr::Not(a) => !eval(a, g),
+        Expr::Test(t) => g.txs.iter().any(|(level, tx)| {
+            let lvl_ok = match t.level {
+                None => true,
+                Some((n, LevelOp::Eq)) => *level == n,
+                Some((n, LevelOp::AtLeast)) => *level >= n,
+                Some((n, LevelOp::AtMost)) => *level <= n,
+            };
+            lvl_ok && tx.records.iter().any(|r| test_record(t, r))
+        }),
+    }
+}
+
+fn test_record(t: &Test, r: &OwnedRecord) -> bool {
+    if !t.tags.contains(&r.tag) {
+        return false;
+    }
+    let text = r.text();
+    let mut value: &str = &text;
+    if let Some(h) = &t.header {
+        let Some((name, rest)) = value.split_once(':') else { return false };
+        if !name.trim().eq_ignore_ascii_case(h) {
+            return false;
+        }
+        value = rest.trim_start();
+    }
+    if let Some(n) = t.field {
+        match value.split_whitespace().nth(n - 1) {
+            Some(f) => value = f,
+            None => return false,
+        }
+    }
+    let Some((op, operand)) = &t.cmp else { return true };
+    match (op, operand) {
+        (Op::Match, Operand::Regex(re)) => re.is_match(value),
+        (Op::NoMatch, Operand::Regex(re)) => !re.is_match(value),
+        (Op::StrEq, Operand::Str(s)) => value == s,
+        (Op::StrNe, Operand::Str(s)) => value != s,
+        (op, Operand::Num(want)) => {
+            // A field that is not a number never compares.
+            let Ok(v) = value.trim().parse::<f64>() else { return false };
+            match op {
+                Op::NumEq => v == *want,
+                Op::NumNe => v != *want,
+                Op::Lt => v < *want,
+                Op::Le => v <= *want,
+                Op::Gt => v > *want,
+                _ => v >= *want,
+            }
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::{Tx, TxKind};
+    use crate::vsl::Side;
+
+    fn tx(vxid: u32, recs: &[(Tag, &str)]) -> Tx {
+        let mut t = Tx::detached(vxid, TxKind::Request);
+        t.records =
+            recs.iter().map(|(tag, p)| OwnedRecord { tag: *tag, side: Side::Client, vxid, payload: p.as_bytes().to_vec() }).collect();
+        t
+    }
+
+    fn group() -> Group {
+        Group {
+            txs: vec![
+                (
+                    1,
+                    tx(
+                        5,
+                        &[
+                            (Tag::ReqMethod, "GET"),
+                            (Tag::ReqUrl, "/news/today?x=1"),
+                            (Tag::ReqHeader, "Host: example.com"),
+                            (Tag::ReqHeader, "User-Agent: curl/8.5"),
+                            (Tag::RespStatus, "200"),
+                            (Tag::Timestamp, "Resp: 1700000000.000200 0.004500 0.000100"),
+                            (Tag::ReqAcct, "80 0 80 250 1024 1274"),
+                        ],
+                    ),
+                ),
+                (2, tx(6, &[(Tag::BerespStatus, "503"), (Tag::BereqUrl, "/news/today?x=1"), (Tag::FetchError, "backend closed")])),
+            ],
+        }
+    }
+
+    fn q(s: &str) -> bool {
+        Query::parse(s).unwrap_or_else(|e| panic!("{s}: {e}")).matches(&group())
+    }
+
+    #[test]
+    fn operators() {
+        assert!(q("RespStatus == 200") && !q("RespStatus == 404"));
+        assert!(q("RespStatus != 404") && !q("RespStatus != 200"));
+        assert!(q("RespStatus < 300") && !q("RespStatus < 200"));
+        assert!(q("RespStatus <= 200") && !q("RespStatus <= 199"));
+        assert!(q("RespStatus > 199") && !q("RespStatus > 200"));
+        assert!(q("RespStatus >= 200") && !q("RespStatus >= 201"));
+        assert!(q("ReqMethod eq GET") && q("ReqMethod eq \"GET\"") && !q("ReqMethod eq 'POST'"));
+        assert!(q("ReqMethod ne POST") && !q("ReqMethod ne GET"));
+        assert!(q("ReqURL ~ \"^/news/\"") && !q("ReqURL ~ ^/sport"));
+        assert!(q("ReqURL !~ ^/sport") && !q("ReqURL !~ news"));
+        // Floats, and a field that is not a number never compares.
+        assert!(q("Timestamp:Resp[2] > 0.004") && !q("Timestamp:Resp[2] > 0.005"));
+        assert!(!q("ReqMethod > 1") && !q("ReqMethod < 1"));
+    }
+
+    #[test]
+    fn selectors() {
+        // Existence alone.
+        assert!(q("FetchError") && !q("VCL_Error"));
+        // Header names, case-insensitively, the value after the colon.
+        assert!(q("ReqHeader:host eq example.com") && q("ReqHeader:User-Agent ~ curl"));
+        assert!(!q("ReqHeader:Cookie") && q("ReqHeader:Host"));
+        // Fields, 1-based.
+        assert!(q("ReqAcct[5] == 1024") && !q("ReqAcct[5] == 80") && !q("ReqAcct[9]"));
+        // Tag lists and prefixes.
+        assert!(q("RespStatus,BerespStatus == 503") && q("Beresp* == 503") && q("Req* eq GET"));
+        // Levels: the backend request is at level 2.
+        assert!(q("{2}BerespStatus == 503") && !q("{1}BerespStatus == 503"));
+        assert!(q("{2+}FetchError") && !q("{3+}FetchError"));
+        assert!(q("{1-}ReqMethod") && !q("{1-}FetchError"));
+    }
+
+    #[test]
+    fn boolean_logic() {
+        assert!(q("RespStatus == 200 and ReqMethod eq GET"));
+        assert!(!q("RespStatus == 200 and ReqMethod eq POST"));
+        assert!(q("RespStatus == 404 or ReqMethod eq GET"));
+        assert!(q("not RespStatus == 404") && !q("not RespStatus == 200"));
+        // and binds tighter than or; parentheses override.
+        assert!(q("ReqMethod eq POST and RespStatus == 404 or FetchError"));
+        assert!(!q("ReqMethod eq POST and (RespStatus == 404 or FetchError)"));
+        assert!(q("not (ReqMethod eq POST or RespStatus == 404)"));
+    }
+
+    #[test]
+    fn errors_have_positions() {
+        let e = |s: &str| Query::parse(s).err().unwrap_or_else(|| panic!("{s} parsed"));
+        assert_eq!(e("").at, 0);
+        let x = e("RespStatus == 200 and");
+        assert_eq!((x.msg.as_str(), x.at), ("Expected a tag name", 21));
+        let x = e("NoSuchTag == 1");
+        assert!(x.msg.contains("matches zero tags") && x.at == 0, "{x:?}");
+        let x = e("RespStatus == abc");
+        assert!(x.msg.contains("Expected a number") && x.at == 14, "{x:?}");
+        let x = e("ReqURL ~ \"(\"");
+        assert!(x.msg.contains("Regular expression") && x.at == 9, "{x:?}");
+        assert_eq!(e("(RespStatus == 200").msg, "Expected ')'");
+        assert_eq!(e("{x}RespStatus").msg, "Expected a level");
+        assert_eq!(e("ReqAcct[0]").msg, "Field numbers start at 1");
+        assert_eq!(e("ReqURL eq \"open").msg, "Unterminated string");
+        assert_eq!(e("RespStatus == 200 RespStatus").msg, "Expected 'and', 'or' or the end of the query");
+        let shown = e("RespStatus == abc").to_string();
+        assert!(shown.ends_with("RespStatus == abc\n              ^"), "{shown}");
+    }
+}
