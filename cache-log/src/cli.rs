@@ -32,6 +32,20 @@ pub struct Args {
     #[arg(short = 'q', value_name = "QUERY")]
     pub query: Option<String>,
 
+    /// Read the log from FILE (written by -w, or by varnishlog -w; "-" is
+    /// stdin) instead of the instance, then exit.
+    #[arg(short = 'r', value_name = "FILE")]
+    pub read: Option<std::path::PathBuf>,
+
+    /// Write the (selected) transactions to FILE in the binary log format
+    /// instead of printing them; read back with -r.
+    #[arg(short = 'w', value_name = "FILE")]
+    pub write: Option<std::path::PathBuf>,
+
+    /// With -w, append to FILE instead of overwriting it.
+    #[arg(short = 'a', requires = "write")]
+    pub append: bool,
+
     /// Seconds to wait for an incomplete transaction before showing it.
     #[arg(short = 'T', value_name = "SECONDS", default_value_t = 120.0)]
     pub timeout: f64,

@@ -57,7 +57,7 @@ impl Filter {
 }
 
 /// Write one group in varnishlog's layout.
-pub fn write_group(out: &mut impl Write, g: &Group, raw: bool, filter: &Filter) -> std::io::Result<()> {
+pub fn write_group(out: &mut (impl Write + ?Sized), g: &Group, raw: bool, filter: &Filter) -> std::io::Result<()> {
     if raw {
         for (_, tx) in &g.txs {
             for r in tx.records.iter().filter(|r| filter.shows(r.tag)) {
@@ -77,7 +77,7 @@ pub fn write_group(out: &mut impl Write, g: &Group, raw: bool, filter: &Filter) 
     writeln!(out)
 }
 
-fn write_raw(out: &mut impl Write, r: &OwnedRecord) -> std::io::Result<()> {
+fn write_raw(out: &mut (impl Write + ?Sized), r: &OwnedRecord) -> std::io::Result<()> {
     writeln!(out, "{:>10} {:<14} {} {}", r.vxid, r.tag.name(), r.side.letter(), r.text())
 }
 
@@ -85,14 +85,28 @@ fn write_raw(out: &mut impl Write, r: &OwnedRecord) -> std::io::Result<()> {
 pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let filter = Filter::new(&args.include, &args.exclude)?;
     let query = args.query.as_deref().map(common::query::Query::parse).transpose().map_err(|e| e.to_string())?;
-    let dir = common::instance::resolve(args.name.as_deref());
-    let opts = follow::Options { dump: args.dump, wait: follow::parse_wait(args.wait.as_deref())? };
     let raw = args.grouping == Grouping::Raw;
-    let timeout = Duration::from_secs_f64(args.timeout.max(0.0));
-    follow::follow_groups("cache-log", &dir, &opts, args.grouping, timeout, out, |out, g| {
+    let mut file = args.write.as_deref().map(|p| common::vslfile::create(p, args.append)).transpose()?;
+    let mut emit = |out: &mut dyn Write, g: &Group| -> std::io::Result<()> {
         if query.as_ref().is_some_and(|q| !q.matches(g)) {
             return Ok(());
         }
-        write_group(out, g, raw, &filter)
-    })
+        match file.as_mut() {
+            Some(f) => common::vslfile::write_group(f, g),
+            None => write_group(out, g, raw, &filter),
+        }
+    };
+    let res = match &args.read {
+        Some(path) => common::vslfile::read_groups(path, args.grouping, out as &mut dyn Write, |o, g| emit(o, g)),
+        None => {
+            let dir = common::instance::resolve(args.name.as_deref());
+            let opts = follow::Options { dump: args.dump, wait: follow::parse_wait(args.wait.as_deref())? };
+            let timeout = Duration::from_secs_f64(args.timeout.max(0.0));
+            follow::follow_groups("cache-log", &dir, &opts, args.grouping, timeout, out as &mut dyn Write, |o, g| emit(o, g))
+        }
+    };
+    if let Some(mut f) = file {
+        f.flush().map_err(|e| format!("writing {}: {e}", args.write.as_deref().unwrap_or(std::path::Path::new("")).display()))?;
+    }
+    res
 }

@@ -27,6 +27,11 @@ pub struct Args {
     #[arg(short = 'q', value_name = "QUERY")]
     pub query: Option<String>,
 
+    /// Read the log from FILE (written by cache-log -w or varnishlog -w;
+    /// "-" is stdin) instead of the instance, then exit.
+    #[arg(short = 'r', value_name = "FILE")]
+    pub read: Option<std::path::PathBuf>,
+
     /// Seconds to wait for cache-d to appear before giving up ("off" waits
     /// forever; the default when following).
     #[arg(short = 't', value_name = "SECONDS|off")]

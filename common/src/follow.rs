@@ -176,7 +176,7 @@ pub fn parse_wait(v: Option<&str>) -> Result<Option<Duration>, String> {
 /// Follow the log as transaction groups: notices go to stderr prefixed with
 /// `tool`, each finished group to `emit`, which writes to `out`. A closed
 /// output pipe ends the run quietly; other errors become messages.
-pub fn follow_groups<W: Write>(
+pub fn follow_groups<W: Write + ?Sized>(
     tool: &str,
     dir: &Path,
     opts: &Options,

@@ -8,6 +8,7 @@
 //! * [`ring`] is the log ring: batched appends by the daemon, torn-free
 //!   polling by readers.
 //! * [`vsl`] holds log tags and the record encoding (Varnish 7.0–7.2 layout).
+//! * [`vslfile`] reads and writes log files (`-w`/`-r`, Varnish's format).
 //! * [`follow`] follows an instance's log across overruns and restarts.
 //! * [`group`] assembles records into transactions for the log readers.
 //! * [`query`] is the `-q` query language (vsl-query(7)).
@@ -25,3 +26,4 @@ pub mod query;
 pub mod ring;
 pub mod segment;
 pub mod vsl;
+pub mod vslfile;
