@@ -170,6 +170,8 @@ impl Sess {
         let mut wire = std::mem::take(&mut self.wire);
         let obj_vxid = hit.then_some(obj.vxid);
         self.write_head(&mut wire, &mut log, rxid, status, reason, &headers, obj_vxid, framing, keep, obj.status == 200);
+        // Processing done, delivery begins (Varnish's Process timestamp).
+        clock.stamp(&mut log, rxid, "Process");
         let hdr_tx = wire.len() as u64;
         // send_timeout bounds the whole response, as in Varnish.
         let deadline = tokio::time::Instant::now() + sh.params().send_timeout;
@@ -246,7 +248,6 @@ impl Sess {
             failed = true;
         }
         self.wire = wire;
-        clock.stamp(&mut log, rxid, "Process");
         self.end_req(log, &mut clock, rxid, (ctx.hdr_rx, ctx.body_rx), (hdr_tx, body_tx));
         if failed {
             // The body did not arrive whole (or the client left): close,

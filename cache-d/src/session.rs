@@ -571,7 +571,7 @@ impl Sess {
         oc: Arc<ObjCore>,
         guard: Option<BusyGuard>,
         mut log: Batch,
-        mut clock: Clock,
+        clock: Clock,
         ctx: &mut ReqCtx,
     ) -> Step {
         let sh = self.sh.clone();
@@ -621,7 +621,6 @@ impl Sess {
                     };
                     tokio::spawn(miss::start(sh.clone(), spec));
                 }
-                clock.stamp(&mut log, rxid, "Process");
                 self.deliver(c, req, &oc, true, log, clock, ctx).await
             }
             Action::Miss => {

@@ -134,8 +134,9 @@ impl Format {
             match it {
                 Item::Lit(s) => out.push_str(s),
                 Item::Bytes => out.push_str(&f.acct(4).map_or("-".into(), |v| v.to_string())),
-                Item::InBytes => out.push_str(&f.acct(2).map_or("-".into(), |v| v.to_string())),
-                Item::OutBytes => out.push_str(&f.acct(5).map_or("-".into(), |v| v.to_string())),
+                // A pipe counts what was piped, as varnishncsa does.
+                Item::InBytes => out.push_str(&f.acct(2).or_else(|| f.pipe(2)).map_or("-".into(), |v| v.to_string())),
+                Item::OutBytes => out.push_str(&f.acct(5).or_else(|| f.pipe(3)).map_or("-".into(), |v| v.to_string())),
                 // Truncated, as varnishncsa does ((int)(span * 1e6)), so the
                 // same log gives the same number in both.
                 Item::Micros => out.push_str(&(((f.end? - f.start?) * 1e6) as i64).to_string()),
@@ -249,6 +250,8 @@ struct Fields<'a> {
     end: Option<f64>,
     firstbyte: Option<&'a str>,
     acct: Option<&'a str>,
+    /// A pipe's byte counts: header in, bereq header, piped in, piped out.
+    pipe_acct: Option<&'a str>,
 }
 
 fn text(r: &common::group::OwnedRecord) -> &str {
@@ -271,6 +274,7 @@ impl<'a> Fields<'a> {
             end: None,
             firstbyte: None,
             acct: None,
+            pipe_acct: None,
         };
         for r in &tx.records {
             let t = text(r);
@@ -283,6 +287,7 @@ impl<'a> Fields<'a> {
                 Tag::ReqProtocol => f.protocol = f.protocol.or(Some(t)),
                 Tag::RespStatus => f.status = Some(t),
                 Tag::ReqAcct => f.acct = Some(t),
+                Tag::PipeAcct => f.pipe_acct = Some(t),
                 Tag::Timestamp => {
                     let (label, rest) = t.split_once(": ").unwrap_or(("", ""));
                     let mut fields = rest.split(' ');
@@ -290,7 +295,7 @@ impl<'a> Fields<'a> {
                     match label {
                         "Start" => f.start = abs,
                         "Resp" | "PipeSess" => f.end = abs,
-                        "Process" | "Pipe" => f.firstbyte = fields.next(),
+                        "Process" | "Pipe" => f.firstbyte = f.firstbyte.or(fields.next()),
                         _ => {}
                     }
                 }
@@ -302,6 +307,10 @@ impl<'a> Fields<'a> {
 
     fn acct(&self, i: usize) -> Option<u64> {
         self.acct?.split(' ').nth(i)?.parse().ok()
+    }
+
+    fn pipe(&self, i: usize) -> Option<u64> {
+        self.pipe_acct?.split(' ').nth(i)?.parse().ok()
     }
 
     fn header(&self, tag: Tag, name: &str) -> Option<&'a str> {

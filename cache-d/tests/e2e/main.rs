@@ -5,6 +5,7 @@ mod caching;
 mod cli;
 mod hooks;
 mod lifecycle;
+mod logfiles;
 mod mgt;
 mod proxy;
 mod readers;
