@@ -18,9 +18,40 @@ pub struct Args {
     #[arg(short = 'n', value_name = "DIR")]
     pub name: Option<String>,
 
-    /// Log format (see cache-ncsa(1) for the % specifiers).
-    #[arg(short = 'F', value_name = "FORMAT", default_value = DEFAULT_FORMAT)]
-    pub format: String,
+    /// Log format (see cache-ncsa(1) for the % specifiers); default:
+    /// varnishncsa's (the "combined" preset).
+    #[arg(short = 'F', value_name = "FORMAT")]
+    pub format: Option<String>,
+
+    /// Read the log format from FILE (its first line).
+    #[arg(short = 'f', value_name = "FILE", conflicts_with = "format")]
+    pub format_file: Option<std::path::PathBuf>,
+
+    /// A ready-made format: combined (the default), common, or json (JSON
+    /// lines with the fields analyzers want).
+    #[arg(long, value_name = "combined|common|json", conflicts_with_all = ["format", "format_file"])]
+    pub format_preset: Option<String>,
+
+    /// Write JSON lines: one object per request, each format specifier
+    /// under its own key.
+    #[arg(short = 'j', long = "json")]
+    pub json: bool,
+
+    /// Write to FILE instead of stdout; SIGHUP reopens it (for logrotate).
+    #[arg(short = 'w', value_name = "FILE")]
+    pub write: Option<std::path::PathBuf>,
+
+    /// With -w, append to FILE instead of truncating it.
+    #[arg(short = 'a', requires = "write")]
+    pub append: bool,
+
+    /// Run in the background (detach from the terminal).
+    #[arg(short = 'D')]
+    pub daemon: bool,
+
+    /// Write the process id to FILE (removed at exit).
+    #[arg(short = 'P', value_name = "FILE")]
+    pub pid_file: Option<std::path::PathBuf>,
 
     /// Only log requests that match this query (the language of
     /// cache-log(1)), e.g. 'RespStatus >= 500'.

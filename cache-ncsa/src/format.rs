@@ -208,6 +208,97 @@ impl Format {
     }
 }
 
+impl Format {
+    /// Render the transaction as one JSON object (a JSON-lines record):
+    /// each specifier of the format under a name of its own, numbers as
+    /// numbers, what is unknown as null; literal text is left out.
+    pub fn render_json(&self, tx: &Tx) -> Option<String> {
+        use serde_json::{json, Value};
+        let f = Fields::of(tx)?;
+        let num = |v: Option<u64>| v.map_or(Value::Null, |n| json!(n));
+        let s = |v: Option<&str>| v.map_or(Value::Null, |x| json!(x));
+        let span = match (f.start, f.end) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        };
+        let key = |prefix: &str, h: &str| format!("{prefix}{}", h.to_ascii_lowercase().replace('-', "_"));
+        let mut m = serde_json::Map::new();
+        for it in &self.items {
+            let (k, v) = match it {
+                Item::Lit(_) => continue,
+                Item::Bytes => ("bytes".to_string(), num(f.acct(4))),
+                Item::InBytes => ("bytes_in".into(), num(f.acct(2).or_else(|| f.pipe(2)))),
+                Item::OutBytes => ("bytes_out".into(), num(f.acct(5).or_else(|| f.pipe(3)))),
+                Item::Micros => ("duration_us".into(), span.map_or(Value::Null, |d| json!((d * 1e6) as i64))),
+                Item::Seconds => ("duration_s".into(), span.map_or(Value::Null, |d| json!(d.floor() as i64))),
+                Item::Unit(u) => (
+                    format!(
+                        "duration_{}",
+                        match u {
+                            1 => "s",
+                            1000 => "ms",
+                            _ => "us",
+                        }
+                    ),
+                    span.map_or(Value::Null, |d| json!((d * *u as f64) as i64)),
+                ),
+                Item::Protocol => ("protocol".into(), json!(f.protocol.unwrap_or("HTTP/1.0"))),
+                Item::Host => ("host".into(), s(f.client_ip)),
+                Item::Ident => ("ident".into(), Value::Null),
+                Item::Method => ("method".into(), s(f.method)),
+                Item::Query => ("query".into(), s(f.url.and_then(|u| u.split_once('?')).map(|q| q.1))),
+                Item::Url => ("url".into(), s(f.url.map(|u| u.split('?').next().unwrap_or(u)))),
+                Item::Request => {
+                    let host = match f.req_header("Host") {
+                        Some(h) if h.starts_with("http://") => h.to_string(),
+                        Some(h) => format!("http://{h}"),
+                        None => "http://localhost".into(),
+                    };
+                    let r = format!("{} {host}{} {}", f.method.unwrap_or("-"), f.url.unwrap_or("-"), f.protocol.unwrap_or("HTTP/1.0"));
+                    ("request".into(), json!(r))
+                }
+                Item::Status => ("status".into(), num(f.status.and_then(|v| v.parse().ok()))),
+                Item::Time => (
+                    "time".into(),
+                    f.start.and_then(local).map_or(Value::Null, |t| json!(t.to_rfc3339_opts(chrono::SecondsFormat::Micros, false))),
+                ),
+                Item::Strftime(spec) => {
+                    let v = f.start.and_then(|start| match spec.as_str() {
+                        "sec" => Some(json!(start.floor() as i64)),
+                        "msec" => Some(json!((start * 1e3).floor() as i64)),
+                        "usec" => Some(json!((start * 1e6).floor() as i64)),
+                        "msec_frac" => Some(json!(format!("{:03}", (start.fract() * 1e3).floor() as i64))),
+                        "usec_frac" => Some(json!(format!("{:06}", (start.fract() * 1e6).floor() as i64))),
+                        _ => {
+                            let mut out = String::new();
+                            write!(out, "{}", local(start)?.format(spec)).ok()?;
+                            Some(json!(out))
+                        }
+                    });
+                    (key("time_", spec), v.unwrap_or(Value::Null))
+                }
+                Item::User => ("user".into(), f.user().map_or(Value::Null, |u| json!(u))),
+                Item::ReqHeader(h) => (key("req_", h), s(f.req_header(h))),
+                Item::RespHeader(h) => (key("resp_", h), s(f.resp_header(h))),
+                Item::Extended(x) => {
+                    let name = x.strip_prefix("Varnish:").unwrap_or(x).to_string();
+                    let v = match x.as_str() {
+                        "Varnish:vxid" => json!(tx.vxid),
+                        "Varnish:side" => json!("c"),
+                        "Varnish:time_firstbyte" => f.firstbyte.and_then(|v| v.parse::<f64>().ok()).map_or(Value::Null, |v| json!(v)),
+                        "Varnish:hitmiss" => json!(f.handling().0),
+                        "Varnish:handling" => json!(f.handling().1),
+                        _ => Value::Null,
+                    };
+                    (name, v)
+                }
+            };
+            m.insert(k, v);
+        }
+        serde_json::to_string(&m).ok()
+    }
+}
+
 fn local(t: f64) -> Option<chrono::DateTime<Local>> {
     Local.timestamp_opt(t.floor() as i64, ((t.fract()) * 1e9) as u32).single()
 }

@@ -4,7 +4,10 @@
 pub mod cli;
 pub mod format;
 
-use std::io::Write;
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::follow;
@@ -13,34 +16,153 @@ use common::group::Grouping;
 use crate::cli::Args;
 use crate::format::Format;
 
+/// The preset formats (`--format-preset`).
+pub const PRESET_COMMON: &str = r#"%h %l %u %t "%r" %s %b"#;
+pub const PRESET_JSON: &str = "%h %l %u %t %r %s %b %{Referer}i %{User-agent}i %{Host}i %m %U %q %H %I %O %D %{Varnish:time_firstbyte}x %{Varnish:hitmiss}x %{Varnish:handling}x %{Varnish:vxid}x";
+
+/// The format text and whether to write JSON, from -F / -f / --format-preset / -j.
+pub fn format_of(args: &Args) -> Result<(String, bool), String> {
+    if let Some(path) = &args.format_file {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let line = text.lines().next().unwrap_or("").to_string();
+        return Ok((line, args.json));
+    }
+    if let Some(f) = &args.format {
+        return Ok((f.clone(), args.json));
+    }
+    match args.format_preset.as_deref() {
+        None | Some("combined") => Ok((crate::cli::DEFAULT_FORMAT.to_string(), args.json)),
+        Some("common") => Ok((PRESET_COMMON.to_string(), args.json)),
+        Some("json") => Ok((PRESET_JSON.to_string(), true)),
+        Some(other) => Err(format!("unknown --format-preset \"{other}\"; use combined, common or json")),
+    }
+}
+
 /// Write the lines of one group (when it matches the query).
 fn emit(
     out: &mut (impl Write + ?Sized),
     g: &common::group::Group,
     query: Option<&common::query::Query>,
     format: &Format,
+    json: bool,
 ) -> std::io::Result<()> {
     if query.is_some_and(|q| !q.matches(g)) {
         return Ok(());
     }
     for (_, tx) in &g.txs {
-        if let Some(line) = format.render(tx) {
+        let line = if json { format.render_json(tx) } else { format.render(tx) };
+        if let Some(line) = line {
             writeln!(out, "{line}")?;
         }
     }
     Ok(())
 }
 
-/// Run cache-ncsa, writing lines to `out`.
-pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
-    let format = Format::parse(&args.format)?;
-    let query = args.query.as_deref().map(common::query::Query::parse).transpose().map_err(|e| e.to_string())?;
-    if let Some(path) = &args.read {
-        return common::vslfile::read_groups(path, Grouping::Vxid, out, |o, g| emit(o, g, query.as_ref(), &format));
+static REOPEN: AtomicBool = AtomicBool::new(false);
+static FLUSH: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_hup(_: libc::c_int) {
+    REOPEN.store(true, Ordering::SeqCst);
+}
+extern "C" fn on_usr1(_: libc::c_int) {
+    FLUSH.store(true, Ordering::SeqCst);
+}
+extern "C" fn on_term(_: libc::c_int) {
+    common::follow::STOP_REQUESTED.store(true, Ordering::SeqCst);
+}
+
+/// The output file of -w: reopened (at its path, so a renamed file is left
+/// behind whole) when SIGHUP asked for it.
+struct LogFile {
+    path: PathBuf,
+    w: BufWriter<File>,
+    /// The last byte written ended a line: a reopen here splits nothing.
+    line_start: bool,
+}
+
+impl LogFile {
+    fn open(path: &Path, append: bool) -> Result<LogFile, String> {
+        let f = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(LogFile { path: path.to_path_buf(), w: BufWriter::with_capacity(1 << 16, f), line_start: true })
     }
-    let dir = common::instance::resolve(args.name.as_deref());
-    let opts = follow::Options { dump: args.dump, wait: follow::parse_wait(args.wait.as_deref())? };
-    follow::follow_groups("cache-ncsa", &dir, &opts, Grouping::Vxid, Duration::from_secs(120), out, |o, g| {
-        emit(o, g, query.as_ref(), &format)
-    })
+}
+
+impl Write for LogFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.line_start && REOPEN.swap(false, Ordering::SeqCst) {
+            self.w.flush()?;
+            let f = OpenOptions::new().create(true).append(true).open(&self.path)?;
+            self.w = BufWriter::with_capacity(1 << 16, f);
+        }
+        let n = self.w.write(buf)?;
+        if n > 0 {
+            self.line_start = buf[n - 1] == b'\n';
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        FLUSH.store(false, Ordering::SeqCst);
+        self.w.flush()
+    }
+}
+
+/// Removes the pid file when dropped.
+struct PidFile(PathBuf);
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Run cache-ncsa, writing lines to `out` (or the -w file).
+pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
+    let (text, json) = format_of(&args)?;
+    let format = Format::parse(&text)?;
+    let query = args.query.as_deref().map(common::query::Query::parse).transpose().map_err(|e| e.to_string())?;
+    let mut file = args.write.as_deref().map(|p| LogFile::open(p, args.append)).transpose()?;
+    if args.daemon {
+        // Keep the working directory (relative paths stay valid); stdio to
+        // /dev/null.
+        // SAFETY: no threads have been started yet.
+        if unsafe { libc::daemon(1, 0) } != 0 {
+            return Err(format!("cannot daemonize: {}", std::io::Error::last_os_error()));
+        }
+    }
+    let _pid = match &args.pid_file {
+        Some(p) => {
+            std::fs::write(p, format!("{}\n", std::process::id())).map_err(|e| format!("{}: {e}", p.display()))?;
+            Some(PidFile(p.clone()))
+        }
+        None => None,
+    };
+    // SAFETY: the handlers only store to atomics.
+    unsafe {
+        libc::signal(libc::SIGHUP, on_hup as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGUSR1, on_usr1 as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, on_term as *const () as libc::sighandler_t);
+    }
+    let out: &mut dyn Write = match file.as_mut() {
+        Some(f) => f,
+        None => out,
+    };
+    let res = if let Some(path) = &args.read {
+        common::vslfile::read_groups(path, Grouping::Vxid, out, |o, g| emit(o, g, query.as_ref(), &format, json))
+    } else {
+        let dir = common::instance::resolve(args.name.as_deref());
+        let opts = follow::Options { dump: args.dump, wait: follow::parse_wait(args.wait.as_deref())? };
+        follow::follow_groups("cache-ncsa", &dir, &opts, Grouping::Vxid, Duration::from_secs(120), out, |o, g| {
+            emit(o, g, query.as_ref(), &format, json)
+        })
+    };
+    if let Some(f) = file.as_mut() {
+        f.flush().map_err(|e| format!("{}: {e}", f.path.display()))?;
+    }
+    res
 }

@@ -41,6 +41,10 @@ pub enum Flow {
     Stop,
 }
 
+/// Set by a reader's signal handler (SIGTERM, SIGINT) to end
+/// [`follow_groups`] cleanly: pending output is flushed, the run returns Ok.
+pub static STOP_REQUESTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 const POLL_SLEEP: Duration = Duration::from_millis(10);
 const HEALTH_EVERY: Duration = Duration::from_millis(200);
 
@@ -211,6 +215,9 @@ pub fn follow_groups<W: Write + ?Sized>(
         }
         if let Err(e) = out.flush() {
             io_err = Some(e);
+            return Flow::Stop;
+        }
+        if STOP_REQUESTED.load(std::sync::atomic::Ordering::SeqCst) {
             return Flow::Stop;
         }
         Flow::Continue

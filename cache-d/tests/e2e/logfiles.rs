@@ -86,3 +86,92 @@ fn write_append_and_read_back() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("not a log file"), "{}", stderr(&o));
 }
+
+/// Lines in a file (0 if it does not exist).
+fn lines(p: &Path) -> Vec<String> {
+    std::fs::read_to_string(p).map(|t| t.lines().map(str::to_string).collect()).unwrap_or_default()
+}
+
+#[test]
+fn no_line_lost_under_load_and_across_a_rotation() {
+    if !have("wrk") {
+        return;
+    }
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let ds = d.dir.to_str().unwrap().to_string();
+    let url = format!("http://127.0.0.1:{}/size/100?max_age=600", d.port);
+    let mut c = Client::connect(d.port);
+    c.get("/size/100?max_age=600", "");
+    let log = tmp.path().join("access.log");
+    let rotated = tmp.path().join("access.log.1");
+    let mut ncsa = Follower::start("cache-ncsa", &["-n", &ds, "-w", log.to_str().unwrap(), "-F", "%s %b %U"]);
+    // Attached once a marker request shows in the file (a live reader
+    // starts at the tail, so markers go out until one is seen).
+    wait_for(10, "cache-ncsa to attach", || {
+        c.get("/size/1?marker", "");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        lines(&log).iter().any(|l| l == "200 1 /size/1").then_some(())
+    });
+    let before = counter(&stat(&d.dir), "MAIN.client_req").unwrap();
+    // Load in 3 s rounds of wrk until at least 50,000 requests went through;
+    // the file is renamed and cache-ncsa sent SIGHUP during the second one.
+    let (pid, log2, rot2) = (ncsa.child.id() as i32, log.clone(), rotated.clone());
+    let rotate = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(4500));
+        std::fs::rename(&log2, &rot2).unwrap();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pid, libc::SIGHUP) };
+    });
+    let mut sent = 0;
+    for _ in 0..20 {
+        let o = std::process::Command::new("wrk").args(["-t2", "-c16", "-d3s", &url]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        sent = counter(&stat(&d.dir), "MAIN.client_req").unwrap() - before;
+        if sent >= 50_000 && rotate.is_finished() {
+            break;
+        }
+    }
+    rotate.join().unwrap();
+    assert!(sent >= 50_000, "only {sent} requests");
+    // Exactly one line per request, across the two files, each a whole
+    // line with the right status and byte count.
+    let load_lines = || lines(&rotated).iter().chain(&lines(&log)).filter(|l| *l == "200 100 /size/100").count() as u64;
+    wait_for(30, "every line", || (load_lines() >= sent).then_some(()));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (a, b) = (lines(&rotated), lines(&log));
+    assert!(a.len() > 1 && !b.is_empty(), "both files hold lines ({} + {})", a.len(), b.len());
+    let (load, other): (Vec<&String>, Vec<&String>) = a.iter().chain(&b).partition(|l| *l == "200 100 /size/100");
+    assert_eq!(load.len() as u64, sent, "one line per request, each with its status and byte count");
+    assert!(other.iter().all(|l| *l == "200 1 /size/1"), "only the markers besides: {other:?}");
+    assert!(!ncsa.has_line(false, |l| l.contains("overrun")), "{:?}", ncsa.err);
+}
+
+#[test]
+fn json_lines_and_presets() {
+    let log = golden("session.vsl");
+    let log = log.to_str().unwrap();
+    let text = stdout(&run("cache-ncsa", &["-j", "-r", log]));
+    let rows: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    assert_eq!(rows.len(), 10);
+    assert_eq!(rows[0]["status"], 200);
+    assert_eq!(rows[0]["bytes"], 10);
+    assert_eq!(rows[1]["req_referer"], "http://example.com/start");
+    assert_eq!(rows[1]["user"], "alice");
+    assert!(rows[0]["req_referer"].is_null());
+    assert!(rows[0]["time"].as_str().is_some_and(|t| t.starts_with("2026-") && t.contains('T')));
+    let rich = stdout(&run("cache-ncsa", &["--format-preset", "json", "-r", log]));
+    let first: serde_json::Value = serde_json::from_str(rich.lines().next().unwrap()).unwrap();
+    for k in ["host", "request", "status", "bytes", "duration_us", "hitmiss", "handling", "time_firstbyte", "vxid", "method", "url"] {
+        assert!(first.get(k).is_some(), "{k} in {first}");
+    }
+    // A header value with quotes and control characters stays valid JSON.
+    assert!(text.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
+    let common = stdout(&run("cache-ncsa", &["--format-preset", "common", "-r", log]));
+    assert!(common.lines().next().unwrap().ends_with("\"GET http://127.0.0.1:18081/size/10?max_age=60 HTTP/1.1\" 200 10"), "{common}");
+    let f = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(f.path(), "%s %U\n").unwrap();
+    assert_eq!(stdout(&run("cache-ncsa", &["-f", f.path().to_str().unwrap(), "-r", log])).lines().next(), Some("200 /size/10"));
+    assert_eq!(run("cache-ncsa", &["--format-preset", "nope", "-r", log]).status.code(), Some(2));
+}

@@ -124,7 +124,7 @@ pub fn stderr(o: &Output) -> String {
 
 /// A long-running reader whose stdout and stderr lines are collected.
 pub struct Follower {
-    child: Child,
+    pub child: Child,
     lines: mpsc::Receiver<(bool, String)>,
     pub out: Vec<String>,
     pub err: Vec<String>,
