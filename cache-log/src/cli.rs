@@ -11,8 +11,8 @@ pub struct Args {
     #[arg(short = 'd')]
     pub dump: bool,
 
-    /// Grouping: raw, vxid or request.
-    #[arg(short = 'g', value_name = "raw|vxid|request", default_value = "vxid")]
+    /// Grouping: raw, vxid, request or session.
+    #[arg(short = 'g', value_name = "raw|vxid|request|session", default_value = "vxid")]
     pub grouping: Grouping,
 
     /// Instance directory (as for cache-d -n).

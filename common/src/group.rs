@@ -6,10 +6,15 @@
 //! * `raw`: every record alone (level 0);
 //! * `vxid`: each transaction alone (level 1);
 //! * `request`: a client request (level 1) followed by the backend requests
-//!   it links to (level 2). A backend transaction usually ends before its
-//!   client request does, so it waits for its parent; a request waits for
-//!   the children it links to. Anything left waiting longer than the timeout
-//!   (or at a flush) is emitted with what has arrived.
+//!   it links to (level 2);
+//! * `session`: a client connection (level 1), its requests (level 2) and
+//!   their backend requests (level 3).
+//!
+//! A child usually ends before its parent does, so finished transactions
+//! wait until the root of their group (a request, or a session) has ended
+//! and every transaction it links to, all the way down, has arrived. Anything
+//! left waiting longer than the timeout (or at a flush) is emitted with what
+//! has arrived.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -22,6 +27,7 @@ pub enum Grouping {
     Raw,
     Vxid,
     Request,
+    Session,
 }
 
 impl std::str::FromStr for Grouping {
@@ -31,8 +37,8 @@ impl std::str::FromStr for Grouping {
             "raw" => Ok(Grouping::Raw),
             "vxid" => Ok(Grouping::Vxid),
             "request" => Ok(Grouping::Request),
-            "session" => Err("grouping \"session\" is not supported yet; use raw, vxid or request".into()),
-            _ => Err(format!("unknown grouping \"{s}\"; use raw, vxid or request")),
+            "session" => Ok(Grouping::Session),
+            _ => Err(format!("unknown grouping \"{s}\"; use raw, vxid, request or session")),
         }
     }
 }
@@ -124,20 +130,18 @@ pub struct Group {
 pub struct Grouper {
     mode: Grouping,
     open: HashMap<u32, Tx>,
-    /// Finished requests waiting for linked children.
-    waiting: HashMap<u32, Tx>,
-    /// Finished children waiting for their parent, by child vxid.
-    orphans: HashMap<u32, Tx>,
+    /// Finished transactions waiting for the rest of their group.
+    done: HashMap<u32, Tx>,
 }
 
 impl Grouper {
     pub fn new(mode: Grouping) -> Grouper {
-        Grouper { mode, open: HashMap::new(), waiting: HashMap::new(), orphans: HashMap::new() }
+        Grouper { mode, open: HashMap::new(), done: HashMap::new() }
     }
 
     /// Transactions held back, not yet handed out.
     pub fn pending(&self) -> usize {
-        self.open.len() + self.waiting.len() + self.orphans.len()
+        self.open.len() + self.done.len()
     }
 
     /// Feed one record; finished groups are pushed to `out`.
@@ -181,50 +185,62 @@ impl Grouper {
         }
     }
 
+    /// Does `tx` head a group in this mode?
+    fn is_root(&self, tx: &Tx) -> bool {
+        match self.mode {
+            Grouping::Session => matches!(tx.kind, TxKind::Session | TxKind::Record),
+            _ => matches!(tx.kind, TxKind::Request | TxKind::Record),
+        }
+    }
+
     fn finished(&mut self, tx: Tx, out: &mut Vec<Group>) {
         if self.mode == Grouping::Vxid {
             out.push(Group { txs: vec![(1, tx)] });
             return;
         }
-        match tx.kind {
-            // Sessions are not part of request grouping.
-            TxKind::Session => {}
-            TxKind::BeReq | TxKind::Request if self.waiting.contains_key(&tx.parent) => {
-                let parent = tx.parent;
-                self.orphans.insert(tx.vxid, tx);
-                self.try_emit(parent, out);
+        // Sessions are not part of request grouping.
+        if self.mode == Grouping::Request && tx.kind == TxKind::Session {
+            return;
+        }
+        // Walk up to the root this transaction belongs to; if the chain is
+        // not all here yet, wait.
+        let mut cur = tx.vxid;
+        self.done.insert(cur, tx);
+        loop {
+            let t = &self.done[&cur];
+            if self.is_root(t) {
+                if self.complete(cur, 0) {
+                    let g = self.assemble(cur);
+                    out.push(g);
+                }
+                return;
             }
-            TxKind::BeReq => {
-                self.orphans.insert(tx.vxid, tx);
-            }
-            TxKind::Request | TxKind::Record => {
-                let vxid = tx.vxid;
-                self.waiting.insert(vxid, tx);
-                self.try_emit(vxid, out);
+            if self.done.contains_key(&t.parent) && t.parent != cur {
+                cur = t.parent;
+            } else {
+                return;
             }
         }
     }
 
-    /// Emit request `vxid` if every child it links to has arrived.
-    fn try_emit(&mut self, vxid: u32, out: &mut Vec<Group>) {
-        let ready = match self.waiting.get(&vxid) {
-            Some(tx) => tx.links.iter().all(|c| self.orphans.contains_key(c)),
-            None => false,
-        };
-        if ready {
-            if let Some(tx) = self.waiting.remove(&vxid) {
-                out.push(self.assemble(tx));
-            }
-        }
+    /// Has `vxid` and everything it links to (all the way down) arrived?
+    fn complete(&self, vxid: u32, depth: usize) -> bool {
+        depth < 16 && self.done.get(&vxid).is_some_and(|t| t.links.iter().all(|c| self.complete(*c, depth + 1)))
     }
 
-    fn assemble(&mut self, root: Tx) -> Group {
+    /// Take `root` and whatever of its descendants has arrived, in link
+    /// order, with their levels.
+    fn assemble(&mut self, root: u32) -> Group {
         let mut txs = Vec::new();
-        let links = root.links.clone();
-        txs.push((1, root));
-        for c in links {
-            if let Some(child) = self.orphans.remove(&c) {
-                txs.push((2, child));
+        let mut stack = vec![(root, 1usize)];
+        while let Some((v, level)) = stack.pop() {
+            if let Some(tx) = self.done.remove(&v) {
+                for c in tx.links.iter().rev() {
+                    if level < 16 {
+                        stack.push((*c, level + 1));
+                    }
+                }
+                txs.push((level, tx));
             }
         }
         Group { txs }
@@ -233,22 +249,19 @@ impl Grouper {
     /// Emit everything that waited longer than `timeout` (varnishlog `-T`).
     pub fn expire(&mut self, now: Instant, timeout: Duration, out: &mut Vec<Group>) {
         let old = |t: &Tx| now.duration_since(t.seen) >= timeout;
-        let roots: Vec<u32> = self.waiting.values().filter(|t| old(t)).map(|t| t.vxid).collect();
-        for v in roots {
-            if let Some(tx) = self.waiting.remove(&v) {
-                out.push(self.assemble(tx));
-            }
-        }
-        let lone: Vec<u32> = self.orphans.values().filter(|t| old(t)).map(|t| t.vxid).collect();
-        for v in lone {
-            if let Some(tx) = self.orphans.remove(&v) {
-                out.push(Group { txs: vec![(1, tx)] });
-            }
-        }
         let open: Vec<u32> = self.open.values().filter(|t| old(t)).map(|t| t.vxid).collect();
         for v in open {
             if let Some(tx) = self.open.remove(&v) {
                 self.finished(tx, out);
+            }
+        }
+        let mut stale: Vec<u32> =
+            self.done.values().filter(|t| old(t) && (self.is_root(t) || !self.done.contains_key(&t.parent))).map(|t| t.vxid).collect();
+        stale.sort_unstable();
+        for v in stale {
+            if self.done.contains_key(&v) {
+                let g = self.assemble(v);
+                out.push(g);
             }
         }
     }
@@ -260,14 +273,21 @@ impl Grouper {
         for tx in open {
             self.finished(tx, out);
         }
-        let mut roots: Vec<Tx> = self.waiting.drain().map(|(_, t)| t).collect();
-        roots.sort_by_key(|t| t.vxid);
-        for tx in roots {
-            out.push(self.assemble(tx));
+        // Roots first (with what they have), then whatever is left alone.
+        let mut roots: Vec<u32> = self.done.values().filter(|t| self.is_root(t)).map(|t| t.vxid).collect();
+        roots.sort_unstable();
+        for v in roots {
+            let g = self.assemble(v);
+            out.push(g);
         }
-        let mut lone: Vec<Tx> = self.orphans.drain().map(|(_, t)| t).collect();
-        lone.sort_by_key(|t| t.vxid);
-        out.extend(lone.into_iter().map(|t| Group { txs: vec![(1, t)] }));
+        let mut rest: Vec<u32> = self.done.keys().copied().collect();
+        rest.sort_unstable();
+        for v in rest {
+            if self.done.contains_key(&v) {
+                let g = self.assemble(v);
+                out.push(g);
+            }
+        }
     }
 }
 
@@ -345,8 +365,30 @@ mod tests {
     }
 
     #[test]
+    fn sessions_hold_their_requests_and_those_their_fetches() {
+        let mut g = Grouper::new(Grouping::Session);
+        let mut out = Vec::new();
+        // The usual order: bereq, its request, the next request, the session.
+        feed_all(&mut g, &tx("bereq", 3, 2, Side::Backend, None), &mut out);
+        feed_all(&mut g, &tx("req", 2, 1, Side::Client, Some(3)), &mut out);
+        feed_all(&mut g, &tx("req", 4, 1, Side::Client, None), &mut out);
+        assert!(out.is_empty(), "the session has not ended");
+        let mut s = Batch::new();
+        s.rec(Tag::Begin, Side::Client, 1, b"sess 0 HTTP/1");
+        s.rec(Tag::Link, Side::Client, 1, b"req 2 rxreq");
+        s.rec(Tag::Link, Side::Client, 1, b"req 4 rxreq");
+        s.rec(Tag::End, Side::Client, 1, b"");
+        feed_all(&mut g, &s, &mut out);
+        assert_eq!(out.len(), 1);
+        let levels: Vec<_> = out[0].txs.iter().map(|(l, t)| (*l, t.vxid)).collect();
+        assert_eq!(levels, vec![(1, 1), (2, 2), (3, 3), (2, 4)]);
+        assert_eq!(g.pending(), 0);
+    }
+
+    #[test]
     fn grouping_names() {
         assert_eq!("request".parse::<Grouping>(), Ok(Grouping::Request));
+        assert_eq!("session".parse::<Grouping>(), Ok(Grouping::Session));
         assert!("bogus".parse::<Grouping>().is_err());
     }
 }

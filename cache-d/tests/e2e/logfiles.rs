@@ -1,5 +1,5 @@
 //! Log files: golden outputs of cache-log and cache-ncsa for a recorded log
-//! (tests/golden/session.vsl: a miss, a hit, HEAD, a pass with a cookie, a
+//! (tests/golden/session.vsl, in every grouping: a miss, a hit, HEAD, a pass with a cookie, a
 //! 404, a POST, a range, a 400, a pipe, basic auth), checked byte for byte —
 //! and, where Varnish is installed, against varnishlog and varnishncsa
 //! reading the same file. Then -w/-a/-r against a live daemon.
@@ -33,7 +33,7 @@ fn reference(tool: &str, args: &[&str]) -> Option<String> {
 fn golden_outputs_match_byte_for_byte() {
     let log = golden("session.vsl");
     let log = log.to_str().unwrap();
-    for g in ["raw", "vxid", "request"] {
+    for g in ["raw", "vxid", "request", "session"] {
         let ours = stdout(&run("cache-log", &["-r", log, "-g", g]));
         expect(&format!("log-{g}.txt"), &ours);
         if let Some(theirs) = reference("varnishlog", &["-r", log, "-g", g]) {
