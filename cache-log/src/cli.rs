@@ -27,6 +27,37 @@ pub struct Args {
     #[arg(short = 'x', value_name = "TAGLIST")]
     pub exclude: Vec<String>,
 
+    /// Only show records whose payload matches REGEX (only records of TAG
+    /// when given as TAG:REGEX). Repeatable.
+    #[arg(short = 'I', value_name = "[TAG:]REGEX")]
+    pub include_regex: Vec<String>,
+
+    /// Hide records whose payload matches REGEX (of TAG, with TAG:REGEX).
+    /// Repeatable.
+    #[arg(short = 'X', value_name = "[TAG:]REGEX")]
+    pub exclude_regex: Vec<String>,
+
+    /// Only backend transactions.
+    #[arg(short = 'b')]
+    pub backend: bool,
+
+    /// Only client transactions (requests and sessions).
+    #[arg(short = 'c')]
+    pub client: bool,
+
+    /// Stop after showing N groups (transactions, requests, sessions).
+    #[arg(short = 'k', value_name = "N")]
+    pub keep: Option<u64>,
+
+    /// Verbose: show each record's transaction id and side, as -g raw does.
+    #[arg(short = 'v')]
+    pub verbose: bool,
+
+    /// One JSON object per transaction instead of text: vxid, type, level,
+    /// parent and the records ([{"tag", "side", "payload"}]).
+    #[arg(long)]
+    pub json: bool,
+
     /// Only show groups that match this query (see cache-log(1), QUERY
     /// LANGUAGE), e.g. 'RespStatus >= 500 or ReqURL ~ "^/api/"'.
     #[arg(short = 'q', value_name = "QUERY")]
@@ -45,6 +76,10 @@ pub struct Args {
     /// With -w, append to FILE instead of overwriting it.
     #[arg(short = 'a', requires = "write")]
     pub append: bool,
+
+    /// -i/-x/-I/-X in command-line order (filled by main from argv).
+    #[arg(skip)]
+    pub selection: Vec<(char, String)>,
 
     /// Seconds to wait for an incomplete transaction before showing it.
     #[arg(short = 'T', value_name = "SECONDS", default_value_t = 120.0)]

@@ -2,7 +2,6 @@
 
 pub mod cli;
 
-use std::collections::HashSet;
 use std::io::Write;
 use std::time::Duration;
 
@@ -33,34 +32,115 @@ pub fn parse_taglist(list: &str) -> Result<Vec<Tag>, String> {
     Ok(out)
 }
 
-/// Which records to show.
+/// What the selection options say of one tag.
+#[derive(Clone, Debug, Default)]
+struct TagSel {
+    /// -i (true) or -x (false), the last one given for this tag.
+    listed: Option<bool>,
+    /// -I: shown when the payload matches one of these.
+    show_if: Vec<regex::Regex>,
+    /// -X: hidden when the payload matches one of these.
+    hide_if: Vec<regex::Regex>,
+}
+
+/// Which records to show, as varnishlog decides: a record whose payload
+/// matches a -X of its tag is hidden; else a tag named by -i is shown, by
+/// -x hidden; else a tag with -I regexes is shown when one matches; else
+/// everything is shown, unless the first selection option was an include
+/// (-i or -I).
 pub struct Filter {
-    include: Option<HashSet<Tag>>,
-    exclude: HashSet<Tag>,
+    tags: Vec<TagSel>,
+    default_show: bool,
+}
+
+/// Parse `[TAG:]REGEX` (-I / -X); without a tag list, every tag.
+fn tag_regex(spec: &str) -> Result<(Vec<Tag>, regex::Regex), String> {
+    let (tags, re) = match spec.split_once(':') {
+        Some((t, r)) if !t.is_empty() && parse_taglist(t).is_ok() => (parse_taglist(t)?, r),
+        _ => (Tag::ALL.to_vec(), spec),
+    };
+    let re = regex::Regex::new(re).map_err(|e| format!("bad regular expression \"{re}\": {e}"))?;
+    Ok((tags, re))
 }
 
 impl Filter {
-    pub fn new(include: &[String], exclude: &[String]) -> Result<Filter, String> {
-        let mut inc = HashSet::new();
-        for l in include {
-            inc.extend(parse_taglist(l)?);
+    /// From the selection options in the order given: ('i'|'x'|'I'|'X', argument).
+    pub fn new(selection: &[(char, String)]) -> Result<Filter, String> {
+        let default_show = !matches!(selection.first(), Some(('i' | 'I', _)));
+        let mut tags = vec![TagSel::default(); 256];
+        for (opt, arg) in selection {
+            match opt {
+                'i' | 'x' => {
+                    for t in parse_taglist(arg)? {
+                        tags[t as usize].listed = Some(*opt == 'i');
+                    }
+                }
+                _ => {
+                    let (list, re) = tag_regex(arg)?;
+                    for t in list {
+                        let slot = &mut tags[t as usize];
+                        if *opt == 'I' {
+                            slot.show_if.push(re.clone());
+                        } else {
+                            slot.hide_if.push(re.clone());
+                        }
+                    }
+                }
+            }
         }
-        let mut exc = HashSet::new();
-        for l in exclude {
-            exc.extend(parse_taglist(l)?);
-        }
-        Ok(Filter { include: (!include.is_empty()).then_some(inc), exclude: exc })
+        Ok(Filter { tags, default_show })
     }
-    fn shows(&self, t: Tag) -> bool {
-        !self.exclude.contains(&t) && self.include.as_ref().is_none_or(|i| i.contains(&t))
+
+    fn shows(&self, r: &OwnedRecord) -> bool {
+        let sel = &self.tags[r.tag as usize];
+        if !sel.hide_if.is_empty() && sel.hide_if.iter().any(|re| re.is_match(&r.text())) {
+            return false;
+        }
+        if let Some(listed) = sel.listed {
+            return listed;
+        }
+        if !sel.show_if.is_empty() {
+            return sel.show_if.iter().any(|re| re.is_match(&r.text()));
+        }
+        self.default_show
     }
 }
 
+/// The -i/-x/-I/-X options of a command line, in their order (clap keeps
+/// each kind apart; the order matters).
+pub fn selection_order(argv: &[String]) -> Vec<(char, String)> {
+    let mut out = Vec::new();
+    let mut it = argv.iter().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--" {
+            break;
+        }
+        let Some(rest) = a.strip_prefix('-').filter(|r| !r.starts_with('-')) else { continue };
+        let mut chars = rest.char_indices();
+        while let Some((i, c)) = chars.next() {
+            if matches!(c, 'i' | 'x' | 'I' | 'X') {
+                let val = &rest[i + 1..];
+                let val = if val.is_empty() { it.next().cloned().unwrap_or_default() } else { val.to_string() };
+                out.push((c, val));
+                break;
+            }
+            // Options that take a value end the cluster.
+            if matches!(c, 'g' | 'n' | 'q' | 'r' | 'w' | 'T' | 't' | 'k') {
+                if rest.len() == i + 1 {
+                    it.next();
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
 /// Write one group in varnishlog's layout.
-pub fn write_group(out: &mut (impl Write + ?Sized), g: &Group, raw: bool, filter: &Filter) -> std::io::Result<()> {
+pub fn write_group(out: &mut (impl Write + ?Sized), g: &Group, raw: bool, verbose: bool, filter: &Filter) -> std::io::Result<()> {
     if raw {
         for (_, tx) in &g.txs {
-            for r in tx.records.iter().filter(|r| filter.shows(r.tag)) {
+            for r in tx.records.iter().filter(|r| filter.shows(r)) {
                 write_raw(out, r)?;
             }
         }
@@ -68,13 +148,60 @@ pub fn write_group(out: &mut (impl Write + ?Sized), g: &Group, raw: bool, filter
     }
     for (level, tx) in &g.txs {
         let stars = "*".repeat(*level);
-        writeln!(out, "{stars:<3} << {:<8} >> {:<10}", tx.kind.label(), tx.vxid)?;
+        if verbose {
+            writeln!(out, "{stars:<3} {:10} << {:<8} >>   {:<10}", "", tx.kind.label(), tx.vxid)?;
+        } else {
+            writeln!(out, "{stars:<3} << {:<8} >> {:<10}", tx.kind.label(), tx.vxid)?;
+        }
         let dashes = "-".repeat(*level);
-        for r in tx.records.iter().filter(|r| filter.shows(r.tag)) {
-            writeln!(out, "{dashes:<3} {:<14} {}", r.tag.name(), r.text())?;
+        for r in tx.records.iter().filter(|r| filter.shows(r)) {
+            if verbose {
+                writeln!(out, "{dashes:<3} {:>10} {:<14} {} {}", r.vxid, r.tag.name(), r.side.letter() as char, r.text())?;
+            } else {
+                writeln!(out, "{dashes:<3} {:<14} {}", r.tag.name(), r.text())?;
+            }
         }
     }
     writeln!(out)
+}
+
+/// --json: one object per transaction.
+pub fn write_json(out: &mut (impl Write + ?Sized), g: &Group, filter: &Filter) -> std::io::Result<()> {
+    for (level, tx) in &g.txs {
+        let records: Vec<serde_json::Value> = tx
+            .records
+            .iter()
+            .filter(|r| filter.shows(r))
+            .map(|r| serde_json::json!({"tag": r.tag.name(), "side": (r.side.letter() as char).to_string(), "payload": r.text()}))
+            .collect();
+        let v = serde_json::json!({
+            "vxid": tx.vxid, "type": tx.kind.label(), "level": level, "parent": tx.parent,
+            "complete": tx.complete, "records": records,
+        });
+        serde_json::to_writer(&mut *out, &v).map_err(std::io::Error::other)?;
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// -b / -c: the transactions of that side (call only when one is set).
+fn sides(g: &Group, backend: bool) -> Option<Group> {
+    let txs: Vec<(usize, common::group::Tx)> = g
+        .txs
+        .iter()
+        .filter(|(_, t)| {
+            use common::group::TxKind;
+            match t.kind {
+                TxKind::BeReq => backend,
+                TxKind::Request => !backend,
+                // varnishlog -c shows requests, not sessions.
+                TxKind::Session => false,
+                TxKind::Record => backend != t.is_client(),
+            }
+        })
+        .cloned()
+        .collect();
+    (!txs.is_empty()).then_some(Group { txs })
 }
 
 fn write_raw(out: &mut (impl Write + ?Sized), r: &OwnedRecord) -> std::io::Result<()> {
@@ -83,17 +210,42 @@ fn write_raw(out: &mut (impl Write + ?Sized), r: &OwnedRecord) -> std::io::Resul
 
 /// Run cache-log. Returns Err with a message for main to print.
 pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
-    let filter = Filter::new(&args.include, &args.exclude)?;
+    // The order of -i/-x/-I/-X matters; main passes it (else kinds in turn).
+    let selection = if args.selection.is_empty() {
+        let kinds = [('i', &args.include), ('x', &args.exclude), ('I', &args.include_regex), ('X', &args.exclude_regex)];
+        kinds.iter().flat_map(|(c, v)| v.iter().map(move |a| (*c, a.clone()))).collect()
+    } else {
+        args.selection.clone()
+    };
+    let filter = Filter::new(&selection)?;
     let query = args.query.as_deref().map(common::query::Query::parse).transpose().map_err(|e| e.to_string())?;
     let raw = args.grouping == Grouping::Raw;
+    let mut shown = 0u64;
     let mut file = args.write.as_deref().map(|p| common::vslfile::create(p, args.append)).transpose()?;
     let mut emit = |out: &mut dyn Write, g: &Group| -> std::io::Result<()> {
-        if query.as_ref().is_some_and(|q| !q.matches(g)) {
+        if query.as_ref().is_some_and(|q| !q.matches(g)) || args.keep.is_some_and(|k| shown >= k) {
             return Ok(());
+        }
+        let one_side;
+        let g = if args.backend != args.client {
+            match sides(g, args.backend) {
+                Some(x) => {
+                    one_side = x;
+                    &one_side
+                }
+                None => return Ok(()),
+            }
+        } else {
+            g
+        };
+        shown += 1;
+        if args.keep.is_some_and(|k| shown >= k) {
+            follow::STOP_REQUESTED.store(true, std::sync::atomic::Ordering::SeqCst);
         }
         match file.as_mut() {
             Some(f) => common::vslfile::write_group(f, g),
-            None => write_group(out, g, raw, &filter),
+            None if args.json => write_json(out, g, &filter),
+            None => write_group(out, g, raw, args.verbose, &filter),
         }
     };
     let res = match &args.read {

@@ -100,6 +100,9 @@ pub fn read_groups<W: Write + ?Sized>(
         Ok(())
     };
     read(path, |r| {
+        if crate::follow::STOP_REQUESTED.load(std::sync::atomic::Ordering::SeqCst) {
+            return false;
+        }
         grouper.feed(r, now, &mut groups);
         match send(&mut groups, out) {
             Ok(()) => true,

@@ -175,3 +175,46 @@ fn json_lines_and_presets() {
     assert_eq!(stdout(&run("cache-ncsa", &["-f", f.path().to_str().unwrap(), "-r", log])).lines().next(), Some("200 /size/10"));
     assert_eq!(run("cache-ncsa", &["--format-preset", "nope", "-r", log]).status.code(), Some(2));
 }
+
+#[test]
+fn record_and_transaction_selection_as_varnishlog() {
+    let log = golden("session.vsl");
+    let log = log.to_str().unwrap();
+    let cases: &[&[&str]] = &[
+        &["-b"],
+        &["-c"],
+        &["-c", "-g", "session"],
+        &["-k", "2"],
+        &["-v"],
+        &["-v", "-g", "request"],
+        &["-I", "ReqURL:size/3"],
+        &["-X", "ReqHeader:curl"],
+        &["-I", "ReqHeader:Host", "-i", "ReqHeader"],
+        &["-X", "ReqHeader:curl", "-i", "ReqHeader"],
+        &["-i", "Req*", "-x", "ReqHeader"],
+        &["-x", "Timestamp,VCL_*"],
+        &["-I", "size/3"],
+    ];
+    for args in cases {
+        let mut a = vec!["-r", log];
+        a.extend_from_slice(args);
+        let ours = stdout(&run("cache-log", &a));
+        assert!(!ours.is_empty(), "{args:?}");
+        if let Some(theirs) = reference("varnishlog", &a) {
+            assert!(ours == theirs, "cache-log {args:?} differs from varnishlog");
+        }
+    }
+    // Without the reference at hand, the essentials.
+    let b = stdout(&run("cache-log", &["-r", log, "-b"]));
+    assert!(b.contains("<< BeReq") && !b.contains("<< Request") && !b.contains("<< Session"));
+    let k = stdout(&run("cache-log", &["-r", log, "-k", "2"]));
+    assert_eq!(k.matches("<< ").count(), 2);
+    let i = stdout(&run("cache-log", &["-r", log, "-I", "ReqURL:size/3"]));
+    assert_eq!(i.lines().filter(|l| l.starts_with('-')).collect::<Vec<_>>(), ["-   ReqURL         /size/3?status=404"]);
+    // --json: one object per transaction.
+    let j = stdout(&run("cache-log", &["-r", log, "-g", "request", "--json"]));
+    let objs: Vec<serde_json::Value> = j.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(objs.iter().any(|o| o["type"] == "Request" && o["level"] == 1));
+    assert!(objs.iter().any(|o| o["type"] == "BeReq" && o["level"] == 2 && o["records"][0]["tag"] == "Begin"));
+    assert!(objs.iter().all(|o| o["records"].as_array().is_some_and(|r| !r.is_empty())));
+}
