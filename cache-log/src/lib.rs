@@ -116,8 +116,7 @@ pub fn selection_order(argv: &[String]) -> Vec<(char, String)> {
             break;
         }
         let Some(rest) = a.strip_prefix('-').filter(|r| !r.starts_with('-')) else { continue };
-        let mut chars = rest.char_indices();
-        while let Some((i, c)) = chars.next() {
+        for (i, c) in rest.char_indices() {
             if matches!(c, 'i' | 'x' | 'I' | 'X') {
                 let val = &rest[i + 1..];
                 let val = if val.is_empty() { it.next().cloned().unwrap_or_default() } else { val.to_string() };
@@ -156,7 +155,7 @@ pub fn write_group(out: &mut (impl Write + ?Sized), g: &Group, raw: bool, verbos
         let dashes = "-".repeat(*level);
         for r in tx.records.iter().filter(|r| filter.shows(r)) {
             if verbose {
-                writeln!(out, "{dashes:<3} {:>10} {:<14} {} {}", r.vxid, r.tag.name(), r.side.letter() as char, r.text())?;
+                writeln!(out, "{dashes:<3} {:>10} {:<14} {} {}", r.vxid, r.tag.name(), r.side.letter(), r.text())?;
             } else {
                 writeln!(out, "{dashes:<3} {:<14} {}", r.tag.name(), r.text())?;
             }
@@ -172,7 +171,7 @@ pub fn write_json(out: &mut (impl Write + ?Sized), g: &Group, filter: &Filter) -
             .records
             .iter()
             .filter(|r| filter.shows(r))
-            .map(|r| serde_json::json!({"tag": r.tag.name(), "side": (r.side.letter() as char).to_string(), "payload": r.text()}))
+            .map(|r| serde_json::json!({"tag": r.tag.name(), "side": r.side.letter().to_string(), "payload": r.text()}))
             .collect();
         let v = serde_json::json!({
             "vxid": tx.vxid, "type": tx.kind.label(), "level": level, "parent": tx.parent,
