@@ -58,6 +58,23 @@ pub struct Args {
     #[arg(short = 'q', value_name = "QUERY")]
     pub query: Option<String>,
 
+    /// Log backend requests (alone, or with -c as well).
+    #[arg(short = 'b')]
+    pub backend: bool,
+
+    /// Log client requests (the default; with -b, both).
+    #[arg(short = 'c')]
+    pub client: bool,
+
+    /// Log ESI subrequests too (cache-d does no ESI yet: no such lines).
+    #[arg(short = 'E')]
+    pub esi: bool,
+
+    /// Grouping for -q: vxid (each transaction alone, the default) or
+    /// request (a request with its backend requests).
+    #[arg(short = 'g', value_name = "vxid|request", default_value = "vxid", value_parser = ["vxid", "request"])]
+    pub grouping: String,
+
     /// Read the log from FILE (written by cache-log -w or varnishlog -w;
     /// "-" is stdin) instead of the instance, then exit.
     #[arg(short = 'r', value_name = "FILE")]

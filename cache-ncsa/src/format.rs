@@ -124,9 +124,9 @@ impl Format {
         Ok(Format { items })
     }
 
-    /// Render the line for a client transaction; None if it has no line
-    /// (not a client request, garbage, restarted, or a time specifier
-    /// without a Start timestamp).
+    /// Render the line for a client request or a backend request; None if
+    /// it has no line (a session, garbage, restarted, or a time specifier
+    /// without a Start timestamp). The caller picks the sides (-b / -c).
     pub fn render(&self, tx: &Tx) -> Option<String> {
         let f = Fields::of(tx)?;
         let mut out = String::with_capacity(256);
@@ -196,7 +196,7 @@ impl Format {
                 Item::RespHeader(h) => opt(&mut out, f.resp_header(h)),
                 Item::Extended(x) => match x.as_str() {
                     "Varnish:vxid" => out.push_str(&tx.vxid.to_string()),
-                    "Varnish:side" => out.push('c'),
+                    "Varnish:side" => out.push(if f.backend { 'b' } else { 'c' }),
                     "Varnish:time_firstbyte" => opt(&mut out, f.firstbyte),
                     "Varnish:hitmiss" => out.push_str(f.handling().0),
                     "Varnish:handling" => out.push_str(f.handling().1),
@@ -284,7 +284,7 @@ impl Format {
                     let name = x.strip_prefix("Varnish:").unwrap_or(x).to_string();
                     let v = match x.as_str() {
                         "Varnish:vxid" => json!(tx.vxid),
-                        "Varnish:side" => json!("c"),
+                        "Varnish:side" => json!(if f.backend { "b" } else { "c" }),
                         "Varnish:time_firstbyte" => f.firstbyte.and_then(|v| v.parse::<f64>().ok()).map_or(Value::Null, |v| json!(v)),
                         "Varnish:hitmiss" => json!(f.handling().0),
                         "Varnish:handling" => json!(f.handling().1),
@@ -331,6 +331,8 @@ pub fn escape(out: &mut String, s: &str) {
 
 /// The values of one client transaction that formats use.
 struct Fields<'a> {
+    /// A backend transaction (-b): Bereq*/Beresp* tags instead of Req*/Resp*.
+    backend: bool,
     tx: &'a Tx,
     client_ip: Option<&'a str>,
     method: Option<&'a str>,
@@ -351,11 +353,15 @@ fn text(r: &common::group::OwnedRecord) -> &str {
 
 impl<'a> Fields<'a> {
     fn of(tx: &'a Tx) -> Option<Fields<'a>> {
-        if !tx.is_client() || tx.kind != common::group::TxKind::Request {
-            return None;
-        }
+        use common::group::TxKind;
+        let backend = match tx.kind {
+            TxKind::Request if tx.is_client() => false,
+            TxKind::BeReq => true,
+            _ => return None,
+        };
         let mut f = Fields {
             tx,
+            backend,
             client_ip: None,
             method: None,
             url: None,
@@ -369,24 +375,26 @@ impl<'a> Fields<'a> {
         };
         for r in &tx.records {
             let t = text(r);
-            match r.tag {
-                Tag::HttpGarbage => return None,
-                Tag::VclReturn if t == "restart" => return None,
-                Tag::ReqStart => f.client_ip = t.split(' ').next(),
-                Tag::ReqMethod => f.method = f.method.or(Some(t)),
-                Tag::ReqUrl => f.url = f.url.or(Some(t)),
-                Tag::ReqProtocol => f.protocol = f.protocol.or(Some(t)),
-                Tag::RespStatus => f.status = Some(t),
-                Tag::ReqAcct => f.acct = Some(t),
-                Tag::PipeAcct => f.pipe_acct = Some(t),
-                Tag::Timestamp => {
+            match (r.tag, backend) {
+                (Tag::HttpGarbage, _) => return None,
+                (Tag::VclReturn, false) if t == "restart" => return None,
+                (Tag::ReqStart, false) => f.client_ip = t.split(' ').next(),
+                // A backend line's host is the backend's address.
+                (Tag::BackendOpen, true) => f.client_ip = t.split(' ').nth(2),
+                (Tag::ReqMethod, false) | (Tag::BereqMethod, true) => f.method = f.method.or(Some(t)),
+                (Tag::ReqUrl, false) | (Tag::BereqUrl, true) => f.url = f.url.or(Some(t)),
+                (Tag::ReqProtocol, false) | (Tag::BereqProtocol, true) => f.protocol = f.protocol.or(Some(t)),
+                (Tag::RespStatus, false) | (Tag::BerespStatus, true) => f.status = Some(t),
+                (Tag::ReqAcct, false) | (Tag::BereqAcct, true) => f.acct = Some(t),
+                (Tag::PipeAcct, false) => f.pipe_acct = Some(t),
+                (Tag::Timestamp, _) => {
                     let (label, rest) = t.split_once(": ").unwrap_or(("", ""));
                     let mut fields = rest.split(' ');
                     let abs = fields.next().and_then(|v| v.parse::<f64>().ok());
-                    match label {
-                        "Start" => f.start = abs,
-                        "Resp" | "PipeSess" => f.end = abs,
-                        "Process" | "Pipe" => f.firstbyte = f.firstbyte.or(fields.next()),
+                    match (label, backend) {
+                        ("Start", _) => f.start = abs,
+                        ("Resp" | "PipeSess", false) | ("BerespBody" | "Retry" | "Error", true) => f.end = abs,
+                        ("Process" | "Pipe", false) | ("Beresp", true) => f.firstbyte = f.firstbyte.or(fields.next()),
                         _ => {}
                     }
                 }
@@ -412,10 +420,10 @@ impl<'a> Fields<'a> {
         })
     }
     fn req_header(&self, name: &str) -> Option<&'a str> {
-        self.header(Tag::ReqHeader, name)
+        self.header(if self.backend { Tag::BereqHeader } else { Tag::ReqHeader }, name)
     }
     fn resp_header(&self, name: &str) -> Option<&'a str> {
-        self.header(Tag::RespHeader, name)
+        self.header(if self.backend { Tag::BerespHeader } else { Tag::RespHeader }, name)
     }
 
     /// `%u`: the user of an `Authorization: Basic` header.
@@ -436,6 +444,9 @@ impl<'a> Fields<'a> {
     /// (hitmiss, handling) from the VCL_call records.
     fn handling(&self) -> (&'static str, &'static str) {
         let mut res = ("-", "-");
+        if self.backend {
+            return res;
+        }
         for r in &self.tx.records {
             match (r.tag, text(r)) {
                 (Tag::VclCall, "HIT") => res = ("hit", "hit"),

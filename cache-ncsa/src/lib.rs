@@ -38,6 +38,13 @@ pub fn format_of(args: &Args) -> Result<(String, bool), String> {
     }
 }
 
+/// Which sides get lines.
+#[derive(Clone, Copy)]
+struct Sides {
+    client: bool,
+    backend: bool,
+}
+
 /// Write the lines of one group (when it matches the query).
 fn emit(
     out: &mut (impl Write + ?Sized),
@@ -45,11 +52,16 @@ fn emit(
     query: Option<&common::query::Query>,
     format: &Format,
     json: bool,
+    sides: Sides,
 ) -> std::io::Result<()> {
     if query.is_some_and(|q| !q.matches(g)) {
         return Ok(());
     }
     for (_, tx) in &g.txs {
+        let backend = tx.kind == common::group::TxKind::BeReq;
+        if (backend && !sides.backend) || (!backend && !sides.client) {
+            continue;
+        }
         let line = if json { format.render_json(tx) } else { format.render(tx) };
         if let Some(line) = line {
             writeln!(out, "{line}")?;
@@ -126,6 +138,14 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let format = Format::parse(&text)?;
     let query = args.query.as_deref().map(common::query::Query::parse).transpose().map_err(|e| e.to_string())?;
     let mut file = args.write.as_deref().map(|p| LogFile::open(p, args.append)).transpose()?;
+    let grouping = if args.grouping == "request" { Grouping::Request } else { Grouping::Vxid };
+    // As varnishncsa: client lines by default, backend lines with -b (and
+    // both with -b -c); request grouping logs every transaction of a group.
+    let sides = match (args.client, args.backend) {
+        _ if grouping == Grouping::Request => Sides { client: true, backend: true },
+        (false, false) => Sides { client: true, backend: false },
+        (c, b) => Sides { client: c, backend: b },
+    };
     if args.daemon {
         // Keep the working directory (relative paths stay valid); stdio to
         // /dev/null.
@@ -153,12 +173,12 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
         None => out,
     };
     let res = if let Some(path) = &args.read {
-        common::vslfile::read_groups(path, Grouping::Vxid, out, |o, g| emit(o, g, query.as_ref(), &format, json))
+        common::vslfile::read_groups(path, grouping, out, |o, g| emit(o, g, query.as_ref(), &format, json, sides))
     } else {
         let dir = common::instance::resolve(args.name.as_deref());
         let opts = follow::Options { dump: args.dump, wait: follow::parse_wait(args.wait.as_deref())? };
-        follow::follow_groups("cache-ncsa", &dir, &opts, Grouping::Vxid, Duration::from_secs(120), out, |o, g| {
-            emit(o, g, query.as_ref(), &format, json)
+        follow::follow_groups("cache-ncsa", &dir, &opts, grouping, Duration::from_secs(120), out, |o, g| {
+            emit(o, g, query.as_ref(), &format, json, sides)
         })
     };
     if let Some(f) = file.as_mut() {

@@ -50,6 +50,18 @@ fn golden_outputs_match_byte_for_byte() {
     if let Some(theirs) = reference("varnishncsa", &["-F", LETTERS, "-r", log]) {
         assert_eq!(ours, theirs, "every format letter");
     }
+    // Sides and grouping, as varnishncsa chooses them.
+    for extra in [&["-b"][..], &["-b", "-c"], &["-g", "request"], &["-g", "request", "-b"]] {
+        let mut a = vec!["-F", LETTERS, "-r", log];
+        a.extend_from_slice(extra);
+        let ours = stdout(&run("cache-ncsa", &a));
+        assert!(!ours.is_empty(), "{extra:?}");
+        if let Some(theirs) = reference("varnishncsa", &a) {
+            assert_eq!(ours, theirs, "{extra:?}");
+        }
+    }
+    let b = stdout(&run("cache-ncsa", &["-b", "-F", "%{Varnish:side}x %s %h", "-r", log]));
+    assert!(b.lines().all(|l| l.starts_with("b ")) && b.lines().count() == 5, "{b}");
     // Queries work on files too.
     let q = stdout(&run("cache-ncsa", &["-F", "%s %U", "-q", "RespStatus >= 400", "-r", log]));
     assert_eq!(q, "404 /size/3\n400 /\n");
@@ -217,4 +229,66 @@ fn record_and_transaction_selection_as_varnishlog() {
     assert!(objs.iter().any(|o| o["type"] == "Request" && o["level"] == 1));
     assert!(objs.iter().any(|o| o["type"] == "BeReq" && o["level"] == 2 && o["records"][0]["tag"] == "Begin"));
     assert!(objs.iter().all(|o| o["records"].as_array().is_some_and(|r| !r.is_empty())));
+}
+
+#[test]
+fn default_lines_match_varnishncsa_on_the_same_traffic() {
+    if !have("varnishd") {
+        return;
+    }
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (vport, vdir) = (free(), tmp.path().join("v"));
+    let mut v = std::process::Command::new("varnishd")
+        .args(["-j", "none", "-F", "-a", &format!("127.0.0.1:{vport}"), "-b", &format!("127.0.0.1:{}", origin.port)])
+        .arg("-n")
+        .arg(&vdir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let d = Daemon::start(&tmp.path().join("c"), &format!("127.0.0.1:{}", origin.port), &[]);
+    wait_for(30, "varnishd to serve", || std::net::TcpStream::connect(("127.0.0.1", vport)).ok());
+    // The same requests to both: misses, hits, a pass, a 404, a POST,
+    // a range, HEAD, odd headers.
+    let requests: &[(&str, &str, &str)] = &[
+        ("GET", "/size/10?max_age=60", ""),
+        ("GET", "/size/10?max_age=60", "Referer: http://example.com/a\r\nUser-Agent: Mozilla/5.0 \"quoted\"\r\n"),
+        ("HEAD", "/size/10?max_age=60", ""),
+        ("GET", "/size/5", "Cookie: s=1\r\n"),
+        ("GET", "/size/3?status=404", ""),
+        ("GET", "/size/10?max_age=60", "Range: bytes=2-5\r\n"),
+        ("GET", "/size/7", "Authorization: Basic Ym9iOnNlY3JldA==\r\n"),
+    ];
+    for port in [vport, d.port] {
+        let mut c = Client::connect(port);
+        for (m, u, h) in requests {
+            c.send_raw(format!("{m} {u} HTTP/1.1\r\nHost: 127.0.0.1\r\n{h}\r\n").as_bytes());
+            c.read_response(*m == "HEAD").expect("a response");
+        }
+        let mut c = Client::connect(port);
+        c.send_raw(b"POST /size/2 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n\r\nhello");
+        c.read_response(false).expect("a response");
+    }
+    let theirs = wait_for(10, "varnishncsa's lines", || {
+        let o = std::process::Command::new("varnishncsa").arg("-d").arg("-n").arg(&vdir).output().ok()?;
+        let t = String::from_utf8_lossy(&o.stdout).into_owned();
+        (t.lines().count() == 8).then_some(t)
+    });
+    let ours = stdout(&run("cache-ncsa", &["-d", "-n", d.dir.to_str().unwrap()]));
+    // Field by field, without the time: host ident user "request" status
+    // bytes "referer" "user-agent".
+    let fields = |line: &str| -> Vec<String> {
+        let (head, rest) = line.split_once(" [").unwrap();
+        let (_, rest) = rest.split_once("] ").unwrap();
+        let mut out: Vec<String> = head.split(' ').map(str::to_string).collect();
+        out.push(rest.to_string());
+        out
+    };
+    let (t, o): (Vec<_>, Vec<_>) = (theirs.lines().map(fields).collect(), ours.lines().map(fields).collect());
+    assert_eq!(t.len(), 8, "{theirs}");
+    assert_eq!(o, t, "cache-ncsa:\n{ours}\nvarnishncsa:\n{theirs}");
+    let _ = v.kill();
+    let _ = v.wait();
 }
