@@ -77,6 +77,14 @@ pub struct Args {
     #[arg(short = 'a', requires = "write")]
     pub append: bool,
 
+    /// Run in the background (with -w: SIGHUP reopens the file).
+    #[arg(short = 'D')]
+    pub daemon: bool,
+
+    /// Write the process id to FILE (removed at exit).
+    #[arg(short = 'P', value_name = "FILE")]
+    pub pid_file: Option<std::path::PathBuf>,
+
     /// -i/-x/-I/-X in command-line order (filled by main from argv).
     #[arg(skip)]
     pub selection: Vec<(char, String)>,

@@ -207,6 +207,44 @@ fn write_raw(out: &mut (impl Write + ?Sized), r: &OwnedRecord) -> std::io::Resul
     writeln!(out, "{:>10} {:<14} {} {}", r.vxid, r.tag.name(), r.side.letter(), r.text())
 }
 
+static REOPEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_hup(_: libc::c_int) {
+    REOPEN.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+extern "C" fn on_term(_: libc::c_int) {
+    follow::STOP_REQUESTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The -w file: records go out one group per write, so a reopen asked by
+/// SIGHUP happens between groups (the renamed file keeps whole groups).
+struct VslOut {
+    path: std::path::PathBuf,
+    w: std::io::BufWriter<std::fs::File>,
+}
+
+impl Write for VslOut {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if REOPEN.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            self.w.flush()?;
+            self.w = common::vslfile::create(&self.path, true).map_err(std::io::Error::other)?;
+        }
+        self.w.write_all(buf)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.w.flush()
+    }
+}
+
+/// Removes the pid file when dropped.
+struct PidFile(std::path::PathBuf);
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Run cache-log. Returns Err with a message for main to print.
 pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     // The order of -i/-x/-I/-X matters; main passes it (else kinds in turn).
@@ -220,7 +258,30 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let query = args.query.as_deref().map(common::query::Query::parse).transpose().map_err(|e| e.to_string())?;
     let raw = args.grouping == Grouping::Raw;
     let mut shown = 0u64;
-    let mut file = args.write.as_deref().map(|p| common::vslfile::create(p, args.append)).transpose()?;
+    let mut file = match args.write.as_deref() {
+        Some(p) => Some(VslOut { w: common::vslfile::create(p, args.append)?, path: p.to_path_buf() }),
+        None => None,
+    };
+    let writing = file.is_some();
+    if args.daemon {
+        // SAFETY: no threads yet; keep the working directory.
+        if unsafe { libc::daemon(1, 0) } != 0 {
+            return Err(format!("cannot daemonize: {}", std::io::Error::last_os_error()));
+        }
+    }
+    let _pid = match &args.pid_file {
+        Some(p) => {
+            std::fs::write(p, format!("{}\n", std::process::id())).map_err(|e| format!("{}: {e}", p.display()))?;
+            Some(PidFile(p.clone()))
+        }
+        None => None,
+    };
+    // SAFETY: the handlers only store to atomics.
+    unsafe {
+        libc::signal(libc::SIGHUP, on_hup as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, on_term as *const () as libc::sighandler_t);
+    }
     let mut emit = |out: &mut dyn Write, g: &Group| -> std::io::Result<()> {
         if query.as_ref().is_some_and(|q| !q.matches(g)) || args.keep.is_some_and(|k| shown >= k) {
             return Ok(());
@@ -241,23 +302,32 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
         if args.keep.is_some_and(|k| shown >= k) {
             follow::STOP_REQUESTED.store(true, std::sync::atomic::Ordering::SeqCst);
         }
-        match file.as_mut() {
-            Some(f) => common::vslfile::write_group(f, g),
-            None if args.json => write_json(out, g, &filter),
-            None => write_group(out, g, raw, args.verbose, &filter),
+        if g.txs.iter().any(|(_, t)| !t.complete) {
+            // Flushed after -T or at the end without its End record.
+            let v: Vec<String> = g.txs.iter().filter(|(_, t)| !t.complete).map(|(_, t)| t.vxid.to_string()).collect();
+            eprintln!("cache-log: incomplete transaction(s) {} (no End record seen)", v.join(" "));
+        }
+        match () {
+            _ if writing => common::vslfile::write_group(out, g),
+            _ if args.json => write_json(out, g, &filter),
+            _ => write_group(out, g, raw, args.verbose, &filter),
         }
     };
+    // With -w the file is the output (flushed after every batch, as
+    // stdout is).
+    let out: &mut dyn Write = match file.as_mut() {
+        Some(f) => f,
+        None => out,
+    };
     let res = match &args.read {
-        Some(path) => common::vslfile::read_groups(path, args.grouping, out as &mut dyn Write, |o, g| emit(o, g)),
+        Some(path) => common::vslfile::read_groups(path, args.grouping, out, |o, g| emit(o, g)),
         None => {
             let dir = common::instance::resolve(args.name.as_deref());
             let opts = follow::Options { dump: args.dump, wait: follow::parse_wait(args.wait.as_deref())? };
             let timeout = Duration::from_secs_f64(args.timeout.max(0.0));
-            follow::follow_groups("cache-log", &dir, &opts, args.grouping, timeout, out as &mut dyn Write, |o, g| emit(o, g))
+            follow::follow_groups("cache-log", &dir, &opts, args.grouping, timeout, out, |o, g| emit(o, g))
         }
     };
-    if let Some(mut f) = file {
-        f.flush().map_err(|e| format!("writing {}: {e}", args.write.as_deref().unwrap_or(std::path::Path::new("")).display()))?;
-    }
+    out.flush().map_err(|e| format!("writing output: {e}"))?;
     res
 }

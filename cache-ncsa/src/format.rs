@@ -31,6 +31,12 @@ enum Item {
     ReqHeader(String),
     RespHeader(String),
     Extended(String),
+    /// `%{VSL:Tag[:prefix][[field]]}x`: the first such record's payload.
+    Vsl {
+        tag: Tag,
+        prefix: Option<String>,
+        field: Option<usize>,
+    },
 }
 
 /// A parsed format.
@@ -105,6 +111,7 @@ impl Format {
                             "Varnish:vxid" | "Varnish:side" | "Varnish:time_firstbyte" | "Varnish:hitmiss" | "Varnish:handling" => {
                                 Item::Extended(x)
                             }
+                            v if v.starts_with("VSL:") => vsl_item(&v[4..])?,
                             _ => return Err(format!("unsupported %{{{x}}}x in format")),
                         },
                         (c, Some(a)) => return Err(format!("unknown format specifier %{{{a}}}{c}")),
@@ -194,6 +201,7 @@ impl Format {
                 Item::User => out.push_str(&f.user().unwrap_or_else(|| "-".into())),
                 Item::ReqHeader(h) => opt(&mut out, f.req_header(h)),
                 Item::RespHeader(h) => opt(&mut out, f.resp_header(h)),
+                Item::Vsl { tag, prefix, field } => opt(&mut out, vsl_value(tx, *tag, prefix.as_deref(), *field)),
                 Item::Extended(x) => match x.as_str() {
                     "Varnish:vxid" => out.push_str(&tx.vxid.to_string()),
                     "Varnish:side" => out.push(if f.backend { 'b' } else { 'c' }),
@@ -205,6 +213,38 @@ impl Format {
             }
         }
         Some(out)
+    }
+}
+
+/// Parse the inside of `%{VSL:...}x`: `Tag[:prefix][[field]]`.
+fn vsl_item(spec: &str) -> Result<Item, String> {
+    let bad = || format!("bad %{{VSL:{spec}}}x: use VSL:Tag, VSL:Tag:prefix, VSL:Tag[field] or VSL:Tag:prefix[field]");
+    let (rest, field) = match spec.strip_suffix(']').and_then(|s| s.rsplit_once('[')) {
+        Some((r, f)) => (r, Some(f.parse::<usize>().ok().filter(|n| (1..=255).contains(n)).ok_or_else(bad)?)),
+        None => (spec, None),
+    };
+    let (tag, prefix) = match rest.split_once(':') {
+        Some((t, p)) if !p.is_empty() => (t, Some(p.to_string())),
+        Some(_) => return Err(bad()),
+        None => (rest, None),
+    };
+    let tag = Tag::from_name(tag).ok_or_else(|| format!("unknown tag \"{tag}\" in %{{VSL:{spec}}}x"))?;
+    Ok(Item::Vsl { tag, prefix, field })
+}
+
+/// The value `%{VSL:...}x` names in `tx`, if any.
+fn vsl_value<'a>(tx: &'a Tx, tag: Tag, prefix: Option<&str>, field: Option<usize>) -> Option<&'a str> {
+    let r = tx
+        .records
+        .iter()
+        .find(|r| r.tag == tag && prefix.is_none_or(|p| text(r).split_once(':').is_some_and(|(n, _)| n.trim().eq_ignore_ascii_case(p))))?;
+    let mut v = text(r);
+    if prefix.is_some() {
+        v = v.split_once(':').map_or(v, |(_, rest)| rest.trim_start());
+    }
+    match field {
+        Some(n) => v.split_ascii_whitespace().nth(n - 1),
+        None => Some(v),
     }
 }
 
@@ -280,6 +320,16 @@ impl Format {
                 Item::User => ("user".into(), f.user().map_or(Value::Null, |u| json!(u))),
                 Item::ReqHeader(h) => (key("req_", h), s(f.req_header(h))),
                 Item::RespHeader(h) => (key("resp_", h), s(f.resp_header(h))),
+                Item::Vsl { tag, prefix, field } => {
+                    let mut k = format!("vsl_{}", tag.name().to_ascii_lowercase());
+                    if let Some(p) = prefix {
+                        k = format!("{k}_{}", p.to_ascii_lowercase().replace('-', "_"));
+                    }
+                    if let Some(n) = field {
+                        k = format!("{k}_{n}");
+                    }
+                    (k, s(vsl_value(tx, *tag, prefix.as_deref(), *field)))
+                }
                 Item::Extended(x) => {
                     let name = x.strip_prefix("Varnish:").unwrap_or(x).to_string();
                     let v = match x.as_str() {

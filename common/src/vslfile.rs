@@ -32,7 +32,7 @@ pub fn create(path: &Path, append: bool) -> Result<BufWriter<File>, String> {
 }
 
 /// Append a group's records, in order, to `out`.
-pub fn write_group(out: &mut impl Write, g: &Group) -> std::io::Result<()> {
+pub fn write_group(out: &mut (impl Write + ?Sized), g: &Group) -> std::io::Result<()> {
     let mut b = Batch::with_reclen(RECLEN_MAX);
     for (_, tx) in &g.txs {
         for r in &tx.records {

@@ -11,7 +11,8 @@ use crate::util::*;
 /// Every varnishncsa format letter (and every %{...}t and %{...}T form).
 const LETTERS: &str = "%b %D %H %h %I %{Referer}i %l %m %{Content-Type}o %O %q %r %s %t %{%d/%b/%Y %T}t %T %{us}T %{ms}T %{s}T %U %u \
 %{Varnish:time_firstbyte}x %{Varnish:hitmiss}x %{Varnish:handling}x %{Varnish:side}x %{Varnish:vxid}x \
-%{sec}t %{msec}t %{usec}t %{msec_frac}t %{usec_frac}t";
+%{sec}t %{msec}t %{usec}t %{msec_frac}t %{usec_frac}t \
+%{VSL:Begin}x %{VSL:Timestamp:Resp[2]}x %{VSL:ReqHeader:Host}x %{VSL:ReqAcct[5]}x %{VSL:RespHeader:X-Nope}x";
 
 fn golden(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name)
@@ -61,8 +62,7 @@ fn golden_outputs_match_byte_for_byte() {
         }
     }
     let b = stdout(&run("cache-ncsa", &["-b", "-F", "%{Varnish:side}x %s %h", "-r", log]));
-    // Seven fetches: two misses, a pass with auth, a cookie pass, the 404,
-    // the POST, the pipe (no response status), the last miss.
+    // Seven backend transactions (the pipe's has no status).
     assert!(b.lines().all(|l| l.starts_with("b ")) && b.lines().count() == 7, "{b}");
     // Queries work on files too.
     let q = stdout(&run("cache-ncsa", &["-F", "%s %U", "-q", "RespStatus >= 400", "-r", log]));
@@ -293,4 +293,32 @@ fn default_lines_match_varnishncsa_on_the_same_traffic() {
     assert_eq!(o, t, "cache-ncsa:\n{ours}\nvarnishncsa:\n{theirs}");
     let _ = v.kill();
     let _ = v.wait();
+}
+
+#[test]
+fn cache_log_in_the_background_rotates_its_file() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let (f, rotated, pid) = (tmp.path().join("cap.vsl"), tmp.path().join("cap.vsl.1"), tmp.path().join("cache-log.pid"));
+    let o = run("cache-log", &["-D", "-P", pid.to_str().unwrap(), "-w", f.to_str().unwrap(), "-n", d.dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let p: i32 = wait_for(10, "the pid file", || std::fs::read_to_string(&pid).ok()?.trim().parse().ok());
+    let requests = |f: &Path| stdout(&run("cache-ncsa", &["-F", "%U", "-r", f.to_str().unwrap()]));
+    let mut c = Client::connect(d.port);
+    // Live readers start at the tail: wait until a request shows up.
+    wait_for(10, "cache-log to attach", || {
+        c.get("/size/1?first", "");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        requests(&f).contains("/size/1").then_some(())
+    });
+    std::fs::rename(&f, &rotated).unwrap();
+    // SAFETY: signalling the cache-log we started.
+    unsafe { libc::kill(p, libc::SIGHUP) };
+    c.get("/size/2?second", "");
+    wait_for(10, "the new file", || requests(&f).contains("/size/2").then_some(()));
+    unsafe { libc::kill(p, libc::SIGTERM) };
+    wait_for(10, "the pid file to go", || (!pid.exists()).then_some(()));
+    assert!(!requests(&rotated).contains("/size/2") && requests(&rotated).contains("/size/1"));
+    assert!(!requests(&f).contains("/size/1"));
 }
