@@ -207,15 +207,6 @@ fn write_raw(out: &mut (impl Write + ?Sized), r: &OwnedRecord) -> std::io::Resul
     writeln!(out, "{:>10} {:<14} {} {}", r.vxid, r.tag.name(), r.side.letter(), r.text())
 }
 
-static REOPEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-extern "C" fn on_hup(_: libc::c_int) {
-    REOPEN.store(true, std::sync::atomic::Ordering::SeqCst);
-}
-extern "C" fn on_term(_: libc::c_int) {
-    follow::STOP_REQUESTED.store(true, std::sync::atomic::Ordering::SeqCst);
-}
-
 /// The -w file: records go out one group per write, so a reopen asked by
 /// SIGHUP happens between groups (the renamed file keeps whole groups).
 struct VslOut {
@@ -225,7 +216,7 @@ struct VslOut {
 
 impl Write for VslOut {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if REOPEN.swap(false, std::sync::atomic::Ordering::SeqCst) {
+        if common::background::REOPEN.swap(false, std::sync::atomic::Ordering::SeqCst) {
             self.w.flush()?;
             self.w = common::vslfile::create(&self.path, true).map_err(std::io::Error::other)?;
         }
@@ -234,14 +225,6 @@ impl Write for VslOut {
     }
     fn flush(&mut self) -> std::io::Result<()> {
         self.w.flush()
-    }
-}
-
-/// Removes the pid file when dropped.
-struct PidFile(std::path::PathBuf);
-impl Drop for PidFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -263,25 +246,7 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
         None => None,
     };
     let writing = file.is_some();
-    if args.daemon {
-        // SAFETY: no threads yet; keep the working directory.
-        if unsafe { libc::daemon(1, 0) } != 0 {
-            return Err(format!("cannot daemonize: {}", std::io::Error::last_os_error()));
-        }
-    }
-    let _pid = match &args.pid_file {
-        Some(p) => {
-            std::fs::write(p, format!("{}\n", std::process::id())).map_err(|e| format!("{}: {e}", p.display()))?;
-            Some(PidFile(p.clone()))
-        }
-        None => None,
-    };
-    // SAFETY: the handlers only store to atomics.
-    unsafe {
-        libc::signal(libc::SIGHUP, on_hup as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGINT, on_term as *const () as libc::sighandler_t);
-    }
+    let _pid = common::background::start(args.daemon, args.pid_file.as_deref())?;
     let mut emit = |out: &mut dyn Write, g: &Group| -> std::io::Result<()> {
         if query.as_ref().is_some_and(|q| !q.matches(g)) || args.keep.is_some_and(|k| shown >= k) {
             return Ok(());

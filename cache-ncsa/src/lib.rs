@@ -7,7 +7,7 @@ pub mod format;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::follow;
@@ -70,19 +70,6 @@ fn emit(
     Ok(())
 }
 
-static REOPEN: AtomicBool = AtomicBool::new(false);
-static FLUSH: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_hup(_: libc::c_int) {
-    REOPEN.store(true, Ordering::SeqCst);
-}
-extern "C" fn on_usr1(_: libc::c_int) {
-    FLUSH.store(true, Ordering::SeqCst);
-}
-extern "C" fn on_term(_: libc::c_int) {
-    common::follow::STOP_REQUESTED.store(true, Ordering::SeqCst);
-}
-
 /// The output file of -w: reopened (at its path, so a renamed file is left
 /// behind whole) when SIGHUP asked for it.
 struct LogFile {
@@ -107,7 +94,7 @@ impl LogFile {
 
 impl Write for LogFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.line_start && REOPEN.swap(false, Ordering::SeqCst) {
+        if self.line_start && common::background::REOPEN.swap(false, Ordering::SeqCst) {
             self.w.flush()?;
             let f = OpenOptions::new().create(true).append(true).open(&self.path)?;
             self.w = BufWriter::with_capacity(1 << 16, f);
@@ -119,16 +106,8 @@ impl Write for LogFile {
         Ok(n)
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        FLUSH.store(false, Ordering::SeqCst);
+        common::background::FLUSH.store(false, Ordering::SeqCst);
         self.w.flush()
-    }
-}
-
-/// Removes the pid file when dropped.
-struct PidFile(PathBuf);
-impl Drop for PidFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -146,28 +125,7 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
         (false, false) => Sides { client: true, backend: false },
         (c, b) => Sides { client: c, backend: b },
     };
-    if args.daemon {
-        // Keep the working directory (relative paths stay valid); stdio to
-        // /dev/null.
-        // SAFETY: no threads have been started yet.
-        if unsafe { libc::daemon(1, 0) } != 0 {
-            return Err(format!("cannot daemonize: {}", std::io::Error::last_os_error()));
-        }
-    }
-    let _pid = match &args.pid_file {
-        Some(p) => {
-            std::fs::write(p, format!("{}\n", std::process::id())).map_err(|e| format!("{}: {e}", p.display()))?;
-            Some(PidFile(p.clone()))
-        }
-        None => None,
-    };
-    // SAFETY: the handlers only store to atomics.
-    unsafe {
-        libc::signal(libc::SIGHUP, on_hup as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGUSR1, on_usr1 as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGINT, on_term as *const () as libc::sighandler_t);
-    }
+    let _pid = common::background::start(args.daemon, args.pid_file.as_deref())?;
     let out: &mut dyn Write = match file.as_mut() {
         Some(f) => f,
         None => out,

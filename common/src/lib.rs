@@ -10,12 +10,14 @@
 //! * [`vsl`] holds log tags and the record encoding (Varnish 7.0–7.2 layout).
 //! * [`vslfile`] reads and writes log files (`-w`/`-r`, Varnish's format).
 //! * [`follow`] follows an instance's log across overruns and restarts.
+//! * [`background`] runs a log reader as a service (-D, -P, signals).
 //! * [`group`] assembles records into transactions for the log readers.
 //! * [`query`] is the `-q` query language (vsl-query(7)).
 //! * [`httpdate`] formats HTTP dates.
 //! * [`glob`] is the fnmatch-style matcher varnishstat's `-f` uses.
 
 pub mod adm;
+pub mod background;
 pub mod counters;
 pub mod follow;
 pub mod glob;
