@@ -1,7 +1,10 @@
-//! The backend: its address and a pool of idle keep-alive connections.
+//! A backend: its address, its settings (timeouts, connection limit, host
+//! header), a pool of idle keep-alive connections, its admin state, and
+//! the count of connections in use.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
@@ -14,10 +17,43 @@ pub type BeConn = BufConn<TcpStream>;
 pub struct Backend {
     /// Name used in logs and counters (`default`, as for `-b` in varnishd).
     pub name: String,
+    /// The program that declared it (`boot` for -b and the -f file).
+    pub vcl: String,
     pub addrs: Vec<SocketAddr>,
+    /// Per-backend settings; None follows the parameter.
+    pub cfg: BackendCfg,
     idle: Mutex<Vec<(BeConn, Instant)>>,
     /// Admin health (backend.set_health) and when it last changed.
     admin: Mutex<(Admin, f64)>,
+    /// Connections in use (for .max_connections).
+    busy: Arc<AtomicUsize>,
+    pub(crate) probe: Mutex<crate::probe::ProbeState>,
+    pub(crate) probe_stop: std::sync::atomic::AtomicBool,
+}
+
+/// What a VCL backend declaration can set.
+#[derive(Clone, Debug, Default)]
+pub struct BackendCfg {
+    pub connect_timeout: Option<Duration>,
+    pub first_byte_timeout: Option<Duration>,
+    pub between_bytes_timeout: Option<Duration>,
+    pub max_connections: Option<usize>,
+    /// Host header for requests that have none.
+    pub host_header: Option<String>,
+    pub probe: Option<crate::probe::ProbeSpec>,
+}
+
+fn cfg_probe_state(cfg: &BackendCfg) -> crate::probe::ProbeState {
+    cfg.probe.as_ref().map(crate::probe::ProbeState::initial).unwrap_or_default()
+}
+
+/// A connection in use, counted against .max_connections until dropped.
+pub struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// `backend.set_health`: follow probes (auto), or force healthy or sick.
@@ -70,7 +106,53 @@ pub fn resolve(spec: &str) -> Result<Vec<SocketAddr>, String> {
 
 impl Backend {
     pub fn new(name: &str, addrs: Vec<SocketAddr>) -> Backend {
-        Backend { name: name.to_string(), addrs, idle: Mutex::new(Vec::new()), admin: Mutex::new((Admin::Auto, crate::util::now())) }
+        Backend::with_cfg("boot", name, addrs, BackendCfg::default())
+    }
+
+    pub fn with_cfg(vcl: &str, name: &str, addrs: Vec<SocketAddr>, cfg: BackendCfg) -> Backend {
+        Backend {
+            name: name.to_string(),
+            vcl: vcl.to_string(),
+            addrs,
+            idle: Mutex::new(Vec::new()),
+            admin: Mutex::new((Admin::Auto, crate::util::now())),
+            busy: Arc::new(AtomicUsize::new(0)),
+            probe: Mutex::new(cfg_probe_state(&cfg)),
+            probe_stop: std::sync::atomic::AtomicBool::new(false),
+            cfg,
+        }
+    }
+
+    /// The probe changed the health: a new "last change" time.
+    pub fn changed(&self) {
+        let mut a = self.admin.lock().unwrap_or_else(|e| e.into_inner());
+        a.1 = crate::util::now();
+    }
+
+    /// `vcl.name`, as backend.list shows it.
+    pub fn full_name(&self) -> String {
+        format!("{}.{}", self.vcl, self.name)
+    }
+
+    /// A slot for one more connection in use, unless .max_connections are
+    /// all taken.
+    pub fn slot(&self) -> Option<Slot> {
+        let max = self.cfg.max_connections.unwrap_or(usize::MAX);
+        let mut cur = self.busy.load(Ordering::Acquire);
+        loop {
+            if cur >= max {
+                return None;
+            }
+            match self.busy.compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some(Slot(self.busy.clone())),
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Connections in use now.
+    pub fn in_use(&self) -> usize {
+        self.busy.load(Ordering::Acquire)
     }
 
     /// Admin health and the time it last changed.
@@ -80,11 +162,6 @@ impl Backend {
 
     pub fn set_admin(&self, a: Admin) {
         *self.admin.lock().unwrap_or_else(|e| e.into_inner()) = (a, crate::util::now());
-    }
-
-    /// Healthy enough to send requests to? (No probes yet: auto is healthy.)
-    pub fn healthy(&self) -> bool {
-        self.admin().0 != Admin::Sick
     }
 
     /// An idle connection younger than `max_idle` that the backend has not

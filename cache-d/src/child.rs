@@ -73,8 +73,12 @@ pub fn run(args: Args) -> Result<(), StartError> {
     seg.set(C::NBackend, 1);
     let (policy, be) = crate::load_policy(&args)?;
     let addrs = backend::resolve(&be).map_err(StartError::Config)?;
-    let shared = Shared::new(seg, params, backend::Backend::new("default", addrs));
+    let shared = Shared::new(seg.clone(), params, backend::Backend::new("default", addrs));
     if let Some(p) = policy {
+        seg.set(C::NBackend, p.backends().len().max(1) as u64);
+        for b in p.backends() {
+            crate::probe::start(&b, seg.clone());
+        }
         shared.set_policy("boot", p);
     }
     let shared = Arc::new(shared);
@@ -116,6 +120,32 @@ struct Programs {
 }
 
 impl Programs {
+    /// The backends a backend.* pattern names: `name` or `vcl.name`, globs;
+    /// without a pattern, the active program's. The -b backend is
+    /// `boot.default` while the boot program declares none.
+    fn backends(&self, sh: &Shared, pattern: Option<&str>) -> Vec<Arc<crate::backend::Backend>> {
+        let active = sh.policy();
+        let mut all: Vec<Arc<crate::backend::Backend>> = Vec::new();
+        let mut names: Vec<&String> = self.vcls.keys().collect();
+        names.sort();
+        for n in names {
+            let p = &self.vcls[n];
+            if pattern.is_none() && !Arc::ptr_eq(&p.policy, &active.policy) {
+                continue;
+            }
+            let bes = p.policy.backends();
+            if bes.is_empty() && n == "boot" {
+                all.push(sh.backend.clone());
+            }
+            all.extend(bes);
+        }
+        if all.is_empty() && pattern.is_none() {
+            all.push(sh.backend.clone());
+        }
+        all.retain(|b| pattern.is_none_or(|p| common::glob::matches(p, &b.full_name()) || common::glob::matches(p, &b.name)));
+        all
+    }
+
     /// A program by name or label.
     fn get(&self, name: &str) -> Option<&Arc<Active>> {
         self.vcls.get(name).or_else(|| self.labels.get(name).map(|(_, a)| a))
@@ -174,6 +204,9 @@ fn command(sh: &Shared, progs: &mut Programs, args: &[String]) -> (u16, String) 
                 .and_then(|c| crate::vcl::compile::VclPolicy::load(name, c));
             match loaded {
                 Ok(p) => {
+                    for b in crate::policy::Policy::backends(&p) {
+                        crate::probe::start(&b, sh.seg.clone());
+                    }
                     progs.vcls.insert(name.to_string(), Arc::new(Active { name: name.to_string(), policy: Arc::new(p) }));
                     (status::OK, String::new())
                 }
@@ -221,33 +254,22 @@ fn command(sh: &Shared, progs: &mut Programs, args: &[String]) -> (u16, String) 
         }
         ["debug.panic.worker", ..] => panic!("Don't panic (debug.panic.worker was asked to)"),
         ["backend.list", flags @ ..] => {
-            let b = &sh.backend;
-            let (admin, since) = b.admin();
-            let name = format!("boot.{}", b.name);
-            let pattern = flags.iter().find(|f| !f.starts_with('-'));
-            if pattern.is_some_and(|p| !common::glob::matches(p, &name) && !common::glob::matches(p, &b.name)) {
-                return (status::OK, "Backend name                   Admin      Probe    Health     Last change".into());
-            }
-            let health = if b.healthy() { "healthy" } else { "sick" };
-            if flags.contains(&"-j") {
-                let argv: Vec<&str> = std::iter::once("backend.list").chain(flags.iter().copied()).collect();
-                let doc = serde_json::json!([3, argv, (crate::util::now() * 1000.0).round() / 1000.0, {
-                    name.clone(): {"type": "backend", "admin_health": admin.word(), "probe_message": [0, 0, health], "last_change": since}
-                }]);
-                return (status::OK, serde_json::to_string_pretty(&doc).unwrap_or_default());
-            }
-            let when = common::httpdate::format(since);
-            (status::OK, format!("Backend name                   Admin      Probe    Health     Last change\n{name:<30} {:<10} {:<8} {health:<10} {when}", admin.word(), "0/0"))
+            let pattern = flags.iter().find(|f| !f.starts_with('-')).copied();
+            let list = progs.backends(sh, pattern);
+            let argv: Vec<&str> = std::iter::once("backend.list").chain(flags.iter().copied()).collect();
+            (status::OK, crate::probe::backend_list(&list, flags.contains(&"-j"), flags.contains(&"-p"), &argv))
         }
         ["backend.set_health", pattern, state] => {
             let Some(a) = crate::backend::Admin::parse(state) else {
                 return (status::PARAM, format!("Invalid state {state}: use auto, healthy or sick"));
             };
-            let b = &sh.backend;
-            if !common::glob::matches(pattern, &b.name) && !common::glob::matches(pattern, &format!("boot.{}", b.name)) {
+            let list = progs.backends(sh, Some(pattern));
+            if list.is_empty() {
                 return (status::PARAM, format!("No Backends matches: {pattern}"));
             }
-            b.set_admin(a);
+            for b in list {
+                b.set_admin(a);
+            }
             (status::OK, String::new())
         }
         ["ban", rest @ ..] => {

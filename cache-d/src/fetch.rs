@@ -11,7 +11,9 @@ use common::vsl::{Batch, Side as LogSide, Tag};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use crate::backend::BeConn;
+use std::sync::Arc;
+
+use crate::backend::{Backend, BeConn};
 use crate::error::{Error, Side};
 use crate::http::{self, BufConn, Framing, Head, Parsed, Transfer};
 use crate::policy::Bereq;
@@ -50,6 +52,11 @@ pub struct Fetch {
     pub req_body_rx: u64,
     fd: i32,
     is_head: bool,
+    /// The backend this fetch goes to (vcl_backend_fetch may change it
+    /// before the request is sent).
+    pub be: Arc<Backend>,
+    /// The connection in use, counted against .max_connections.
+    slot: Option<crate::backend::Slot>,
 }
 
 /// A backend response whose head has been read.
@@ -65,7 +72,20 @@ impl Fetch {
         let mut log = Batch::with_reclen(sh.params().vsl_reclen);
         log.recf(Tag::Begin, LogSide::Backend, vxid, format_args!("bereq {parent} {reason}"));
         log.recf(Tag::Timestamp, LogSide::Backend, vxid, format_args!("Start: {t:.6} 0.000000 0.000000"));
-        Fetch { vxid, log, t_start: t, t_last: t, hdr_tx: 0, body_tx: 0, hdr_rx: 0, req_body_rx: 0, fd: -1, is_head: false }
+        Fetch {
+            vxid,
+            log,
+            t_start: t,
+            t_last: t,
+            hdr_tx: 0,
+            body_tx: 0,
+            hdr_rx: 0,
+            req_body_rx: 0,
+            fd: -1,
+            is_head: false,
+            be: sh.backend.clone(),
+            slot: None,
+        }
     }
 
     pub fn stamp(&mut self, label: &str) {
@@ -89,21 +109,32 @@ impl Fetch {
         wire: &mut [u8],
     ) -> Result<Response, Error> {
         let p = sh.params();
+        let be = self.be.clone();
         let mut retried = false;
-        if !sh.backend.healthy() {
+        if !be.healthy() {
             sh.seg.add(C::BackendUnhealthy, 1);
-            return Err(Error::new(Side::Backend, format!("backend {} is sick (backend.set_health)", sh.backend.name)));
+            return Err(Error::new(Side::Backend, format!("backend {} is sick", be.full_name())));
         }
         loop {
-            let (mut conn, reused) = match sh.backend.take_idle(p.backend_idle_timeout) {
+            if self.slot.is_none() {
+                match be.slot() {
+                    Some(s) => self.slot = Some(s),
+                    None => {
+                        sh.seg.add(C::BackendBusy, 1);
+                        return Err(Error::new(Side::Backend, format!("backend {}: max_connections reached", be.full_name())));
+                    }
+                }
+            }
+            let (mut conn, reused) = match be.take_idle(p.backend_idle_timeout) {
                 Some(c) => (c, true),
-                None => match sh.backend.connect(p.connect_timeout).await {
+                None => match be.connect(be.cfg.connect_timeout.unwrap_or(p.connect_timeout)).await {
                     Ok(c) => {
                         sh.seg.add(C::BackendConn, 1);
                         (c, false)
                     }
                     Err(e) => {
                         sh.seg.add(C::BackendFail, 1);
+                        self.slot = None;
                         return Err(e);
                     }
                 },
@@ -111,7 +142,7 @@ impl Fetch {
             if reused {
                 sh.seg.add(C::BackendReuse, 1);
             }
-            self.open_record(sh, &conn, reused);
+            self.open_record(&conn, reused);
             sh.seg.add(C::BackendReq, 1);
             match self.exchange(sh, &mut conn, wire, req_framing, client.as_deref_mut()).await {
                 Ok((head, framing)) => return Ok(Response { conn, head, framing }),
@@ -171,7 +202,7 @@ impl Fetch {
         out.wire.extend_from_slice(b"\r\n");
     }
 
-    pub(crate) fn open_record(&mut self, sh: &Shared, conn: &BeConn, reused: bool) {
+    pub(crate) fn open_record(&mut self, conn: &BeConn, reused: bool) {
         self.fd = conn.io.as_raw_fd();
         let (peer, local) = (conn.io.peer_addr().ok(), conn.io.local_addr().ok());
         let ip_port = |a: Option<std::net::SocketAddr>| a.map(|a| (a.ip().to_string(), a.port())).unwrap_or(("-".into(), 0));
@@ -182,7 +213,7 @@ impl Fetch {
             Tag::BackendOpen,
             LogSide::Backend,
             self.vxid,
-            format_args!("{} {} {rip} {rport} {lip} {lport} {how}", self.fd, sh.backend.name),
+            format_args!("{} {} {rip} {rport} {lip} {lport} {how}", self.fd, self.be.name),
         );
     }
 
@@ -240,7 +271,11 @@ impl Fetch {
                 }
                 Parsed::Partial => {
                     let first = conn.buf.is_empty() && self.hdr_rx == 0;
-                    let timeout = if first { p.first_byte_timeout } else { p.between_bytes_timeout };
+                    let timeout = if first {
+                        self.be.cfg.first_byte_timeout.unwrap_or(p.first_byte_timeout)
+                    } else {
+                        self.be.cfg.between_bytes_timeout.unwrap_or(p.between_bytes_timeout)
+                    };
                     match conn.fill(timeout).await {
                         Ok(0) => return Err((Error::new(Side::Backend, "backend closed the connection before a response"), first)),
                         Ok(_) => {}
@@ -270,7 +305,7 @@ impl Fetch {
         match conn {
             Some((c, true)) => {
                 self.close_record(sh, "recycle", true);
-                sh.backend.recycle(c);
+                self.be.recycle(c);
             }
             Some((_, false)) | None => self.close_record(sh, "close", false),
         }
@@ -288,8 +323,9 @@ impl Fetch {
         if recycled {
             sh.seg.add(C::BackendRecycle, 1);
         }
-        self.log.recf(Tag::BackendClose, LogSide::Backend, self.vxid, format_args!("{} {} {how}", self.fd, sh.backend.name));
+        self.log.recf(Tag::BackendClose, LogSide::Backend, self.vxid, format_args!("{} {} {how}", self.fd, self.be.name));
         self.fd = -1;
+        self.slot = None;
     }
 
     /// Log why a fetch was given up without counting it as failed again

@@ -19,6 +19,7 @@ pub mod miss;
 pub mod params;
 pub mod pipe;
 pub mod policy;
+pub mod probe;
 pub mod server;
 pub mod session;
 pub mod util;

@@ -102,6 +102,11 @@ pub(crate) async fn backend_side(
             a => return Fetched::Abandoned(Error::new(Side::Internal, format!("vcl_backend_fetch returned {}", a.word()))),
         };
         if error.is_none() {
+            // The backend vcl_backend_fetch left in bereq.backend.
+            f.be = policy.backend(bereq.backend.as_deref()).unwrap_or_else(|| sh.backend.clone());
+            if let (None, Some(h)) = (bereq.headers.get("host"), f.be.cfg.host_header.clone()) {
+                bereq.headers.set("Host", Bytes::from(h));
+            }
             f.build_request(sh, &bereq.method.clone(), bereq, framing, addrs.0.ip(), &mut wire);
             match f.send(sh, framing, client.as_deref_mut(), &mut wire).await {
                 Ok(resp) => {
@@ -154,7 +159,7 @@ pub(crate) async fn backend_side(
                 (Bytes::from_static(b"Date"), Bytes::from(crate::util::http_date(now()))),
                 (Bytes::from_static(b"Server"), Bytes::from_static(b"cachekit")),
             ]),
-            backend: sh.backend.name.clone(),
+            backend: f.be.name.clone(),
             ..Beresp::default()
         };
         let mut body = Vec::new();
@@ -232,7 +237,7 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&Object>
         keep: life.keep,
         was_304,
         do_stream: true,
-        backend: sh.backend.name.clone(),
+        backend: f.be.name.clone(),
         age: (t - life.t_origin).max(0.0),
         uncacheable: false,
     };

@@ -53,7 +53,9 @@ pub(crate) async fn pipe(s: &mut Sess, c: &mut Client, req: &mut Req, mut log: B
     // build_request drops Connection as hop-by-hop; the pipe asks to close.
     wire.truncate(wire.len() - 2);
     wire.extend_from_slice(b"Connection: close\r\n\r\n");
-    let mut be = match sh.backend.connect(sh.params().connect_timeout).await {
+    f.be = s.policy().backend(bereq.backend.as_deref()).unwrap_or_else(|| sh.backend.clone());
+    let backend = f.be.clone();
+    let mut be = match backend.connect(backend.cfg.connect_timeout.unwrap_or(sh.params().connect_timeout)).await {
         Ok(b) => {
             sh.seg.add(C::BackendConn, 1);
             b
@@ -68,7 +70,7 @@ pub(crate) async fn pipe(s: &mut Sess, c: &mut Client, req: &mut Req, mut log: B
             return Some(Reason::TxError);
         }
     };
-    f.open_record(&sh, &be, false);
+    f.open_record(&be, false);
     let bereq_hdr = wire.len() as u64;
     let mut ok = be.io.write_all(&wire).await.is_ok();
     let pending = c.buf.split();

@@ -369,6 +369,15 @@ pub trait Policy: Send + Sync {
     }
     /// The program is being discarded (vcl_fini).
     fn fini(&self) {}
+    /// The backend called `name` (None: the default one), if the policy
+    /// declares backends.
+    fn backend(&self, _name: Option<&str>) -> Option<std::sync::Arc<crate::backend::Backend>> {
+        None
+    }
+    /// Every backend the policy declares, in order.
+    fn backends(&self) -> Vec<std::sync::Arc<crate::backend::Backend>> {
+        Vec::new()
+    }
 }
 
 /// Run `sub` of `policy`, logging VCL_call and VCL_return to the task's

@@ -21,7 +21,8 @@ pub struct Shared {
     pub seg: Arc<SegmentWriter>,
     /// Parameters, swapped whole when the manager changes one.
     params: ArcSwap<Params>,
-    pub backend: Backend,
+    /// The default backend (-b, or the boot program's first).
+    pub backend: Arc<Backend>,
     pub cache: Cache,
     /// The active policy (built-in, or a compiled VCL), swapped whole by
     /// vcl.use; a request keeps the one it started with.
@@ -36,7 +37,7 @@ impl Shared {
         let via = format!("1.1 {} (cachekit/{})", crate::util::hostname(), env!("CARGO_PKG_VERSION"));
         let cache = Cache::new(params.storage, Some(seg.clone()));
         let policy = ArcSwap::from_pointee(Active { name: "boot".into(), policy: Arc::new(Builtin) });
-        Shared { seg, params: ArcSwap::from_pointee(params), backend, cache, policy, via, vxid: AtomicU32::new(1) }
+        Shared { seg, params: ArcSwap::from_pointee(params), backend: Arc::new(backend), cache, policy, via, vxid: AtomicU32::new(1) }
     }
 
     /// The policy for a request starting now.

@@ -132,6 +132,7 @@ counter_table! {
     BerespShortlived => "MAIN.beresp_shortlived", Counter, Info, Integer, "Shortlived objects";
     BackendConn => "MAIN.backend_conn", Counter, Info, Integer, "Backend conn. success";
     BackendUnhealthy => "MAIN.backend_unhealthy", Counter, Info, Integer, "Backend conn. not attempted";
+    BackendBusy => "MAIN.backend_busy", Counter, Info, Integer, "Backend conn. too many";
     BackendFail => "MAIN.backend_fail", Counter, Info, Integer, "Backend conn. failures";
     BackendReuse => "MAIN.backend_reuse", Counter, Info, Integer, "Backend conn. reuses";
     BackendRecycle => "MAIN.backend_recycle", Counter, Info, Integer, "Backend conn. recycles";

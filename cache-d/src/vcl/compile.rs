@@ -132,6 +132,10 @@ pub struct Compiled {
     acls: HashMap<String, Acl>,
     /// The backends declared, in order; the first is the default.
     pub backends: Vec<String>,
+    /// Each backend's address and settings, in order.
+    pub backend_specs: Vec<BackendSpec>,
+    /// The backends themselves, made when the program is loaded.
+    runtime: std::sync::OnceLock<HashMap<String, Arc<crate::backend::Backend>>>,
     /// The first backend's host and port, if the program declares one.
     pub backend: Option<String>,
 }
@@ -155,11 +159,22 @@ struct Scope<'a> {
 /// Compile a parsed program; checks first.
 pub fn compile(p: &Program) -> Result<Compiled, VclError> {
     let contexts = super::check::check(p)?;
-    let mut c =
-        Compiled { subs: HashMap::new(), defined: [false; Sub::ALL.len()], acls: HashMap::new(), backends: Vec::new(), backend: None };
+    let mut c = Compiled {
+        subs: HashMap::new(),
+        defined: [false; Sub::ALL.len()],
+        acls: HashMap::new(),
+        backends: Vec::new(),
+        backend_specs: Vec::new(),
+        runtime: std::sync::OnceLock::new(),
+        backend: None,
+    };
+    let mut probes: HashMap<String, crate::probe::ProbeSpec> = HashMap::new();
     for item in &p.items {
         match item {
-            Item::Probe { fields, .. } => check_probe(fields)?,
+            Item::Probe { name, fields, .. } => {
+                check_probe(fields)?;
+                probes.insert(name.clone(), probe_spec(fields));
+            }
             Item::Acl { name, entries, pos } => {
                 if c.acls.contains_key(name) {
                     return err(format!("ACL '{name}' redefined"), *pos);
@@ -188,6 +203,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
                 }
                 check_backend(name, fields, *pos)?;
                 c.backends.push(name.clone());
+                c.backend_specs.push(backend_spec(name, fields, &probes, *pos)?);
                 if c.backend.is_none() {
                     let get = |n: &str| {
                         fields.iter().find(|f| f.name == n).and_then(|f| match &f.value {
@@ -214,6 +230,102 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
         }
     }
     Ok(c)
+}
+
+/// A declared backend: where it is and its settings.
+#[derive(Clone, Debug)]
+pub struct BackendSpec {
+    pub name: String,
+    pub host: String,
+    pub port: String,
+    pub cfg: crate::backend::BackendCfg,
+}
+
+/// A probe's settings, with Varnish's defaults for what is left out.
+fn probe_spec(fields: &[Field]) -> crate::probe::ProbeSpec {
+    let mut p = crate::probe::ProbeSpec::default();
+    let mut initial = None;
+    for f in fields {
+        match (f.name.as_str(), &f.value) {
+            ("url", FieldValue::Expr(Expr::Str(s, _))) => p.url = s.clone(),
+            ("request", FieldValue::Expr(e)) => {
+                // `.request = "GET / HTTP/1.1" "Host: x" "Connection: close";`
+                // arrives as a concatenation of strings.
+                let mut lines = Vec::new();
+                collect_strings(e, &mut lines);
+                p.request = Some(lines);
+            }
+            ("expected_response", FieldValue::Expr(Expr::Int(n, _))) => p.expected = (*n).clamp(100, 999) as u16,
+            ("timeout", FieldValue::Expr(Expr::Duration(d, _))) => p.timeout = std::time::Duration::from_secs_f64(d.max(0.001)),
+            ("interval", FieldValue::Expr(Expr::Duration(d, _))) => p.interval = std::time::Duration::from_secs_f64(d.max(0.01)),
+            ("window", FieldValue::Expr(Expr::Int(n, _))) => p.window = (*n).clamp(1, 64) as u32,
+            ("threshold", FieldValue::Expr(Expr::Int(n, _))) => p.threshold = (*n).clamp(0, 64) as u32,
+            ("initial", FieldValue::Expr(Expr::Int(n, _))) => initial = Some((*n).clamp(0, 64) as u32),
+            _ => {}
+        }
+    }
+    // Varnish: .initial defaults to .threshold - 1.
+    p.initial = initial.unwrap_or(p.threshold.saturating_sub(1));
+    p
+}
+
+fn collect_strings(e: &Expr, out: &mut Vec<String>) {
+    match e {
+        Expr::Str(s, _) => out.push(s.clone()),
+        Expr::Binary { left, right, .. } => {
+            collect_strings(left, out);
+            collect_strings(right, out);
+        }
+        _ => {}
+    }
+}
+
+fn backend_spec(
+    name: &str,
+    fields: &[Field],
+    probes: &HashMap<String, crate::probe::ProbeSpec>,
+    pos: Pos,
+) -> Result<BackendSpec, VclError> {
+    let text = |n: &str| {
+        field_value(fields, n).and_then(|f| match &f.value {
+            FieldValue::Expr(Expr::Str(s, _)) => Some(s.clone()),
+            FieldValue::Expr(Expr::Int(i, _)) => Some(i.to_string()),
+            _ => None,
+        })
+    };
+    let dur = |n: &str| {
+        field_value(fields, n).and_then(|f| match &f.value {
+            FieldValue::Expr(Expr::Duration(d, _)) => Some(std::time::Duration::from_secs_f64(d.max(0.0))),
+            _ => None,
+        })
+    };
+    let max = field_value(fields, "max_connections").and_then(|f| match &f.value {
+        FieldValue::Expr(Expr::Int(i, _)) if *i > 0 => Some(*i as usize),
+        _ => None,
+    });
+    let probe = match field_value(fields, "probe").map(|f| &f.value) {
+        Some(FieldValue::Block(inner)) => Some(probe_spec(inner)),
+        Some(FieldValue::Name(n)) | Some(FieldValue::Expr(Expr::Name(n, _))) => Some(
+            probes
+                .get(n)
+                .cloned()
+                .ok_or_else(|| VclError { msg: format!("Probe '{n}' is not declared (declare it before the backend)"), pos })?,
+        ),
+        _ => None,
+    };
+    Ok(BackendSpec {
+        name: name.to_string(),
+        host: text("host").unwrap_or_else(|| "127.0.0.1".into()),
+        port: text("port").unwrap_or_else(|| "80".into()),
+        cfg: crate::backend::BackendCfg {
+            connect_timeout: dur("connect_timeout"),
+            first_byte_timeout: dur("first_byte_timeout"),
+            between_bytes_timeout: dur("between_bytes_timeout"),
+            max_connections: max,
+            host_header: text("host_header"),
+            probe,
+        },
+    })
 }
 
 const BACKEND_FIELDS: [&str; 13] = [
@@ -480,17 +592,12 @@ fn fail(t: &mut Task<'_>, msg: String) {
 }
 
 /// A backend name on the right of `set req.backend_hint =` / `set
-/// bereq.backend =`: requests go to the default backend until the backends
-/// issue brings routing by name, so naming another one is refused.
+/// bereq.backend =` must be declared.
 fn backend_assign(target: &str, name: &str, pos: Pos, sc: &Scope<'_>) -> Result<(), VclError> {
-    if !matches!(target, "req.backend_hint" | "bereq.backend") {
+    if !matches!(target, "req.backend_hint" | "bereq.backend") || sc.backends.iter().any(|b| b == name) {
         return Ok(());
     }
-    match sc.backends.iter().position(|b| b == name) {
-        Some(0) => Ok(()),
-        Some(_) => unsupported(&format!("Routing to backend '{name}' (only the first backend declared is used until directors land)"), pos),
-        None => err(format!("Backend '{name}' is not declared"), pos),
-    }
+    err(format!("Backend '{name}' is not declared"), pos)
 }
 
 const fn mask(subs: &[Sub]) -> u32 {
@@ -1231,7 +1338,10 @@ fn call(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, V
                     Val::Backend(n) => Some(n.as_str()),
                     _ => None,
                 };
-                Val::Bool(t.env.healthy(name))
+                match (name, c.runtime.get()) {
+                    (Some(n), Some(bes)) if bes.contains_key(n) => Val::Bool(bes[n].healthy()),
+                    _ => Val::Bool(t.env.healthy(name)),
+                }
             })
         }
         "std.collect" => {
@@ -1273,6 +1383,13 @@ impl VclPolicy {
     /// A compiled program, ready once its vcl_init has run (an error if
     /// vcl_init returned fail).
     pub fn load(name: &str, prog: Compiled) -> Result<VclPolicy, String> {
+        let mut bes = HashMap::new();
+        for spec in &prog.backend_specs {
+            let addrs =
+                crate::backend::resolve(&format!("{}:{}", spec.host, spec.port)).map_err(|e| format!("backend {}: {e}", spec.name))?;
+            bes.insert(spec.name.clone(), Arc::new(crate::backend::Backend::with_cfg(name, &spec.name, addrs, spec.cfg.clone())));
+        }
+        let _ = prog.runtime.set(bes);
         let p = VclPolicy { name: name.to_string(), prog: Arc::new(prog) };
         let mut t = Task::new(&NoEnv);
         match p.call(Sub::Init, &mut t) {
@@ -1291,6 +1408,20 @@ impl Policy for VclPolicy {
     }
     fn fini(&self) {
         let _ = self.call(Sub::Fini, &mut Task::new(&NoEnv));
+        for b in self.backends() {
+            b.stop_probe();
+        }
+    }
+    fn backend(&self, name: Option<&str>) -> Option<Arc<crate::backend::Backend>> {
+        let bes = self.prog.runtime.get()?;
+        match name {
+            Some(n) => bes.get(n).cloned(),
+            None => self.prog.backends.first().and_then(|n| bes.get(n).cloned()),
+        }
+    }
+    fn backends(&self) -> Vec<Arc<crate::backend::Backend>> {
+        let Some(bes) = self.prog.runtime.get() else { return Vec::new() };
+        self.prog.backends.iter().filter_map(|n| bes.get(n).cloned()).collect()
     }
     fn call(&self, sub: Sub, t: &mut Task<'_>) -> Action {
         if !self.prog.defined[sub as usize] {
@@ -1550,7 +1681,8 @@ mod tests {
         let pol = load(
             r#"vcl 4.1;
             import std;
-            backend default { .host = "127.0.0.1"; }
+            # No probe has run yet and none counts as good: sick.
+            backend default { .host = "127.0.0.1"; .probe = { .url = "/health"; .initial = 0; } }
             sub vcl_recv {
                 if (req.method == "BAN") {
                     ban("obj.http.x-url ~ " + req.url);

@@ -1,6 +1,7 @@
 //! End-to-end tests: real cache-d, test origin and reader processes on
 //! loopback. One test binary, as ripgrep does.
 
+mod backends;
 mod caching;
 mod cli;
 mod hooks;

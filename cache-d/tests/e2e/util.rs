@@ -42,8 +42,13 @@ pub struct Origin {
 
 impl Origin {
     pub fn start() -> Origin {
+        Origin::start_at("127.0.0.1:0")
+    }
+
+    /// On a given address (to restart an origin where it was).
+    pub fn start_at(addr: &str) -> Origin {
         let mut child = Command::new(bin("cache-bench"))
-            .args(["origin", "--listen", "127.0.0.1:0"])
+            .args(["origin", "--listen", addr])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

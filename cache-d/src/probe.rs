@@ -1,0 +1,312 @@
+//! Health probes: a thread per probed backend sends the probe request every
+//! `.interval`, keeps the last 64 results, and calls the backend healthy
+//! while at least `.threshold` of the last `.window` were good. Every probe
+//! logs a `Backend_health` record in Varnish's layout; `backend.list -p`
+//! shows the history.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::segment::SegmentWriter;
+use common::vsl::{Batch, Side, Tag};
+
+use crate::backend::{Admin, Backend};
+
+/// A probe declaration (`.probe = { ... }` or `probe name { ... }`).
+#[derive(Clone, Debug)]
+pub struct ProbeSpec {
+    pub url: String,
+    /// `.request`: the request lines, sent as they are (CRLF added).
+    pub request: Option<Vec<String>>,
+    pub expected: u16,
+    pub timeout: Duration,
+    pub interval: Duration,
+    pub window: u32,
+    pub threshold: u32,
+    pub initial: u32,
+}
+
+impl Default for ProbeSpec {
+    /// Varnish's defaults.
+    fn default() -> ProbeSpec {
+        ProbeSpec {
+            url: "/".into(),
+            request: None,
+            expected: 200,
+            timeout: Duration::from_secs(2),
+            interval: Duration::from_secs(5),
+            window: 8,
+            threshold: 3,
+            initial: 2,
+        }
+    }
+}
+
+/// What the probes have seen: bit 0 is the newest probe.
+#[derive(Clone, Debug, Default)]
+pub struct ProbeState {
+    pub good: u64,
+    pub ipv4: u64,
+    pub xmit: u64,
+    pub recv: u64,
+    pub happy: bool,
+    /// Average response time of good probes (exponential, as Varnish).
+    pub avg: f64,
+    pub probes: u64,
+}
+
+impl ProbeState {
+    /// The state before any probe: `initial` good results.
+    pub fn initial(spec: &ProbeSpec) -> ProbeState {
+        let bits = if spec.initial >= 64 { u64::MAX } else { (1u64 << spec.initial) - 1 };
+        let mut s = ProbeState { good: bits, ipv4: bits, xmit: bits, recv: bits, ..ProbeState::default() };
+        s.happy = s.good_in(spec.window) >= spec.threshold;
+        s
+    }
+
+    /// Good results among the last `window`.
+    pub fn good_in(&self, window: u32) -> u32 {
+        let mask = if window >= 64 { u64::MAX } else { (1u64 << window) - 1 };
+        (self.good & mask).count_ones()
+    }
+
+    /// Record one probe; returns (was healthy, is healthy).
+    pub fn record(&mut self, spec: &ProbeSpec, ok: Outcome, rtt: f64) -> (bool, bool) {
+        let shift = |b: &mut u64, v: bool| *b = (*b << 1) | u64::from(v);
+        shift(&mut self.ipv4, ok.connected);
+        shift(&mut self.xmit, ok.sent);
+        shift(&mut self.recv, ok.received);
+        shift(&mut self.good, ok.good);
+        if ok.good {
+            self.avg = if self.probes == 0 || self.avg == 0.0 { rtt } else { self.avg + (rtt - self.avg) / 4.0 };
+        }
+        self.probes += 1;
+        let was = self.happy;
+        self.happy = self.good_in(spec.window) >= spec.threshold;
+        (was, self.happy)
+    }
+
+    /// The flags of the newest probe, as Backend_health shows them
+    /// (`4--X-RH` style: IPv4, IPv6, Unix, xmit error/ok, recv error/ok,
+    /// happy).
+    pub fn flags(&self) -> String {
+        let bit = |b: u64| b & 1 == 1;
+        let mut s = String::new();
+        s.push(if bit(self.ipv4) { '4' } else { '-' });
+        s.push('-');
+        s.push('-');
+        s.push(if !bit(self.xmit) && bit(self.ipv4) { 'x' } else { '-' });
+        s.push(if bit(self.xmit) { 'X' } else { '-' });
+        s.push(if !bit(self.recv) && bit(self.xmit) { 'r' } else { '-' });
+        s.push(if bit(self.recv) { 'R' } else { '-' });
+        s.push(if bit(self.good) { 'H' } else { '-' });
+        s
+    }
+}
+
+/// How far one probe got.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Outcome {
+    pub connected: bool,
+    pub sent: bool,
+    pub received: bool,
+    pub good: bool,
+}
+
+/// Send one probe; the outcome, the time it took and the response line.
+pub fn probe_once(be: &Backend, spec: &ProbeSpec) -> (Outcome, f64, String) {
+    let start = Instant::now();
+    let mut out = Outcome::default();
+    let Some(addr) = be.addrs.first() else { return (out, 0.0, "no address".into()) };
+    let mut s = match TcpStream::connect_timeout(addr, spec.timeout) {
+        Ok(s) => s,
+        Err(e) => return (out, start.elapsed().as_secs_f64(), e.to_string()),
+    };
+    out.connected = true;
+    let left = |start: Instant| spec.timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(1));
+    let _ = s.set_write_timeout(Some(left(start)));
+    let host = be.cfg.host_header.clone().unwrap_or_else(|| addr.to_string());
+    let req = match &spec.request {
+        Some(lines) => format!("{}\r\n\r\n", lines.join("\r\n")),
+        None => format!("GET {} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n", spec.url),
+    };
+    if s.write_all(req.as_bytes()).is_err() {
+        return (out, start.elapsed().as_secs_f64(), "write failed".into());
+    }
+    out.sent = true;
+    let _ = s.set_read_timeout(Some(left(start)));
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !buf.contains(&b'\n') && buf.len() < 8192 {
+        match s.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(_) => break,
+        }
+    }
+    let line = String::from_utf8_lossy(&buf).lines().next().unwrap_or("").trim().to_string();
+    let rtt = start.elapsed().as_secs_f64();
+    if line.is_empty() {
+        return (out, rtt, "no response".into());
+    }
+    out.received = true;
+    let status = line.split_whitespace().nth(1).and_then(|c| c.parse::<u16>().ok());
+    out.good = status == Some(spec.expected) && rtt <= spec.timeout.as_secs_f64();
+    (out, rtt, line)
+}
+
+/// Start probing `be` (if it has a probe) until [`Backend::stop_probe`].
+pub fn start(be: &Arc<Backend>, seg: Arc<SegmentWriter>) {
+    let Some(spec) = be.cfg.probe.clone() else { return };
+    let be = be.clone();
+    let _ = std::thread::Builder::new().name(format!("probe-{}", be.name)).spawn(move || {
+        while !be.probe_stopped() {
+            let (outcome, rtt, line) = probe_once(&be, &spec);
+            let (was, is, text) = {
+                let mut st = be.probe_state();
+                let (was, is) = st.record(&spec, outcome, rtt);
+                let verb = match (was, is) {
+                    (true, true) => "Still healthy",
+                    (false, true) => "Back healthy",
+                    (true, false) => "Went sick",
+                    (false, false) => "Still sick",
+                };
+                let text = format!(
+                    "{} {verb} {} {} {} {} {rtt:.6} {:.6} {line}",
+                    be.full_name(),
+                    st.flags(),
+                    st.good_in(spec.window),
+                    spec.threshold,
+                    spec.window,
+                    st.avg
+                );
+                (was, is, text)
+            };
+            if was != is {
+                be.changed();
+            }
+            let mut b = Batch::new();
+            b.rec(Tag::BackendHealth, Side::None, 0, text.as_bytes());
+            seg.log(&b);
+            // Sleep the interval, waking up to notice a stop.
+            let until = Instant::now() + spec.interval;
+            while Instant::now() < until && !be.probe_stopped() {
+                std::thread::sleep(Duration::from_millis(50).min(until.saturating_duration_since(Instant::now())));
+            }
+        }
+    });
+}
+
+/// `backend.list [-j] [-p]` for these backends.
+pub fn backend_list(list: &[Arc<Backend>], json: bool, details: bool, argv: &[&str]) -> String {
+    if json {
+        let mut m = serde_json::Map::new();
+        for b in list {
+            let (admin, since) = b.admin();
+            let (probe, health) = probe_column(b);
+            let mut e = serde_json::json!({
+                "type": "backend", "admin_health": admin.word(),
+                "probe_message": [probe.0, probe.1, health], "last_change": since,
+            });
+            if let (true, Some(spec)) = (details, &b.cfg.probe) {
+                let st = b.probe_state().clone();
+                e["probe_details"] = serde_json::json!({
+                    "bits_4": st.ipv4, "bits_X": st.xmit, "bits_R": st.recv, "bits_H": st.good,
+                    "good": st.good_in(spec.window), "threshold": spec.threshold, "window": spec.window,
+                });
+            }
+            m.insert(b.full_name(), e);
+        }
+        let doc = serde_json::json!([3, argv, (crate::util::now() * 1000.0).round() / 1000.0, m]);
+        return serde_json::to_string_pretty(&doc).unwrap_or_default();
+    }
+    let mut out = String::from("Backend name                   Admin      Probe    Health     Last change");
+    for b in list {
+        let (admin, since) = b.admin();
+        let (probe, health) = probe_column(b);
+        let when = common::httpdate::format(since);
+        out.push_str(&format!(
+            "\n{:<30} {:<10} {:<8} {health:<10} {when}",
+            b.full_name(),
+            admin.word(),
+            format!("{}/{}", probe.0, probe.1)
+        ));
+        if let (true, Some(spec)) = (details, &b.cfg.probe) {
+            let st = b.probe_state().clone();
+            out.push_str(&format!(
+                "\n Current states  good: {:2} threshold: {:2} window: {:2}\n  Average response time of good probes: {:.6}\n  Oldest ================================================== Newest",
+                st.good_in(spec.window),
+                spec.threshold,
+                spec.window,
+                st.avg
+            ));
+            let n = st.probes.min(64) as u32;
+            for (bits, c, label) in
+                [(st.ipv4, '4', "Good IPv4"), (st.xmit, 'X', "Good Xmit"), (st.recv, 'R', "Good Recv"), (st.good, 'H', "Happy")]
+            {
+                let row: String = (0..64u32).rev().map(|i| if i < n && bits >> i & 1 == 1 { c } else { '-' }).collect();
+                out.push_str(&format!("\n  {row} {label}"));
+            }
+        }
+    }
+    out
+}
+
+/// (good, window) and the health word.
+fn probe_column(b: &Backend) -> ((u32, u32), &'static str) {
+    let probe = match &b.cfg.probe {
+        Some(spec) => (b.probe_state().good_in(spec.window), spec.window),
+        None => (0, 0),
+    };
+    (probe, if b.healthy() { "healthy" } else { "sick" })
+}
+
+impl Backend {
+    /// The probe's view (meaningful with a probe).
+    pub fn probe_state(&self) -> std::sync::MutexGuard<'_, ProbeState> {
+        self.probe.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    /// Stop the probe thread (the program was discarded).
+    pub fn stop_probe(&self) {
+        self.probe_stop.store(true, Ordering::SeqCst);
+    }
+    fn probe_stopped(&self) -> bool {
+        self.probe_stop.load(Ordering::SeqCst)
+    }
+    /// Healthy by the admin state, else by the probe (none: healthy).
+    pub fn healthy(&self) -> bool {
+        match self.admin().0 {
+            Admin::Healthy => true,
+            Admin::Sick => false,
+            Admin::Auto => self.cfg.probe.is_none() || self.probe_state().happy,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_and_threshold() {
+        let spec = ProbeSpec { window: 5, threshold: 3, initial: 2, ..ProbeSpec::default() };
+        let mut st = ProbeState::initial(&spec);
+        assert!(!st.happy, "2 initial good of 3 needed");
+        let good = Outcome { connected: true, sent: true, received: true, good: true };
+        let bad = Outcome::default();
+        assert_eq!(st.record(&spec, good, 0.001), (false, true), "back healthy at the third good");
+        assert_eq!(st.record(&spec, bad, 0.0), (true, true), "3 of the last 5 are still good");
+        assert_eq!(st.record(&spec, bad, 0.0), (true, true));
+        assert_eq!(st.good_in(5), 3);
+        assert_eq!(st.record(&spec, bad, 0.0), (true, false), "went sick: 2 of 5");
+        assert_eq!(st.record(&spec, good, 0.002), (false, false));
+        assert_eq!(st.record(&spec, good, 0.002), (false, false), "2 of the last 5");
+        assert_eq!(st.record(&spec, good, 0.002), (false, true), "back healthy");
+        assert_eq!(st.flags(), "4---X-RH");
+        st.record(&spec, Outcome { connected: true, ..Outcome::default() }, 0.0);
+        assert_eq!(st.flags(), "4--x----");
+    }
+}

@@ -1,0 +1,122 @@
+//! Backends from the policy: routing by name, per-backend timeouts and
+//! connection limits, health probes going sick and back, backend.list -p.
+
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+fn vcl(tmp: &std::path::Path, text: &str) -> String {
+    let f = tmp.join("p.vcl");
+    std::fs::write(&f, text).unwrap();
+    f.to_str().unwrap().to_string()
+}
+
+fn origin_requests(port: u16) -> u64 {
+    let r = Client::connect(port).get("/__stats", "");
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    v["requests"].as_u64().unwrap()
+}
+
+#[test]
+fn requests_go_to_the_backend_the_policy_names() {
+    let (a, b) = (Origin::start(), Origin::start());
+    let tmp = tempfile::tempdir().unwrap();
+    let f = vcl(
+        tmp.path(),
+        &format!(
+            r#"vcl 4.1;
+backend a {{ .host = "127.0.0.1"; .port = "{}"; }}
+backend b {{ .host = "127.0.0.1"; .port = "{}"; .first_byte_timeout = 1s; .max_connections = 1; }}
+sub vcl_recv {{
+    if (req.url ~ "to=b") {{ set req.backend_hint = b; }}
+    return (pass);
+}}
+sub vcl_deliver {{ set resp.http.X-Backend = req.backend_hint; }}
+"#,
+            a.port, b.port
+        ),
+    );
+    let d = Daemon::start_args(&tmp.path().join("i"), &["-f", &f]);
+    let mut c = Client::connect(d.port);
+    let (a0, b0) = (origin_requests(a.port), origin_requests(b.port));
+    assert_eq!(c.get("/size/3", "").header("x-backend"), Some("a"));
+    assert_eq!(c.get("/size/3?to=b", "").header("x-backend"), Some("b"));
+    assert_eq!(c.get("/size/3?to=b", "").status, 200);
+    assert_eq!((origin_requests(a.port) - a0, origin_requests(b.port) - b0), (1, 2));
+    // b's first byte timeout is 1 s: a 3 s delay fails at about 1 s.
+    let t = Instant::now();
+    let r = c.get("/size/3?to=b&delay_ms=3000", "");
+    let took = t.elapsed();
+    assert_eq!(r.status, 503);
+    assert!(took >= Duration::from_millis(900) && took < Duration::from_millis(2800), "{took:?}");
+    assert!(stdout(&run("cache-log", &["-d", "-n", d.dir.to_str().unwrap()])).contains("FetchError"));
+    // b takes one connection at a time: a second request while one is in
+    // flight is refused (backend_busy), a's are not.
+    let port = d.port;
+    let slow = std::thread::spawn(move || Client::connect(port).get("/size/3?to=b&delay_ms=800", "").status);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(Client::connect(d.port).get("/size/3?to=b", "").status, 503);
+    assert_eq!(Client::connect(d.port).get("/size/3", "").status, 200);
+    assert_eq!(slow.join().unwrap(), 200);
+    assert!(counter(&stat(&d.dir), "MAIN.backend_busy").unwrap() >= 1);
+}
+
+#[test]
+fn probes_take_a_backend_out_and_back() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let origin = Origin::start_at(&addr);
+    let tmp = tempfile::tempdir().unwrap();
+    let f = vcl(
+        tmp.path(),
+        &format!(
+            r#"vcl 4.1;
+import std;
+backend be {{
+    .host = "127.0.0.1"; .port = "{port}";
+    .probe = {{ .url = "/size/1"; .interval = 200ms; .timeout = 1s; .window = 3; .threshold = 2; .initial = 0; }}
+}}
+sub vcl_deliver {{ set resp.http.X-Healthy = std.healthy(req.backend_hint); }}
+"#
+        ),
+    );
+    let d = Daemon::start_args(&tmp.path().join("i"), &["-f", &f]);
+    let ds = d.dir.to_str().unwrap().to_string();
+    let list = |p: bool| {
+        stdout(&run(
+            "cache-adm",
+            &["-n", &ds, "backend.list", if p { "-p" } else { "" }].iter().copied().filter(|a| !a.is_empty()).collect::<Vec<_>>(),
+        ))
+    };
+    // initial = 0: sick until two probes of the last three are good.
+    wait_for(10, "the probes to make it healthy", || {
+        list(false).lines().any(|l| l.starts_with("boot.be ") && l.contains("healthy")).then_some(())
+    });
+    let r = Client::connect(d.port).get("/size/2", "");
+    assert_eq!((r.status, r.header("x-healthy")), (200, Some("true")));
+    let detail = list(true);
+    assert!(detail.contains("Current states  good:") && detail.contains(" Happy") && detail.contains("Good IPv4"), "{detail}");
+    // The origin goes away: sick, and requests are refused at once.
+    drop(origin);
+    wait_for(10, "the backend to go sick", || list(false).lines().any(|l| l.starts_with("boot.be ") && l.contains("sick")).then_some(()));
+    assert_eq!(Client::connect(d.port).get("/size/4", "").status, 503);
+    assert!(counter(&stat(&d.dir), "MAIN.backend_unhealthy").unwrap() >= 1);
+    // And it comes back.
+    let _origin = Origin::start_at(&addr);
+    wait_for(10, "the backend to come back", || {
+        list(false).lines().any(|l| l.starts_with("boot.be ") && l.contains("healthy")).then_some(())
+    });
+    assert_eq!(Client::connect(d.port).get("/size/5", "").status, 200);
+    let log = wait_for(10, "a good probe after the return", || {
+        let log = stdout(&run("cache-log", &["-d", "-g", "raw", "-i", "Backend_health", "-n", &ds]));
+        log.lines().any(|l| l.contains("boot.be Still healthy 4---X-RH 3 2 3")).then_some(log)
+    });
+    for state in ["Still sick", "Back healthy", "Went sick"] {
+        assert!(log.contains(state), "{state} in {log}");
+    }
+    // backend.set_health overrides the probe.
+    run("cache-adm", &["-n", &ds, "backend.set_health", "be", "sick"]);
+    assert_eq!(Client::connect(d.port).get("/size/6", "").status, 503);
+    run("cache-adm", &["-n", &ds, "backend.set_health", "be", "auto"]);
+    assert_eq!(Client::connect(d.port).get("/size/6", "").status, 200);
+}
