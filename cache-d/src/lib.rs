@@ -10,6 +10,7 @@ pub mod child;
 pub mod cli;
 pub mod daemon;
 pub mod deliver;
+pub mod director;
 pub mod error;
 pub mod fetch;
 pub mod http;

@@ -113,8 +113,36 @@ pub fn check(p: &Program) -> Result<Contexts, VclError> {
             subs.entry(name.as_str()).or_insert((body.as_slice(), *pos));
         }
     }
-    let imports: HashSet<&str> =
+    let mut imports: HashSet<&str> =
         p.items.iter().filter_map(|i| if let Item::Import { module, .. } = i { Some(module.as_str()) } else { None }).collect();
+    // Objects made with `new` (in vcl_init) are called like modules.
+    for item in &p.items {
+        if let Item::Sub { name, body, .. } = item {
+            let mut err = None;
+            walk(body, &mut |s| {
+                if let Stmt::New { name: obj, ctor, pos } = s {
+                    imports.insert(obj.as_str());
+                    if let Expr::Call { name: ctor_name, pos: cpos, .. } = ctor {
+                        if let Some((m, _)) = ctor_name.split_once('.') {
+                            let imported = p.items.iter().any(|i| matches!(i, Item::Import { module, .. } if module == m));
+                            if !imported && err.is_none() {
+                                err = Some(VclError {
+                                    msg: format!("Symbol not found: '{ctor_name}' (did you mean to 'import {m};'?)"),
+                                    pos: *cpos,
+                                });
+                            }
+                        }
+                    }
+                    if name != "vcl_init" && err.is_none() {
+                        err = Some(VclError { msg: "\"new\" is only allowed in vcl_init".into(), pos: *pos });
+                    }
+                }
+            });
+            if let Some(e) = err {
+                return Err(e);
+            }
+        }
+    }
     // Statements and expressions: legacy variables, calls that exist.
     for item in &p.items {
         let Item::Sub { body, .. } = item else { continue };

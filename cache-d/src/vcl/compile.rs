@@ -136,8 +136,46 @@ pub struct Compiled {
     pub backend_specs: Vec<BackendSpec>,
     /// The backends themselves, made when the program is loaded.
     runtime: std::sync::OnceLock<HashMap<String, Arc<crate::backend::Backend>>>,
+    /// The directors vcl_init made.
+    directors: std::sync::Mutex<HashMap<String, Arc<crate::director::Director>>>,
     /// The first backend's host and port, if the program declares one.
     pub backend: Option<String>,
+}
+
+impl Compiled {
+    fn directors(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<crate::director::Director>>> {
+        self.directors.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The healthy backend `name` stands for: itself if it is a backend,
+    /// what a director picks (nested directors followed) if it is one.
+    pub fn resolve(&self, name: &str, depth: usize) -> Option<Arc<crate::backend::Backend>> {
+        if let Some(b) = self.runtime.get().and_then(|r| r.get(name)) {
+            return b.healthy().then(|| b.clone());
+        }
+        let d = self.directors().get(name).cloned()?;
+        if depth > 8 {
+            return None;
+        }
+        let picked = d.pick(None, &|m| self.usable(m, depth + 1))?;
+        self.resolve(&picked, depth + 1)
+    }
+
+    /// Could `name` take a request now? (A director: could one of its
+    /// members; asking changes no director's state.)
+    fn usable(&self, name: &str, depth: usize) -> bool {
+        if let Some(b) = self.runtime.get().and_then(|r| r.get(name)) {
+            return b.healthy();
+        }
+        let Some(d) = self.directors().get(name).cloned() else { return false };
+        depth <= 8 && d.member_names().iter().any(|m| self.usable(m, depth + 1))
+    }
+
+    /// Like [`resolve`], but a backend is returned even when sick (so the
+    /// fetch fails as "sick" rather than "no backend").
+    fn backend_named(&self, name: &str) -> Option<Arc<crate::backend::Backend>> {
+        self.runtime.get().and_then(|r| r.get(name).cloned()).or_else(|| self.resolve(name, 0))
+    }
 }
 
 fn unsupported<T>(what: &str, pos: Pos) -> Result<T, VclError> {
@@ -154,6 +192,8 @@ struct Scope<'a> {
     ctx: Vec<Sub>,
     acls: &'a HashMap<String, Acl>,
     backends: &'a [String],
+    /// Objects made with `new` (directors), by name.
+    objects: &'a HashMap<String, crate::director::Kind>,
 }
 
 /// Compile a parsed program; checks first.
@@ -166,6 +206,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
         backends: Vec::new(),
         backend_specs: Vec::new(),
         runtime: std::sync::OnceLock::new(),
+        directors: std::sync::Mutex::new(HashMap::new()),
         backend: None,
     };
     let mut probes: HashMap<String, crate::probe::ProbeSpec> = HashMap::new();
@@ -219,9 +260,18 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
             _ => {}
         }
     }
+    // Objects are declared by `new` in vcl_init; collected first so every
+    // subroutine can call them.
+    let mut objects: HashMap<String, crate::director::Kind> = HashMap::new();
+    for item in &p.items {
+        if let Item::Sub { body, .. } = item {
+            collect_objects(body, &mut objects)?;
+        }
+    }
     for item in &p.items {
         if let Item::Sub { name, body, .. } = item {
-            let scope = Scope { ctx: contexts.get(name).cloned().unwrap_or_default(), acls: &c.acls, backends: &c.backends };
+            let scope =
+                Scope { ctx: contexts.get(name).cloned().unwrap_or_default(), acls: &c.acls, backends: &c.backends, objects: &objects };
             let mut stmts = block(body, &scope)?;
             c.subs.entry(name.clone()).or_default().append(&mut stmts);
             if let Some(s) = Sub::from_name(name) {
@@ -433,6 +483,41 @@ fn check_probe(fields: &[Field]) -> Result<(), VclError> {
     Ok(())
 }
 
+/// The directors `new` makes, with their kind; anything else `new` is
+/// refused.
+fn collect_objects(body: &[Stmt], out: &mut HashMap<String, crate::director::Kind>) -> Result<(), VclError> {
+    for s in body {
+        match s {
+            Stmt::New { name, ctor, pos } => {
+                let Expr::Call { name: ctor_name, args, pos: cpos } = ctor else {
+                    return err("\"new\" takes a constructor, e.g. directors.round_robin()", *pos);
+                };
+                let sticky = match args.first() {
+                    Some(Expr::Name(b, _)) => b == "true",
+                    _ => false,
+                };
+                let Some(kind) = crate::director::Kind::from_ctor(ctor_name, sticky) else {
+                    return unsupported(&format!("Object {ctor_name}()"), *cpos);
+                };
+                if out.insert(name.clone(), kind).is_some() {
+                    return err(format!("Object '{name}' redefined"), *pos);
+                }
+            }
+            Stmt::If { branches, otherwise, .. } => {
+                for (_, b) in branches {
+                    collect_objects(b, out)?;
+                }
+                if let Some(o) = otherwise {
+                    collect_objects(o, out)?;
+                }
+            }
+            Stmt::Block(b) => collect_objects(b, out)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 fn block(body: &[Stmt], sc: &Scope<'_>) -> Result<Vec<StmtFn>, VclError> {
     body.iter().map(|s| stmt(s, sc)).collect()
 }
@@ -532,7 +617,14 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
                 Flow::Next
             })
         }
-        Stmt::New { pos, .. } => return unsupported("\"new\" (objects such as directors arrive with the backends issue)", *pos),
+        Stmt::New { name, .. } => {
+            let kind = sc.objects[name];
+            let name = name.clone();
+            Box::new(move |_, c| {
+                c.directors().insert(name.clone(), Arc::new(crate::director::Director::new(&name, kind)));
+                Flow::Next
+            })
+        }
     })
 }
 
@@ -1215,6 +1307,11 @@ fn call(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, V
             None => fb(t, c),
         }))
     };
+    if let Some((obj, method)) = name.split_once('.') {
+        if let Some(kind) = sc.objects.get(obj) {
+            return director_call(obj, *kind, method, args, pos, sc);
+        }
+    }
     Ok(match name {
         "regsub" | "regsuball" => {
             if args.len() != 3 {
@@ -1338,8 +1435,10 @@ fn call(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, V
                     Val::Backend(n) => Some(n.as_str()),
                     _ => None,
                 };
-                match (name, c.runtime.get()) {
-                    (Some(n), Some(bes)) if bes.contains_key(n) => Val::Bool(bes[n].healthy()),
+                match name {
+                    Some(n) if c.runtime.get().is_some_and(|r| r.contains_key(n)) || c.directors().contains_key(n) => {
+                        Val::Bool(c.usable(n, 0))
+                    }
                     _ => Val::Bool(t.env.healthy(name)),
                 }
             })
@@ -1370,6 +1469,69 @@ fn call(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, V
             })
         }
         _ => return unsupported(&format!("Function {name}()"), pos),
+    })
+}
+
+/// `obj.method(...)` on a director.
+fn director_call(
+    obj: &str,
+    kind: crate::director::Kind,
+    method: &str,
+    args: &[Expr],
+    pos: Pos,
+    sc: &Scope<'_>,
+) -> Result<ExprFn, VclError> {
+    use crate::director::Kind;
+    let a: Vec<ExprFn> = args.iter().map(|x| expr(x, sc)).collect::<Result<_, _>>()?;
+    let obj_name = obj.to_string();
+    let obj = obj.to_string();
+    let with = move |c: &Compiled| c.directors().get(&obj).cloned();
+    Ok(match (method, a.len()) {
+        ("add_backend", 1 | 2) => {
+            only_in(method, mask(&[Sub::Init]), pos, sc)?;
+            let mut it = a.into_iter();
+            let (b, w) = (it.next().expect("1 arg"), it.next());
+            Box::new(move |t, c| {
+                let (member, weight) = (b(t, c), w.as_ref().map_or(1.0, |w| w(t, c).num().unwrap_or(1.0)));
+                if let (Some(d), Val::Backend(m)) = (with(c), member) {
+                    d.add(&m, weight);
+                }
+                Val::None
+            })
+        }
+        ("remove_backend", 1) => {
+            let b = a.into_iter().next().expect("1 arg");
+            Box::new(move |t, c| {
+                if let (Some(d), Val::Backend(m)) = (with(c), b(t, c)) {
+                    d.remove(&m);
+                }
+                Val::None
+            })
+        }
+        ("reconfigure", 0) if kind == Kind::Shard => Box::new(move |_, c| {
+            if let Some(d) = with(c) {
+                d.reconfigure();
+            }
+            Val::Bool(true)
+        }),
+        // Hash and shard pick now, by the key (shard: the URL without one).
+        ("backend", 0 | 1) if matches!(kind, Kind::Hash | Kind::Shard) => {
+            let key = a.into_iter().next();
+            Box::new(move |t, c| {
+                let k = match &key {
+                    Some(k) => k(t, c).text(),
+                    None => t.req.as_deref().map(|r| String::from_utf8_lossy(&r.url).into_owned()).unwrap_or_default(),
+                };
+                let Some(d) = with(c) else { return Val::None };
+                match d.pick(Some(&k), &|m| c.usable(m, 1)) {
+                    Some(m) => Val::Backend(m),
+                    None => Val::Backend(d.name.clone()),
+                }
+            })
+        }
+        // The others are resolved when the fetch starts (as in Varnish).
+        ("backend", 0) => Box::new(move |_, _| Val::Backend(obj_name.clone())),
+        (m, n) => return unsupported(&format!("Method {m}() with {n} argument(s) on this director"), pos),
     })
 }
 
@@ -1413,10 +1575,9 @@ impl Policy for VclPolicy {
         }
     }
     fn backend(&self, name: Option<&str>) -> Option<Arc<crate::backend::Backend>> {
-        let bes = self.prog.runtime.get()?;
         match name {
-            Some(n) => bes.get(n).cloned(),
-            None => self.prog.backends.first().and_then(|n| bes.get(n).cloned()),
+            Some(n) => self.prog.backend_named(n),
+            None => self.prog.backends.first().and_then(|n| self.prog.backend_named(n)),
         }
     }
     fn backends(&self) -> Vec<Arc<crate::backend::Backend>> {
@@ -1550,7 +1711,8 @@ mod tests {
         assert!(compile_err("sub vcl_recv { unset req.url; }").contains("cannot be unset"));
         assert!(compile_err("sub vcl_recv { set req.backend_hint = nothere; }").contains("Unknown variable 'nothere'"));
         assert!(compile_err("sub vcl_recv { set req.http.x = std.nothing(1); }").contains("not supported yet"));
-        assert!(compile_err("sub vcl_init { new rr = directors.round_robin(); }").contains("not supported yet"));
+        assert!(compile_err("sub vcl_init { new rr = directors.round_robin(); }").contains("import directors;"));
+        assert!(compile_err("sub vcl_recv { new rr = std.tolower(\"x\"); }").contains("only allowed in vcl_init"));
         let decl = |src: &str| {
             let p = parse_source("t.vcl", &format!("vcl 4.1;\n{src}")).unwrap();
             compile(&p).err().map(|e| e.render(&p.files)).unwrap_or_default()

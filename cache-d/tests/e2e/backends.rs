@@ -120,3 +120,71 @@ sub vcl_deliver {{ set resp.http.X-Healthy = std.healthy(req.backend_hint); }}
     run("cache-adm", &["-n", &ds, "backend.set_health", "be", "auto"]);
     assert_eq!(Client::connect(d.port).get("/size/6", "").status, 200);
 }
+
+#[test]
+fn directors_spread_fall_back_and_shard() {
+    let (a, b) = (Origin::start(), Origin::start());
+    let tmp = tempfile::tempdir().unwrap();
+    let f = vcl(
+        tmp.path(),
+        &format!(
+            r#"vcl 4.1;
+import directors;
+backend a {{ .host = "127.0.0.1"; .port = "{}"; }}
+backend b {{ .host = "127.0.0.1"; .port = "{}"; }}
+sub vcl_init {{
+    new rr = directors.round_robin();
+    rr.add_backend(a);
+    rr.add_backend(b);
+    new fb = directors.fallback();
+    fb.add_backend(a);
+    fb.add_backend(b);
+    new sh = directors.shard();
+    sh.add_backend(a);
+    sh.add_backend(b);
+    sh.reconfigure();
+    new nest = directors.fallback();
+    nest.add_backend(rr.backend());
+}}
+sub vcl_recv {{
+    if (req.url ~ "via=rr") {{ set req.backend_hint = rr.backend(); }}
+    elsif (req.url ~ "via=fb") {{ set req.backend_hint = fb.backend(); }}
+    elsif (req.url ~ "via=sh") {{ set req.backend_hint = sh.backend(); }}
+    elsif (req.url ~ "via=nest") {{ set req.backend_hint = nest.backend(); }}
+    return (pass);
+}}
+"#,
+            a.port, b.port
+        ),
+    );
+    let d = Daemon::start_args(&tmp.path().join("i"), &["-f", &f]);
+    let ds = d.dir.to_str().unwrap().to_string();
+    let mut c = Client::connect(d.port);
+    let counts = || (origin_requests(a.port), origin_requests(b.port));
+    let delta = |before: (u64, u64), after: (u64, u64)| (after.0 - before.0, after.1 - before.1);
+    let run_n = |c: &mut Client, url: &str, n: usize| {
+        for _ in 0..n {
+            assert_eq!(c.get(url, "").status, 200, "{url}");
+        }
+    };
+    let t0 = counts();
+    run_n(&mut c, "/size/1?via=rr", 10);
+    assert_eq!(delta(t0, counts()), (5, 5), "round robin alternates");
+    let t0 = counts();
+    run_n(&mut c, "/size/1?via=nest", 4);
+    assert_eq!(delta(t0, counts()), (2, 2), "a fallback over the round robin");
+    let t0 = counts();
+    run_n(&mut c, "/size/1?via=fb", 4);
+    assert_eq!(delta(t0, counts()), (4, 0), "fallback: the first healthy");
+    run("cache-adm", &["-n", &ds, "backend.set_health", "a", "sick"]);
+    let t0 = counts();
+    run_n(&mut c, "/size/1?via=fb", 4);
+    run_n(&mut c, "/size/1?via=rr", 4);
+    assert_eq!(delta(t0, counts()), (0, 8), "a sick member is skipped");
+    run("cache-adm", &["-n", &ds, "backend.set_health", "a", "auto"]);
+    // Shard: a URL always lands on the same member.
+    let t0 = counts();
+    run_n(&mut c, "/size/1?via=sh&k=1", 6);
+    let (x, y) = delta(t0, counts());
+    assert!((x, y) == (6, 0) || (x, y) == (0, 6), "{x} {y}");
+}

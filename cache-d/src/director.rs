@@ -1,0 +1,232 @@
+//! Directors (vmod_directors): pick a member backend for a request,
+//! skipping sick ones. round_robin, random (weights), fallback (first
+//! healthy in order, optionally sticky), hash (a key to a member, by
+//! weight) and shard (consistent hashing on a ring of replicas per member,
+//! so removing a member moves only its keys). Members are names — a
+//! backend or another director — and health is asked of the caller, so
+//! directors nest.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use sha2::{Digest, Sha256};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    RoundRobin,
+    Random,
+    Fallback { sticky: bool },
+    Hash,
+    Shard,
+}
+
+impl Kind {
+    /// The constructor's name in VCL (`directors.round_robin`...).
+    pub fn from_ctor(name: &str, sticky: bool) -> Option<Kind> {
+        Some(match name {
+            "directors.round_robin" => Kind::RoundRobin,
+            "directors.random" => Kind::Random,
+            "directors.fallback" => Kind::Fallback { sticky },
+            "directors.hash" => Kind::Hash,
+            "directors.shard" => Kind::Shard,
+            _ => return None,
+        })
+    }
+}
+
+/// Ring points per member of a shard director (Varnish's default is 67;
+/// more points spread keys more evenly).
+pub const REPLICAS: u32 = 160;
+
+pub struct Director {
+    pub name: String,
+    pub kind: Kind,
+    members: Mutex<Vec<(String, f64)>>,
+    next: AtomicUsize,
+    /// Shard: (point, member index), sorted; built by reconfigure().
+    ring: Mutex<Vec<(u32, usize)>>,
+}
+
+/// A 32-bit point for `text` (the first bytes of its SHA-256).
+fn point(text: &str) -> u32 {
+    let d = Sha256::digest(text.as_bytes());
+    u32::from_be_bytes([d[0], d[1], d[2], d[3]])
+}
+
+impl Director {
+    pub fn new(name: &str, kind: Kind) -> Director {
+        Director { name: name.to_string(), kind, members: Mutex::new(Vec::new()), next: AtomicUsize::new(0), ring: Mutex::new(Vec::new()) }
+    }
+
+    fn members(&self) -> std::sync::MutexGuard<'_, Vec<(String, f64)>> {
+        self.members.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The members' names, in order.
+    pub fn member_names(&self) -> Vec<String> {
+        self.members().iter().map(|(m, _)| m.clone()).collect()
+    }
+
+    pub fn add(&self, member: &str, weight: f64) {
+        self.members().push((member.to_string(), if weight > 0.0 { weight } else { 1.0 }));
+        if self.kind != Kind::Shard {
+            return;
+        }
+        // The shard ring is rebuilt by reconfigure(); Varnish requires the
+        // call, we also keep it current for a program that forgets it.
+        self.reconfigure();
+    }
+
+    pub fn remove(&self, member: &str) {
+        self.members().retain(|(m, _)| m != member);
+        if self.kind == Kind::Shard {
+            self.reconfigure();
+        }
+    }
+
+    /// Shard: rebuild the ring from the members.
+    pub fn reconfigure(&self) {
+        let members = self.members().clone();
+        let mut ring: Vec<(u32, usize)> = Vec::with_capacity(members.len() * REPLICAS as usize);
+        for (i, (m, _)) in members.iter().enumerate() {
+            for r in 0..REPLICAS {
+                ring.push((point(&format!("{m}{r}")), i));
+            }
+        }
+        ring.sort_unstable();
+        *self.ring.lock().unwrap_or_else(|e| e.into_inner()) = ring;
+    }
+
+    /// Pick a member: `healthy` says whether a member can take the request
+    /// (for a nested director: whether it can pick one); `key` drives hash
+    /// and shard (the URL if none).
+    pub fn pick(&self, key: Option<&str>, healthy: &dyn Fn(&str) -> bool) -> Option<String> {
+        let members = self.members().clone();
+        if members.is_empty() {
+            return None;
+        }
+        let n = members.len();
+        match self.kind {
+            Kind::RoundRobin => {
+                let start = self.next.fetch_add(1, Ordering::Relaxed);
+                (0..n).map(|i| &members[(start + i) % n].0).find(|m| healthy(m)).cloned()
+            }
+            Kind::Fallback { sticky } => {
+                let from = if sticky { self.next.load(Ordering::Relaxed).min(n - 1) } else { 0 };
+                let order = (from..n).chain(0..from);
+                let mut found = None;
+                for i in order {
+                    if healthy(&members[i].0) {
+                        found = Some(i);
+                        break;
+                    }
+                }
+                let i = found?;
+                if sticky {
+                    self.next.store(i, Ordering::Relaxed);
+                }
+                Some(members[i].0.clone())
+            }
+            Kind::Random | Kind::Hash => {
+                let live: Vec<&(String, f64)> = members.iter().filter(|(m, _)| healthy(m)).collect();
+                let total: f64 = live.iter().map(|(_, w)| w).sum();
+                if live.is_empty() || total <= 0.0 {
+                    return None;
+                }
+                let r = match (self.kind, key) {
+                    (Kind::Hash, Some(k)) => f64::from(point(k)) / (f64::from(u32::MAX) + 1.0),
+                    _ => random_unit(),
+                };
+                let mut at = r * total;
+                for (m, w) in &live {
+                    if at < *w {
+                        return Some(m.clone());
+                    }
+                    at -= w;
+                }
+                live.last().map(|(m, _)| m.clone())
+            }
+            Kind::Shard => {
+                let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                if ring.is_empty() {
+                    return None;
+                }
+                let p = point(key.unwrap_or(""));
+                let start = ring.partition_point(|(q, _)| *q < p);
+                // The first healthy member clockwise from the key's point.
+                (0..ring.len()).map(|i| ring[(start + i) % ring.len()].1).map(|i| &members[i].0).find(|m| healthy(m)).cloned()
+            }
+        }
+    }
+}
+
+/// A random number in [0, 1) (time and a counter through SHA-256: no
+/// dependency for a director's coin).
+fn random_unit() -> f64 {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let seed = format!("{:?}{}", std::time::SystemTime::now(), N.fetch_add(1, Ordering::Relaxed));
+    f64::from(point(&seed)) / (f64::from(u32::MAX) + 1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(kind: Kind, members: &[&str]) -> Director {
+        let d = Director::new("d", kind);
+        for m in members {
+            d.add(m, 1.0);
+        }
+        d
+    }
+
+    #[test]
+    fn round_robin_and_fallback_skip_the_sick() {
+        let d = dir(Kind::RoundRobin, &["a", "b", "c"]);
+        let all = |_: &str| true;
+        let picks: Vec<String> = (0..6).map(|_| d.pick(None, &all).unwrap()).collect();
+        assert_eq!(picks, ["a", "b", "c", "a", "b", "c"]);
+        let no_b = |m: &str| m != "b";
+        assert!((0..6).all(|_| d.pick(None, &no_b).unwrap() != "b"));
+        assert_eq!(d.pick(None, &|_| false), None);
+        let f = dir(Kind::Fallback { sticky: false }, &["a", "b", "c"]);
+        assert_eq!(f.pick(None, &all).as_deref(), Some("a"));
+        assert_eq!(f.pick(None, &|m| m != "a").as_deref(), Some("b"));
+        assert_eq!(f.pick(None, &all).as_deref(), Some("a"), "not sticky: back to the first");
+        let s = dir(Kind::Fallback { sticky: true }, &["a", "b", "c"]);
+        assert_eq!(s.pick(None, &|m| m != "a").as_deref(), Some("b"));
+        assert_eq!(s.pick(None, &all).as_deref(), Some("b"), "sticky: stays on b");
+    }
+
+    #[test]
+    fn random_follows_weights_and_hash_is_stable() {
+        let d = Director::new("r", Kind::Random);
+        d.add("heavy", 3.0);
+        d.add("light", 1.0);
+        let heavy = (0..4000).filter(|_| d.pick(None, &|_| true).as_deref() == Some("heavy")).count();
+        assert!((2700..3300).contains(&heavy), "{heavy} of 4000 for weight 3 of 4");
+        let h = dir(Kind::Hash, &["a", "b", "c"]);
+        let first = h.pick(Some("/some/url"), &|_| true);
+        assert!((0..10).all(|_| h.pick(Some("/some/url"), &|_| true) == first));
+    }
+
+    #[test]
+    fn shard_spreads_keys_and_moves_only_the_removed_share() {
+        let d = dir(Kind::Shard, &["s1", "s2", "s3", "s4"]);
+        let keys: Vec<String> = (0..20_000).map(|i| format!("/object/{i}")).collect();
+        let before: Vec<String> = keys.iter().map(|k| d.pick(Some(k), &|_| true).unwrap()).collect();
+        for m in ["s1", "s2", "s3", "s4"] {
+            let share = before.iter().filter(|b| *b == m).count() as f64 / keys.len() as f64;
+            assert!((share - 0.25).abs() <= 0.025, "{m} holds {share:.3} of the keys (25% +-10%)");
+        }
+        d.remove("s3");
+        let after: Vec<String> = keys.iter().map(|k| d.pick(Some(k), &|_| true).unwrap()).collect();
+        let moved = before.iter().zip(&after).filter(|(b, a)| b != a).count();
+        let s3 = before.iter().filter(|b| *b == "s3").count();
+        assert_eq!(moved, s3, "only s3's keys moved");
+        assert!(before.iter().zip(&after).all(|(b, a)| b == "s3" || b == a));
+        // A sick member's keys go to the next on the ring; the others stay.
+        let sick: Vec<String> = keys.iter().map(|k| d.pick(Some(k), &|m| m != "s1").unwrap()).collect();
+        assert!(after.iter().zip(&sick).all(|(a, s)| a == "s1" || a == s));
+    }
+}
