@@ -307,6 +307,27 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
         }
     }
     let fetched = backend_side(&sh, &*policy, &mut f, &mut bereq, None, Framing::None, addrs, stale.as_ref().map(|s| &s.obj)).await;
+    // stale-if-error: a refresh that failed (or answered 5xx) leaves the
+    // stale object to deliver, rather than an error.
+    let failed = match &fetched {
+        Fetched::Abandoned(_) | Fetched::Client(_) => true,
+        Fetched::Synthetic { beresp, .. } => beresp.status >= 500,
+        Fetched::Resp { beresp, .. } => beresp.status >= 500 && !beresp.was_304,
+    };
+    if let (true, true, Some(s)) = (failed, sh.params().stale_if_error, &stale) {
+        if !s.is_dead() {
+            f.note(&Error::new(Side::Internal, "stale_if_error: delivering the stale object"));
+            if let Fetched::Resp { resp, .. } = fetched {
+                f.finish(&sh, None, Some((resp.conn, false)));
+            } else {
+                f.finish(&sh, None, None);
+            }
+            f.end(&sh);
+            drop(guard);
+            let _ = tx.send(Ok(s.clone()));
+            return;
+        }
+    }
     let (resp, beresp, life, action, body) = match fetched {
         Fetched::Resp { resp, beresp, life, action } => {
             let body = match (&stale, beresp.was_304) {

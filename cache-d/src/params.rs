@@ -64,6 +64,7 @@ defs! {
     "max_retries" Uint "4" Some("0"), None, "retries" false "Upper limit on how many times a backend fetch can retry.";
     "send_timeout" Seconds "600.000" Some("0.000"), None, "seconds" false "Total timeout for sending a response to the client.";
     "shortlived" Seconds "10.000" Some("0.000"), None, "seconds" false "Objects created with (ttl+grace+keep) shorter than this are counted as short-lived.";
+    "stale_if_error" Bool "on" None, None, "bool" false "Deliver a stale object (still within grace or keep) instead of an error when its refresh fails: backend down, sick, timed out or answering 5xx (cachekit's own).";
     "timeout_idle" Seconds "5.000" Some("0.000"), Some("3600.000"), "seconds" false "Idle timeout for client connections.";
     "vsl_reclen" Bytes "255b" Some("16b"), Some("4084b"), "bytes" false "Maximum number of bytes in a log record.";
     "vsl_space" Bytes "80M" Some("64k"), Some("4G"), "bytes" true "The amount of space to allocate for the log ring.";
@@ -158,6 +159,7 @@ pub struct Params {
     pub max_retries: u32,
     pub send_timeout: Duration,
     pub shortlived: f64,
+    pub stale_if_error: bool,
     pub timeout_idle: Duration,
     pub vsl_reclen: usize,
     pub vsl_space: u64,
@@ -193,6 +195,7 @@ impl Default for Params {
             max_retries: 0,
             send_timeout: Duration::ZERO,
             shortlived: 0.0,
+            stale_if_error: true,
             timeout_idle: Duration::ZERO,
             vsl_reclen: 0,
             vsl_space: 0,
@@ -236,6 +239,7 @@ impl Params {
             "max_retries" => self.max_retries = n as u32,
             "send_timeout" => self.send_timeout = secs(),
             "shortlived" => self.shortlived = n,
+            "stale_if_error" => self.stale_if_error = n != 0.0,
             "timeout_idle" => self.timeout_idle = secs(),
             "vsl_reclen" => self.vsl_reclen = n as usize,
             "vsl_space" => self.vsl_space = n as u64,

@@ -188,3 +188,74 @@ sub vcl_recv {{
     let (x, y) = delta(t0, counts());
     assert!((x, y) == (6, 0) || (x, y) == (0, 6), "{x} {y}");
 }
+
+#[test]
+fn stale_if_error_serves_the_old_object_when_the_refresh_fails() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    // No grace, a minute of keep: an expired object is refreshed before
+    // delivery, and is what stale_if_error falls back on.
+    let d =
+        Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &["-p", "default_grace=0", "-p", "default_keep=60"]);
+    let ds = d.dir.to_str().unwrap().to_string();
+    let mut c = Client::connect(d.port);
+    let url = "/size/20?max_age=1";
+    assert_eq!(c.get(url, "").status, 200);
+    std::thread::sleep(Duration::from_millis(1500));
+    // The backend goes away: the stale copy, not an error.
+    drop(origin);
+    let r = c.get(url, "");
+    assert_eq!((r.status, r.body.len()), (200, 20));
+    assert!(r.header("age").and_then(|a| a.parse::<u64>().ok()).is_some_and(|a| a >= 1), "{r:?}");
+    assert!(stdout(&run("cache-log", &["-d", "-n", &ds])).contains("stale_if_error: delivering the stale object"));
+    // Marked sick: the same.
+    run("cache-adm", &["-n", &ds, "backend.set_health", "default", "sick"]);
+    assert_eq!(c.get(url, "").status, 200);
+    // Turned off: the error.
+    run("cache-adm", &["-n", &ds, "param.set", "stale_if_error", "off"]);
+    assert_eq!(Client::connect(d.port).get(url, "").status, 503);
+    // Nothing stale: an error either way.
+    run("cache-adm", &["-n", &ds, "param.set", "stale_if_error", "on"]);
+    assert_eq!(Client::connect(d.port).get("/size/21", "").status, 503);
+}
+
+#[test]
+fn misbehaving_origins_fail_at_their_timeouts() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        &tmp.path().join("i"),
+        &format!("127.0.0.1:{}", origin.port),
+        &["-p", "between_bytes_timeout=1", "-p", "first_byte_timeout=2"],
+    );
+    let ds = d.dir.to_str().unwrap().to_string();
+    let failed = || counter(&stat(&d.dir), "MAIN.fetch_failed").unwrap_or(0);
+    // Headers later than first_byte_timeout (2 s): 503 at about 2 s.
+    let f0 = failed();
+    let t = Instant::now();
+    assert_eq!(Client::connect(d.port).get("/size/10?delay_ms=5000", "").status, 503);
+    let took = t.elapsed();
+    assert!(took >= Duration::from_millis(1800) && took < Duration::from_millis(4000), "first byte: {took:?}");
+    assert!(failed() > f0);
+    // A body that stalls longer than between_bytes_timeout (1 s): the
+    // client gets the head and part of the body, then the connection
+    // closes at about 1 s; never a clean end.
+    for cookie in ["", "Cookie: pass=1\r\n"] {
+        let f0 = failed();
+        let mut c = Client::connect(d.port);
+        let t = Instant::now();
+        c.send_raw(format!("GET /size/100000?stall_ms=4000&max_age=60 HTTP/1.1\r\nHost: 127.0.0.1\r\n{cookie}\r\n").as_bytes());
+        assert!(c.read_response(false).is_none(), "a cut body is not a response");
+        let took = t.elapsed();
+        assert!(took >= Duration::from_millis(800) && took < Duration::from_millis(3500), "between bytes ({cookie:?}): {took:?}");
+        assert!(failed() > f0, "{cookie:?}");
+    }
+    // A backend that resets mid-body: the same, at once.
+    let mut c = Client::connect(d.port);
+    c.send_raw(b"GET /size/50000?abort_after=1000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    assert!(c.read_response(false).is_none());
+    let log = stdout(&run("cache-log", &["-d", "-n", &ds]));
+    assert!(log.contains("FetchError"), "{log}");
+    // And the daemon is fine.
+    assert_eq!(Client::connect(d.port).get("/size/3", "").status, 200);
+}
