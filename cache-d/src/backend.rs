@@ -197,6 +197,12 @@ impl Backend {
         Err(Error::io(Side::Backend, "connect", last.unwrap_or_else(|| std::io::Error::other("no address"))))
     }
 
+    /// Close the idle connections older than `max_idle`.
+    pub fn reap_idle(&self, max_idle: Duration) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.retain(|(_, since)| since.elapsed() < max_idle);
+    }
+
     /// Return a connection whose last response was read completely.
     pub fn recycle(&self, c: BeConn) {
         if !c.buf.is_empty() {

@@ -167,6 +167,12 @@ async fn tick(sh: Arc<Shared>) {
         iv.tick().await;
         sh.seg.set(C::MainUptime, start.elapsed().as_secs());
         sh.cache.expire(crate::util::now());
+        // Idle backend connections past backend_idle_timeout are closed.
+        let idle = sh.params().backend_idle_timeout;
+        sh.backend.reap_idle(idle);
+        for b in sh.policy().policy.backends() {
+            b.reap_idle(idle);
+        }
     }
 }
 
