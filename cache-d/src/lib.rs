@@ -23,6 +23,7 @@ pub mod policy;
 pub mod probe;
 pub mod server;
 pub mod session;
+pub mod synth;
 pub mod util;
 pub mod vcl;
 

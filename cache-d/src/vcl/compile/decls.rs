@@ -1,0 +1,240 @@
+//! Backend and probe declarations: their checks, their settings, and the
+//! directors `new` makes.
+
+use super::*;
+
+/// A declared backend: where it is and its settings.
+#[derive(Clone, Debug)]
+pub struct BackendSpec {
+    pub name: String,
+    pub host: String,
+    pub port: String,
+    pub cfg: crate::backend::BackendCfg,
+}
+
+/// A probe's settings, with Varnish's defaults for what is left out.
+pub(super) fn probe_spec(fields: &[Field]) -> crate::probe::ProbeSpec {
+    let mut p = crate::probe::ProbeSpec::default();
+    let mut initial = None;
+    for f in fields {
+        match (f.name.as_str(), &f.value) {
+            ("url", FieldValue::Expr(Expr::Str(s, _))) => p.url = s.clone(),
+            ("request", FieldValue::Expr(e)) => {
+                // `.request = "GET / HTTP/1.1" "Host: x" "Connection: close";`
+                // arrives as a concatenation of strings.
+                let mut lines = Vec::new();
+                collect_strings(e, &mut lines);
+                p.request = Some(lines);
+            }
+            ("expected_response", FieldValue::Expr(Expr::Int(n, _))) => p.expected = (*n).clamp(100, 999) as u16,
+            ("timeout", FieldValue::Expr(Expr::Duration(d, _))) => p.timeout = std::time::Duration::from_secs_f64(d.max(0.001)),
+            ("interval", FieldValue::Expr(Expr::Duration(d, _))) => p.interval = std::time::Duration::from_secs_f64(d.max(0.01)),
+            ("window", FieldValue::Expr(Expr::Int(n, _))) => p.window = (*n).clamp(1, 64) as u32,
+            ("threshold", FieldValue::Expr(Expr::Int(n, _))) => p.threshold = (*n).clamp(0, 64) as u32,
+            ("initial", FieldValue::Expr(Expr::Int(n, _))) => initial = Some((*n).clamp(0, 64) as u32),
+            _ => {}
+        }
+    }
+    // Varnish: .initial defaults to .threshold - 1.
+    p.initial = initial.unwrap_or(p.threshold.saturating_sub(1));
+    p
+}
+
+fn collect_strings(e: &Expr, out: &mut Vec<String>) {
+    match e {
+        Expr::Str(s, _) => out.push(s.clone()),
+        Expr::Binary { left, right, .. } => {
+            collect_strings(left, out);
+            collect_strings(right, out);
+        }
+        _ => {}
+    }
+}
+
+pub(super) fn backend_spec(
+    name: &str,
+    fields: &[Field],
+    probes: &HashMap<String, crate::probe::ProbeSpec>,
+    pos: Pos,
+) -> Result<BackendSpec, VclError> {
+    let text = |n: &str| {
+        field_value(fields, n).and_then(|f| match &f.value {
+            FieldValue::Expr(Expr::Str(s, _)) => Some(s.clone()),
+            FieldValue::Expr(Expr::Int(i, _)) => Some(i.to_string()),
+            _ => None,
+        })
+    };
+    let dur = |n: &str| {
+        field_value(fields, n).and_then(|f| match &f.value {
+            FieldValue::Expr(Expr::Duration(d, _)) => Some(std::time::Duration::from_secs_f64(d.max(0.0))),
+            _ => None,
+        })
+    };
+    let max = field_value(fields, "max_connections").and_then(|f| match &f.value {
+        FieldValue::Expr(Expr::Int(i, _)) if *i > 0 => Some(*i as usize),
+        _ => None,
+    });
+    let probe = match field_value(fields, "probe").map(|f| &f.value) {
+        Some(FieldValue::Block(inner)) => Some(probe_spec(inner)),
+        Some(FieldValue::Name(n)) | Some(FieldValue::Expr(Expr::Name(n, _))) => Some(
+            probes
+                .get(n)
+                .cloned()
+                .ok_or_else(|| VclError { msg: format!("Probe '{n}' is not declared (declare it before the backend)"), pos })?,
+        ),
+        _ => None,
+    };
+    Ok(BackendSpec {
+        name: name.to_string(),
+        host: text("host").unwrap_or_else(|| "127.0.0.1".into()),
+        port: text("port").unwrap_or_else(|| "80".into()),
+        cfg: crate::backend::BackendCfg {
+            connect_timeout: dur("connect_timeout"),
+            first_byte_timeout: dur("first_byte_timeout"),
+            between_bytes_timeout: dur("between_bytes_timeout"),
+            max_connections: max,
+            host_header: text("host_header"),
+            probe,
+        },
+    })
+}
+
+const BACKEND_FIELDS: [&str; 13] = [
+    "host",
+    "port",
+    "path",
+    "host_header",
+    "connect_timeout",
+    "first_byte_timeout",
+    "between_bytes_timeout",
+    "probe",
+    "proxy_header",
+    "max_connections",
+    "authority",
+    "via",
+    "preamble",
+];
+const PROBE_FIELDS: [&str; 8] = ["url", "request", "expected_response", "timeout", "interval", "initial", "window", "threshold"];
+
+pub(super) fn field_value<'f>(fields: &'f [Field], name: &str) -> Option<&'f Field> {
+    fields.iter().find(|f| f.name == name)
+}
+
+/// A backend declaration: known fields of the right kinds, an address that
+/// resolves (at load, as Varnish does).
+pub(super) fn check_backend(name: &str, fields: &[Field], pos: Pos) -> Result<(), VclError> {
+    for f in fields {
+        if !BACKEND_FIELDS.contains(&f.name.as_str()) {
+            return err(format!("Unknown field: '{}' (backends take: {})", f.name, BACKEND_FIELDS.join(", ")), f.pos);
+        }
+        if fields.iter().filter(|g| g.name == f.name).count() > 1 {
+            return err(format!("Field '{}' redefined", f.name), f.pos);
+        }
+        match (f.name.as_str(), &f.value) {
+            ("connect_timeout" | "first_byte_timeout" | "between_bytes_timeout", FieldValue::Expr(Expr::Duration(..))) => {}
+            ("connect_timeout" | "first_byte_timeout" | "between_bytes_timeout", _) => {
+                return err(format!("'.{}' takes a duration (e.g. 5s)", f.name), f.pos);
+            }
+            ("max_connections" | "proxy_header", FieldValue::Expr(Expr::Int(..))) => {}
+            ("max_connections" | "proxy_header", _) => return err(format!("'.{}' takes a number", f.name), f.pos),
+            ("probe", FieldValue::Block(inner)) => check_probe(inner)?,
+            ("probe", _) => {}
+            (_, FieldValue::Expr(Expr::Str(..))) => {}
+            ("port", FieldValue::Expr(Expr::Int(..))) => {}
+            _ => return err(format!("'.{}' takes a string", f.name), f.pos),
+        }
+    }
+    let text = |n: &str| {
+        field_value(fields, n).and_then(|f| match &f.value {
+            FieldValue::Expr(Expr::Str(s, _)) => Some(s.clone()),
+            FieldValue::Expr(Expr::Int(i, _)) => Some(i.to_string()),
+            _ => None,
+        })
+    };
+    let Some(host) = text("host") else {
+        if field_value(fields, "path").is_some() {
+            return unsupported("A backend on a Unix socket (.path)", pos);
+        }
+        return err(format!("Mandatory field 'host' missing in backend '{name}'"), pos);
+    };
+    let port = text("port").unwrap_or_else(|| "80".into());
+    use std::net::ToSocketAddrs;
+    let resolves = port.parse::<u16>().is_ok()
+        && (host.as_str(), port.parse::<u16>().unwrap_or(0)).to_socket_addrs().is_ok_and(|mut a| a.next().is_some());
+    if !resolves {
+        let at = field_value(fields, "host").map_or(pos, |f| f.pos);
+        return err(format!("Backend host '{host}' port '{port}' could not be resolved to an IP address"), at);
+    }
+    Ok(())
+}
+
+pub(super) fn check_probe(fields: &[Field]) -> Result<(), VclError> {
+    for f in fields {
+        if !PROBE_FIELDS.contains(&f.name.as_str()) {
+            return err(format!("Unknown field: '{}' (probes take: {})", f.name, PROBE_FIELDS.join(", ")), f.pos);
+        }
+        match (f.name.as_str(), &f.value) {
+            ("timeout" | "interval", FieldValue::Expr(Expr::Duration(..))) => {}
+            ("timeout" | "interval", _) => return err(format!("'.{}' takes a duration (e.g. 5s)", f.name), f.pos),
+            ("initial" | "window" | "threshold" | "expected_response", FieldValue::Expr(Expr::Int(n, _))) => {
+                if f.name != "expected_response" && !(0..=64).contains(n) {
+                    return err(format!("'.{}' must be between 0 and 64", f.name), f.pos);
+                }
+            }
+            ("initial" | "window" | "threshold" | "expected_response", _) => return err(format!("'.{}' takes a number", f.name), f.pos),
+            (_, FieldValue::Expr(Expr::Str(..))) => {}
+            _ => return err(format!("'.{}' takes a string", f.name), f.pos),
+        }
+    }
+    if field_value(fields, "url").is_some() && field_value(fields, "request").is_some() {
+        return err("A probe takes .url or .request, not both", fields[0].pos);
+    }
+    let num = |n: &str| {
+        field_value(fields, n).and_then(|f| match &f.value {
+            FieldValue::Expr(Expr::Int(i, _)) => Some(*i),
+            _ => None,
+        })
+    };
+    if let (Some(t), Some(w)) = (num("threshold"), num("window")) {
+        if t > w {
+            let at = field_value(fields, "threshold").map_or(Pos::default(), |f| f.pos);
+            return err(format!("Probe .threshold ({t}) is larger than .window ({w})"), at);
+        }
+    }
+    Ok(())
+}
+
+/// The directors `new` makes, with their kind; anything else `new` is
+/// refused.
+pub(super) fn collect_objects(body: &[Stmt], out: &mut HashMap<String, crate::director::Kind>) -> Result<(), VclError> {
+    for s in body {
+        match s {
+            Stmt::New { name, ctor, pos } => {
+                let Expr::Call { name: ctor_name, args, pos: cpos } = ctor else {
+                    return err("\"new\" takes a constructor, e.g. directors.round_robin()", *pos);
+                };
+                let sticky = match args.first() {
+                    Some(Expr::Name(b, _)) => b == "true",
+                    _ => false,
+                };
+                let Some(kind) = crate::director::Kind::from_ctor(ctor_name, sticky) else {
+                    return unsupported(&format!("Object {ctor_name}()"), *cpos);
+                };
+                if out.insert(name.clone(), kind).is_some() {
+                    return err(format!("Object '{name}' redefined"), *pos);
+                }
+            }
+            Stmt::If { branches, otherwise, .. } => {
+                for (_, b) in branches {
+                    collect_objects(b, out)?;
+                }
+                if let Some(o) = otherwise {
+                    collect_objects(o, out)?;
+                }
+            }
+            Stmt::Block(b) => collect_objects(b, out)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,328 @@
+//! Functions: the built-in ones, vmod_std's, and the directors' methods.
+
+use super::*;
+
+/// std.querysort: the query string's parameters in sorted order (so
+/// equivalent URLs hash alike); empty parameters are dropped.
+pub fn querysort(url: &str) -> String {
+    let Some((path, query)) = url.split_once('?') else { return url.to_string() };
+    let mut params: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
+    if params.is_empty() {
+        return path.to_string();
+    }
+    params.sort_unstable();
+    format!("{path}?{}", params.join("&"))
+}
+
+/// VCL's replacement syntax (`\1` back-references) in regex's (`${1}`).
+pub(super) fn vcl_replacement(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '$' => out.push_str("$$"),
+            '\\' => match chars.peek().copied() {
+                Some(d) if d.is_ascii_digit() => {
+                    out.push_str(&format!("${{{d}}}"));
+                    chars.next();
+                }
+                Some('\\') => {
+                    out.push('\\');
+                    chars.next();
+                }
+                _ => out.push('\\'),
+            },
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+pub(super) fn regex_arg(e: &Expr) -> Result<Regex, VclError> {
+    match e {
+        Expr::Str(s, pos) => Regex::new(s).map_err(|err| VclError { msg: format!("Regexp compilation error: {err}"), pos: *pos }),
+        other => Err(VclError { msg: "Expected a regular expression literal (a string)".into(), pos: other.pos() }),
+    }
+}
+
+pub(super) fn one_arg(args: &[Expr], name: &str, n: usize, pos: Pos, sc: &Scope<'_>) -> Result<Vec<ExprFn>, VclError> {
+    if args.len() != n {
+        return err(format!("{name}() takes {n} argument(s), not {}", args.len()), pos);
+    }
+    args.iter().map(|a| expr(a, sc)).collect()
+}
+
+pub(super) fn only_in(name: &str, allowed: u32, pos: Pos, sc: &Scope<'_>) -> Result<(), VclError> {
+    match sc.ctx.iter().find(|s| allowed & (1 << **s as u32) == 0) {
+        Some(s) => err(format!("{name}() cannot be used in {} (it can be in: {})", s.name(), subs_in(allowed)), pos),
+        None => Ok(()),
+    }
+}
+
+/// The functions [`call`] knows (documented in cache-vcl(7)).
+pub const FUNCTIONS: [&str; 19] = [
+    "regsub",
+    "regsuball",
+    "hash_data",
+    "synthetic",
+    "ban",
+    "std.ban",
+    "std.log",
+    "std.syslog",
+    "std.tolower",
+    "std.toupper",
+    "std.querysort",
+    "std.integer",
+    "std.real",
+    "std.duration",
+    "std.time",
+    "std.ip",
+    "std.port",
+    "std.healthy",
+    "std.collect",
+];
+
+/// Every variable a program can name (headers as `req.http.`), for the
+/// documentation's test.
+pub fn variables() -> impl Iterator<Item = &'static str> {
+    ACCESS.iter().map(|(n, _, _)| *n)
+}
+
+/// A function call: the built-in functions and vmod_std's.
+pub(super) fn call(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+    // Functions with a fallback: (value, fallback).
+    let with_fallback = |parse: fn(&str) -> Option<Val>| -> Result<ExprFn, VclError> {
+        let mut a = one_arg(args, name, 2, pos, sc)?.into_iter();
+        let (x, fb) = (a.next().expect("2 args"), a.next().expect("2 args"));
+        Ok(Box::new(move |t, c| match parse(x(t, c).text().trim()) {
+            Some(v) => v,
+            None => fb(t, c),
+        }))
+    };
+    if let Some((obj, method)) = name.split_once('.') {
+        if let Some(kind) = sc.objects.get(obj) {
+            return director_call(obj, *kind, method, args, pos, sc);
+        }
+    }
+    Ok(match name {
+        "regsub" | "regsuball" => {
+            if args.len() != 3 {
+                return err(format!("{name}() takes 3 arguments"), pos);
+            }
+            let re = regex_arg(&args[1])?;
+            let all = name == "regsuball";
+            let (src, sub) = (expr(&args[0], sc)?, expr(&args[2], sc)?);
+            Box::new(move |t, c| {
+                let s = src(t, c).text();
+                let rep = vcl_replacement(&sub(t, c).text());
+                Val::Str(if all { re.replace_all(&s, rep.as_str()).into_owned() } else { re.replace(&s, rep.as_str()).into_owned() })
+            })
+        }
+        "hash_data" => {
+            only_in(name, mask(&[Sub::Hash]), pos, sc)?;
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            Box::new(move |t, c| {
+                let v = x(t, c);
+                if let Some(k) = t.key.as_deref_mut() {
+                    k.extend_from_slice(v.text().as_bytes());
+                    k.push(0);
+                }
+                Val::None
+            })
+        }
+        "synthetic" => {
+            only_in(name, mask(&[Sub::Synth, Sub::BackendError]), pos, sc)?;
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            Box::new(move |t, c| {
+                let v = x(t, c).text();
+                if let Some(b) = t.body.as_deref_mut() {
+                    b.extend_from_slice(v.as_bytes());
+                }
+                Val::None
+            })
+        }
+        "ban" | "std.ban" => {
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            let returns = name == "std.ban";
+            Box::new(move |t, c| {
+                let spec = x(t, c).text();
+                match t.env.ban(&spec) {
+                    Ok(()) => Val::Bool(true),
+                    Err(e) => {
+                        // A bad ban is logged and the subroutine goes on.
+                        t.record(Tag::VclError, format!("ban(): {e}").as_bytes());
+                        if returns {
+                            Val::Bool(false)
+                        } else {
+                            Val::None
+                        }
+                    }
+                }
+            })
+        }
+        "std.log" => {
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            Box::new(move |t, c| {
+                let v = x(t, c).text();
+                t.record(Tag::VclLog, v.as_bytes());
+                Val::None
+            })
+        }
+        "std.syslog" => {
+            let mut a = one_arg(args, name, 2, pos, sc)?.into_iter();
+            let (prio, msg) = (a.next().expect("2 args"), a.next().expect("2 args"));
+            Box::new(move |t, c| {
+                let p = prio(t, c).num().unwrap_or(6.0) as i32;
+                let m = msg(t, c).text().replace('\0', " ");
+                if let Ok(cs) = std::ffi::CString::new(m) {
+                    // SAFETY: both strings are NUL-terminated; "%s" takes one.
+                    unsafe { libc::syslog(p, c"%s".as_ptr(), cs.as_ptr()) };
+                }
+                Val::None
+            })
+        }
+        "std.tolower" | "std.toupper" => {
+            let up = name == "std.toupper";
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            Box::new(move |t, c| {
+                let s = x(t, c).text();
+                Val::Str(if up { s.to_uppercase() } else { s.to_lowercase() })
+            })
+        }
+        "std.querysort" => {
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            Box::new(move |t, c| Val::Str(querysort(&x(t, c).text())))
+        }
+        "std.integer" => with_fallback(|s| s.parse::<i64>().ok().map(Val::Int))?,
+        "std.real" => with_fallback(|s| s.parse::<f64>().ok().filter(|f| f.is_finite()).map(Val::Real))?,
+        "std.duration" => with_fallback(|s| crate::cache::ban::parse_duration(s).map(Val::Dur))?,
+        "std.time" => {
+            with_fallback(|s| common::httpdate::parse(s).or_else(|| s.parse::<f64>().ok().filter(|f| f.is_finite())).map(Val::Time))?
+        }
+        "std.ip" => {
+            if args.len() != 2 && args.len() != 3 {
+                return err("std.ip() takes 2 or 3 arguments", pos);
+            }
+            let (x, fb) = (expr(&args[0], sc)?, expr(&args[1], sc)?);
+            Box::new(move |t, c| match x(t, c).ip() {
+                Some(ip) => Val::Ip(ip, 0),
+                None => match fb(t, c) {
+                    Val::Ip(ip, p) => Val::Ip(ip, p),
+                    other => other.ip().map(|ip| Val::Ip(ip, 0)).unwrap_or(Val::None),
+                },
+            })
+        }
+        "std.port" => {
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            Box::new(move |t, c| match x(t, c) {
+                Val::Ip(_, p) => Val::Int(p as i64),
+                _ => Val::Int(0),
+            })
+        }
+        "std.healthy" => {
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            Box::new(move |t, c| {
+                let b = x(t, c);
+                let name = match &b {
+                    Val::Backend(n) => Some(n.as_str()),
+                    _ => None,
+                };
+                match name {
+                    Some(n) if c.runtime.get().is_some_and(|r| r.contains_key(n)) || c.directors().contains_key(n) => {
+                        Val::Bool(c.usable(n, 0))
+                    }
+                    _ => Val::Bool(t.env.healthy(name)),
+                }
+            })
+        }
+        "std.collect" => {
+            if args.is_empty() || args.len() > 2 {
+                return err("std.collect() takes a header and an optional separator", pos);
+            }
+            let Expr::Name(h, hpos) = &args[0] else { return err("std.collect() takes a header (req.http.X, resp.http.X...)", pos) };
+            access(h, true, *hpos, sc)?;
+            let Some((w, hname)) = header_prefix(h) else { return err("std.collect() takes a header", *hpos) };
+            let hname = hname.to_string();
+            let sep = match args.get(1) {
+                Some(e) => Some(expr(e, sc)?),
+                None => None,
+            };
+            Box::new(move |t, c| {
+                let sep = sep.as_ref().map_or_else(|| ", ".to_string(), |s| s(t, c).text());
+                if let Some(hs) = headers_mut(t, w) {
+                    let vals: Vec<Bytes> =
+                        hs.0.iter().filter(|(n, _)| n.eq_ignore_ascii_case(hname.as_bytes())).map(|(_, v)| v.clone()).collect();
+                    if vals.len() > 1 {
+                        let joined = vals.iter().map(|v| String::from_utf8_lossy(v).into_owned()).collect::<Vec<_>>().join(&sep);
+                        hs.set(&hname, Bytes::from(joined));
+                    }
+                }
+                Val::None
+            })
+        }
+        _ => return unsupported(&format!("Function {name}()"), pos),
+    })
+}
+
+/// `obj.method(...)` on a director.
+fn director_call(
+    obj: &str,
+    kind: crate::director::Kind,
+    method: &str,
+    args: &[Expr],
+    pos: Pos,
+    sc: &Scope<'_>,
+) -> Result<ExprFn, VclError> {
+    use crate::director::Kind;
+    let a: Vec<ExprFn> = args.iter().map(|x| expr(x, sc)).collect::<Result<_, _>>()?;
+    let obj_name = obj.to_string();
+    let obj = obj.to_string();
+    let with = move |c: &Compiled| c.directors().get(&obj).cloned();
+    Ok(match (method, a.len()) {
+        ("add_backend", 1 | 2) => {
+            only_in(method, mask(&[Sub::Init]), pos, sc)?;
+            let mut it = a.into_iter();
+            let (b, w) = (it.next().expect("1 arg"), it.next());
+            Box::new(move |t, c| {
+                let (member, weight) = (b(t, c), w.as_ref().map_or(1.0, |w| w(t, c).num().unwrap_or(1.0)));
+                if let (Some(d), Val::Backend(m)) = (with(c), member) {
+                    d.add(&m, weight);
+                }
+                Val::None
+            })
+        }
+        ("remove_backend", 1) => {
+            let b = a.into_iter().next().expect("1 arg");
+            Box::new(move |t, c| {
+                if let (Some(d), Val::Backend(m)) = (with(c), b(t, c)) {
+                    d.remove(&m);
+                }
+                Val::None
+            })
+        }
+        ("reconfigure", 0) if kind == Kind::Shard => Box::new(move |_, c| {
+            if let Some(d) = with(c) {
+                d.reconfigure();
+            }
+            Val::Bool(true)
+        }),
+        // Hash and shard pick now, by the key (shard: the URL without one).
+        ("backend", 0 | 1) if matches!(kind, Kind::Hash | Kind::Shard) => {
+            let key = a.into_iter().next();
+            Box::new(move |t, c| {
+                let k = match &key {
+                    Some(k) => k(t, c).text(),
+                    None => t.req.as_deref().map(|r| String::from_utf8_lossy(&r.url).into_owned()).unwrap_or_default(),
+                };
+                let Some(d) = with(c) else { return Val::None };
+                match d.pick(Some(&k), &|m| c.usable(m, 1)) {
+                    Some(m) => Val::Backend(m),
+                    None => Val::Backend(d.name.clone()),
+                }
+            })
+        }
+        // The others are resolved when the fetch starts (as in Varnish).
+        ("backend", 0) => Box::new(move |_, _| Val::Backend(obj_name.clone())),
+        (m, n) => return unsupported(&format!("Method {m}() with {n} argument(s) on this director"), pos),
+    })
+}

@@ -1,0 +1,679 @@
+//! Compiling a checked program into closures (evaluated per request; the
+//! text is never walked again), and the policy that runs them in the
+//! engine's subroutines, falling through to the built-in policy when a
+//! subroutine does not return.
+//!
+//! Variables are checked at compile time against the subroutines they are
+//! used in (Varnish's read/write rules, see [`access`]), in every context
+//! that reaches a user subroutine. What is not implemented is a compile
+//! error that says so, never a silent no-op.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use common::vsl::Tag;
+use regex::Regex;
+
+use super::ast::*;
+use super::diag::VclError;
+use crate::policy::{self, Action, Headers, NoEnv, Policy, Sub, Task};
+
+mod decls;
+mod funcs;
+#[cfg(test)]
+mod tests;
+mod vars;
+
+pub use decls::BackendSpec;
+use decls::*;
+use funcs::*;
+pub use funcs::{querysort, variables, FUNCTIONS};
+use vars::*;
+
+/// A value at run time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Val {
+    Str(String),
+    Bool(bool),
+    Int(i64),
+    Real(f64),
+    Dur(f64),
+    Bytes(u64),
+    /// Seconds since the epoch.
+    Time(f64),
+    Ip(IpAddr, u16),
+    Backend(String),
+    /// An unset header or variable.
+    None,
+}
+
+impl Val {
+    pub fn text(&self) -> String {
+        match self {
+            Val::Str(s) => s.clone(),
+            Val::Bool(b) => b.to_string(),
+            Val::Int(i) => i.to_string(),
+            Val::Real(d) | Val::Dur(d) => format!("{d:.3}"),
+            Val::Bytes(b) => b.to_string(),
+            Val::Time(t) => common::httpdate::format(*t),
+            Val::Ip(ip, _) => ip.to_string(),
+            Val::Backend(b) => b.clone(),
+            Val::None => String::new(),
+        }
+    }
+    /// In a boolean context: a string (header) is true when it is set.
+    fn truthy(&self) -> bool {
+        match self {
+            Val::Bool(b) => *b,
+            Val::Int(i) => *i != 0,
+            Val::Real(d) | Val::Dur(d) => *d != 0.0,
+            Val::Bytes(b) => *b != 0,
+            Val::None => false,
+            _ => true,
+        }
+    }
+    fn num(&self) -> Option<f64> {
+        match self {
+            Val::Int(i) => Some(*i as f64),
+            Val::Real(d) | Val::Dur(d) | Val::Time(d) => Some(*d),
+            Val::Bytes(b) => Some(*b as f64),
+            Val::Str(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    }
+    fn is_numeric(&self) -> bool {
+        matches!(self, Val::Int(_) | Val::Real(_) | Val::Dur(_) | Val::Bytes(_) | Val::Time(_))
+    }
+    fn ip(&self) -> Option<IpAddr> {
+        match self {
+            Val::Ip(ip, _) => Some(*ip),
+            Val::Str(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    }
+}
+
+enum Flow {
+    Next,
+    Return(Action),
+}
+
+type ExprFn = Box<dyn Fn(&mut Task<'_>, &Compiled) -> Val + Send + Sync>;
+type StmtFn = Box<dyn Fn(&mut Task<'_>, &Compiled) -> Flow + Send + Sync>;
+type SetFn = Box<dyn Fn(&mut Task<'_>, Val) + Send + Sync>;
+
+struct Acl {
+    entries: Vec<(bool, IpAddr, u8)>,
+}
+
+impl Acl {
+    fn matches(&self, ip: IpAddr) -> bool {
+        let mut verdict = false;
+        let mut best = -1i32;
+        for (neg, net, mask) in &self.entries {
+            if in_net(ip, *net, *mask) && *mask as i32 > best {
+                best = *mask as i32;
+                verdict = !neg;
+            }
+        }
+        verdict
+    }
+}
+
+fn in_net(ip: IpAddr, net: IpAddr, mask: u8) -> bool {
+    match (ip, net) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => {
+            let m = if mask == 0 { 0 } else { u32::MAX << (32 - mask.min(32) as u32) };
+            u32::from(a) & m == u32::from(b) & m
+        }
+        (IpAddr::V6(a), IpAddr::V6(b)) => {
+            let m = if mask == 0 { 0 } else { u128::MAX << (128 - mask.min(128) as u32) };
+            u128::from(a) & m == u128::from(b) & m
+        }
+        (IpAddr::V6(a), IpAddr::V4(_)) => a.to_ipv4_mapped().is_some_and(|v4| in_net(IpAddr::V4(v4), net, mask)),
+        _ => false,
+    }
+}
+
+/// A compiled program.
+pub struct Compiled {
+    subs: HashMap<String, Vec<StmtFn>>,
+    defined: [bool; Sub::ALL.len()],
+    acls: HashMap<String, Acl>,
+    /// The backends declared, in order; the first is the default.
+    pub backends: Vec<String>,
+    /// Each backend's address and settings, in order.
+    pub backend_specs: Vec<BackendSpec>,
+    /// The backends themselves, made when the program is loaded.
+    runtime: std::sync::OnceLock<HashMap<String, Arc<crate::backend::Backend>>>,
+    /// The directors vcl_init made.
+    directors: std::sync::Mutex<HashMap<String, Arc<crate::director::Director>>>,
+    /// The first backend's host and port, if the program declares one.
+    pub backend: Option<String>,
+}
+
+impl Compiled {
+    fn directors(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<crate::director::Director>>> {
+        self.directors.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The healthy backend `name` stands for: itself if it is a backend,
+    /// what a director picks (nested directors followed) if it is one.
+    pub fn resolve(&self, name: &str, depth: usize) -> Option<Arc<crate::backend::Backend>> {
+        if let Some(b) = self.runtime.get().and_then(|r| r.get(name)) {
+            return b.healthy().then(|| b.clone());
+        }
+        let d = self.directors().get(name).cloned()?;
+        if depth > 8 {
+            return None;
+        }
+        let picked = d.pick(None, &|m| self.usable(m, depth + 1))?;
+        self.resolve(&picked, depth + 1)
+    }
+
+    /// Could `name` take a request now? (A director: could one of its
+    /// members; asking changes no director's state.)
+    fn usable(&self, name: &str, depth: usize) -> bool {
+        if let Some(b) = self.runtime.get().and_then(|r| r.get(name)) {
+            return b.healthy();
+        }
+        let Some(d) = self.directors().get(name).cloned() else { return false };
+        depth <= 8 && d.member_names().iter().any(|m| self.usable(m, depth + 1))
+    }
+
+    /// Like [`resolve`], but a backend is returned even when sick (so the
+    /// fetch fails as "sick" rather than "no backend").
+    fn backend_named(&self, name: &str) -> Option<Arc<crate::backend::Backend>> {
+        self.runtime.get().and_then(|r| r.get(name).cloned()).or_else(|| self.resolve(name, 0))
+    }
+}
+
+fn unsupported<T>(what: &str, pos: Pos) -> Result<T, VclError> {
+    Err(VclError { msg: format!("{what} is not supported yet by cache-d's VCL"), pos })
+}
+
+fn err<T>(msg: impl Into<String>, pos: Pos) -> Result<T, VclError> {
+    Err(VclError { msg: msg.into(), pos })
+}
+
+/// What a statement or expression is compiled against: the subroutines it
+/// can run in, the ACLs and backends declared.
+struct Scope<'a> {
+    ctx: Vec<Sub>,
+    acls: &'a HashMap<String, Acl>,
+    backends: &'a [String],
+    /// Objects made with `new` (directors), by name.
+    objects: &'a HashMap<String, crate::director::Kind>,
+}
+
+/// Compile a parsed program; checks first.
+pub fn compile(p: &Program) -> Result<Compiled, VclError> {
+    let contexts = super::check::check(p)?;
+    let mut c = Compiled {
+        subs: HashMap::new(),
+        defined: [false; Sub::ALL.len()],
+        acls: HashMap::new(),
+        backends: Vec::new(),
+        backend_specs: Vec::new(),
+        runtime: std::sync::OnceLock::new(),
+        directors: std::sync::Mutex::new(HashMap::new()),
+        backend: None,
+    };
+    let mut probes: HashMap<String, crate::probe::ProbeSpec> = HashMap::new();
+    for item in &p.items {
+        match item {
+            Item::Probe { name, fields, .. } => {
+                check_probe(fields)?;
+                probes.insert(name.clone(), probe_spec(fields));
+            }
+            Item::Acl { name, entries, pos } => {
+                if c.acls.contains_key(name) {
+                    return err(format!("ACL '{name}' redefined"), *pos);
+                }
+                let mut list = Vec::new();
+                for e in entries {
+                    let ips: Vec<IpAddr> = if let Ok(ip) = e.addr.parse::<IpAddr>() {
+                        vec![ip]
+                    } else {
+                        use std::net::ToSocketAddrs;
+                        (e.addr.as_str(), 0).to_socket_addrs().map(|i| i.map(|s| s.ip()).collect()).unwrap_or_default()
+                    };
+                    if ips.is_empty() {
+                        return err(format!("ACL entry \"{}\" is not an address or a resolvable name", e.addr), e.pos);
+                    }
+                    for ip in ips {
+                        let full = if ip.is_ipv4() { 32 } else { 128 };
+                        list.push((e.negated, ip, e.mask.unwrap_or(full)));
+                    }
+                }
+                c.acls.insert(name.clone(), Acl { entries: list });
+            }
+            Item::Backend { name, fields, pos } => {
+                if c.backends.contains(name) {
+                    return err(format!("Backend '{name}' redefined"), *pos);
+                }
+                check_backend(name, fields, *pos)?;
+                c.backends.push(name.clone());
+                c.backend_specs.push(backend_spec(name, fields, &probes, *pos)?);
+                if c.backend.is_none() {
+                    let get = |n: &str| {
+                        fields.iter().find(|f| f.name == n).and_then(|f| match &f.value {
+                            FieldValue::Expr(Expr::Str(s, _)) => Some(s.clone()),
+                            FieldValue::Expr(Expr::Int(i, _)) => Some(i.to_string()),
+                            _ => None,
+                        })
+                    };
+                    let host = get("host").unwrap_or_else(|| "127.0.0.1".into());
+                    c.backend = Some(format!("{host}:{}", get("port").unwrap_or_else(|| "80".into())));
+                }
+            }
+            _ => {}
+        }
+    }
+    // Objects are declared by `new` in vcl_init; collected first so every
+    // subroutine can call them.
+    let mut objects: HashMap<String, crate::director::Kind> = HashMap::new();
+    for item in &p.items {
+        if let Item::Sub { body, .. } = item {
+            collect_objects(body, &mut objects)?;
+        }
+    }
+    for item in &p.items {
+        if let Item::Sub { name, body, .. } = item {
+            let scope =
+                Scope { ctx: contexts.get(name).cloned().unwrap_or_default(), acls: &c.acls, backends: &c.backends, objects: &objects };
+            let mut stmts = block(body, &scope)?;
+            c.subs.entry(name.clone()).or_default().append(&mut stmts);
+            if let Some(s) = Sub::from_name(name) {
+                c.defined[s as usize] = true;
+            }
+        }
+    }
+    Ok(c)
+}
+
+fn block(body: &[Stmt], sc: &Scope<'_>) -> Result<Vec<StmtFn>, VclError> {
+    body.iter().map(|s| stmt(s, sc)).collect()
+}
+
+fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
+    Ok(match s {
+        Stmt::Set { target, op, value, pos } => {
+            let set = var_set(target, *pos, sc)?;
+            let v = expr(value, sc)?;
+            if *op == "=" {
+                if let Expr::Name(b, bpos) = value {
+                    backend_assign(target, b, *bpos, sc)?;
+                }
+                Box::new(move |t, c| {
+                    let val = v(t, c);
+                    set(t, val);
+                    Flow::Next
+                })
+            } else {
+                let cur = var_get(target, *pos, sc)?;
+                let bin: &'static str = match *op {
+                    "+=" => "+",
+                    "-=" => "-",
+                    "*=" => "*",
+                    _ => "/",
+                };
+                Box::new(move |t, c| {
+                    let (a, b) = (cur(t, c), v(t, c));
+                    match arith(bin, a, b) {
+                        Ok(val) => set(t, val),
+                        Err(e) => fail(t, e),
+                    }
+                    Flow::Next
+                })
+            }
+        }
+        Stmt::Unset { target, pos } => {
+            if !target.contains(".http.") {
+                return err(format!("'{target}' cannot be unset (only headers can)"), *pos);
+            }
+            let set = var_set(target, *pos, sc)?;
+            Box::new(move |t, _| {
+                set(t, Val::None);
+                Flow::Next
+            })
+        }
+        Stmt::If { branches, otherwise, .. } => {
+            let mut arms = Vec::new();
+            for (cond, body) in branches {
+                arms.push((expr(cond, sc)?, block(body, sc)?));
+            }
+            let other = match otherwise {
+                Some(b) => block(b, sc)?,
+                None => Vec::new(),
+            };
+            Box::new(move |t, c| {
+                for (cond, body) in &arms {
+                    if cond(t, c).truthy() {
+                        return run(body, t, c);
+                    }
+                }
+                run(&other, t, c)
+            })
+        }
+        Stmt::Block(b) => {
+            let b = block(b, sc)?;
+            Box::new(move |t, c| run(&b, t, c))
+        }
+        Stmt::Return { action, args, pos } => ret(action, args, *pos, sc)?,
+        Stmt::Call { sub, pos } if super::check::builtin_part(sub).is_some() => {
+            let part = super::check::builtin_part(sub).expect("checked");
+            if let Some(other) = sc.ctx.iter().find(|s| **s != part) {
+                return err(format!("'{sub}' can only be called from {} (not {})", part.name(), other.name()), *pos);
+            }
+            // The built-in half runs; its final default return means
+            // "go on" (as the call in Varnish 7's builtin.vcl does).
+            Box::new(move |t, _| {
+                let a = policy::builtin(part, t);
+                if a == policy::fallthrough(part) {
+                    Flow::Next
+                } else {
+                    Flow::Return(a)
+                }
+            })
+        }
+        Stmt::Call { sub, .. } => {
+            let sub = sub.clone();
+            Box::new(move |t, c| match c.subs.get(&sub) {
+                Some(body) => run(body, t, c),
+                None => Flow::Next,
+            })
+        }
+        Stmt::Expr(e) => {
+            let f = expr(e, sc)?;
+            Box::new(move |t, c| {
+                f(t, c);
+                Flow::Next
+            })
+        }
+        Stmt::New { name, .. } => {
+            let kind = sc.objects[name];
+            let name = name.clone();
+            Box::new(move |_, c| {
+                c.directors().insert(name.clone(), Arc::new(crate::director::Director::new(&name, kind)));
+                Flow::Next
+            })
+        }
+    })
+}
+
+/// `return (action)`: its arguments evaluated when it runs.
+fn ret(action: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
+    let a: Vec<ExprFn> = args.iter().map(|x| expr(x, sc)).collect::<Result<_, _>>()?;
+    let fixed = match (action, a.len()) {
+        ("ok", 0) => Action::Ok,
+        ("fail", 0) => Action::Fail,
+        ("pass", 0) => Action::Pass,
+        ("pipe", 0) => Action::Pipe,
+        ("hash", 0) => Action::Hash,
+        ("purge", 0) => Action::Purge,
+        ("restart", 0) => Action::Restart,
+        ("fetch", 0) => Action::Fetch,
+        ("lookup", 0) => Action::Lookup,
+        ("deliver", 0) => Action::Deliver,
+        ("miss", 0) => Action::Miss,
+        ("abandon", 0) => Action::Abandon,
+        ("retry", 0) => Action::Retry,
+        ("synth" | "error", 1 | 2) => {
+            let err_side = action == "error";
+            return Ok(Box::new(move |t, c| {
+                let status = a[0](t, c).num().unwrap_or(503.0);
+                let status = if (100.0..=65535.0).contains(&status) { status as u16 } else { 503 };
+                let reason = a.get(1).map(|r| r(t, c).text()).filter(|r| !r.is_empty());
+                let reason = reason.unwrap_or_else(|| policy::reason_phrase(status % 1000).to_string());
+                Flow::Return(if err_side { Action::Error(status, reason) } else { Action::Synth(status, reason) })
+            }));
+        }
+        ("error", 0) => Action::Error(503, "Backend fetch failed".into()),
+        ("pass", 1) if sc.ctx.iter().all(|s| *s == Sub::BackendResponse) => {
+            return Ok(Box::new(move |t, c| Flow::Return(Action::PassFor(a[0](t, c).num().unwrap_or(0.0)))));
+        }
+        ("vcl", _) => return unsupported("return (vcl(...)) (switching to a labelled VCL)", pos),
+        (other, n) => return err(format!("return ({other}) does not take {n} argument(s)"), pos),
+    };
+    Ok(Box::new(move |_, _| Flow::Return(fixed.clone())))
+}
+
+fn run(body: &[StmtFn], t: &mut Task<'_>, c: &Compiled) -> Flow {
+    for s in body {
+        if let Flow::Return(a) = s(t, c) {
+            return Flow::Return(a);
+        }
+        if t.failed.is_some() {
+            return Flow::Return(Action::Fail);
+        }
+    }
+    Flow::Next
+}
+
+/// A runtime failure: logged (VCL_Error); the subroutine returns fail.
+fn fail(t: &mut Task<'_>, msg: String) {
+    t.record(Tag::VclError, msg.as_bytes());
+    t.failed.get_or_insert(msg);
+}
+
+/// A backend name on the right of `set req.backend_hint =` / `set
+/// bereq.backend =` must be declared.
+fn backend_assign(target: &str, name: &str, pos: Pos, sc: &Scope<'_>) -> Result<(), VclError> {
+    if !matches!(target, "req.backend_hint" | "bereq.backend") || sc.backends.iter().any(|b| b == name) {
+        return Ok(());
+    }
+    err(format!("Backend '{name}' is not declared"), pos)
+}
+
+/// `+ - * /` on two values (and string concatenation with `+`).
+fn arith(op: &str, a: Val, b: Val) -> Result<Val, String> {
+    use Val::*;
+    let r = |x: &Val| x.num().unwrap_or(0.0);
+    Ok(match (op, &a, &b) {
+        ("+", Str(_) | None, _) | ("+", _, Str(_) | None) => Str(a.text() + &b.text()),
+        ("+", Int(x), Int(y)) => Int(x.saturating_add(*y)),
+        ("-", Int(x), Int(y)) => Int(x.saturating_sub(*y)),
+        ("*", Int(x), Int(y)) => Int(x.saturating_mul(*y)),
+        ("/", Int(_), Int(0)) => return Err("division by zero".into()),
+        ("/", Int(x), Int(y)) => Int(x / y),
+        ("+" | "-", Time(t), Dur(d)) => Time(if op == "+" { t + d } else { t - d }),
+        ("+", Dur(d), Time(t)) => Time(t + d),
+        ("-", Time(x), Time(y)) => Dur(x - y),
+        ("+" | "-", Dur(x), Dur(y)) => Dur(if op == "+" { x + y } else { x - y }),
+        ("+" | "-", Bytes(x), Bytes(y)) => Bytes(if op == "+" { x.saturating_add(*y) } else { x.saturating_sub(*y) }),
+        ("*", Dur(d), Int(_) | Real(_)) | ("*", Int(_) | Real(_), Dur(d)) => Dur(d * if matches!(a, Dur(_)) { r(&b) } else { r(&a) }),
+        ("/", Dur(d), Int(_) | Real(_)) if r(&b) != 0.0 => Dur(d / r(&b)),
+        ("/", Dur(x), Dur(y)) if *y != 0.0 => Real(x / y),
+        (_, Int(_) | Real(_), Int(_) | Real(_)) => {
+            let (x, y) = (r(&a), r(&b));
+            match op {
+                "+" => Real(x + y),
+                "-" => Real(x - y),
+                "*" => Real(x * y),
+                _ if y == 0.0 => return Err("division by zero".into()),
+                _ => Real(x / y),
+            }
+        }
+        _ => return Err(format!("cannot compute {a:?} {op} {b:?}")),
+    })
+}
+
+/// `==` and `!=` (and the orderings on numbers and strings).
+fn compare(op: &str, a: &Val, b: &Val) -> bool {
+    use std::cmp::Ordering;
+    let ord: Option<Ordering> = match (a, b) {
+        _ if a.is_numeric() || b.is_numeric() => match (a.num(), b.num()) {
+            (Some(x), Some(y)) => x.partial_cmp(&y),
+            _ => None,
+        },
+        (Val::Ip(x, _), Val::Ip(y, _)) => Some(if x == y { Ordering::Equal } else { Ordering::Less }),
+        (Val::Bool(x), Val::Bool(y)) => Some(x.cmp(y)),
+        (Val::None, Val::None) => Some(Ordering::Equal),
+        (Val::None, _) | (_, Val::None) => None,
+        _ => Some(a.text().cmp(&b.text())),
+    };
+    match op {
+        "==" => ord == Some(std::cmp::Ordering::Equal),
+        "!=" => ord != Some(std::cmp::Ordering::Equal),
+        "<" => ord == Some(std::cmp::Ordering::Less),
+        ">" => ord == Some(std::cmp::Ordering::Greater),
+        "<=" => matches!(ord, Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)),
+        _ => matches!(ord, Some(std::cmp::Ordering::Greater | std::cmp::Ordering::Equal)),
+    }
+}
+
+fn expr(e: &Expr, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+    Ok(match e {
+        Expr::Str(s, _) => {
+            let s = s.clone();
+            Box::new(move |_, _| Val::Str(s.clone()))
+        }
+        Expr::Int(i, _) => {
+            let i = *i;
+            Box::new(move |_, _| Val::Int(i))
+        }
+        Expr::Real(r, _) => {
+            let r = *r;
+            Box::new(move |_, _| Val::Real(r))
+        }
+        Expr::Duration(d, _) => {
+            let d = *d;
+            Box::new(move |_, _| Val::Dur(d))
+        }
+        Expr::Bytes(b, _) => {
+            let b = *b;
+            Box::new(move |_, _| Val::Bytes(b))
+        }
+        Expr::Name(n, pos) => {
+            if sc.acls.contains_key(n) {
+                return err(format!("ACL '{n}' can only be used on the right of ~ or !~"), *pos);
+            }
+            var_get(n, *pos, sc)?
+        }
+        Expr::Not(x, _) => {
+            let x = expr(x, sc)?;
+            Box::new(move |t, c| Val::Bool(!x(t, c).truthy()))
+        }
+        Expr::Neg(x, _) => {
+            let x = expr(x, sc)?;
+            Box::new(move |t, c| match x(t, c) {
+                Val::Int(i) => Val::Int(-i),
+                Val::Real(d) => Val::Real(-d),
+                Val::Dur(d) => Val::Dur(-d),
+                _ => Val::None,
+            })
+        }
+        Expr::Binary { op, left, right, pos: _ } => {
+            let op = *op;
+            if matches!(op, "~" | "!~") {
+                let l = expr(left, sc)?;
+                let want = op == "~";
+                if let Expr::Name(acl, _) = &**right {
+                    if sc.acls.contains_key(acl) {
+                        let acl = acl.clone();
+                        return Ok(Box::new(move |t, c| {
+                            let ip = l(t, c).ip();
+                            let hit = ip.is_some_and(|ip| c.acls.get(&acl).is_some_and(|a| a.matches(ip)));
+                            if let Some(ip) = ip {
+                                let verdict = if hit == want { "MATCH" } else { "NO_MATCH" };
+                                t.record(Tag::VclAcl, format!("{verdict} {acl} {ip}").as_bytes());
+                            }
+                            Val::Bool(hit == want)
+                        }));
+                    }
+                }
+                let re = regex_arg(right)?;
+                return Ok(Box::new(move |t, c| {
+                    let v = l(t, c);
+                    // A missing value never matches.
+                    let hit = !matches!(v, Val::None) && re.is_match(&v.text());
+                    Val::Bool(hit == want)
+                }));
+            }
+            let (l, r) = (expr(left, sc)?, expr(right, sc)?);
+            match op {
+                "&&" => Box::new(move |t, c| Val::Bool(l(t, c).truthy() && r(t, c).truthy())),
+                "||" => Box::new(move |t, c| Val::Bool(l(t, c).truthy() || r(t, c).truthy())),
+                "==" | "!=" | "<" | ">" | "<=" | ">=" => Box::new(move |t, c| {
+                    let (a, b) = (l(t, c), r(t, c));
+                    Val::Bool(compare(op, &a, &b))
+                }),
+                _ => Box::new(move |t, c| {
+                    let (a, b) = (l(t, c), r(t, c));
+                    match arith(op, a, b) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            fail(t, e);
+                            Val::None
+                        }
+                    }
+                }),
+            }
+        }
+        Expr::Call { name, args, pos } => call(name, args, *pos, sc)?,
+    })
+}
+
+/// The compiled program as the engine's subroutines.
+pub struct VclPolicy {
+    pub name: String,
+    pub prog: Arc<Compiled>,
+}
+
+impl VclPolicy {
+    /// A compiled program, ready once its vcl_init has run (an error if
+    /// vcl_init returned fail).
+    pub fn load(name: &str, prog: Compiled) -> Result<VclPolicy, String> {
+        let mut bes = HashMap::new();
+        for spec in &prog.backend_specs {
+            let addrs =
+                crate::backend::resolve(&format!("{}:{}", spec.host, spec.port)).map_err(|e| format!("backend {}: {e}", spec.name))?;
+            bes.insert(spec.name.clone(), Arc::new(crate::backend::Backend::with_cfg(name, &spec.name, addrs, spec.cfg.clone())));
+        }
+        let _ = prog.runtime.set(bes);
+        let p = VclPolicy { name: name.to_string(), prog: Arc::new(prog) };
+        let mut t = Task::new(&NoEnv);
+        match p.call(Sub::Init, &mut t) {
+            Action::Ok => Ok(p),
+            _ => Err(format!("VCL \"{name}\" Failed initialization: {}", t.failed.unwrap_or_else(|| "vcl_init returned fail".into()))),
+        }
+    }
+}
+
+impl Policy for VclPolicy {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn defines(&self, sub: Sub) -> bool {
+        self.prog.defined[sub as usize]
+    }
+    fn fini(&self) {
+        let _ = self.call(Sub::Fini, &mut Task::new(&NoEnv));
+        for b in self.backends() {
+            b.stop_probe();
+        }
+    }
+    fn backend(&self, name: Option<&str>) -> Option<Arc<crate::backend::Backend>> {
+        match name {
+            Some(n) => self.prog.backend_named(n),
+            None => self.prog.backends.first().and_then(|n| self.prog.backend_named(n)),
+        }
+    }
+    fn backends(&self) -> Vec<Arc<crate::backend::Backend>> {
+        let Some(bes) = self.prog.runtime.get() else { return Vec::new() };
+        self.prog.backends.iter().filter_map(|n| bes.get(n).cloned()).collect()
+    }
+    fn call(&self, sub: Sub, t: &mut Task<'_>) -> Action {
+        if !self.prog.defined[sub as usize] {
+            return policy::builtin(sub, t);
+        }
+        let body = &self.prog.subs[sub.name()];
+        match run(body, t, &self.prog) {
+            Flow::Return(a) => a,
+            Flow::Next => policy::builtin(sub, t),
+        }
+    }
+}

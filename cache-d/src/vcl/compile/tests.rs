@@ -1,0 +1,443 @@
+//! The compiler's unit tests.
+
+use super::*;
+use crate::policy::{Bereq, Beresp, ObjView, Req, Resp};
+use crate::vcl::parse_source;
+use std::sync::Mutex;
+
+fn load(vcl: &str) -> VclPolicy {
+    let p = parse_source("t.vcl", vcl).unwrap_or_else(|e| panic!("{e}"));
+    let c = compile(&p).unwrap_or_else(|e| panic!("{}", e.render(&p.files)));
+    VclPolicy::load("t", c).unwrap()
+}
+
+fn compile_err(src: &str) -> String {
+    let p = parse_source("t.vcl", &format!("vcl 4.1;\nimport std;\nbackend default {{ .host = \"127.0.0.1\"; }}\n{src}")).unwrap();
+    match compile(&p) {
+        Ok(_) => panic!("compiled: {src}"),
+        Err(e) => e.render(&p.files),
+    }
+}
+
+fn req(url: &str, hdrs: &[(&str, &str)]) -> Req {
+    Req {
+        method: Bytes::from_static(b"GET"),
+        url: Bytes::copy_from_slice(url.as_bytes()),
+        minor: 1,
+        headers: Headers(hdrs.iter().map(|(n, v)| (Bytes::copy_from_slice(n.as_bytes()), Bytes::copy_from_slice(v.as_bytes()))).collect()),
+        server_ip: "127.0.0.1".into(),
+        client_ip: Some("10.1.2.3".parse().unwrap()),
+        ..Req::default()
+    }
+}
+
+fn recv_url(vcl: &str, url: &str, hdrs: &[(&str, &str)]) -> (Action, String, Headers) {
+    let pol = load(vcl);
+    let mut r = req(url, hdrs);
+    let a = {
+        let mut t = Task::new(&NoEnv);
+        t.req = Some(&mut r);
+        t.client = Some("10.1.2.3:5555".parse().unwrap());
+        pol.call(Sub::Recv, &mut t)
+    };
+    (a, String::from_utf8_lossy(&r.url).into_owned(), r.headers)
+}
+
+#[test]
+fn std_functions_and_regsub() {
+    assert_eq!(querysort("/a?b=2&a=1&&c"), "/a?a=1&b=2&c");
+    assert_eq!(querysort("/a?"), "/a");
+    assert_eq!(querysort("/a"), "/a");
+    let vcl = r#"vcl 4.1;
+        import std;
+        sub vcl_recv {
+            set req.url = std.querysort(req.url);
+            set req.http.X-N = std.integer(req.http.X-Num, 7) + 1;
+            set req.http.X-D = std.duration("90s", 1s) + 30s;
+            set req.http.X-R = regsub(req.url, "^/(\w+)\?.*$", "\1!");
+            set req.http.X-Real = std.real("2.5", 0.0) * 2;
+            set req.http.X-Ip = std.ip("bogus", "192.0.2.1");
+            set req.http.X-Port = std.port(client.ip);
+            set req.http.X-T = std.time("Thu, 01 Jan 1970 00:01:40 GMT", now) + 20s;
+            set req.http.X-Append = "a";
+            set req.http.X-Append += "b";
+            return (hash);
+        }"#;
+    let (r, url, h) = recv_url(vcl, "/page?z=1&a=2", &[("X-Num", "41")]);
+    assert_eq!(r, Action::Hash);
+    assert_eq!(url, "/page?a=2&z=1");
+    assert_eq!(h.get("x-n").unwrap(), &b"42"[..]);
+    assert_eq!(h.get("x-d").unwrap(), &b"120.000"[..]);
+    assert_eq!(h.get("x-r").unwrap(), &b"page!"[..]);
+    assert_eq!(h.get("x-real").unwrap(), &b"5.000"[..]);
+    assert_eq!(h.get("x-ip").unwrap(), &b"192.0.2.1"[..]);
+    assert_eq!(h.get("x-port").unwrap(), &b"5555"[..]);
+    assert_eq!(h.get("x-t").unwrap(), &b"Thu, 01 Jan 1970 00:02:00 GMT"[..]);
+    assert_eq!(h.get("x-append").unwrap(), &b"ab"[..]);
+    let (_, _, h) = recv_url(vcl, "/p", &[("X-Num", "lots")]);
+    assert_eq!(h.get("x-n").unwrap(), &b"8"[..], "the fallback");
+}
+
+#[test]
+fn acls_pick_the_longest_prefix() {
+    let vcl = r#"vcl 4.1;
+        acl inner { "10.0.0.0"/8; ! "10.1.0.0"/16; "10.1.2.3"; }
+        sub vcl_recv { if (client.ip ~ inner) { return (pass); } }"#;
+    // 10.1.2.3 is in /8, excluded by /16, included again by /32.
+    assert_eq!(recv_url(vcl, "/", &[("Host", "x")]).0, Action::Pass);
+    assert!(in_net("10.1.9.9".parse().unwrap(), "10.1.0.0".parse().unwrap(), 16));
+    assert!(!in_net("11.0.0.1".parse().unwrap(), "10.0.0.0".parse().unwrap(), 8));
+    // Falls through to the built-in policy when the sub does not return.
+    let (r, _, _) = recv_url("vcl 4.1; sub vcl_recv { set req.http.X = \"1\"; }", "/", &[("Host", "x"), ("Cookie", "a=b")]);
+    assert_eq!(r, Action::Pass, "the built-in policy passes cookies");
+}
+
+#[test]
+fn variables_are_checked_per_subroutine() {
+    let e = compile_err("sub vcl_recv { set beresp.ttl = 1s; }");
+    assert!(e.contains("'beresp.ttl' cannot be set in vcl_recv") && e.contains("vcl_backend_response"), "{e}");
+    let e = compile_err("sub vcl_backend_response { set req.url = \"/\"; }");
+    assert!(e.contains("'req.url' cannot be set in vcl_backend_response"), "{e}");
+    let e = compile_err("sub vcl_deliver { if (obj.ttl > 0s) { return (deliver); } }");
+    assert!(e.contains("'obj.ttl' is not available in vcl_deliver"), "{e}");
+    let e = compile_err("sub vcl_hit { set obj.ttl = 1s; }");
+    assert!(e.contains("read only"), "{e}");
+    assert!(compile_err("sub vcl_recv { set req.nonsense = 1; }").contains("Unknown variable 'req.nonsense'"));
+    // A user sub is checked in every context that calls it.
+    let e = compile_err("sub f { set req.http.x = bereq.url; } sub vcl_backend_fetch { call f; }");
+    assert!(e.contains("'req.http.x' cannot be set in vcl_backend_fetch"), "{e}");
+    assert!(compile_err("sub vcl_recv { synthetic(\"x\"); }").contains("synthetic() cannot be used in vcl_recv"));
+    assert!(compile_err("sub vcl_recv { hash_data(req.url); }").contains("hash_data() cannot be used in vcl_recv"));
+    assert!(compile_err("sub vcl_recv { unset req.url; }").contains("cannot be unset"));
+    assert!(compile_err("sub vcl_recv { set req.backend_hint = nothere; }").contains("Unknown variable 'nothere'"));
+    assert!(compile_err("sub vcl_recv { set req.http.x = std.nothing(1); }").contains("not supported yet"));
+    assert!(compile_err("sub vcl_init { new rr = directors.round_robin(); }").contains("import directors;"));
+    assert!(compile_err("sub vcl_recv { new rr = std.tolower(\"x\"); }").contains("only allowed in vcl_init"));
+    let decl = |src: &str| {
+        let p = parse_source("t.vcl", &format!("vcl 4.1;\n{src}")).unwrap();
+        compile(&p).err().map(|e| e.render(&p.files)).unwrap_or_default()
+    };
+    assert!(decl("backend b { .host = \"127.0.0.1\"; .bogus = 1; }").contains("Unknown field: 'bogus'"));
+    assert!(decl("backend b { .port = \"80\"; }").contains("Mandatory field 'host' missing"));
+    assert!(decl("backend b { .host = \"127.0.0.1\"; .connect_timeout = \"5\"; }").contains("takes a duration"));
+    assert!(decl("backend b { .host = \"no-such-host.invalid\"; }").contains("could not be resolved"));
+    assert!(decl("backend b { .host = \"127.0.0.1\"; .probe = { .window = 3; .threshold = 5; } }").contains("larger than .window"));
+    assert!(decl("probe p { .url = \"/\"; .request = \"GET / HTTP/1.1\"; }").contains("not both"));
+    assert!(decl("backend b { .host = \"127.0.0.1\"; } backend b { .host = \"127.0.0.1\"; }").contains("redefined"));
+    assert!(decl(
+        "backend b { .host = \"127.0.0.1\"; .port = \"8080\"; .connect_timeout = 1s; .first_byte_timeout = 5s; .max_connections = 50; .probe = { .url = \"/health\"; .interval = 5s; .timeout = 1s; .window = 5; .threshold = 3; } }"
+    )
+    .is_empty());
+}
+
+#[test]
+fn synth_builds_the_response_and_body() {
+    let pol = load(
+        r#"vcl 4.1;
+        sub vcl_recv { if (req.url == "/old") { return (synth(750, "")); } }
+        sub vcl_synth {
+            if (resp.status == 750) {
+                set resp.status = 301;
+                set resp.http.Location = "https://example.com" + req.url;
+                return (deliver);
+            }
+            set resp.http.Content-Type = "text/plain";
+            synthetic("custom " + resp.status + " " + resp.reason);
+            return (deliver);
+        }"#,
+    );
+    let mut r = req("/old", &[("Host", "a")]);
+    let a = {
+        let mut t = Task::new(&NoEnv);
+        t.req = Some(&mut r);
+        pol.call(Sub::Recv, &mut t)
+    };
+    assert_eq!(a, Action::Synth(750, "Unknown HTTP Status".into()));
+    let mut resp = Resp { status: 750, reason: Bytes::from_static(b""), ..Resp::default() };
+    let mut body = Vec::new();
+    let mut t = Task::new(&NoEnv);
+    t.req = Some(&mut r);
+    t.resp = Some(&mut resp);
+    t.body = Some(&mut body);
+    assert_eq!(pol.call(Sub::Synth, &mut t), Action::Deliver);
+    assert_eq!((resp.status, &resp.reason[..]), (301, &b"Moved Permanently"[..]));
+    assert_eq!(resp.headers.get("location").unwrap(), &b"https://example.com/old"[..]);
+    let mut resp = Resp { status: 404, reason: Bytes::from_static(b"Not Found"), ..Resp::default() };
+    let mut body = Vec::new();
+    let mut t = Task::new(&NoEnv);
+    t.req = Some(&mut r);
+    t.resp = Some(&mut resp);
+    t.body = Some(&mut body);
+    pol.call(Sub::Synth, &mut t);
+    assert_eq!(body, b"custom 404 Not Found");
+}
+
+#[test]
+fn backend_and_hit_subroutines() {
+    let pol = load(
+        r#"vcl 4.1;
+        sub vcl_backend_fetch { set bereq.http.X-Fetch = bereq.url; }
+        sub vcl_backend_response {
+            if (bereq.url ~ "^/static/") { set beresp.ttl = 1h; unset beresp.http.Set-Cookie; }
+            if (beresp.status >= 500) { return (retry); }
+            if (bereq.url ~ "^/private/") { return (pass(30s)); }
+        }
+        sub vcl_hit {
+            if (obj.ttl >= 0s) { return (deliver); }
+            if (obj.ttl + obj.grace > 0s && obj.hits < 3) { return (deliver); }
+            return (miss);
+        }"#,
+    );
+    let mut bereq = Bereq { url: Bytes::from_static(b"/static/a.css"), ..Bereq::default() };
+    let mut t = Task::new(&NoEnv);
+    t.bereq = Some(&mut bereq);
+    assert_eq!(pol.call(Sub::BackendFetch, &mut t), Action::Fetch);
+    assert_eq!(bereq.headers.get("x-fetch").unwrap(), &b"/static/a.css"[..]);
+    let resp = |url: &'static str, status: u16| {
+        let mut bereq = Bereq { url: Bytes::from_static(url.as_bytes()), ..Bereq::default() };
+        let mut b = Beresp { status, ttl: 120.0, ..Beresp::default() };
+        b.headers.set("Set-Cookie", Bytes::from_static(b"a=b"));
+        let mut t = Task::new(&NoEnv);
+        t.bereq = Some(&mut bereq);
+        t.beresp = Some(&mut b);
+        let a = pol.call(Sub::BackendResponse, &mut t);
+        (a, b)
+    };
+    let (a, b) = resp("/static/a.css", 200);
+    assert_eq!((a, b.ttl, b.uncacheable), (Action::Deliver, 3600.0, false), "Set-Cookie removed, so cacheable");
+    let (a, b) = resp("/x", 200);
+    assert_eq!((a, b.uncacheable), (Action::Deliver, true), "the built-in policy: Set-Cookie makes it uncacheable");
+    assert_eq!(resp("/x", 503).0, Action::Retry);
+    assert_eq!(resp("/private/x", 200).0, Action::PassFor(30.0));
+    let hit = |ttl: f64, hits: u64| {
+        let obj = ObjView { ttl, grace: 10.0, hits, ..ObjView::default() };
+        let mut r = req("/", &[]);
+        let mut t = Task::new(&NoEnv);
+        t.req = Some(&mut r);
+        t.obj = Some(&obj);
+        pol.call(Sub::Hit, &mut t)
+    };
+    assert_eq!(hit(5.0, 100), Action::Deliver);
+    assert_eq!(hit(-5.0, 1), Action::Deliver);
+    assert_eq!(hit(-5.0, 3), Action::Miss);
+    assert_eq!(hit(-15.0, 0), Action::Miss);
+}
+
+struct Recorder(Mutex<Vec<String>>);
+impl policy::Env for Recorder {
+    fn ban(&self, spec: &str) -> Result<(), String> {
+        if spec.contains("~") || spec.contains("==") {
+            self.0.lock().unwrap().push(spec.to_string());
+            Ok(())
+        } else {
+            Err("expected an operator".into())
+        }
+    }
+    fn healthy(&self, _: Option<&str>) -> bool {
+        false
+    }
+}
+
+#[test]
+fn ban_log_and_runtime_failures() {
+    let pol = load(
+        r#"vcl 4.1;
+        import std;
+        # No probe has run yet and none counts as good: sick.
+        backend default { .host = "127.0.0.1"; .probe = { .url = "/health"; .initial = 0; } }
+        sub vcl_recv {
+            if (req.method == "BAN") {
+                ban("obj.http.x-url ~ " + req.url);
+                ban("nonsense");
+                std.log("banned " + req.url);
+                return (synth(200, "Ban added"));
+            }
+            if (!std.healthy(req.backend_hint)) { set req.http.X-Sick = "1"; }
+            set req.http.X-Evil = req.http.X-In;
+            return (hash);
+        }"#,
+    );
+    let env = Recorder(Mutex::new(Vec::new()));
+    let mut log = common::vsl::Batch::with_reclen(255);
+    let mut r = req("/news", &[]);
+    r.method = Bytes::from_static(b"BAN");
+    let a = {
+        let mut t = Task::new(&env);
+        t.req = Some(&mut r);
+        t.log = Some((&mut log, 7, common::vsl::Side::Client));
+        pol.call(Sub::Recv, &mut t)
+    };
+    assert_eq!(a, Action::Synth(200, "Ban added".into()));
+    assert_eq!(*env.0.lock().unwrap(), vec!["obj.http.x-url ~ /news".to_string()]);
+    let text: Vec<String> =
+        common::vsl::Records::new(log.as_bytes()).map(|r| format!("{} {}", r.tag.name(), String::from_utf8_lossy(r.payload))).collect();
+    assert!(text.iter().any(|l| l == "VCL_Error ban(): expected an operator"), "{text:?}");
+    assert!(text.iter().any(|l| l == "VCL_Log banned /news"), "{text:?}");
+    // A header value with CR LF would split the message: fail.
+    let mut r = req("/", &[("X-In", "a\r\nInjected: 1")]);
+    let mut t = Task::new(&env);
+    t.req = Some(&mut r);
+    assert_eq!(pol.call(Sub::Recv, &mut t), Action::Fail);
+    assert!(t.failed.unwrap().contains("CR, LF"));
+    assert_eq!(r.headers.get("x-sick").unwrap(), &b"1"[..]);
+    assert!(r.headers.get("x-evil").is_none());
+}
+
+#[test]
+fn init_fail_refuses_the_load() {
+    let p = parse_source("t.vcl", "vcl 4.1; sub vcl_init { return (fail); }").unwrap();
+    let e = VclPolicy::load("t", compile(&p).unwrap()).err().unwrap();
+    assert!(e.contains("Failed initialization"), "{e}");
+    let p = parse_source("t.vcl", "vcl 4.1; sub vcl_init { return (ok); } sub vcl_fini { return (ok); }").unwrap();
+    assert!(VclPolicy::load("t", compile(&p).unwrap()).is_ok());
+}
+
+#[test]
+fn arithmetic() {
+    use Val::*;
+    assert_eq!(arith("+", Int(2), Int(3)), Ok(Int(5)));
+    assert_eq!(arith("*", Dur(10.0), Int(3)), Ok(Dur(30.0)));
+    assert_eq!(arith("/", Dur(10.0), Dur(4.0)), Ok(Real(2.5)));
+    assert_eq!(arith("-", Time(100.0), Time(40.0)), Ok(Dur(60.0)));
+    assert_eq!(arith("+", Time(100.0), Dur(5.0)), Ok(Time(105.0)));
+    assert_eq!(arith("+", Str("a".into()), Int(1)), Ok(Str("a1".into())));
+    assert_eq!(arith("+", None, Str("x".into())), Ok(Str("x".into())));
+    assert!(arith("/", Int(1), Int(0)).is_err());
+    assert!(compare("<", &Dur(-1.0), &Dur(0.0)));
+    assert!(compare("==", &Str("a".into()), &Str("a".into())));
+    assert!(!compare("==", &None, &Str(String::new())));
+    assert!(compare("!=", &None, &Str("x".into())));
+    assert!(compare(">=", &Int(3), &Real(2.5)));
+}
+
+#[test]
+fn builtin_vcl_text_decides_as_the_native_builtin() {
+    let p = parse_source("builtin.vcl", crate::vcl::BUILTIN_VCL).unwrap_or_else(|e| panic!("{e}"));
+    let vcl = VclPolicy::load("builtin", compile(&p).unwrap_or_else(|e| panic!("{}", e.render(&p.files)))).unwrap();
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        ("GET", &[("Host", "a")]),
+        ("GET", &[("Host", "Example.COM")]),
+        ("HEAD", &[("Host", "a")]),
+        ("POST", &[("Host", "a")]),
+        ("GET", &[("Host", "a"), ("Cookie", "x=1")]),
+        ("GET", &[("Host", "a"), ("Authorization", "Basic x")]),
+        ("BREW", &[("Host", "a")]),
+        ("PRI", &[("Host", "a")]),
+        ("GET", &[]),
+    ];
+    for (method, hdrs) in cases {
+        let run = |pol: &dyn Policy| {
+            let mut r = req("/x", hdrs);
+            r.method = Bytes::copy_from_slice(method.as_bytes());
+            let a = {
+                let mut t = Task::new(&NoEnv);
+                t.req = Some(&mut r);
+                pol.call(Sub::Recv, &mut t)
+            };
+            let mut key = Vec::new();
+            let mut t = Task::new(&NoEnv);
+            t.local = Some("127.0.0.1:80".parse().unwrap());
+            t.req = Some(&mut r);
+            t.key = Some(&mut key);
+            pol.call(Sub::Hash, &mut t);
+            (a, r.headers.get("host").cloned(), key)
+        };
+        assert_eq!(run(&vcl), run(&policy::Builtin), "{method} {hdrs:?}");
+    }
+    let beresps: &[(f64, &[(&str, &str)])] = &[
+        (120.0, &[]),
+        (0.0, &[]),
+        (60.0, &[("Set-Cookie", "a=b")]),
+        (60.0, &[("Cache-Control", "private, max-age=60")]),
+        (60.0, &[("Cache-Control", "No-Store")]),
+        (60.0, &[("Surrogate-Control", "max-age=60"), ("Cache-Control", "no-cache")]),
+        (60.0, &[("Surrogate-Control", "no-store")]),
+        (60.0, &[("Vary", "*")]),
+    ];
+    for (ttl, hdrs) in beresps {
+        for uncacheable in [false, true] {
+            let run = |pol: &dyn Policy| {
+                let mut bereq = Bereq { uncacheable, ..Bereq::default() };
+                let mut b = Beresp { status: 200, ttl: *ttl, headers: req("/", hdrs).headers, ..Beresp::default() };
+                let mut t = Task::new(&NoEnv);
+                t.bereq = Some(&mut bereq);
+                t.beresp = Some(&mut b);
+                let a = pol.call(Sub::BackendResponse, &mut t);
+                (a, b.ttl, b.uncacheable)
+            };
+            assert_eq!(run(&vcl), run(&policy::Builtin), "{ttl} {hdrs:?} {uncacheable}");
+        }
+    }
+    let synth = |pol: &dyn Policy| {
+        let mut r = Req { xid: 9, ..Req::default() };
+        let mut resp = Resp { status: 503, reason: Bytes::from_static(b"Backend fetch failed"), ..Resp::default() };
+        let mut body = Vec::new();
+        let mut t = Task::new(&NoEnv);
+        t.req = Some(&mut r);
+        t.resp = Some(&mut resp);
+        t.body = Some(&mut body);
+        pol.call(Sub::Synth, &mut t);
+        (body, resp.headers.get("content-type").cloned())
+    };
+    assert_eq!(synth(&vcl), synth(&policy::Builtin));
+}
+
+#[test]
+fn varnish7_builtin_calls_and_body_variables() {
+    let pol = load(
+        r#"vcl 4.1;
+        sub vcl_recv {
+            if (req.url == "/x") { set req.http.Cookie = "a=1"; }
+            call vcl_builtin_recv;
+            set req.http.X-After = "yes";
+            return (hash);
+        }
+        sub vcl_synth { set resp.body = "plain " + resp.status; return (deliver); }"#,
+    );
+    let (a, _, h) = {
+        let mut r = req("/x", &[("Host", "a")]);
+        let mut t = Task::new(&NoEnv);
+        t.req = Some(&mut r);
+        let a = pol.call(Sub::Recv, &mut t);
+        (a, (), r.headers)
+    };
+    assert_eq!(a, Action::Pass, "the built-in half returned pass for the cookie");
+    assert!(h.get("x-after").is_none());
+    let mut r = req("/y", &[("Host", "a")]);
+    let mut t = Task::new(&NoEnv);
+    t.req = Some(&mut r);
+    assert_eq!(pol.call(Sub::Recv, &mut t), Action::Hash);
+    assert_eq!(r.headers.get("x-after").unwrap(), &b"yes"[..], "fell through the built-in half");
+    let mut resp = Resp { status: 404, ..Resp::default() };
+    let mut body = Vec::new();
+    let mut t = Task::new(&NoEnv);
+    t.resp = Some(&mut resp);
+    t.body = Some(&mut body);
+    pol.call(Sub::Synth, &mut t);
+    assert_eq!(body, b"plain 404");
+    assert!(compile_err("sub vcl_deliver { call vcl_builtin_recv; }").contains("can only be called from vcl_recv"));
+    let p = parse_source("t.vcl", "vcl 4.1; sub vcl_recv { std.log(\"x\"); }").unwrap();
+    assert!(compile(&p).err().unwrap().msg.contains("import std;"));
+}
+
+#[test]
+fn every_listed_function_compiles() {
+    let arity = |f: &str| match f {
+        "regsub" | "regsuball" => "req.url, \"a\", \"b\"",
+        "std.integer" | "std.real" | "std.duration" | "std.time" | "std.ip" | "std.syslog" => "\"1\", \"2\"",
+        "std.collect" => "req.http.x",
+        "std.healthy" => "req.backend_hint",
+        "std.port" => "client.ip",
+        _ => "\"x\"",
+    };
+    for f in FUNCTIONS {
+        let sub = match f {
+            "hash_data" => "vcl_hash",
+            "synthetic" => "vcl_synth",
+            _ => "vcl_recv",
+        };
+        let src = format!("vcl 4.1;\nimport std;\nsub {sub} {{ {f}({}); }}", arity(f));
+        let p = parse_source("t.vcl", &src).unwrap();
+        compile(&p).unwrap_or_else(|e| panic!("{f}: {}", e.render(&p.files)));
+    }
+}

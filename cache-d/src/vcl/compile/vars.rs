@@ -1,0 +1,373 @@
+//! Variables: where each can be read and written (vcl-var(7)), and the
+//! closures that read and write them.
+
+use super::*;
+
+pub(super) const fn mask(subs: &[Sub]) -> u32 {
+    let mut m = 0;
+    let mut i = 0;
+    while i < subs.len() {
+        m |= 1 << subs[i] as u32;
+        i += 1;
+    }
+    m
+}
+
+const CLIENT: u32 = mask(&[Sub::Recv, Sub::Pipe, Sub::Pass, Sub::Hash, Sub::Purge, Sub::Hit, Sub::Miss, Sub::Deliver, Sub::Synth]);
+const BACKEND: u32 = mask(&[Sub::BackendFetch, Sub::BackendResponse, Sub::BackendError]);
+const ALL: u32 = CLIENT | BACKEND | mask(&[Sub::Init, Sub::Fini]);
+const BERESP: u32 = mask(&[Sub::BackendResponse, Sub::BackendError]);
+const BEREQ: u32 = BACKEND | mask(&[Sub::Pipe]);
+const RESP: u32 = mask(&[Sub::Deliver, Sub::Synth]);
+const HIT: u32 = mask(&[Sub::Hit]);
+
+/// Where a variable can be read and where written (vcl-var(7)), as masks
+/// of subroutines. Names ending in '.' are header prefixes.
+pub(super) const ACCESS: &[(&str, u32, u32)] = &[
+    ("now", ALL, 0),
+    ("server.hostname", ALL, 0),
+    ("server.identity", ALL, 0),
+    ("server.ip", CLIENT | BACKEND, 0),
+    ("local.ip", CLIENT | BACKEND, 0),
+    ("client.ip", CLIENT | BACKEND, 0),
+    ("remote.ip", CLIENT | BACKEND, 0),
+    ("client.identity", CLIENT | BACKEND, CLIENT),
+    ("req.method", CLIENT, CLIENT),
+    ("req.url", CLIENT, CLIENT),
+    ("req.proto", CLIENT, CLIENT),
+    ("req.http.", CLIENT, CLIENT),
+    ("req.xid", CLIENT, 0),
+    ("req.restarts", CLIENT, 0),
+    ("req.esi_level", CLIENT, 0),
+    ("req.can_gzip", CLIENT, 0),
+    ("req.is_hitmiss", CLIENT, 0),
+    ("req.is_hitpass", CLIENT, 0),
+    ("req.ttl", CLIENT, CLIENT),
+    ("req.grace", CLIENT, CLIENT),
+    ("req.hash_always_miss", CLIENT, mask(&[Sub::Recv])),
+    ("req.hash_ignore_busy", CLIENT, mask(&[Sub::Recv])),
+    ("req.backend_hint", CLIENT, CLIENT),
+    ("bereq.method", BEREQ, BEREQ),
+    ("bereq.url", BEREQ, BEREQ),
+    ("bereq.proto", BEREQ, BEREQ),
+    ("bereq.http.", BEREQ, BEREQ),
+    ("bereq.xid", BACKEND, 0),
+    ("bereq.retries", BACKEND, 0),
+    ("bereq.uncacheable", BACKEND, 0),
+    ("bereq.is_bgfetch", BACKEND, 0),
+    ("bereq.backend", BEREQ, BEREQ),
+    ("beresp.status", BERESP, BERESP),
+    ("beresp.reason", BERESP, BERESP),
+    ("beresp.proto", BERESP, 0),
+    ("beresp.http.", BERESP, BERESP),
+    ("beresp.ttl", BERESP, BERESP),
+    ("beresp.grace", BERESP, BERESP),
+    ("beresp.keep", BERESP, BERESP),
+    ("beresp.uncacheable", BERESP, BERESP),
+    ("beresp.do_stream", BERESP, BERESP),
+    ("beresp.was_304", BERESP, 0),
+    ("beresp.age", BERESP, 0),
+    ("beresp.backend.name", BERESP, 0),
+    ("beresp.backend", BERESP, 0),
+    ("obj.status", HIT, 0),
+    ("obj.reason", HIT, 0),
+    ("obj.proto", HIT, 0),
+    ("obj.http.", HIT, 0),
+    ("obj.ttl", HIT, 0),
+    ("obj.grace", HIT, 0),
+    ("obj.keep", HIT, 0),
+    ("obj.age", HIT, 0),
+    ("obj.hits", HIT | mask(&[Sub::Deliver]), 0),
+    ("obj.uncacheable", HIT | mask(&[Sub::Deliver]), 0),
+    ("resp.status", RESP, RESP),
+    ("resp.reason", RESP, RESP),
+    ("resp.proto", RESP, 0),
+    ("resp.http.", RESP, RESP),
+    ("resp.is_streaming", RESP, 0),
+    ("resp.body", 0, mask(&[Sub::Synth])),
+    ("beresp.body", 0, mask(&[Sub::BackendError])),
+];
+
+pub(super) fn subs_in(m: u32) -> String {
+    let names: Vec<&str> = Sub::ALL.iter().filter(|s| m & (1 << **s as u32) != 0).map(|s| s.name()).collect();
+    if names.is_empty() {
+        "nowhere".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Check that `name` may be read (or written) in every subroutine the code
+/// runs in.
+pub(super) fn access(name: &str, write: bool, pos: Pos, sc: &Scope<'_>) -> Result<(), VclError> {
+    let entry = ACCESS.iter().find(|(n, _, _)| if n.ends_with('.') { name.starts_with(n) && name.len() > n.len() } else { *n == name });
+    let Some((_, r, w)) = entry else {
+        return err(format!("Unknown variable '{name}'"), pos);
+    };
+    let m = if write { *w } else { *r };
+    if write && m == 0 {
+        return err(format!("Variable '{name}' is read only"), pos);
+    }
+    for s in &sc.ctx {
+        if m & (1 << *s as u32) == 0 {
+            let how = if write { "cannot be set" } else { "is not available" };
+            return err(format!("'{name}' {how} in {} (it can be in: {})", s.name(), subs_in(m)), pos);
+        }
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+pub(super) enum Hdrs {
+    Req,
+    Bereq,
+    Beresp,
+    Obj,
+    Resp,
+}
+
+fn headers<'t>(t: &'t Task<'_>, w: Hdrs) -> Option<&'t Headers> {
+    match w {
+        Hdrs::Req => t.req.as_deref().map(|r| &r.headers),
+        Hdrs::Bereq => t.bereq.as_deref().map(|r| &r.headers),
+        Hdrs::Beresp => t.beresp.as_deref().map(|r| &r.headers),
+        Hdrs::Obj => t.obj.map(|r| &r.headers),
+        Hdrs::Resp => t.resp.as_deref().map(|r| &r.headers),
+    }
+}
+
+pub(super) fn headers_mut<'t>(t: &'t mut Task<'_>, w: Hdrs) -> Option<&'t mut Headers> {
+    match w {
+        Hdrs::Req => t.req.as_deref_mut().map(|r| &mut r.headers),
+        Hdrs::Bereq => t.bereq.as_deref_mut().map(|r| &mut r.headers),
+        Hdrs::Beresp => t.beresp.as_deref_mut().map(|r| &mut r.headers),
+        Hdrs::Resp => t.resp.as_deref_mut().map(|r| &mut r.headers),
+        Hdrs::Obj => None,
+    }
+}
+
+pub(super) fn header_prefix(name: &str) -> Option<(Hdrs, &str)> {
+    [
+        ("req.http.", Hdrs::Req),
+        ("bereq.http.", Hdrs::Bereq),
+        ("beresp.http.", Hdrs::Beresp),
+        ("obj.http.", Hdrs::Obj),
+        ("resp.http.", Hdrs::Resp),
+    ]
+    .into_iter()
+    .find_map(|(p, w)| name.strip_prefix(p).map(|h| (w, h)))
+}
+
+/// A value fit for the wire: no CR or LF (a header value with one would
+/// split the message).
+fn wire_text(t: &mut Task<'_>, what: &str, v: &Val) -> Option<Bytes> {
+    let s = v.text();
+    if s.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        fail(t, format!("{what}: the value contains CR, LF or NUL"));
+        return None;
+    }
+    Some(Bytes::from(s))
+}
+
+fn status_val(t: &mut Task<'_>, v: &Val) -> Option<u16> {
+    match v.num() {
+        Some(n) if (100.0..=999.0).contains(&n) => Some(n as u16),
+        Some(n) if (1000.0..65536.0).contains(&n) && (n as u32 % 1000) >= 100 => Some((n as u32 % 1000) as u16),
+        _ => {
+            fail(t, format!("status {} is out of range", v.text()));
+            None
+        }
+    }
+}
+
+fn text(b: &Bytes) -> Val {
+    Val::Str(String::from_utf8_lossy(b).into_owned())
+}
+
+fn proto(minor: u8) -> Val {
+    Val::Str(if minor == 0 { "HTTP/1.0" } else { "HTTP/1.1" }.into())
+}
+
+fn parse_proto(v: &Val) -> u8 {
+    if v.text().eq_ignore_ascii_case("HTTP/1.0") {
+        0
+    } else {
+        1
+    }
+}
+
+macro_rules! get {
+    ($field:ident, |$x:ident| $e:expr) => {
+        Box::new(|t: &mut Task<'_>, _: &Compiled| t.$field.as_deref().map(|$x| $e).unwrap_or(Val::None))
+    };
+}
+
+macro_rules! set {
+    ($field:ident, |$t:ident, $x:ident, $v:ident| $e:expr) => {
+        Box::new(|$t: &mut Task<'_>, $v: Val| {
+            if let Some($x) = $t.$field.take() {
+                $e;
+                $t.$field = Some($x);
+            }
+        })
+    };
+}
+
+/// A variable's value.
+pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+    if name == "true" || name == "false" {
+        let b = name == "true";
+        return Ok(Box::new(move |_, _| Val::Bool(b)));
+    }
+    if sc.backends.iter().any(|b| b == name) {
+        let b = name.to_string();
+        return Ok(Box::new(move |_, _| Val::Backend(b.clone())));
+    }
+    access(name, false, pos, sc)?;
+    if let Some((w, h)) = header_prefix(name) {
+        let h = h.to_string();
+        return Ok(Box::new(move |t, _| headers(t, w).and_then(|hs| hs.get(&h)).map(text).unwrap_or(Val::None)));
+    }
+    Ok(match name {
+        "now" => Box::new(|_, _| Val::Time(crate::util::now())),
+        "server.hostname" | "server.identity" => {
+            let host = crate::util::hostname();
+            Box::new(move |_, _| Val::Str(host.clone()))
+        }
+        "server.ip" | "local.ip" => Box::new(|t, _| t.local.map(|a| Val::Ip(a.ip(), a.port())).unwrap_or(Val::None)),
+        "client.ip" | "remote.ip" => Box::new(|t, _| t.client.map(|a| Val::Ip(a.ip(), a.port())).unwrap_or(Val::None)),
+        "client.identity" => Box::new(|t, _| t.client.map(|a| Val::Str(a.ip().to_string())).unwrap_or(Val::None)),
+        "req.method" => get!(req, |r| text(&r.method)),
+        "req.url" => get!(req, |r| text(&r.url)),
+        "req.proto" => get!(req, |r| proto(r.minor)),
+        "req.xid" => get!(req, |r| Val::Int(r.xid as i64)),
+        "req.restarts" => get!(req, |r| Val::Int(r.restarts as i64)),
+        "req.esi_level" => Box::new(|_, _| Val::Int(0)),
+        "req.can_gzip" => get!(req, |r| Val::Bool(r.headers.contains_ci("accept-encoding", "gzip"))),
+        "req.is_hitmiss" => get!(req, |r| Val::Bool(r.is_hitmiss)),
+        "req.is_hitpass" => get!(req, |r| Val::Bool(r.is_hitpass)),
+        "req.ttl" => get!(req, |r| r.ttl.map(Val::Dur).unwrap_or(Val::Dur(-1.0))),
+        "req.grace" => get!(req, |r| r.grace.map(Val::Dur).unwrap_or(Val::Dur(-1.0))),
+        "req.hash_always_miss" => get!(req, |r| Val::Bool(r.hash_always_miss)),
+        "req.hash_ignore_busy" => get!(req, |r| Val::Bool(r.hash_ignore_busy)),
+        "req.backend_hint" => {
+            let default = sc.backends.first().cloned().unwrap_or_else(|| "default".into());
+            Box::new(move |t, _| {
+                t.req.as_deref().map(|r| Val::Backend(r.backend_hint.clone().unwrap_or_else(|| default.clone()))).unwrap_or(Val::None)
+            })
+        }
+        "bereq.method" => get!(bereq, |r| text(&r.method)),
+        "bereq.url" => get!(bereq, |r| text(&r.url)),
+        "bereq.proto" => get!(bereq, |r| proto(r.minor)),
+        "bereq.xid" => get!(bereq, |r| Val::Int(r.xid as i64)),
+        "bereq.retries" => get!(bereq, |r| Val::Int(r.retries as i64)),
+        "bereq.uncacheable" => get!(bereq, |r| Val::Bool(r.uncacheable)),
+        "bereq.is_bgfetch" => get!(bereq, |r| Val::Bool(r.is_bgfetch)),
+        "bereq.backend" => {
+            let default = sc.backends.first().cloned().unwrap_or_else(|| "default".into());
+            Box::new(move |t, _| {
+                t.bereq.as_deref().map(|r| Val::Backend(r.backend.clone().unwrap_or_else(|| default.clone()))).unwrap_or(Val::None)
+            })
+        }
+        "beresp.status" => get!(beresp, |b| Val::Int(b.status as i64)),
+        "beresp.reason" => get!(beresp, |b| text(&b.reason)),
+        "beresp.proto" => Box::new(|_, _| Val::Str("HTTP/1.1".into())),
+        "beresp.ttl" => get!(beresp, |b| Val::Dur(b.ttl)),
+        "beresp.grace" => get!(beresp, |b| Val::Dur(b.grace)),
+        "beresp.keep" => get!(beresp, |b| Val::Dur(b.keep)),
+        "beresp.age" => get!(beresp, |b| Val::Dur(b.age)),
+        "beresp.uncacheable" => get!(beresp, |b| Val::Bool(b.uncacheable)),
+        "beresp.do_stream" => get!(beresp, |b| Val::Bool(b.do_stream)),
+        "beresp.was_304" => get!(beresp, |b| Val::Bool(b.was_304)),
+        "beresp.backend.name" | "beresp.backend" => get!(beresp, |b| Val::Str(b.backend.clone())),
+        "obj.status" => Box::new(|t, _| t.obj.map(|o| Val::Int(o.status as i64)).unwrap_or(Val::None)),
+        "obj.reason" => Box::new(|t, _| t.obj.map(|o| text(&o.reason)).unwrap_or(Val::None)),
+        "obj.proto" => Box::new(|_, _| Val::Str("HTTP/1.1".into())),
+        "obj.ttl" => Box::new(|t, _| t.obj.map(|o| Val::Dur(o.ttl)).unwrap_or(Val::None)),
+        "obj.grace" => Box::new(|t, _| t.obj.map(|o| Val::Dur(o.grace)).unwrap_or(Val::None)),
+        "obj.keep" => Box::new(|t, _| t.obj.map(|o| Val::Dur(o.keep)).unwrap_or(Val::None)),
+        "obj.age" => Box::new(|t, _| t.obj.map(|o| Val::Dur(o.age)).unwrap_or(Val::None)),
+        "obj.hits" => Box::new(|t, _| t.obj.map(|o| Val::Int(o.hits as i64)).unwrap_or(Val::None)),
+        "obj.uncacheable" => Box::new(|t, _| t.obj.map(|o| Val::Bool(o.uncacheable)).unwrap_or(Val::None)),
+        "resp.status" => get!(resp, |r| Val::Int(r.status as i64)),
+        "resp.reason" => get!(resp, |r| text(&r.reason)),
+        "resp.proto" => Box::new(|_, _| Val::Str("HTTP/1.1".into())),
+        "resp.is_streaming" => get!(resp, |r| Val::Bool(r.is_streaming)),
+        _ => return unsupported(&format!("Reading '{name}'"), pos),
+    })
+}
+
+/// A variable that can be written (or unset).
+pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, VclError> {
+    access(name, true, pos, sc)?;
+    if let Some((w, h)) = header_prefix(name) {
+        let h = h.to_string();
+        let what = name.to_string();
+        return Ok(Box::new(move |t, v| match v {
+            Val::None => {
+                if let Some(hs) = headers_mut(t, w) {
+                    hs.unset(&h)
+                }
+            }
+            v => {
+                if let Some(b) = wire_text(t, &what, &v) {
+                    if let Some(hs) = headers_mut(t, w) {
+                        hs.set(&h, b)
+                    }
+                }
+            }
+        }));
+    }
+    fn dur(v: &Val) -> Option<f64> {
+        v.num()
+    }
+    Ok(match name {
+        "req.method" => set!(req, |t, r, v| if let Some(b) = wire_text(t, "req.method", &v) {
+            r.method = b
+        }),
+        "req.url" => set!(req, |t, r, v| if let Some(b) = wire_text(t, "req.url", &v) {
+            r.url = b
+        }),
+        "req.proto" => set!(req, |t, r, v| r.minor = parse_proto(&v)),
+        "req.ttl" => set!(req, |t, r, v| r.ttl = dur(&v)),
+        "req.grace" => set!(req, |t, r, v| r.grace = dur(&v)),
+        "req.hash_always_miss" => set!(req, |t, r, v| r.hash_always_miss = v.truthy()),
+        "req.hash_ignore_busy" => set!(req, |t, r, v| r.hash_ignore_busy = v.truthy()),
+        "req.backend_hint" => set!(req, |t, r, v| r.backend_hint = Some(v.text())),
+        "client.identity" => Box::new(|_, _| {}),
+        "bereq.method" => set!(bereq, |t, r, v| if let Some(b) = wire_text(t, "bereq.method", &v) {
+            r.method = b
+        }),
+        "bereq.url" => set!(bereq, |t, r, v| if let Some(b) = wire_text(t, "bereq.url", &v) {
+            r.url = b
+        }),
+        "bereq.proto" => set!(bereq, |t, r, v| r.minor = parse_proto(&v)),
+        "bereq.backend" => set!(bereq, |t, r, v| r.backend = Some(v.text())),
+        "beresp.status" => set!(beresp, |t, b, v| if let Some(s) = status_val(t, &v) {
+            b.status = s
+        }),
+        "beresp.reason" => set!(beresp, |t, b, v| if let Some(r) = wire_text(t, "beresp.reason", &v) {
+            b.reason = r
+        }),
+        "beresp.ttl" => set!(beresp, |t, b, v| b.ttl = dur(&v).unwrap_or(0.0)),
+        "beresp.grace" => set!(beresp, |t, b, v| b.grace = dur(&v).unwrap_or(0.0)),
+        "beresp.keep" => set!(beresp, |t, b, v| b.keep = dur(&v).unwrap_or(0.0)),
+        // Once uncacheable, always: Varnish ignores setting it back.
+        "beresp.uncacheable" => set!(beresp, |t, b, v| b.uncacheable |= v.truthy()),
+        "beresp.do_stream" => set!(beresp, |t, b, v| b.do_stream = v.truthy()),
+        "resp.status" => set!(resp, |t, r, v| if let Some(s) = status_val(t, &v) {
+            r.status = s;
+            r.reason = Bytes::from_static(policy::reason_phrase(s).as_bytes());
+        }),
+        "resp.reason" => set!(resp, |t, r, v| if let Some(b) = wire_text(t, "resp.reason", &v) {
+            r.reason = b
+        }),
+        // Varnish 6+: the synthetic body, replaced whole.
+        "resp.body" | "beresp.body" => Box::new(|t, v| {
+            if let Some(b) = t.body.as_deref_mut() {
+                *b = v.text().into_bytes();
+            }
+        }),
+        _ => return unsupported(&format!("Setting '{name}'"), pos),
+    })
+}
