@@ -25,6 +25,8 @@ pub struct Backend {
     idle: Mutex<Vec<(BeConn, Instant)>>,
     /// Admin health (backend.set_health) and when it last changed.
     admin: Mutex<(Admin, f64)>,
+    /// When it was made (the first "last change").
+    pub(crate) created: f64,
     /// Connections in use (for .max_connections).
     busy: Arc<AtomicUsize>,
     pub(crate) probe: Mutex<crate::probe::ProbeState>,
@@ -110,12 +112,14 @@ impl Backend {
     }
 
     pub fn with_cfg(vcl: &str, name: &str, addrs: Vec<SocketAddr>, cfg: BackendCfg) -> Backend {
+        let created = crate::util::now();
         Backend {
+            created,
             name: name.to_string(),
             vcl: vcl.to_string(),
             addrs,
             idle: Mutex::new(Vec::new()),
-            admin: Mutex::new((Admin::Auto, crate::util::now())),
+            admin: Mutex::new((Admin::Auto, created)),
             busy: Arc::new(AtomicUsize::new(0)),
             probe: Mutex::new(cfg_probe_state(&cfg)),
             probe_stop: std::sync::atomic::AtomicBool::new(false),

@@ -45,21 +45,75 @@ pub struct Director {
     next: AtomicUsize,
     /// Shard: (point, member index), sorted; built by reconfigure().
     ring: Mutex<Vec<(u32, usize)>>,
+    /// Shard: the share of requests sent to the next member on the ring, to
+    /// keep its cache warm (`set_warmup`, 0 to 1).
+    warmup: Mutex<f64>,
+    /// Shard: seconds over which a member that came back healthy is given
+    /// its full share (`set_rampup`, 0 for at once).
+    rampup: Mutex<f64>,
+}
+
+/// What a director asks of a member: can it take a request, and for how
+/// long has it been able to (seconds; for the shard's rampup).
+pub struct MemberState {
+    pub usable: bool,
+    pub healthy_for: f64,
+}
+
+/// How a shard director picks for one request (`.backend(alt=,
+/// warmup=, rampup=)`).
+#[derive(Clone, Copy, Debug)]
+pub struct ShardOpts {
+    /// Take the alt-th usable member after the key's (for restarts).
+    pub alt: usize,
+    /// This request's warmup share instead of the director's (`set_warmup`).
+    pub warmup: Option<f64>,
+    /// Whether members back from sick ramp up (`set_rampup`).
+    pub rampup: bool,
+}
+
+impl Default for ShardOpts {
+    fn default() -> ShardOpts {
+        ShardOpts { alt: 0, warmup: None, rampup: true }
+    }
 }
 
 /// A 32-bit point for `text` (the first bytes of its SHA-256).
-fn point(text: &str) -> u32 {
-    let d = Sha256::digest(text.as_bytes());
+pub fn point(text: impl AsRef<[u8]>) -> u32 {
+    let d = Sha256::digest(text.as_ref());
     u32::from_be_bytes([d[0], d[1], d[2], d[3]])
 }
 
 impl Director {
     pub fn new(name: &str, kind: Kind) -> Director {
-        Director { name: name.to_string(), kind, members: Mutex::new(Vec::new()), next: AtomicUsize::new(0), ring: Mutex::new(Vec::new()) }
+        Director {
+            name: name.to_string(),
+            kind,
+            members: Mutex::new(Vec::new()),
+            next: AtomicUsize::new(0),
+            ring: Mutex::new(Vec::new()),
+            warmup: Mutex::new(0.0),
+            rampup: Mutex::new(0.0),
+        }
+    }
+
+    /// Shard: send this share of requests to the next member (0 to 1).
+    pub fn set_warmup(&self, share: f64) {
+        *self.warmup.lock().unwrap_or_else(|e| e.into_inner()) = share.clamp(0.0, 1.0);
+    }
+
+    /// Shard: a member back from sick gets its share over this many seconds.
+    pub fn set_rampup(&self, secs: f64) {
+        *self.rampup.lock().unwrap_or_else(|e| e.into_inner()) = secs.max(0.0);
     }
 
     fn members(&self) -> std::sync::MutexGuard<'_, Vec<(String, f64)>> {
         self.members.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The members and their weights, in order.
+    pub fn member_list(&self) -> Vec<(String, f64)> {
+        self.members().clone()
     }
 
     /// The members' names, in order.
@@ -90,7 +144,7 @@ impl Director {
         let mut ring: Vec<(u32, usize)> = Vec::with_capacity(members.len() * REPLICAS as usize);
         for (i, (m, _)) in members.iter().enumerate() {
             for r in 0..REPLICAS {
-                ring.push((point(&format!("{m}{r}")), i));
+                ring.push((point(format!("{m}{r}")), i));
             }
         }
         ring.sort_unstable();
@@ -147,16 +201,46 @@ impl Director {
                 live.last().map(|(m, _)| m.clone())
             }
             Kind::Shard => {
-                let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                if ring.is_empty() {
-                    return None;
-                }
-                let p = point(key.unwrap_or(""));
-                let start = ring.partition_point(|(q, _)| *q < p);
-                // The first healthy member clockwise from the key's point.
-                (0..ring.len()).map(|i| ring[(start + i) % ring.len()].1).map(|i| &members[i].0).find(|m| healthy(m)).cloned()
+                let state = |m: &str| MemberState { usable: healthy(m), healthy_for: f64::INFINITY };
+                self.pick_shard(&members, point(key.unwrap_or("")), ShardOpts::default(), &state)
             }
         }
+    }
+
+    /// Shard for the key at point `p`: `state` also says how long a
+    /// member has been healthy. The first usable member clockwise from the
+    /// point (or the `alt`-th after it); one still ramping up takes the
+    /// key with the probability of how far along it is, else the next
+    /// does; with warmup, that share of keys go to the next member anyway.
+    pub fn pick_shard(&self, members: &[(String, f64)], p: u32, opts: ShardOpts, state: &dyn Fn(&str) -> MemberState) -> Option<String> {
+        let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if ring.is_empty() || members.is_empty() {
+            return None;
+        }
+        let start = ring.partition_point(|(q, _)| *q < p);
+        let warmup = opts.warmup.unwrap_or_else(|| *self.warmup.lock().unwrap_or_else(|e| e.into_inner())).clamp(0.0, 1.0);
+        let rampup = if opts.rampup { *self.rampup.lock().unwrap_or_else(|e| e.into_inner()) } else { 0.0 };
+        // Usable members in ring order from the key, each once.
+        let mut order: Vec<usize> = Vec::new();
+        for i in 0..ring.len() {
+            let m = ring[(start + i) % ring.len()].1;
+            if m < members.len() && !order.contains(&m) {
+                order.push(m);
+            }
+        }
+        let usable: Vec<(usize, f64)> =
+            order.into_iter().filter_map(|m| Some(state(&members[m].0)).filter(|s| s.usable).map(|s| (m, s.healthy_for))).collect();
+        let at = opts.alt % usable.len().max(1);
+        let (&(first, since), next) =
+            (usable.get(at)?, usable.get((at + 1) % usable.len()).map(|(m, _)| *m).filter(|m| *m != usable[at].0));
+        let mut chosen = first;
+        if let Some(next) = next {
+            let ramping = rampup > 0.0 && since < rampup && random_unit() >= since / rampup;
+            if ramping || (warmup > 0.0 && random_unit() < warmup) {
+                chosen = next;
+            }
+        }
+        Some(members[chosen].0.clone())
     }
 }
 
@@ -165,7 +249,7 @@ impl Director {
 fn random_unit() -> f64 {
     static N: AtomicUsize = AtomicUsize::new(0);
     let seed = format!("{:?}{}", std::time::SystemTime::now(), N.fetch_add(1, Ordering::Relaxed));
-    f64::from(point(&seed)) / (f64::from(u32::MAX) + 1.0)
+    f64::from(point(seed)) / (f64::from(u32::MAX) + 1.0)
 }
 
 #[cfg(test)]
@@ -225,6 +309,28 @@ mod tests {
         let s3 = before.iter().filter(|b| *b == "s3").count();
         assert_eq!(moved, s3, "only s3's keys moved");
         assert!(before.iter().zip(&after).all(|(b, a)| b == "s3" || b == a));
+        // Warmup: about that share of a member's keys go to the next one.
+        d.set_warmup(0.2);
+        let moved = keys.iter().zip(&after).filter(|(k, a)| d.pick(Some(k), &|_| true).as_ref() != Some(a)).count();
+        let share = moved as f64 / keys.len() as f64;
+        assert!((0.15..0.25).contains(&share), "warmup moved {share:.3}");
+        d.set_warmup(0.0);
+        // Rampup: a member healthy for a quarter of the rampup takes about a
+        // quarter of its keys.
+        d.set_rampup(40.0);
+        let members = d.member_list();
+        let fresh = |m: &str| MemberState { usable: true, healthy_for: if m == "s1" { 10.0 } else { f64::INFINITY } };
+        let s1_keys: Vec<&String> = keys.iter().zip(&after).filter(|(_, a)| *a == "s1").map(|(k, _)| k).collect();
+        let kept =
+            s1_keys.iter().filter(|k| d.pick_shard(&members, point(k), ShardOpts::default(), &fresh).as_deref() == Some("s1")).count();
+        let share = kept as f64 / s1_keys.len() as f64;
+        assert!((0.18..0.32).contains(&share), "ramping s1 kept {share:.3}");
+        let no_ramp = ShardOpts { rampup: false, ..ShardOpts::default() };
+        assert!(s1_keys.iter().all(|k| d.pick_shard(&members, point(k), no_ramp, &fresh).as_deref() == Some("s1")));
+        // alt=1: the next member on the ring, never the key's own.
+        let alt = ShardOpts { alt: 1, rampup: false, ..ShardOpts::default() };
+        assert!(s1_keys.iter().all(|k| d.pick_shard(&members, point(k), alt, &fresh).is_some_and(|m| m != "s1")));
+        d.set_rampup(0.0);
         // A sick member's keys go to the next on the ring; the others stay.
         let sick: Vec<String> = keys.iter().map(|k| d.pick(Some(k), &|m| m != "s1").unwrap()).collect();
         assert!(after.iter().zip(&sick).all(|(a, s)| a == "s1" || a == s));

@@ -103,7 +103,8 @@ pub(crate) async fn backend_side(
         };
         if error.is_none() {
             // The backend vcl_backend_fetch left in bereq.backend.
-            f.be = policy.backend(bereq.backend.as_deref()).unwrap_or_else(|| sh.backend.clone());
+            f.be =
+                policy.backend(bereq.backend.as_deref(), bereq.hash.as_deref().unwrap_or(&bereq.url)).unwrap_or_else(|| sh.backend.clone());
             if let (None, Some(h)) = (bereq.headers.get("host"), f.be.cfg.host_header.clone()) {
                 bereq.headers.set("Host", Bytes::from(h));
             }

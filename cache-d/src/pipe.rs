@@ -53,7 +53,7 @@ pub(crate) async fn pipe(s: &mut Sess, c: &mut Client, req: &mut Req, mut log: B
     // build_request drops Connection as hop-by-hop; the pipe asks to close.
     wire.truncate(wire.len() - 2);
     wire.extend_from_slice(b"Connection: close\r\n\r\n");
-    f.be = s.policy().backend(bereq.backend.as_deref()).unwrap_or_else(|| sh.backend.clone());
+    f.be = s.policy().backend(bereq.backend.as_deref(), bereq.hash.as_deref().unwrap_or(&bereq.url)).unwrap_or_else(|| sh.backend.clone());
     let backend = f.be.clone();
     let mut be = match backend.connect(backend.cfg.connect_timeout.unwrap_or(sh.params().connect_timeout)).await {
         Ok(b) => {

@@ -78,6 +78,9 @@ pub struct Req {
     pub is_hitpass: bool,
     /// req.backend_hint, by name; None is the default backend.
     pub backend_hint: Option<String>,
+    /// What vcl_hash hashed (None before it ran): a shard director's
+    /// `by=HASH` key.
+    pub hash: Option<Bytes>,
 }
 
 /// The backend request (VCL's `bereq`).
@@ -94,6 +97,8 @@ pub struct Bereq {
     pub is_bgfetch: bool,
     /// bereq.backend by name; None is the default backend.
     pub backend: Option<String>,
+    /// The client request's hash inputs (None for a pipe before vcl_hash).
+    pub hash: Option<Bytes>,
 }
 
 impl Bereq {
@@ -106,6 +111,7 @@ impl Bereq {
             headers: req.headers.clone(),
             xid,
             backend: req.backend_hint.clone(),
+            hash: req.hash.clone(),
             ..Bereq::default()
         }
     }
@@ -370,8 +376,9 @@ pub trait Policy: Send + Sync {
     /// The program is being discarded (vcl_fini).
     fn fini(&self) {}
     /// The backend called `name` (None: the default one), if the policy
-    /// declares backends.
-    fn backend(&self, _name: Option<&str>) -> Option<std::sync::Arc<crate::backend::Backend>> {
+    /// declares backends; a director named picks by `key` where it hashes
+    /// (the request's hash inputs, or its URL).
+    fn backend(&self, _name: Option<&str>, _key: &[u8]) -> Option<std::sync::Arc<crate::backend::Backend>> {
         None
     }
     /// Every backend the policy declares, in order.

@@ -284,6 +284,15 @@ impl Backend {
             Admin::Auto => self.cfg.probe.is_none() || self.probe_state().happy,
         }
     }
+    /// Seconds since the health last changed (a shard director's rampup);
+    /// infinite for a backend healthy since it was made.
+    pub fn healthy_for(&self) -> f64 {
+        let changed = self.admin().1;
+        if changed <= self.created {
+            return f64::INFINITY;
+        }
+        (crate::util::now() - changed).max(0.0)
+    }
 }
 
 #[cfg(test)]

@@ -383,6 +383,7 @@ impl Sess {
             if run_sub(&*policy, Sub::Hash, &mut t) == Action::Fail {
                 action = Action::Fail;
             }
+            req.hash = Some(bytes::Bytes::copy_from_slice(&key));
         }
         match action {
             Action::Pipe if ctx.body_consumed => {

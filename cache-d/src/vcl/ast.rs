@@ -22,6 +22,8 @@ pub enum Expr {
     Call {
         name: String,
         args: Vec<Expr>,
+        /// The argument's name where it was given as `name = value`.
+        names: Vec<Option<String>>,
         pos: Pos,
     },
     Not(Box<Expr>, Pos),

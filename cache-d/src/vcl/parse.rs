@@ -430,28 +430,34 @@ impl<'a> Parser<'a> {
             Tok::Ident(name) => {
                 if self.is("(") {
                     self.next();
-                    let mut args = Vec::new();
+                    let (mut args, mut names) = (Vec::new(), Vec::new());
                     if !self.is(")") {
-                        args.push(self.arg()?);
-                        while self.is(",") {
+                        loop {
+                            let (n, a) = self.arg()?;
+                            names.push(n);
+                            args.push(a);
+                            if !self.is(",") {
+                                break;
+                            }
                             self.next();
-                            args.push(self.arg()?);
                         }
                     }
                     self.expect(")")?;
-                    return Ok(Expr::Call { name, args, pos });
+                    return Ok(Expr::Call { name, args, names, pos });
                 }
                 Ok(Expr::Name(name, pos))
             }
             t => Err(VclError { msg: format!("Expected an expression got {}", describe(&t)), pos }),
         }
     }
-    /// A call argument; `name = value` named arguments keep only the value.
-    fn arg(&mut self) -> R<Expr> {
-        if matches!(&self.peek().tok, Tok::Ident(_)) && matches!(&self.peek2().tok, Tok::Punct("=")) {
+    /// A call argument, with its name if given as `name = value`.
+    fn arg(&mut self) -> R<(Option<String>, Expr)> {
+        let mut name = None;
+        if let (Tok::Ident(n), Tok::Punct("=")) = (&self.peek().tok, &self.peek2().tok) {
+            name = Some(n.clone());
             self.next();
             self.next();
         }
-        self.expr()
+        Ok((name, self.expr()?))
     }
 }

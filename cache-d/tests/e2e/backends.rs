@@ -187,6 +187,14 @@ sub vcl_recv {{
     run_n(&mut c, "/size/1?via=sh&k=1", 6);
     let (x, y) = delta(t0, counts());
     assert!((x, y) == (6, 0) || (x, y) == (0, 6), "{x} {y}");
+    // ...and different URLs spread over both (picked at fetch time by the
+    // request's hash, as sh.backend() in vcl_recv is resolved lazily).
+    let t0 = counts();
+    for k in 0..40 {
+        run_n(&mut c, &format!("/size/1?via=sh&k={k}"), 1);
+    }
+    let (x, y) = delta(t0, counts());
+    assert!(x + y == 40 && x >= 8 && y >= 8, "{x} {y}");
 }
 
 #[test]

@@ -10,7 +10,8 @@ use crate::util::*;
 
 /// The corpus files that are valid VCL 4.1 (varnish2.vcl is the one that
 /// must fail).
-const CORPUS: [&str; 5] = ["wordpress.vcl", "errors-and-redirects.vcl", "grace-and-health.vcl", "normalize.vcl", "ban-on-header.vcl"];
+const CORPUS: [&str; 6] =
+    ["wordpress.vcl", "errors-and-redirects.vcl", "grace-and-health.vcl", "normalize.vcl", "ban-on-header.vcl", "shard-cluster.vcl"];
 
 fn ids(r: &Resp) -> usize {
     r.header("x-varnish").map_or(0, |v| v.split(' ').count())

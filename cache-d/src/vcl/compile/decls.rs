@@ -210,7 +210,7 @@ pub(super) fn collect_objects(body: &[Stmt], out: &mut HashMap<String, crate::di
     for s in body {
         match s {
             Stmt::New { name, ctor, pos } => {
-                let Expr::Call { name: ctor_name, args, pos: cpos } = ctor else {
+                let Expr::Call { name: ctor_name, args, pos: cpos, .. } = ctor else {
                     return err("\"new\" takes a constructor, e.g. directors.round_robin()", *pos);
                 };
                 let sticky = match args.first() {

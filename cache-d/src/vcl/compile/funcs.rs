@@ -89,7 +89,7 @@ pub fn variables() -> impl Iterator<Item = &'static str> {
 }
 
 /// A function call: the built-in functions and vmod_std's.
-pub(super) fn call(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
     // Functions with a fallback: (value, fallback).
     let with_fallback = |parse: fn(&str) -> Option<Val>| -> Result<ExprFn, VclError> {
         let mut a = one_arg(args, name, 2, pos, sc)?.into_iter();
@@ -101,6 +101,9 @@ pub(super) fn call(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Resul
     };
     if let Some((obj, method)) = name.split_once('.') {
         if let Some(kind) = sc.objects.get(obj) {
+            if *kind == crate::director::Kind::Shard && method == "backend" {
+                return shard_backend(obj, args, names, pos, sc);
+            }
             return director_call(obj, *kind, method, args, pos, sc);
         }
     }
@@ -300,14 +303,39 @@ fn director_call(
                 Val::None
             })
         }
-        ("reconfigure", 0) if kind == Kind::Shard => Box::new(move |_, c| {
+        ("reconfigure", 0 | 1) if kind == Kind::Shard => Box::new(move |_, c| {
             if let Some(d) = with(c) {
                 d.reconfigure();
             }
             Val::Bool(true)
         }),
-        // Hash and shard pick now, by the key (shard: the URL without one).
-        ("backend", 0 | 1) if matches!(kind, Kind::Hash | Kind::Shard) => {
+        ("set_warmup", 1) if kind == Kind::Shard => {
+            let x = a.into_iter().next().expect("1 arg");
+            Box::new(move |t, c| {
+                let share = x(t, c).num().unwrap_or(0.0);
+                if let Some(d) = with(c) {
+                    d.set_warmup(share);
+                }
+                Val::None
+            })
+        }
+        ("set_rampup", 1) if kind == Kind::Shard => {
+            let x = a.into_iter().next().expect("1 arg");
+            Box::new(move |t, c| {
+                let secs = x(t, c).num().unwrap_or(0.0);
+                if let Some(d) = with(c) {
+                    d.set_rampup(secs);
+                }
+                Val::None
+            })
+        }
+        // sh.key(STRING): the key's point, for by=KEY.
+        ("key", 1) if kind == Kind::Shard => {
+            let x = a.into_iter().next().expect("1 arg");
+            Box::new(move |t, c| Val::Int(i64::from(crate::director::point(x(t, c).text()))))
+        }
+        // Hash picks now, by the key (the URL without one).
+        ("backend", 0 | 1) if kind == Kind::Hash => {
             let key = a.into_iter().next();
             Box::new(move |t, c| {
                 let k = match &key {
@@ -325,4 +353,75 @@ fn director_call(
         ("backend", 0) => Box::new(move |_, _| Val::Backend(obj_name.clone())),
         (m, n) => return unsupported(&format!("Method {m}() with {n} argument(s) on this director"), pos),
     })
+}
+
+/// `sh.backend(by=, key=, alt=, warmup=, rampup=, resolve=)` on a shard
+/// director. by=HASH (the default) keys on what vcl_hash hashed; before
+/// vcl_hash ran (in vcl_recv) the director itself is returned and picks
+/// when the fetch starts, by the backend request's hash — as Varnish's
+/// resolve=LAZY, so a hint set in vcl_recv lands on the same member as
+/// one set in vcl_backend_fetch. by=URL keys on the URL, by=KEY on
+/// `key=` (an INT, e.g. `sh.key(req.http.X-User)`), by=BLOB on `key=`'s
+/// text.
+fn shard_backend(obj: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+    use crate::director::ShardOpts;
+    const POSITIONAL: [&str; 9] = ["by", "key", "key_blob", "alt", "warmup", "rampup", "healthy", "param", "resolve"];
+    let enum_arg = |e: &Expr, allowed: &[&str], what: &str| -> Result<String, VclError> {
+        match e {
+            Expr::Name(n, _) if allowed.contains(&n.as_str()) => Ok(n.clone()),
+            other => err(format!("{what} must be one of {}", allowed.join(", ")), other.pos()),
+        }
+    };
+    let (mut by, mut key, mut alt, mut warmup, mut rampup, mut lazy) = ("HASH".to_string(), None, None, None, None, false);
+    for (i, (a, n)) in args.iter().zip(names).enumerate() {
+        let n = n.as_deref().or_else(|| POSITIONAL.get(i).copied()).unwrap_or("");
+        match n {
+            "by" => by = enum_arg(a, &["HASH", "URL", "KEY", "BLOB"], "by")?,
+            "key" | "key_blob" => key = Some(expr(a, sc)?),
+            "alt" => alt = Some(expr(a, sc)?),
+            "warmup" => warmup = Some(expr(a, sc)?),
+            "rampup" => rampup = Some(expr(a, sc)?),
+            // Sick members are always skipped (healthy=CHOSEN is the default).
+            "healthy" => drop(enum_arg(a, &["CHOSEN", "IGNORE", "ALL"], "healthy")?),
+            "resolve" => lazy = enum_arg(a, &["NOW", "LAZY"], "resolve")? == "LAZY",
+            "param" => return unsupported("The shard director's param= argument", a.pos()),
+            other => return err(format!("{obj}.backend() has no argument '{other}'"), a.pos()),
+        }
+    }
+    if matches!(by.as_str(), "KEY" | "BLOB") && key.is_none() {
+        return err(format!("{obj}.backend(by={by}) needs key="), pos);
+    }
+    let obj = obj.to_string();
+    Ok(Box::new(move |t, c| {
+        let lazy_hash =
+            by == "HASH" && t.bereq.as_ref().is_none_or(|b| b.hash.is_none()) && t.req.as_ref().is_none_or(|r| r.hash.is_none());
+        if lazy || lazy_hash {
+            return Val::Backend(obj.clone());
+        }
+        let p = match by.as_str() {
+            "HASH" => {
+                let h = t.bereq.as_deref().and_then(|b| b.hash.clone()).or_else(|| t.req.as_deref().and_then(|r| r.hash.clone()));
+                crate::director::point(h.unwrap_or_default())
+            }
+            "URL" => {
+                let u = t.bereq.as_deref().map(|b| b.url.clone()).or_else(|| t.req.as_deref().map(|r| r.url.clone()));
+                crate::director::point(u.unwrap_or_default())
+            }
+            _ => match key.as_ref().map(|k| k(t, c)) {
+                Some(Val::Int(n)) => n as u32,
+                Some(v) => crate::director::point(v.text()),
+                None => 0,
+            },
+        };
+        let opts = ShardOpts {
+            alt: alt.as_ref().and_then(|a| a(t, c).num()).map_or(0, |n| n.max(0.0) as usize),
+            warmup: warmup.as_ref().and_then(|w| w(t, c).num()).filter(|w| *w >= 0.0),
+            rampup: rampup.as_ref().is_none_or(|r| r(t, c).truthy()),
+        };
+        let Some(d) = c.directors().get(&obj).cloned() else { return Val::None };
+        match c.shard_pick(&d, p, opts, 1) {
+            Some(m) => Val::Backend(m),
+            None => Val::Backend(obj.clone()),
+        }
+    }))
 }

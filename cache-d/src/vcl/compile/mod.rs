@@ -160,8 +160,9 @@ impl Compiled {
     }
 
     /// The healthy backend `name` stands for: itself if it is a backend,
-    /// what a director picks (nested directors followed) if it is one.
-    pub fn resolve(&self, name: &str, depth: usize) -> Option<Arc<crate::backend::Backend>> {
+    /// what a director picks (nested directors followed) if it is one; a
+    /// shard director picks by `key`'s point on its ring.
+    pub fn resolve(&self, name: &str, depth: usize, key: &[u8]) -> Option<Arc<crate::backend::Backend>> {
         if let Some(b) = self.runtime.get().and_then(|r| r.get(name)) {
             return b.healthy().then(|| b.clone());
         }
@@ -169,13 +170,32 @@ impl Compiled {
         if depth > 8 {
             return None;
         }
-        let picked = d.pick(None, &|m| self.usable(m, depth + 1))?;
-        self.resolve(&picked, depth + 1)
+        let picked = match d.kind {
+            crate::director::Kind::Shard => self.shard_pick(&d, crate::director::point(key), Default::default(), depth + 1)?,
+            _ => d.pick(None, &|m| self.usable(m, depth + 1))?,
+        };
+        self.resolve(&picked, depth + 1, key)
+    }
+
+    /// A shard director's member for the key at point `p` (members back
+    /// from sick ramp up by how long they have been healthy).
+    pub(super) fn shard_pick(
+        &self,
+        d: &crate::director::Director,
+        p: u32,
+        opts: crate::director::ShardOpts,
+        depth: usize,
+    ) -> Option<String> {
+        let state = |m: &str| match self.runtime.get().and_then(|r| r.get(m)) {
+            Some(b) => crate::director::MemberState { usable: b.healthy(), healthy_for: b.healthy_for() },
+            None => crate::director::MemberState { usable: self.usable(m, depth), healthy_for: f64::INFINITY },
+        };
+        d.pick_shard(&d.member_list(), p, opts, &state)
     }
 
     /// Could `name` take a request now? (A director: could one of its
     /// members; asking changes no director's state.)
-    fn usable(&self, name: &str, depth: usize) -> bool {
+    pub(super) fn usable(&self, name: &str, depth: usize) -> bool {
         if let Some(b) = self.runtime.get().and_then(|r| r.get(name)) {
             return b.healthy();
         }
@@ -185,8 +205,8 @@ impl Compiled {
 
     /// Like [`resolve`], but a backend is returned even when sick (so the
     /// fetch fails as "sick" rather than "no backend").
-    fn backend_named(&self, name: &str) -> Option<Arc<crate::backend::Backend>> {
-        self.runtime.get().and_then(|r| r.get(name).cloned()).or_else(|| self.resolve(name, 0))
+    fn backend_named(&self, name: &str, key: &[u8]) -> Option<Arc<crate::backend::Backend>> {
+        self.runtime.get().and_then(|r| r.get(name).cloned()).or_else(|| self.resolve(name, 0, key))
     }
 }
 
@@ -613,7 +633,7 @@ fn expr(e: &Expr, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
                 }),
             }
         }
-        Expr::Call { name, args, pos } => call(name, args, *pos, sc)?,
+        Expr::Call { name, args, names, pos } => call(name, args, names, *pos, sc)?,
     })
 }
 
@@ -656,10 +676,10 @@ impl Policy for VclPolicy {
             b.stop_probe();
         }
     }
-    fn backend(&self, name: Option<&str>) -> Option<Arc<crate::backend::Backend>> {
+    fn backend(&self, name: Option<&str>, key: &[u8]) -> Option<Arc<crate::backend::Backend>> {
         match name {
-            Some(n) => self.prog.backend_named(n),
-            None => self.prog.backends.first().and_then(|n| self.prog.backend_named(n)),
+            Some(n) => self.prog.backend_named(n, key),
+            None => self.prog.backends.first().and_then(|n| self.prog.backend_named(n, key)),
         }
     }
     fn backends(&self) -> Vec<Arc<crate::backend::Backend>> {

@@ -441,3 +441,67 @@ fn every_listed_function_compiles() {
         compile(&p).unwrap_or_else(|e| panic!("{f}: {}", e.render(&p.files)));
     }
 }
+
+#[test]
+fn shard_director_keys_and_options() {
+    let pol = load(
+        r#"vcl 4.1;
+        import directors;
+        backend s1 { .host = "127.0.0.1"; .port = "9001"; }
+        backend s2 { .host = "127.0.0.1"; .port = "9002"; }
+        backend s3 { .host = "127.0.0.1"; .port = "9003"; }
+        backend s4 { .host = "127.0.0.1"; .port = "9004"; }
+        sub vcl_init {
+            new sh = directors.shard();
+            sh.add_backend(s1); sh.add_backend(s2); sh.add_backend(s3); sh.add_backend(s4);
+            sh.set_warmup(0.0);
+            sh.set_rampup(30s);
+            sh.reconfigure();
+        }
+        sub vcl_recv {
+            if (req.http.X-Mode == "key") { set req.backend_hint = sh.backend(by=KEY, key=sh.key(req.http.X-User)); }
+            elsif (req.http.X-Mode == "url") { set req.backend_hint = sh.backend(by=URL); }
+            elsif (req.http.X-Mode == "alt") { set req.backend_hint = sh.backend(by=URL, alt=1, warmup=0.0, rampup=false); }
+            elsif (req.http.X-Mode == "lazy") { set req.backend_hint = sh.backend(by=URL, resolve=LAZY); }
+            else { set req.backend_hint = sh.backend(); }
+        }"#,
+    );
+    let hint = |url: &str, hdrs: &[(&str, &str)]| {
+        let mut r = req(url, hdrs);
+        r.headers.set("Host", Bytes::from_static(b"localhost"));
+        let mut t = Task::new(&NoEnv);
+        t.req = Some(&mut r);
+        assert_eq!(pol.call(Sub::Recv, &mut t), Action::Hash);
+        r.backend_hint.unwrap_or_default()
+    };
+    // by=HASH in vcl_recv: the director itself, picked at fetch time.
+    assert_eq!(hint("/a", &[]), "sh");
+    assert_eq!(hint("/a", &[("X-Mode", "lazy")]), "sh");
+    // by=URL: a member, the same one each time; alt=1 another one.
+    let urls: Vec<String> = (0..400).map(|i| format!("/u/{i}")).collect();
+    let by_url: Vec<String> = urls.iter().map(|u| hint(u, &[("X-Mode", "url")])).collect();
+    assert!(by_url.iter().all(|m| m.starts_with('s')));
+    assert_eq!(by_url, urls.iter().map(|u| hint(u, &[("X-Mode", "url")])).collect::<Vec<_>>());
+    for m in ["s1", "s2", "s3", "s4"] {
+        let n = by_url.iter().filter(|b| *b == m).count();
+        assert!((60..140).contains(&n), "{m} got {n} of 400 URLs");
+    }
+    assert!(urls.iter().zip(&by_url).all(|(u, m)| hint(u, &[("X-Mode", "alt")]) != *m));
+    // by=KEY: the user decides, not the URL.
+    let u7 = hint("/one", &[("X-Mode", "key"), ("X-User", "user7")]);
+    assert_eq!(hint("/two", &[("X-Mode", "key"), ("X-User", "user7")]), u7);
+    // At fetch time the director picks by the request's hash inputs.
+    let pick = |key: &str| pol.backend(Some("sh"), key.as_bytes()).map(|b| b.name.clone()).unwrap();
+    let picks: std::collections::HashSet<String> = (0..100).map(|i| pick(&format!("/h/{i}localhost"))).collect();
+    assert_eq!(picks.len(), 4, "{picks:?}");
+    assert_eq!(pick("/h/1localhost"), pick("/h/1localhost"));
+
+    let bad = compile_err(
+        "import directors;\nsub vcl_init { new sh = directors.shard(); }\nsub vcl_recv { set req.backend_hint = sh.backend(by=FOO); }",
+    );
+    assert!(bad.contains("by must be one of HASH, URL, KEY, BLOB"), "{bad}");
+    let bad = compile_err(
+        "import directors;\nsub vcl_init { new sh = directors.shard(); }\nsub vcl_recv { set req.backend_hint = sh.backend(by=KEY); }",
+    );
+    assert!(bad.contains("needs key="), "{bad}");
+}
