@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::counters::{Vbe, VBE};
+use common::segment::SegmentWriter;
 use tokio::net::TcpStream;
 
 use crate::error::{Error, Side};
@@ -31,6 +33,39 @@ pub struct Backend {
     busy: Arc<AtomicUsize>,
     pub(crate) probe: Mutex<crate::probe::ProbeState>,
     pub(crate) probe_stop: std::sync::atomic::AtomicBool,
+    /// Its `VBE.<vcl>.<name>.*` counters, once the child has a segment.
+    vbe: std::sync::OnceLock<Arc<VbeCounters>>,
+}
+
+/// A backend's counters in the segment's dynamic slots, freed when the
+/// backend is (its program discarded, the last request on it finished).
+pub struct VbeCounters {
+    seg: Arc<SegmentWriter>,
+    slots: Vec<Option<usize>>,
+}
+
+impl VbeCounters {
+    fn register(seg: &Arc<SegmentWriter>, prefix: &str) -> VbeCounters {
+        let slots: Vec<Option<usize>> = VBE.iter().map(|d| seg.register(&format!("{prefix}.{}", d.name), d)).collect();
+        if slots.iter().any(Option::is_none) {
+            eprintln!("cache-d: no room in the segment for all of {prefix}.* (too many backends, or too long a name)");
+        }
+        VbeCounters { seg: seg.clone(), slots }
+    }
+
+    fn add(&self, c: Vbe, v: u64) {
+        if let Some(s) = self.slots[c as usize] {
+            self.seg.add_slot(s, v);
+        }
+    }
+}
+
+impl Drop for VbeCounters {
+    fn drop(&mut self) {
+        for s in self.slots.iter().flatten() {
+            self.seg.unregister(*s);
+        }
+    }
 }
 
 /// What a VCL backend declaration can set.
@@ -49,12 +84,18 @@ fn cfg_probe_state(cfg: &BackendCfg) -> crate::probe::ProbeState {
     cfg.probe.as_ref().map(crate::probe::ProbeState::initial).unwrap_or_default()
 }
 
-/// A connection in use, counted against .max_connections until dropped.
-pub struct Slot(Arc<AtomicUsize>);
+/// A connection in use, counted against .max_connections (and in
+/// `VBE.*.conn`) until dropped.
+pub struct Slot(Arc<AtomicUsize>, Option<Arc<VbeCounters>>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+        if let Some(v) = &self.1 {
+            if let Some(s) = v.slots[Vbe::Conn as usize] {
+                v.seg.sub_slot(s, 1);
+            }
+        }
     }
 }
 
@@ -123,6 +164,7 @@ impl Backend {
             busy: Arc::new(AtomicUsize::new(0)),
             probe: Mutex::new(cfg_probe_state(&cfg)),
             probe_stop: std::sync::atomic::AtomicBool::new(false),
+            vbe: std::sync::OnceLock::new(),
             cfg,
         }
     }
@@ -131,6 +173,43 @@ impl Backend {
     pub fn changed(&self) {
         let mut a = self.admin.lock().unwrap_or_else(|e| e.into_inner());
         a.1 = crate::util::now();
+    }
+
+    /// Make its `VBE.<vcl>.<name>.*` counters in `seg` (once).
+    pub fn attach_counters(&self, seg: &Arc<SegmentWriter>) {
+        self.vbe.get_or_init(|| Arc::new(VbeCounters::register(seg, &format!("VBE.{}", self.full_name()))));
+    }
+
+    /// Add to one of its counters (nothing before attach_counters).
+    pub fn count(&self, c: Vbe, v: u64) {
+        if let Some(x) = self.vbe.get() {
+            x.add(c, v);
+        }
+    }
+
+    /// Set its `happy` bitmap (the probe's last 64 results).
+    pub fn set_happy(&self, bits: u64) {
+        if let Some(x) = self.vbe.get() {
+            if let Some(s) = x.slots[Vbe::Happy as usize] {
+                x.seg.set_slot(s, bits);
+            }
+        }
+    }
+
+    /// A failed connect, counted under `fail` and its reason's `fail_*`.
+    pub fn count_fail(&self, e: &Error) {
+        self.count(Vbe::Fail, 1);
+        let io = e.io.as_ref();
+        let why = match io.and_then(std::io::Error::raw_os_error) {
+            Some(libc::EACCES | libc::EPERM) => Vbe::FailEacces,
+            Some(libc::EADDRNOTAVAIL) => Vbe::FailEaddrnotavail,
+            Some(libc::ECONNREFUSED) => Vbe::FailEconnrefused,
+            Some(libc::ENETUNREACH) => Vbe::FailEnetunreach,
+            Some(libc::ETIMEDOUT) => Vbe::FailEtimedout,
+            _ if io.is_some_and(|e| e.kind() == std::io::ErrorKind::TimedOut) => Vbe::FailEtimedout,
+            _ => Vbe::FailOther,
+        };
+        self.count(why, 1);
     }
 
     /// `vcl.name`, as backend.list shows it.
@@ -148,7 +227,13 @@ impl Backend {
                 return None;
             }
             match self.busy.compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Some(Slot(self.busy.clone())),
+                Ok(_) => {
+                    let vbe = self.vbe.get().cloned();
+                    if let Some(v) = &vbe {
+                        v.add(Vbe::Conn, 1);
+                    }
+                    return Some(Slot(self.busy.clone(), vbe));
+                }
                 Err(now) => cur = now,
             }
         }

@@ -80,6 +80,8 @@ pub fn run(args: Args) -> Result<(), StartError> {
             crate::probe::start(&b, seg.clone());
         }
         shared.set_policy("boot", p);
+    } else {
+        crate::probe::start(&shared.backend, seg.clone());
     }
     let shared = Arc::new(shared);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("cache-worker").build()?;

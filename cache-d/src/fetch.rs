@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 
-use common::counters::C;
+use common::counters::{Vbe, C};
 use common::vsl::{Batch, Side as LogSide, Tag};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -113,6 +113,7 @@ impl Fetch {
         let mut retried = false;
         if !be.healthy() {
             sh.seg.add(C::BackendUnhealthy, 1);
+            be.count(Vbe::Unhealthy, 1);
             return Err(Error::new(Side::Backend, format!("backend {} is sick", be.full_name())));
         }
         loop {
@@ -121,6 +122,7 @@ impl Fetch {
                     Some(s) => self.slot = Some(s),
                     None => {
                         sh.seg.add(C::BackendBusy, 1);
+                        be.count(Vbe::Busy, 1);
                         return Err(Error::new(Side::Backend, format!("backend {}: max_connections reached", be.full_name())));
                     }
                 }
@@ -134,6 +136,7 @@ impl Fetch {
                     }
                     Err(e) => {
                         sh.seg.add(C::BackendFail, 1);
+                        be.count_fail(&e);
                         self.slot = None;
                         return Err(e);
                     }
@@ -144,6 +147,7 @@ impl Fetch {
             }
             self.open_record(&conn, reused);
             sh.seg.add(C::BackendReq, 1);
+            be.count(Vbe::Req, 1);
             match self.exchange(sh, &mut conn, wire, req_framing, client.as_deref_mut()).await {
                 Ok((head, framing)) => return Ok(Response { conn, head, framing }),
                 // A reused connection the backend had closed: try once more
@@ -296,6 +300,14 @@ impl Fetch {
             self.log.recf(Tag::Length, LogSide::Backend, self.vxid, format_args!("{n}"));
         }
         let rx = body_rx.unwrap_or(0);
+        for (c, n) in [
+            (Vbe::BereqHdrbytes, self.hdr_tx),
+            (Vbe::BereqBodybytes, self.body_tx),
+            (Vbe::BerespHdrbytes, self.hdr_rx),
+            (Vbe::BerespBodybytes, rx),
+        ] {
+            self.be.count(c, n);
+        }
         self.log.recf(
             Tag::BereqAcct,
             LogSide::Backend,

@@ -1,7 +1,7 @@
 //! Pipe: hand the connection to the backend and relay bytes both ways until
 //! either side closes (vcl_pipe), as Varnish does for unknown methods.
 
-use common::counters::C;
+use common::counters::{Vbe, C};
 use common::vsl::{Batch, Side as LogSide, Tag};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -58,10 +58,12 @@ pub(crate) async fn pipe(s: &mut Sess, c: &mut Client, req: &mut Req, mut log: B
     let mut be = match backend.connect(backend.cfg.connect_timeout.unwrap_or(sh.params().connect_timeout)).await {
         Ok(b) => {
             sh.seg.add(C::BackendConn, 1);
+            backend.count(Vbe::Req, 1);
             b
         }
         Err(e) => {
             sh.seg.add(C::BackendFail, 1);
+            backend.count_fail(&e);
             s.wire = wire;
             f.error(&sh, &e);
             f.end(&sh);
@@ -94,6 +96,9 @@ pub(crate) async fn pipe(s: &mut Sess, c: &mut Client, req: &mut Req, mut log: B
     sh.seg.add(C::SPipeHdrbytes, ctx.hdr_rx);
     sh.seg.add(C::SPipeIn, to_be);
     sh.seg.add(C::SPipeOut, to_client);
+    for (c, n) in [(Vbe::PipeHdrbytes, bereq_hdr), (Vbe::PipeOut, to_be), (Vbe::PipeIn, to_client)] {
+        backend.count(c, n);
+    }
     f.finish(&sh, None, None);
     f.end(&sh);
     log.rec(Tag::End, side, rxid, b"");

@@ -158,9 +158,12 @@ pub fn probe_once(be: &Backend, spec: &ProbeSpec) -> (Outcome, f64, String) {
     (out, rtt, line)
 }
 
-/// Start probing `be` (if it has a probe) until [`Backend::stop_probe`].
+/// Make `be`'s `VBE.*` counters, and start probing it (if it has a
+/// probe) until [`Backend::stop_probe`].
 pub fn start(be: &Arc<Backend>, seg: Arc<SegmentWriter>) {
+    be.attach_counters(&seg);
     let Some(spec) = be.cfg.probe.clone() else { return };
+    be.set_happy(be.probe_state().good);
     let be = be.clone();
     let _ = std::thread::Builder::new().name(format!("probe-{}", be.name)).spawn(move || {
         while !be.probe_stopped() {
@@ -188,6 +191,7 @@ pub fn start(be: &Arc<Backend>, seg: Arc<SegmentWriter>) {
             if was != is {
                 be.changed();
             }
+            be.set_happy(be.probe_state().good);
             let mut b = Batch::new();
             b.rec(Tag::BackendHealth, Side::None, 0, text.as_bytes());
             seg.log(&b);

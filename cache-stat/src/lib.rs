@@ -92,7 +92,7 @@ pub fn write_once(out: &mut impl Write, rows: &[Reading<'_>], uptime: u64) -> st
         match r.info.kind {
             Kind::Counter if uptime > 0 => write!(out, "{:>12.2}", r.value as f64 / uptime as f64)?,
             Kind::Counter => write!(out, "{:>12.2}", 0.0)?,
-            Kind::Gauge => write!(out, "{:>12}", ".  ")?,
+            Kind::Gauge | Kind::Bitmap => write!(out, "{:>12}", ".  ")?,
         }
         writeln!(out, " {}", r.info.description)?;
     }
@@ -106,11 +106,13 @@ pub fn to_json(rows: &[Reading<'_>], timestamp: &str) -> serde_json::Value {
         let flag = match r.info.kind {
             Kind::Counter => "c",
             Kind::Gauge => "g",
+            Kind::Bitmap => "b",
         };
         let format = match r.info.format {
             Format::Integer => "i",
             Format::Bytes => "B",
             Format::Duration => "d",
+            Format::Bitmap => "b",
         };
         counters.insert(
             r.info.name.clone(),

@@ -111,17 +111,30 @@ impl History {
     pub fn update(&mut self, infos: &[CounterInfo], values: Vec<u64>, generation: u64, t: f64) -> bool {
         let first = self.refreshes == 0;
         let same_layout = self.infos.len() == infos.len() && self.infos.iter().zip(infos).all(|(a, b)| a.name == b.name);
-        let went_back = same_layout
-            && self.infos.iter().zip(self.values.iter().zip(&values)).any(|(c, (old, new))| c.kind == Kind::Counter && new < old);
-        let restarted = !first && (generation != self.generation || !same_layout || went_back);
+        // The previous value of each counter; by name when the set changed
+        // (a program with other backends came or went: not a restart).
+        let old: Vec<Option<u64>> = if same_layout {
+            self.values.iter().map(|v| Some(*v)).collect()
+        } else {
+            let by_name: std::collections::HashMap<&str, u64> =
+                self.infos.iter().map(|c| c.name.as_str()).zip(self.values.iter().copied()).collect();
+            infos.iter().map(|c| by_name.get(c.name.as_str()).copied()).collect()
+        };
+        // A fixed counter that went back means a new child; a backend's can
+        // start over with a reloaded program of the same name.
+        let went_back = infos
+            .iter()
+            .zip(old.iter().zip(&values))
+            .any(|(c, (o, new))| c.kind == Kind::Counter && !c.name.starts_with("VBE.") && o.is_some_and(|o| *new < o));
+        let restarted = !first && (generation != self.generation || went_back);
         let dt = t - self.last_t;
         self.rates = if first || restarted || dt <= 0.0 {
             vec![None; values.len()]
         } else {
             infos
                 .iter()
-                .zip(self.values.iter().zip(&values))
-                .map(|(c, (old, new))| (c.kind == Kind::Counter).then(|| new.saturating_sub(*old) as f64 / dt))
+                .zip(old.iter().zip(&values))
+                .map(|(c, (o, new))| o.filter(|_| c.kind == Kind::Counter).map(|o| new.saturating_sub(o) as f64 / dt))
                 .collect()
         };
         if !same_layout {
@@ -206,7 +219,12 @@ impl Source {
                 Err(e) => return Reading::Waiting(e.to_string()),
             }
         }
-        let Some(seg) = self.seg.as_ref() else { return Reading::Waiting(String::new()) };
+        let Some(seg) = self.seg.as_mut() else { return Reading::Waiting(String::new()) };
+        // Backends come and go with programs: pick up their counters.
+        if let Err(e) = seg.refresh() {
+            self.seg = None;
+            return Reading::Waiting(e.to_string());
+        }
         let values = (0..seg.counters().len()).map(|i| seg.value(i)).collect();
         Reading::Values { infos: seg.counters().to_vec(), values, generation: seg.generation() }
     }
@@ -279,6 +297,23 @@ mod tests {
         assert!(h.update(&infos, vec![1, 1, 0], 2, 4.0));
         assert_eq!(h.restarts_seen, 2);
         assert_eq!(h.hitrate_since_start(), Some(0.5));
+    }
+
+    #[test]
+    fn backends_coming_and_going_is_not_a_restart() {
+        let before = [info("MAIN.cache_hit", Kind::Counter), info("MAIN.cache_miss", Kind::Counter)];
+        let after = [info("MAIN.cache_hit", Kind::Counter), info("VBE.v2.api.req", Kind::Counter), info("MAIN.cache_miss", Kind::Counter)];
+        let mut h = History::default();
+        h.update(&before, vec![10, 10], 1, 0.0);
+        h.update(&before, vec![20, 10], 1, 1.0);
+        assert!(!h.update(&after, vec![30, 0, 20], 1, 2.0), "a program with a new backend was loaded");
+        assert_eq!(h.rates, vec![Some(10.0), None, Some(10.0)], "rates by name; the new counter has none yet");
+        assert_eq!(h.hitrate.windows[0].n(), 2);
+        assert!(!h.update(&after, vec![40, 7, 20], 1, 3.0));
+        assert_eq!(h.rates[1], Some(7.0));
+        // Discarded and loaded again under the same name: starts over, still no restart.
+        assert!(!h.update(&after, vec![50, 1, 20], 1, 4.0));
+        assert_eq!(h.restarts_seen, 0);
     }
 
     #[test]

@@ -82,6 +82,11 @@ pub fn render(counters: Option<(&[CounterInfo], &[u64])>) -> String {
             let help = if name == "varnish_main_fetch" { "Number of backend fetches".to_string() } else { escape_help(&info.description) };
             (help, info.kind, Vec::new())
         });
+        // MAIN.backend_conn (a counter) and VBE.*.conn (a gauge) share a
+        // family: one that mixes kinds is a gauge.
+        if fam.1 != info.kind {
+            fam.1 = Kind::Gauge;
+        }
         let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape_label(v))).collect();
         let sample = if labels.is_empty() { format!("{name} {value}") } else { format!("{name}{{{}}} {value}", labels.join(",")) };
         fam.2.push(sample);

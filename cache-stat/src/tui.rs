@@ -200,6 +200,8 @@ fn bytes(v: f64) -> String {
 
 fn value_text(app: &App, format: Format, v: u64) -> String {
     match format {
+        // A bitmap (a backend's last 64 probes): its bits, newest last.
+        Format::Bitmap => format!("{v:x}"),
         Format::Bytes if app.human_bytes => bytes(v as f64),
         Format::Duration if app.human_bytes => dhms(v),
         _ if app.scaled => scaled(v as f64),
@@ -307,7 +309,7 @@ fn draw_table(f: &mut Frame<'_>, area: Rect, app: &mut App, h: &History) {
             let c = &h.infos[i];
             let (rate, avg) = match c.kind {
                 Kind::Counter => (rate_text(app, c.format, h.rates[i]), rate_text(app, c.format, h.average(i))),
-                Kind::Gauge => (String::new(), String::new()),
+                Kind::Gauge | Kind::Bitmap => (String::new(), String::new()),
             };
             let mut style = Style::default();
             if changed(i) {
@@ -394,6 +396,7 @@ fn draw_charts(f: &mut Frame<'_>, area: Rect, app: &App, h: &History) {
     let title = match h.infos[sel].kind {
         Kind::Counter => format!(" {name} /s "),
         Kind::Gauge => format!(" {name} (a gauge: no rate) "),
+        Kind::Bitmap => format!(" {name} (a bitmap: no rate) "),
     };
     let spark = Sparkline::default()
         .block(Block::default().borders(Borders::ALL).title(title))

@@ -7,11 +7,13 @@
 //! for these listed `MAIN.sess_drop`; Varnish 7 calls it `MAIN.sess_dropped`
 //! and we follow Varnish.
 
-/// Counter (monotonic) or gauge (goes up and down); varnishstat's `flag`.
+/// Counter (monotonic), gauge (goes up and down) or bitmap (bits of
+/// state, such as a backend's last 64 probe results); varnishstat's `flag`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Counter,
     Gauge,
+    Bitmap,
 }
 
 impl Kind {
@@ -20,12 +22,14 @@ impl Kind {
         match self {
             Kind::Counter => b'c',
             Kind::Gauge => b'g',
+            Kind::Bitmap => b'b',
         }
     }
     pub fn from_code(c: u8) -> Option<Kind> {
         match c {
             b'c' => Some(Kind::Counter),
             b'g' => Some(Kind::Gauge),
+            b'b' => Some(Kind::Bitmap),
             _ => None,
         }
     }
@@ -50,12 +54,14 @@ impl Level {
     }
 }
 
-/// How a value is shown: integer, bytes or duration (varnishstat's `format`).
+/// How a value is shown: integer, bytes, duration or bitmap (varnishstat's
+/// `format`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     Integer,
     Bytes,
     Duration,
+    Bitmap,
 }
 
 impl Format {
@@ -64,6 +70,7 @@ impl Format {
             Format::Integer => b'i',
             Format::Bytes => b'B',
             Format::Duration => b'd',
+            Format::Bitmap => b'b',
         }
     }
     pub fn from_code(c: u8) -> Option<Format> {
@@ -71,6 +78,7 @@ impl Format {
             b'i' => Some(Format::Integer),
             b'B' => Some(Format::Bytes),
             b'd' => Some(Format::Duration),
+            b'b' => Some(Format::Bitmap),
             _ => None,
         }
     }
@@ -187,6 +195,67 @@ counter_table! {
     SmaGSpace => "SMA.s0.g_space", Gauge, Info, Bytes, "Bytes available";
 }
 
+/// The counters every backend carries, named `VBE.<vcl>.<backend>.<field>`
+/// (Varnish 7.1's set). They live in the segment's dynamic slots, made
+/// when a program's backends are and freed with them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vbe {
+    Happy,
+    BereqHdrbytes,
+    BereqBodybytes,
+    BerespHdrbytes,
+    BerespBodybytes,
+    PipeHdrbytes,
+    PipeOut,
+    PipeIn,
+    Conn,
+    Req,
+    Unhealthy,
+    Busy,
+    Fail,
+    FailEacces,
+    FailEaddrnotavail,
+    FailEconnrefused,
+    FailEnetunreach,
+    FailEtimedout,
+    FailOther,
+    Helddown,
+}
+
+const fn vbe(name: &'static str, kind: Kind, level: Level, format: Format, description: &'static str) -> CounterDef {
+    CounterDef { name, kind, level, format, description }
+}
+
+/// The fields of [`Vbe`], in order.
+pub static VBE: [CounterDef; 20] = [
+    vbe("happy", Kind::Bitmap, Level::Info, Format::Bitmap, "Happy health probes"),
+    vbe("bereq_hdrbytes", Kind::Counter, Level::Info, Format::Bytes, "Request header bytes"),
+    vbe("bereq_bodybytes", Kind::Counter, Level::Info, Format::Bytes, "Request body bytes"),
+    vbe("beresp_hdrbytes", Kind::Counter, Level::Info, Format::Bytes, "Response header bytes"),
+    vbe("beresp_bodybytes", Kind::Counter, Level::Info, Format::Bytes, "Response body bytes"),
+    vbe("pipe_hdrbytes", Kind::Counter, Level::Info, Format::Bytes, "Pipe request header bytes"),
+    vbe("pipe_out", Kind::Counter, Level::Info, Format::Bytes, "Piped bytes to backend"),
+    vbe("pipe_in", Kind::Counter, Level::Info, Format::Bytes, "Piped bytes from backend"),
+    vbe("conn", Kind::Gauge, Level::Info, Format::Integer, "Concurrent connections used"),
+    vbe("req", Kind::Counter, Level::Info, Format::Integer, "Backend requests sent"),
+    vbe("unhealthy", Kind::Counter, Level::Info, Format::Integer, "Fetches not attempted due to backend being unhealthy"),
+    vbe("busy", Kind::Counter, Level::Info, Format::Integer, "Fetches not attempted due to backend being busy"),
+    vbe("fail", Kind::Counter, Level::Info, Format::Integer, "Connections failed"),
+    vbe("fail_eacces", Kind::Counter, Level::Diag, Format::Integer, "Connections failed with EACCES or EPERM"),
+    vbe("fail_eaddrnotavail", Kind::Counter, Level::Diag, Format::Integer, "Connections failed with EADDRNOTAVAIL"),
+    vbe("fail_econnrefused", Kind::Counter, Level::Diag, Format::Integer, "Connections failed with ECONNREFUSED"),
+    vbe("fail_enetunreach", Kind::Counter, Level::Diag, Format::Integer, "Connections failed with ENETUNREACH"),
+    vbe("fail_etimedout", Kind::Counter, Level::Diag, Format::Integer, "Connections failed ETIMEDOUT"),
+    vbe("fail_other", Kind::Counter, Level::Diag, Format::Integer, "Connections failed for other reason"),
+    vbe("helddown", Kind::Counter, Level::Diag, Format::Integer, "Connection opens not attempted"),
+];
+
+impl Vbe {
+    pub fn def(self) -> &'static CounterDef {
+        &VBE[self as usize]
+    }
+}
+
 impl C {
     pub fn def(self) -> &'static CounterDef {
         &TABLE[self as usize]
@@ -194,8 +263,8 @@ impl C {
 }
 
 /// Longest name and description the segment stores; checked by a test.
-pub const NAME_MAX: usize = 63;
-pub const DESC_MAX: usize = 187;
+pub const NAME_MAX: usize = 127;
+pub const DESC_MAX: usize = 123;
 
 #[cfg(test)]
 mod tests {
@@ -212,5 +281,7 @@ mod tests {
         }
         assert_eq!(C::MainUptime.def().name, "MAIN.uptime");
         assert_eq!(C::SmaGSpace as usize, TABLE.len() - 1);
+        assert_eq!(Vbe::Helddown as usize, VBE.len() - 1);
+        assert_eq!(Vbe::Conn.def().name, "conn");
     }
 }

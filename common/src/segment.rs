@@ -28,9 +28,17 @@
 //! | 80  | log section offset (u64) |
 //! | 88  | log section length (u64) |
 //! | 96  | file length (u64) |
+//! | 104 | names generation (u64): odd while a dynamic name changes |
 //!
-//! Counter names: one 256-byte entry per counter: name (64, NUL padded),
-//! kind, level, format, 0, description (188, NUL padded).
+//! Counter names: one 256-byte entry per counter slot: name (128, NUL
+//! padded: room for `VBE.<vcl>.<backend>.<field>`), kind, level, format,
+//! 0, description (124, NUL padded). The
+//! first slots hold [`counters::TABLE`]; the [`DYN_SLOTS`] after them are
+//! dynamic (per-backend `VBE.*` counters), free while their name is empty.
+//! The child names and frees them under a seqlock: the names generation
+//! goes odd, the entry (and its values, zeroed) change, it goes even again;
+//! a reader copies the names and keeps the copy only if the generation was
+//! even and the same before and after ([`Segment::refresh`]).
 //! Counter values: `shards` arrays of u64, each `stride` bytes (a multiple of
 //! 64). Each writer thread adds to its own shard, so hot-path increments never
 //! share a cache line between cores; readers sum the shards (wrapping).
@@ -50,9 +58,15 @@ use crate::instance;
 use crate::ring::{self, RawRing};
 
 pub const MAGIC: [u8; 8] = *b"CKITSEG\0";
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 pub const HEADER_SIZE: usize = 128;
 pub const NAME_ENTRY: usize = 256;
+/// Bytes of a name entry's name, and where its description starts.
+const NAME_FIELD: usize = counters::NAME_MAX + 1;
+const DESC_AT: usize = NAME_FIELD + 4;
+/// Counter slots for counters made at run time (20 per backend: room for
+/// 200 backends over all loaded programs).
+pub const DYN_SLOTS: usize = 4096;
 /// Value shards: shard 0 is shared (set values and threads past the last
 /// private shard); shards 1.. are owned by one thread each.
 pub const SHARDS: usize = 16;
@@ -76,6 +90,7 @@ const OFF_STRIDE: usize = 72;
 const OFF_LOG: usize = 80;
 const OFF_LOGLEN: usize = 88;
 const OFF_FILELEN: usize = 96;
+const OFF_NAMES_GEN: usize = 104;
 
 /// Why a segment could not be created or attached. Every message names the
 /// instance directory.
@@ -176,14 +191,19 @@ pub fn encode_header(layout: &Layout, pid: u32, generation: u64, created_ms: u64
 }
 
 fn encode_name(def: &counters::CounterDef) -> [u8; NAME_ENTRY] {
+    encode_entry(def.name, def)
+}
+
+/// A name entry for `name` with `def`'s kind, level, format and description.
+fn encode_entry(name: &str, def: &counters::CounterDef) -> [u8; NAME_ENTRY] {
     let mut e = [0u8; NAME_ENTRY];
-    let name = &def.name.as_bytes()[..def.name.len().min(counters::NAME_MAX)];
+    let name = &name.as_bytes()[..name.len().min(counters::NAME_MAX)];
     e[..name.len()].copy_from_slice(name);
-    e[64] = def.kind.code();
-    e[65] = def.level as u8;
-    e[66] = def.format.code();
+    e[NAME_FIELD] = def.kind.code();
+    e[NAME_FIELD + 1] = def.level as u8;
+    e[NAME_FIELD + 2] = def.format.code();
     let desc = &def.description.as_bytes()[..def.description.len().min(counters::DESC_MAX)];
-    e[68..68 + desc.len()].copy_from_slice(desc);
+    e[DESC_AT..DESC_AT + desc.len()].copy_from_slice(desc);
     e
 }
 
@@ -201,10 +221,14 @@ fn rd_u64(b: &[u8], off: usize) -> u64 {
 /// The daemon's side: creates the segment and writes counters and the log.
 pub struct SegmentWriter {
     map: MmapMut,
+    /// The mapping's start, for writing name entries through `&self`.
+    base: *mut u8,
     path: PathBuf,
     layout: Layout,
     inode: u64,
     log: ring::Writer,
+    /// Serialises changes to the dynamic names.
+    names_lock: std::sync::Mutex<()>,
 }
 
 // SAFETY: the mapping is only mutated through atomics and the ring writer,
@@ -229,7 +253,7 @@ impl SegmentWriter {
             Err(_) => 1,
         };
         let ring_size = ring::ring_size_for(ring_bytes);
-        let layout = Layout::new(counters::TABLE.len(), ring_size);
+        let layout = Layout::new(counters::TABLE.len() + DYN_SLOTS, ring_size);
         let tmp = dir.join(format!("{}.{}.tmp", instance::SEGMENT_FILE, std::process::id()));
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).mode(0o640).open(&tmp).map_err(io_err(&tmp))?;
         file.set_len(layout.file_len as u64).map_err(io_err(&tmp))?;
@@ -244,7 +268,9 @@ impl SegmentWriter {
         // SAFETY: the log section lies inside the mapping and is page aligned.
         let raw = unsafe { RawRing::init(map.as_mut_ptr().add(layout.log), layout.log_len, ring_size) }
             .map_err(|what| SegmentError::Corrupt { dir: dir.to_path_buf(), what: what.into() })?;
-        let seg = SegmentWriter { map, path: path.clone(), layout, inode, log: ring::Writer::new(raw) };
+        let base = map.as_mut_ptr();
+        let seg =
+            SegmentWriter { map, base, path: path.clone(), layout, inode, log: ring::Writer::new(raw), names_lock: Default::default() };
         seg.state_atomic().store(STATE_RUNNING, Ordering::Release);
         fs::rename(&tmp, &path).map_err(io_err(&path))?;
         Ok(seg)
@@ -260,7 +286,8 @@ impl SegmentWriter {
     }
 
     /// A new child process starts: count the generation up so readers can
-    /// tell, and zero the counters the child owns (all but `keep`).
+    /// tell, zero the counters the child owns (all but `keep`) and free the
+    /// dynamic ones (the child makes its own).
     pub fn new_generation(&self, keep: impl Fn(&str) -> bool) -> u64 {
         for (i, def) in counters::TABLE.iter().enumerate() {
             if !keep(def.name) {
@@ -268,6 +295,9 @@ impl SegmentWriter {
                     self.value(shard, i).store(0, Ordering::Relaxed);
                 }
             }
+        }
+        for slot in counters::TABLE.len()..self.layout.n_counters {
+            self.unregister(slot);
         }
         self.generation_atomic().fetch_add(1, Ordering::AcqRel) + 1
     }
@@ -280,7 +310,7 @@ impl SegmentWriter {
         // Validate first, through the reader's checks.
         let check = Segment::open_any(dir)?;
         let d = || dir.to_path_buf();
-        if check.counters().len() != counters::TABLE.len() {
+        if check.slots != counters::TABLE.len() + DYN_SLOTS || check.counters().iter().zip(counters::TABLE).any(|(a, b)| a.name != b.name) {
             return Err(SegmentError::Corrupt { dir: d(), what: "counter table differs from this build's".into() });
         }
         let file = OpenOptions::new().read(true).write(true).open(&path).map_err(io_err(&path))?;
@@ -303,7 +333,8 @@ impl SegmentWriter {
         // SAFETY: bounds checked above.
         let raw = unsafe { RawRing::attach(map.as_mut_ptr().add(layout.log), layout.log_len) }
             .map_err(|what| SegmentError::Corrupt { dir: d(), what: what.into() })?;
-        Ok(SegmentWriter { map, path, layout, inode, log: ring::Writer::new(raw) })
+        let base = map.as_mut_ptr();
+        Ok(SegmentWriter { map, base, path, layout, inode, log: ring::Writer::new(raw), names_lock: Default::default() })
     }
 
     fn state_atomic(&self) -> &AtomicU32 {
@@ -315,6 +346,81 @@ impl SegmentWriter {
         let off = self.layout.values + shard * self.layout.stride + c * 8;
         // SAFETY: shard < SHARDS and c < n_counters keep off inside the map.
         unsafe { &*(self.map.as_ptr().add(off) as *const AtomicU64) }
+    }
+
+    fn names_gen(&self) -> &AtomicU64 {
+        // SAFETY: aligned header field inside the mapping.
+        unsafe { &*(self.map.as_ptr().add(OFF_NAMES_GEN) as *const AtomicU64) }
+    }
+
+    /// Change slot `slot`'s name entry (and zero its values) inside the
+    /// names seqlock.
+    fn write_entry(&self, slot: usize, entry: &[u8; NAME_ENTRY]) {
+        let gen = self.names_gen();
+        gen.fetch_add(1, Ordering::AcqRel);
+        for shard in 0..SHARDS {
+            self.value(shard, slot).store(0, Ordering::Relaxed);
+        }
+        std::sync::atomic::fence(Ordering::Release);
+        // SAFETY: slot < n_counters keeps the entry inside the names
+        // section; only this process writes names, under names_lock.
+        unsafe { std::ptr::copy_nonoverlapping(entry.as_ptr(), self.base.add(self.layout.names + slot * NAME_ENTRY), NAME_ENTRY) };
+        gen.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn slot_free(&self, slot: usize) -> bool {
+        self.map[self.layout.names + slot * NAME_ENTRY] == 0
+    }
+
+    /// Make a dynamic counter called `name` with `def`'s kind, level,
+    /// format and description, starting at 0; None when every dynamic slot
+    /// is taken or the name is longer than [`counters::NAME_MAX`]. Free it
+    /// with [`unregister`](Self::unregister).
+    pub fn register(&self, name: &str, def: &counters::CounterDef) -> Option<usize> {
+        if name.is_empty() || name.len() > counters::NAME_MAX {
+            return None;
+        }
+        let _g = self.names_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = (counters::TABLE.len()..self.layout.n_counters).find(|&s| self.slot_free(s))?;
+        self.write_entry(slot, &encode_entry(name, def));
+        Some(slot)
+    }
+
+    /// Free a dynamic counter's slot (its name and value disappear).
+    pub fn unregister(&self, slot: usize) {
+        if slot < counters::TABLE.len() || slot >= self.layout.n_counters {
+            return;
+        }
+        let _g = self.names_lock.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.slot_free(slot) {
+            self.write_entry(slot, &[0u8; NAME_ENTRY]);
+        }
+    }
+
+    /// Add to a dynamic counter (as [`add`](Self::add)).
+    #[inline]
+    pub fn add_slot(&self, slot: usize, v: u64) {
+        if slot < self.layout.n_counters {
+            self.value(my_shard(), slot).fetch_add(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Subtract from a dynamic gauge.
+    #[inline]
+    pub fn sub_slot(&self, slot: usize, v: u64) {
+        if slot < self.layout.n_counters {
+            self.value(my_shard(), slot).fetch_sub(v, Ordering::Relaxed);
+        }
+    }
+
+    /// Set a dynamic counter outright (a bitmap).
+    pub fn set_slot(&self, slot: usize, v: u64) {
+        if slot < self.layout.n_counters {
+            for shard in 1..SHARDS {
+                self.value(shard, slot).store(0, Ordering::Relaxed);
+            }
+            self.value(0, slot).store(v, Ordering::Relaxed);
+        }
     }
 
     /// Add to a counter from the calling thread's own shard.
@@ -453,7 +559,14 @@ pub struct Segment {
     map: Mmap,
     dir: PathBuf,
     inode: u64,
+    /// The named counters, and the slot each one is in.
     counters: Vec<CounterInfo>,
+    slot_of: Vec<usize>,
+    /// Counter slots in the file, and where their names start.
+    slots: usize,
+    names: usize,
+    /// The names generation `counters` was read at.
+    names_gen: u64,
     values: usize,
     stride: usize,
     shards: usize,
@@ -533,30 +646,80 @@ impl Segment {
         // SAFETY: bounds checked above; the ring is only read through
         // atomics and validated copies.
         let ring = unsafe { RawRing::attach(map.as_ptr().add(log) as *mut u8, log_len) }.map_err(corrupt)?;
-        let mut counters = Vec::with_capacity(n);
-        for i in 0..n {
-            let e = &map[names + i * NAME_ENTRY..names + (i + 1) * NAME_ENTRY];
-            let text = |b: &[u8]| {
-                let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-                String::from_utf8_lossy(&b[..end]).into_owned()
-            };
-            let info = CounterInfo {
-                name: text(&e[..64]),
-                kind: Kind::from_code(e[64]).ok_or_else(|| corrupt("unknown counter kind"))?,
-                level: Level::from_code(e[65]).ok_or_else(|| corrupt("unknown counter level"))?,
-                format: Format::from_code(e[66]).ok_or_else(|| corrupt("unknown counter format"))?,
-                description: text(&e[68..]),
-            };
-            if info.name.is_empty() {
-                return Err(corrupt("a counter has no name"));
-            }
-            counters.push(info);
-        }
-        let seg = Segment { map, dir: d(), inode: meta.ino(), counters, values, stride, shards, ring };
+        let mut seg = Segment {
+            map,
+            dir: d(),
+            inode: meta.ino(),
+            counters: Vec::new(),
+            slot_of: Vec::new(),
+            slots: n,
+            names,
+            names_gen: u64::MAX,
+            values,
+            stride,
+            shards,
+            ring,
+        };
         if !matches!(seg.state(), STATE_RUNNING | STATE_STARTING | STATE_STOPPED) {
             return Err(corrupt("unknown state"));
         }
+        seg.refresh()?;
+        if seg.counters.is_empty() {
+            return Err(corrupt("no counter has a name"));
+        }
         Ok(seg)
+    }
+
+    fn names_gen(&self) -> u64 {
+        // SAFETY: aligned header field.
+        unsafe { &*(self.map.as_ptr().add(OFF_NAMES_GEN) as *const AtomicU64) }.load(Ordering::Acquire)
+    }
+
+    /// Pick up counters made or freed since the last look (a program with
+    /// other backends was loaded or discarded). Returns whether they changed.
+    /// Cheap when nothing did: one load of the names generation.
+    pub fn refresh(&mut self) -> Result<bool, SegmentError> {
+        let corrupt = |what: &str| SegmentError::Corrupt { dir: self.dir.clone(), what: what.to_string() };
+        for attempt in 0..1000 {
+            let g = self.names_gen();
+            if g == self.names_gen {
+                return Ok(false);
+            }
+            if g % 2 == 1 {
+                if attempt > 10 {
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                }
+                std::hint::spin_loop();
+                continue;
+            }
+            let bytes = self.map[self.names..self.names + self.slots * NAME_ENTRY].to_vec();
+            std::sync::atomic::fence(Ordering::Acquire);
+            if self.names_gen() != g {
+                continue;
+            }
+            let (mut counters, mut slot_of) = (Vec::new(), Vec::new());
+            for (slot, e) in bytes.chunks_exact(NAME_ENTRY).enumerate() {
+                if e[0] == 0 {
+                    continue;
+                }
+                let text = |b: &[u8]| {
+                    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+                    String::from_utf8_lossy(&b[..end]).into_owned()
+                };
+                counters.push(CounterInfo {
+                    name: text(&e[..NAME_FIELD]),
+                    kind: Kind::from_code(e[NAME_FIELD]).ok_or_else(|| corrupt("unknown counter kind"))?,
+                    level: Level::from_code(e[NAME_FIELD + 1]).ok_or_else(|| corrupt("unknown counter level"))?,
+                    format: Format::from_code(e[NAME_FIELD + 2]).ok_or_else(|| corrupt("unknown counter format"))?,
+                    description: text(&e[DESC_AT..]),
+                });
+                slot_of.push(slot);
+            }
+            (self.counters, self.slot_of, self.names_gen) = (counters, slot_of, g);
+            return Ok(true);
+        }
+        // A writer stuck mid-change (it died there): keep the names we had.
+        Ok(false)
     }
 
     /// Is the creating daemon alive? Its pid exists, or (for a reader in
@@ -589,11 +752,9 @@ impl Segment {
 
     /// Current value of counter `i` (summed over shards).
     pub fn value(&self, i: usize) -> u64 {
-        if i >= self.counters.len() {
-            return 0;
-        }
+        let Some(&slot) = self.slot_of.get(i) else { return 0 };
         (0..self.shards).fold(0u64, |acc, s| {
-            let off = self.values + s * self.stride + i * 8;
+            let off = self.values + s * self.stride + slot * 8;
             // SAFETY: bounds checked at open; aligned (values, stride % 8 == 0).
             let v = unsafe { &*(self.map.as_ptr().add(off) as *const AtomicU64) }.load(Ordering::Relaxed);
             acc.wrapping_add(v)
@@ -642,7 +803,7 @@ mod tests {
         #[rustfmt::skip]
         let want: [u8; 104] = [
             b'C', b'K', b'I', b'T', b'S', b'E', b'G', 0,
-            1, 0, 0, 0,  128, 0, 0, 0,          // version, header size
+            2, 0, 0, 0,  128, 0, 0, 0,          // version, header size
             0x34, 0x12, 0, 0,  0, 0, 0, 0,      // pid, state starting
             7, 0, 0, 0, 0, 0, 0, 0,             // generation
             6, 5, 4, 3, 2, 1, 0, 0,             // created ms
@@ -663,9 +824,9 @@ mod tests {
     fn golden_name_entry() {
         let e = encode_name(C::ClientReq.def());
         assert_eq!(&e[..16], b"MAIN.client_req\0");
-        assert_eq!(&e[64..68], &[b'c', 0, b'i', 0]);
-        assert_eq!(&e[68..97], b"Good client requests received");
-        assert_eq!(e[97], 0);
+        assert_eq!(&e[128..132], &[b'c', 0, b'i', 0]);
+        assert_eq!(&e[132..161], b"Good client requests received");
+        assert_eq!(e[161], 0);
     }
 
     #[test]
@@ -706,6 +867,58 @@ mod tests {
         assert_eq!(w2.generation(), 3);
         assert!(!w.is_current());
         assert_eq!(r.health(), Health::Stopped);
+    }
+
+    #[test]
+    fn dynamic_counters_come_and_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = SegmentWriter::create(dir.path(), ring::MIN_RING).unwrap();
+        let mut r = Segment::open(dir.path()).unwrap();
+        let n0 = r.counters().len();
+        let def = counters::Vbe::Req.def();
+        let a = w.register("VBE.boot.default.req", def).unwrap();
+        w.add_slot(a, 3);
+        assert!(r.refresh().unwrap());
+        assert!(!r.refresh().unwrap(), "nothing changed since");
+        assert_eq!(r.value_of("VBE.boot.default.req"), Some(3));
+        let info = r.counters().last().unwrap();
+        assert_eq!((info.kind, info.description.as_str()), (Kind::Counter, "Backend requests sent"));
+        w.unregister(a);
+        assert!(r.refresh().unwrap());
+        assert_eq!((r.value_of("VBE.boot.default.req"), r.counters().len()), (None, n0));
+        // A reused slot starts from 0.
+        assert_eq!(w.register("VBE.v2.b.req", def), Some(a));
+        r.refresh().unwrap();
+        assert_eq!(r.value_of("VBE.v2.b.req"), Some(0));
+        // Full: None, not a clobbered slot.
+        let mut n = 1;
+        while w.register(&format!("VBE.v.b{n}.req"), def).is_some() {
+            n += 1;
+        }
+        assert_eq!(n, DYN_SLOTS);
+        // A new child frees them all.
+        w.new_generation(|_| false);
+        r.refresh().unwrap();
+        assert_eq!(r.counters().len(), n0);
+        // A reader refreshing while names change never sees a torn one.
+        std::thread::scope(|s| {
+            let w = &w;
+            s.spawn(move || {
+                for i in 0..3000 {
+                    let slot = w.register(&format!("VBE.t.b{i}.req"), def).unwrap();
+                    if i % 3 != 0 {
+                        w.unregister(slot);
+                    }
+                }
+            });
+            for _ in 0..3000 {
+                r.refresh().unwrap();
+                for c in &r.counters()[n0..] {
+                    let ok = c.name.strip_prefix("VBE.t.b").and_then(|x| x.strip_suffix(".req")).is_some_and(|x| x.parse::<u32>().is_ok());
+                    assert!(ok && c.description == def.description, "torn: {c:?}");
+                }
+            }
+        });
     }
 
     #[test]

@@ -267,3 +267,130 @@ fn misbehaving_origins_fail_at_their_timeouts() {
     // And the daemon is fine.
     assert_eq!(Client::connect(d.port).get("/size/3", "").status, 200);
 }
+
+/// `cache-stat -j -f FILTER`'s counters.
+fn stat_counters(dir: &str, filter: &str) -> serde_json::Map<String, serde_json::Value> {
+    let o = run("cache-stat", &["-n", dir, "-j", "-f", filter]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+    v["counters"].as_object().cloned().unwrap_or_default()
+}
+
+fn value(c: &serde_json::Map<String, serde_json::Value>, name: &str) -> u64 {
+    c.get(name).and_then(|v| v["value"].as_u64()).unwrap_or_else(|| panic!("no {name} in {:?}", c.keys().collect::<Vec<_>>()))
+}
+
+#[test]
+fn vbe_counters_per_backend_come_and_go_with_programs() {
+    let origin = Origin::start();
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let tmp = tempfile::tempdir().unwrap();
+    let f = vcl(
+        tmp.path(),
+        &format!(
+            r#"vcl 4.1;
+probe quick {{ .url = "/size/1"; .interval = 100ms; .window = 4; .threshold = 2; .initial = 2; }}
+backend a {{ .host = "127.0.0.1"; .port = "{}"; .probe = quick; }}
+backend dead {{ .host = "127.0.0.1"; .port = "{dead}"; }}
+sub vcl_recv {{
+    if (req.url ~ "to=dead") {{ set req.backend_hint = dead; }}
+    return (pass);
+}}
+"#,
+            origin.port
+        ),
+    );
+    let d = Daemon::start_args(&tmp.path().join("i"), &["-f", &f]);
+    let ds = d.dir.to_str().unwrap().to_string();
+    let mut c = Client::connect(d.port);
+    for _ in 0..3 {
+        assert_eq!(c.get("/size/100", "").status, 200);
+    }
+    assert_eq!(c.get("/size/1?to=dead", "").status, 503);
+    let s = stat_counters(&ds, "VBE.*");
+    // Varnish 7's twenty fields for each backend, with their kinds.
+    let fields: Vec<&str> = s.keys().filter_map(|k| k.strip_prefix("VBE.boot.a.")).collect();
+    assert_eq!(fields.len(), 20, "{fields:?}");
+    assert_eq!(s["VBE.boot.a.happy"]["flag"], "b");
+    assert_eq!(s["VBE.boot.a.conn"]["flag"], "g");
+    assert_eq!(s["VBE.boot.a.beresp_bodybytes"]["format"], "B");
+    assert_eq!(value(&s, "VBE.boot.a.req"), 3);
+    assert_eq!(value(&s, "VBE.boot.a.beresp_bodybytes"), 300);
+    assert!(value(&s, "VBE.boot.a.beresp_hdrbytes") > 3 * 50);
+    assert!(value(&s, "VBE.boot.a.bereq_hdrbytes") > 3 * 20);
+    assert_eq!(value(&s, "VBE.boot.a.conn"), 0, "no request in flight");
+    assert_eq!(value(&s, "VBE.boot.a.fail"), 0);
+    assert_eq!(value(&s, "VBE.boot.dead.req"), 0);
+    assert_eq!((value(&s, "VBE.boot.dead.fail"), value(&s, "VBE.boot.dead.fail_econnrefused")), (1, 1));
+    // The probe's last results, as a bitmap.
+    wait_for(10, "happy probes", || (value(&stat_counters(&ds, "VBE.boot.a.happy"), "VBE.boot.a.happy") & 0b1111 == 0b1111).then_some(()));
+    // A request in flight holds a connection.
+    let port = d.port;
+    let slow = std::thread::spawn(move || Client::connect(port).get("/size/1?delay_ms=1500", "").status);
+    wait_for(10, "a connection in use", || (value(&stat_counters(&ds, "VBE.boot.a.conn"), "VBE.boot.a.conn") == 1).then_some(()));
+    assert_eq!(slow.join().unwrap(), 200);
+    assert_eq!(value(&stat_counters(&ds, "VBE.boot.a.conn"), "VBE.boot.a.conn"), 0);
+    // Sick: fetches not attempted are counted.
+    run("cache-adm", &["-n", &ds, "backend.set_health", "a", "sick"]);
+    assert_eq!(c.get("/size/1", "").status, 503);
+    assert_eq!(value(&stat_counters(&ds, "VBE.boot.a.unhealthy"), "VBE.boot.a.unhealthy"), 1);
+    run("cache-adm", &["-n", &ds, "backend.set_health", "a", "auto"]);
+    // Another program brings its backends' counters; discarding it takes
+    // them away, and the first program's stay.
+    let o = run(
+        "cache-adm",
+        &["-n", &ds, "vcl.inline", "two", &format!("vcl 4.1; backend z {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}", origin.port)],
+    );
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert_eq!(stat_counters(&ds, "VBE.two.z.*").len(), 20);
+    let o = run("cache-adm", &["-n", &ds, "vcl.discard", "two"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    wait_for(10, "two's counters to go", || stat_counters(&ds, "VBE.two.*").is_empty().then_some(()));
+    assert_eq!(value(&stat_counters(&ds, "VBE.boot.a.req"), "VBE.boot.a.req"), 4, "three and the slow one");
+    // Prometheus: one family per field, labelled by backend and program.
+    let prom = stdout(&run("cache-stat", &["-n", &ds, "--prometheus"]));
+    assert!(prom.contains("varnish_backend_req{backend=\"a\",server=\"boot\"} 4"), "{prom}");
+    assert!(prom.contains("# TYPE varnish_backend_conn gauge"), "a family mixing MAIN.backend_conn and VBE.*.conn");
+}
+
+#[test]
+fn vbe_counters_match_varnishd() {
+    if !have("varnishd") {
+        return;
+    }
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (vport, vdir) = (free(), tmp.path().join("v"));
+    let mut v = std::process::Command::new("varnishd")
+        .args(["-j", "none", "-F", "-a", &format!("127.0.0.1:{vport}"), "-b", &format!("127.0.0.1:{}", origin.port)])
+        .arg("-n")
+        .arg(&vdir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let d = Daemon::start(&tmp.path().join("c"), &format!("127.0.0.1:{}", origin.port), &[]);
+    wait_for(30, "varnishd to serve", || std::net::TcpStream::connect(("127.0.0.1", vport)).ok());
+    for port in [vport, d.port] {
+        let mut c = Client::connect(port);
+        for u in ["/size/100?max_age=60", "/size/100?max_age=60", "/size/7", "/size/2000?chunked=1"] {
+            assert_eq!(c.get(u, "").status, 200);
+        }
+    }
+    let theirs: serde_json::Value = wait_for(10, "varnishstat", || {
+        let o = std::process::Command::new("varnishstat").arg("-n").arg(&vdir).args(["-j", "-f", "VBE.*"]).output().ok()?;
+        serde_json::from_slice(&o.stdout).ok()
+    });
+    let theirs = theirs["counters"].as_object().unwrap().clone();
+    let ours = stat_counters(d.dir.to_str().unwrap(), "VBE.*");
+    let shape = |m: &serde_json::Map<String, serde_json::Value>| -> Vec<String> {
+        m.iter().map(|(k, v)| format!("{k} {} {} {}", v["flag"], v["format"], v["description"])).collect()
+    };
+    assert_eq!(shape(&ours), shape(&theirs), "names, kinds, formats and descriptions as varnishstat's");
+    for f in ["req", "beresp_bodybytes", "conn", "fail", "unhealthy", "busy"] {
+        let n = format!("VBE.boot.default.{f}");
+        assert_eq!(value(&ours, &n), value(&theirs, &n), "{n}");
+    }
+    let _ = v.kill();
+    let _ = v.wait();
+}
