@@ -394,3 +394,93 @@ fn vbe_counters_match_varnishd() {
     let _ = v.kill();
     let _ = v.wait();
 }
+
+/// A port that accepts no more connections: a listener with a backlog of
+/// one whose queue is full, so the kernel drops further SYNs and a connect
+/// hangs until its timeout (loopback's stand-in for an unreachable host).
+fn black_hole() -> (u16, Vec<std::net::TcpStream>, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain socket calls on a descriptor we own; the address is a
+    // zeroed sockaddr_in filled in for 127.0.0.1:0.
+    let (fd, port) = unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0);
+        let mut sa: libc::sockaddr_in = std::mem::zeroed();
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        assert_eq!(libc::bind(fd, &sa as *const _ as *const libc::sockaddr, len), 0);
+        assert_eq!(libc::listen(fd, 0), 0);
+        let mut got: libc::sockaddr_in = std::mem::zeroed();
+        let mut glen = len;
+        assert_eq!(libc::getsockname(fd, &mut got as *mut _ as *mut libc::sockaddr, &mut glen), 0);
+        (std::os::fd::OwnedFd::from_raw_fd(fd), u16::from_be(got.sin_port))
+    };
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..8 {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(300)) {
+            Ok(s) => fillers.push(s),
+            Err(_) => return (port, fillers, fd),
+        }
+    }
+    panic!("the listen queue never filled");
+}
+
+#[test]
+fn unreachable_refusing_and_failing_origins() {
+    let origin = Origin::start();
+    let (hole, _fillers, _fd) = black_hole();
+    let refused = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let tmp = tempfile::tempdir().unwrap();
+    let f = vcl(
+        tmp.path(),
+        &format!(
+            r#"vcl 4.1;
+backend default {{ .host = "127.0.0.1"; .port = "{}"; }}
+backend hole {{ .host = "127.0.0.1"; .port = "{hole}"; .connect_timeout = 1s; }}
+backend refused {{ .host = "127.0.0.1"; .port = "{refused}"; }}
+sub vcl_recv {{
+    if (req.url ~ "to=hole") {{ set req.backend_hint = hole; return (pass); }}
+    if (req.url ~ "to=refused") {{ set req.backend_hint = refused; return (pass); }}
+}}
+sub vcl_backend_fetch {{
+    # The same object, but the origin answers 500 this time.
+    if (bereq.http.X-Break) {{
+        set bereq.url = bereq.url + "&status=500";
+        unset bereq.http.If-None-Match;
+        unset bereq.http.If-Modified-Since;
+    }}
+}}
+"#,
+            origin.port
+        ),
+    );
+    let d = Daemon::start_args(&tmp.path().join("i"), &["-f", &f, "-p", "default_grace=0", "-p", "default_keep=60"]);
+    let ds = d.dir.to_str().unwrap().to_string();
+    let one = |name: &str| value(&stat_counters(&ds, name), name);
+    // A connect that never completes: 503 at the backend's connect_timeout.
+    let t = Instant::now();
+    assert_eq!(Client::connect(d.port).get("/size/1?to=hole", "").status, 503);
+    let took = t.elapsed();
+    assert!(took >= Duration::from_millis(900) && took < Duration::from_millis(2500), "connect timeout: {took:?}");
+    assert_eq!((one("VBE.boot.hole.fail"), one("VBE.boot.hole.fail_etimedout")), (1, 1));
+    // Refused: 503 at once.
+    let t = Instant::now();
+    assert_eq!(Client::connect(d.port).get("/size/1?to=refused", "").status, 503);
+    assert!(t.elapsed() < Duration::from_millis(900));
+    assert_eq!(one("VBE.boot.refused.fail_econnrefused"), 1);
+    assert!(one("MAIN.backend_fail") >= 2);
+    // 500s: passed on when nothing is stale; when a stale copy is kept,
+    // that instead (stale_if_error).
+    let mut c = Client::connect(d.port);
+    assert_eq!(c.get("/size/30?x=1", "X-Break: 1\r\n").status, 500);
+    let url = "/size/20?max_age=1";
+    assert_eq!(c.get(url, "").status, 200);
+    std::thread::sleep(Duration::from_millis(1500));
+    let r = c.get(url, "X-Break: 1\r\n");
+    assert_eq!((r.status, r.body.len()), (200, 20), "{r:?}");
+    assert!(stdout(&run("cache-log", &["-d", "-n", &ds])).contains("stale_if_error"));
+    // Nothing hung: the daemon still serves.
+    assert_eq!(Client::connect(d.port).get("/size/3", "").status, 200);
+}
