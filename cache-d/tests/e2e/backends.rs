@@ -484,3 +484,66 @@ sub vcl_backend_fetch {{
     // Nothing hung: the daemon still serves.
     assert_eq!(Client::connect(d.port).get("/size/3", "").status, 200);
 }
+
+#[test]
+fn probes_move_director_traffic_to_the_healthy_member() {
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (pa, pb) = (free(), free());
+    let a = Origin::start_at(&format!("127.0.0.1:{pa}"));
+    let b = Origin::start_at(&format!("127.0.0.1:{pb}"));
+    let tmp = tempfile::tempdir().unwrap();
+    let f = vcl(
+        tmp.path(),
+        &format!(
+            r#"vcl 4.1;
+import directors;
+probe p {{ .url = "/size/1"; .interval = 100ms; .timeout = 500ms; .window = 3; .threshold = 2; .initial = 3; }}
+backend a {{ .host = "127.0.0.1"; .port = "{pa}"; .probe = p; }}
+backend b {{ .host = "127.0.0.1"; .port = "{pb}"; .probe = p; }}
+sub vcl_init {{
+    new fb = directors.fallback();
+    fb.add_backend(a);
+    fb.add_backend(b);
+    new rr = directors.round_robin();
+    rr.add_backend(a);
+    rr.add_backend(b);
+}}
+sub vcl_recv {{
+    if (req.url ~ "via=fb") {{ set req.backend_hint = fb.backend(); }} else {{ set req.backend_hint = rr.backend(); }}
+    return (pass);
+}}
+sub vcl_backend_response {{ set beresp.http.X-Be = beresp.backend.name; }}
+"#
+        ),
+    );
+    let d = Daemon::start_args(&tmp.path().join("i"), &["-f", &f]);
+    let ds = d.dir.to_str().unwrap().to_string();
+    let mut c = Client::connect(d.port);
+    // Which backend answered each of n requests.
+    let send = |c: &mut Client, url: &str, n: usize| -> Vec<String> {
+        (0..n)
+            .map(|_| {
+                let r = c.get(url, "");
+                assert_eq!(r.status, 200, "{url}");
+                r.header("x-be").unwrap_or_default().to_string()
+            })
+            .collect()
+    };
+    assert_eq!(send(&mut c, "/size/1?via=fb", 3), ["a", "a", "a"], "fallback: the first");
+    let rr = send(&mut c, "/size/1?via=rr", 4);
+    assert_eq!(rr.iter().filter(|b| *b == "a").count(), 2, "round robin alternates: {rr:?}");
+    // a dies: the probes take it out, and both directors send to b.
+    drop(a);
+    let health = || stdout(&run("cache-adm", &["-n", &ds, "backend.list"]));
+    wait_for(10, "a to go sick", || health().lines().any(|l| l.starts_with("boot.a ") && l.contains("sick")).then_some(()));
+    assert_eq!(send(&mut c, "/size/1?via=fb", 3), ["b", "b", "b"]);
+    assert_eq!(send(&mut c, "/size/1?via=rr", 3), ["b", "b", "b"]);
+    // a comes back: the fallback returns to it (not sticky), the round
+    // robin uses both again.
+    let _a = Origin::start_at(&format!("127.0.0.1:{pa}"));
+    wait_for(10, "a to come back", || health().lines().any(|l| l.starts_with("boot.a ") && l.contains("healthy")).then_some(()));
+    assert_eq!(send(&mut c, "/size/1?via=fb", 3), ["a", "a", "a"]);
+    let rr = send(&mut c, "/size/1?via=rr", 4);
+    assert_eq!(rr.iter().filter(|b| *b == "a").count(), 2, "{rr:?}");
+    drop(b);
+}
