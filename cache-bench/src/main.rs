@@ -2,8 +2,11 @@ use clap::Parser;
 
 fn main() {
     let args = cache_bench::cli::Args::parse();
-    if let Err(e) = cache_bench::run(args) {
-        eprintln!("cache-bench: {e:#}");
-        std::process::exit(2);
+    match cache_bench::run(args) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("cache-bench: {e:#}");
+            std::process::exit(2);
+        }
     }
 }

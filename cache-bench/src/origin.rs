@@ -23,10 +23,19 @@ use tokio::net::TcpListener;
 pub const MAX_SIZE: u64 = 1 << 30;
 
 /// Counters the origin keeps (served at `/__stats`).
-#[derive(Default)]
 pub struct Stats {
     pub requests: AtomicU64,
     pub bytes: AtomicU64,
+    /// `/__pause?ms=N`: every request waits until this time (ms since
+    /// `epoch`), as a whole server stalls in a GC pause or a disk hiccup.
+    paused_until: AtomicU64,
+    epoch: std::time::Instant,
+}
+
+impl Default for Stats {
+    fn default() -> Stats {
+        Stats { requests: AtomicU64::new(0), bytes: AtomicU64::new(0), paused_until: AtomicU64::new(0), epoch: std::time::Instant::now() }
+    }
 }
 
 /// A body of `left` bytes of a repeating pattern, sent in `chunk`-sized
@@ -115,6 +124,17 @@ fn num(req: &Request<()>, key: &str) -> Result<Option<u64>, String> {
 
 async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Result<Response<OriginBody>, Infallible> {
     let path = req.uri().path().to_string();
+    if path == "/__pause" {
+        let ms = req.uri().query().and_then(|q| q.strip_prefix("ms=")).and_then(|v| v.parse::<u64>().ok()).unwrap_or(1000).min(600_000);
+        let until = stats.epoch.elapsed().as_millis() as u64 + ms;
+        stats.paused_until.fetch_max(until, Ordering::Relaxed);
+        return Ok(text(StatusCode::OK, format!("pausing every response for {ms} ms\n")));
+    }
+    let until = stats.paused_until.load(Ordering::Relaxed);
+    let now = stats.epoch.elapsed().as_millis() as u64;
+    if until > now && path != "/__stats" {
+        tokio::time::sleep(Duration::from_millis(until - now)).await;
+    }
     // /__stats does not count itself, so tests can poll it.
     let n = if path == "/__stats" { stats.requests.load(Ordering::Relaxed) } else { stats.requests.fetch_add(1, Ordering::Relaxed) + 1 };
     // Read the request body (so the connection stays reusable); its size

@@ -1,0 +1,308 @@
+//! `cache-bench run`: build the plan from the command line, run it here
+//! or on agents, sample the server, write the summary, CSV and history,
+//! and judge the thresholds. Exit status: 0 pass, 1 a threshold, the
+//! baseline or an agent failed, 2 usage or setup error.
+
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+
+use crate::cli::RunArgs;
+use crate::engine::{self, Live, Tick};
+use crate::plan::{self, Pick, Plan};
+use crate::report::{self, Meta, ServerSecond};
+use crate::stats::Recorder;
+
+/// Set by SIGINT/SIGTERM: end the run early, still report.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+pub fn catch_interrupts() {
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// The plan the command line asks for.
+pub fn plan_of(a: &RunArgs) -> Result<Plan> {
+    let urls = match (&a.urls, &a.url) {
+        (Some(f), base) => plan::read_url_file(f, base.as_deref())?,
+        (None, Some(u)) => vec![u.clone()],
+        (None, None) => bail!("give a URL or --urls FILE"),
+    };
+    let pick = match (a.zipf, a.pick.as_str()) {
+        (Some(s), _) if s > 0.0 => Pick::Zipf(s),
+        (Some(_), _) => bail!("--zipf takes an exponent above 0 (1.0 is typical)"),
+        (None, "seq" | "sequential") => Pick::Seq,
+        (None, "random") => Pick::Random,
+        (None, p) => bail!("--pick {p}: seq or random (or --zipf S)"),
+    };
+    let stages = match &a.stages {
+        Some(s) => plan::parse_stages(s)?,
+        None => Vec::new(),
+    };
+    if a.rate.is_some() && !stages.is_empty() {
+        bail!("-r and --stages do not go together: stages set the rate");
+    }
+    if let Some(r) = a.rate {
+        if !(r > 0.0 && r.is_finite()) {
+            bail!("-r must be above 0");
+        }
+    }
+    let duration = match (&a.duration, a.requests) {
+        (Some(d), _) => Some(plan::parse_duration(d)?.as_secs_f64()),
+        (None, Some(_)) => None,
+        (None, None) if stages.is_empty() => Some(10.0),
+        (None, None) => None,
+    };
+    if a.requests.is_some() && (a.rate.is_some() || !stages.is_empty()) {
+        bail!("-n is for the closed loop; with -r give -d");
+    }
+    if duration.is_some_and(|d| d <= 0.0) {
+        bail!("-d must be above 0");
+    }
+    let conns = a.connections.max(1);
+    let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).clamp(1, conns);
+    let mut headers = Vec::new();
+    for h in &a.header {
+        let (n, v) = h.split_once(':').with_context(|| format!("-H '{h}': NAME: VALUE"))?;
+        let n = n.trim();
+        if n.is_empty() || n.contains([' ', '\r', '\n']) || v.contains(['\r', '\n']) {
+            bail!("-H '{h}': a bad header");
+        }
+        headers.push((n.to_string(), v.trim().to_string()));
+    }
+    let body = match (&a.body, &a.body_file) {
+        (Some(_), Some(_)) => bail!("--body or --body-file, not both"),
+        (Some(b), None) => Some(b.clone()),
+        (None, Some(f)) => Some(std::fs::read_to_string(f).with_context(|| format!("cannot read {f}"))?),
+        (None, None) => None,
+    };
+    let p = Plan {
+        urls,
+        pick,
+        conns,
+        threads,
+        duration_s: duration,
+        count: a.requests,
+        rate: a.rate,
+        stages,
+        requests_per_conn: a.requests_per_conn.filter(|n| *n > 0),
+        method: a.method.to_ascii_uppercase(),
+        headers,
+        body,
+        host: a.host.clone(),
+        expect_status: a.expect_status,
+        expect_size: a.expect_size,
+        timeout_s: plan::parse_duration(&a.timeout)?.as_secs_f64(),
+        seed: a.seed.unwrap_or_else(|| std::process::id() as u64 ^ (chrono::Utc::now().timestamp_micros() as u64)),
+    };
+    p.target()?;
+    Ok(p)
+}
+
+/// Sample the cache-d counters of instance `dir` once a second from
+/// `start` until `stop`, as per-second deltas.
+fn sample_server(
+    dir: std::path::PathBuf,
+    start: Instant,
+    stop: Arc<AtomicBool>,
+    out: Arc<Mutex<Vec<ServerSecond>>>,
+) -> Result<std::thread::JoinHandle<()>> {
+    let mut seg =
+        common::segment::Segment::open(&dir).with_context(|| format!("--stat: cannot read cache-d's counters in {}", dir.display()))?;
+    let read = move |seg: &mut common::segment::Segment| {
+        let _ = seg.refresh();
+        let v = |n: &str| seg.value_of(n).unwrap_or(0);
+        [v("MAIN.client_req"), v("MAIN.cache_hit"), v("MAIN.cache_miss"), v("MAIN.backend_req")]
+    };
+    Ok(std::thread::spawn(move || {
+        std::thread::sleep(start.saturating_duration_since(Instant::now()));
+        let mut last = read(&mut seg);
+        let mut next = start + Duration::from_secs(1);
+        loop {
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+            let now = read(&mut seg);
+            let d = |i: usize| now[i].saturating_sub(last[i]);
+            out.lock().unwrap_or_else(|e| e.into_inner()).push(ServerSecond {
+                client_req: d(0),
+                cache_hit: d(1),
+                cache_miss: d(2),
+                backend_req: d(3),
+            });
+            last = now;
+            next += Duration::from_secs(1);
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+    }))
+}
+
+/// A progress line on a terminal (stderr), nothing otherwise.
+pub struct Progress {
+    on: bool,
+    length: Option<f64>,
+}
+
+impl Progress {
+    pub fn new(quiet: bool, length: Option<f64>) -> Progress {
+        Progress { on: !quiet && std::io::stderr().is_terminal(), length }
+    }
+    pub fn tick(&self, t: &Tick, extra: &str) {
+        if !self.on {
+            return;
+        }
+        let of = self.length.map(|l| format!("/{l:.0}s")).unwrap_or_default();
+        let mut e = std::io::stderr();
+        let _ = write!(
+            e,
+            "\r\x1b[K  {:>5.1}s{of}  {:>10.0} req/s  {:>10} requests  {:>6} errors{extra}",
+            t.elapsed, t.rps, t.requests, t.errors
+        );
+        let _ = e.flush();
+    }
+    pub fn done(&self) {
+        if self.on {
+            let _ = write!(std::io::stderr(), "\r\x1b[K");
+        }
+    }
+}
+
+/// Run `plan` here, with progress and Ctrl-C; returns the measurements
+/// and the wall time from start to end.
+pub fn run_local(plan: &Plan, quiet: bool) -> Result<(Recorder, f64, Instant)> {
+    let live = Arc::new(Live::default());
+    let progress = Progress::new(quiet, plan.length_s());
+    let start = Instant::now() + Duration::from_millis(20);
+    let l = live.clone();
+    let rec = engine::run(plan, Some(start), live, &mut |t| {
+        if interrupted() {
+            l.stop.store(true, Ordering::Relaxed);
+        }
+        progress.tick(&t, "");
+    })?;
+    progress.done();
+    let elapsed = Instant::now().saturating_duration_since(start).as_secs_f64();
+    Ok((rec, elapsed, start))
+}
+
+/// The run's duration for rates: its planned length, or the wall time
+/// when it ran by count or was cut short.
+fn duration_of(plan: &Plan, elapsed: f64) -> f64 {
+    match plan.length_s() {
+        Some(l) if !interrupted() => l,
+        _ => elapsed,
+    }
+}
+
+pub fn run(a: &RunArgs) -> Result<i32> {
+    let plan = plan_of(a)?;
+    catch_interrupts();
+    if let Some(bound) = &a.max_rate {
+        return crate::search::max_rate(&plan, bound, a);
+    }
+    let checks: Vec<crate::checks::Check> = a.fail_if.iter().map(|c| crate::checks::parse(c)).collect::<Result<_>>()?;
+    let tolerance = crate::checks::parse_tolerance(&a.tolerance)?;
+    let target = {
+        let (h, p, _) = plan::split_url(&plan.urls[0])?;
+        format!("http://{h}:{p}")
+    };
+    let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let server = Arc::new(Mutex::new(Vec::new()));
+    let stop_sampling = Arc::new(AtomicBool::new(false));
+    let (rec, elapsed, agents, lost) = match &a.agents {
+        Some(list) => {
+            let secret = crate::dist::read_secret(a.secret_file.as_deref())?;
+            let agents: Vec<String> = list.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+            let sampler = match &a.stat {
+                Some(n) => {
+                    let start = Instant::now() + crate::dist::START_DELAY;
+                    Some(sample_server(common::instance::resolve(Some(n)), start, stop_sampling.clone(), server.clone())?)
+                }
+                None => None,
+            };
+            let out = crate::dist::coordinate(&plan, &agents, &secret, &a.label.clone().unwrap_or_default(), a.quiet)?;
+            stop_sampling.store(true, Ordering::Relaxed);
+            if let Some(s) = sampler {
+                let _ = s.join();
+            }
+            (out.total, out.elapsed, out.agents, out.lost)
+        }
+        None => {
+            let start_hint = Instant::now() + Duration::from_millis(20);
+            let sampler = match &a.stat {
+                Some(n) => Some(sample_server(common::instance::resolve(Some(n)), start_hint, stop_sampling.clone(), server.clone())?),
+                None => None,
+            };
+            let (rec, elapsed, _) = run_local(&plan, a.quiet)?;
+            stop_sampling.store(true, Ordering::Relaxed);
+            if let Some(s) = sampler {
+                let _ = s.join();
+            }
+            (rec, elapsed, Vec::new(), Vec::new())
+        }
+    };
+    let meta =
+        Meta { label: a.label.clone().unwrap_or_default(), target, started, duration_s: duration_of(&plan, elapsed), plan: plan.clone() };
+    let server = a.stat.as_ref().map(|_| {
+        let mut s = server.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        s.truncate(rec.seconds.len().max(1));
+        s
+    });
+    let mut summary = report::summary(&meta, &rec, &agents, server.as_deref());
+    // Judge.
+    let mut results: Vec<Value> = Vec::new();
+    for c in &checks {
+        let (v, failed) = c.judge(&summary)?;
+        results.push(json!({ "check": c.text, "value": v, "failed": failed }));
+    }
+    if let Some(b) = &a.baseline {
+        results.extend(crate::checks::against_baseline(b, &summary, tolerance)?);
+    }
+    for l in &lost {
+        results.push(json!({ "check": format!("agent {l}"), "failed": true, "reason": "the agent was lost before it reported" }));
+    }
+    let passed = results.iter().all(|r| r["failed"] == false);
+    let o = summary.as_object_mut().expect("an object");
+    o.insert("checks".into(), json!(results));
+    o.insert("passed".into(), json!(passed));
+    if interrupted() {
+        o.insert("interrupted".into(), json!(true));
+    }
+    if let Some(csv) = &a.csv {
+        report::write_csv(csv, &rec, server.as_deref())?;
+    }
+    if let Some(h) = &a.history {
+        report::append_history(h, &summary)?;
+    }
+    if a.json {
+        crate::report::out(&(serde_json::to_string_pretty(&summary)? + "\n"));
+    } else {
+        report::out(&report::text(&meta, &rec, &agents, server.as_deref()));
+        for r in &results {
+            let verdict = if r["failed"] == true { "FAILED" } else { "ok" };
+            match r.get("value") {
+                Some(v) => report::out(&format!("  check {}: {verdict} (measured {v})\n", r["check"].as_str().unwrap_or(""))),
+                None => report::out(&format!("  check {}: {verdict}\n", r["check"].as_str().unwrap_or(""))),
+            }
+        }
+    }
+    for l in &lost {
+        eprintln!("cache-bench: agent {l} was lost before it reported: the run failed");
+    }
+    Ok(if passed { 0 } else { 1 })
+}
