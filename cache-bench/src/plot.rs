@@ -69,9 +69,10 @@ pub fn plot(input: &str, output: &str, size: (u32, u32), title: Option<&str>) ->
     } else {
         bail!("{input}: neither a run's --csv series nor a --history file");
     };
+    let file = std::path::Path::new(input).file_name().map_or(input.into(), |f| f.to_string_lossy());
     let title = title.map(str::to_string).unwrap_or_else(|| match kind {
-        Kind::Series => format!("cache-bench run: {input}"),
-        Kind::History => format!("cache-bench history: {input} ({} runs)", t.rows.len()),
+        Kind::Series => format!("cache-bench run: {file}"),
+        Kind::History => format!("cache-bench history: {file} ({} runs)", t.rows.len()),
     });
     if svg {
         let root = SVGBackend::new(output, size).into_drawing_area();

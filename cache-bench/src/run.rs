@@ -258,9 +258,20 @@ pub fn run(a: &RunArgs) -> Result<i32> {
     };
     let meta =
         Meta { label: a.label.clone().unwrap_or_default(), target, started, duration_s: duration_of(&plan, elapsed), plan: plan.clone() };
+    // One sample per row of the series; what the server counted after the
+    // last row (requests in flight at the end) goes in it.
     let server = a.stat.as_ref().map(|_| {
         let mut s = server.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        s.truncate(rec.seconds.len().max(1));
+        let rows = rec.seconds.len().max(1);
+        s.resize_with(s.len().max(rows), ServerSecond::default);
+        let tail: Vec<ServerSecond> = s.drain(rows..).collect();
+        let last = &mut s[rows - 1];
+        for t in tail {
+            last.client_req += t.client_req;
+            last.cache_hit += t.cache_hit;
+            last.cache_miss += t.cache_miss;
+            last.backend_req += t.backend_req;
+        }
         s
     });
     let mut summary = report::summary(&meta, &rec, &agents, server.as_deref());

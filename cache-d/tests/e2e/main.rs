@@ -2,6 +2,7 @@
 //! loopback. One test binary, as ripgrep does.
 
 mod backends;
+mod bench;
 mod caching;
 mod cli;
 mod hooks;
