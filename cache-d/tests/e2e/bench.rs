@@ -172,7 +172,7 @@ fn against_cache_d_with_server_counters_history_and_thresholds() {
     follows_schema(&v);
     // Hits and misses from X-Varnish: 20 objects, so at most 20 misses.
     let (hits, misses) = (v["hits"].as_u64().unwrap(), v["misses"].as_u64().unwrap());
-    assert!(misses <= 20 && misses >= 1 && hits > 100, "hits {hits} misses {misses}");
+    assert!((1..=20).contains(&misses) && hits > 100, "hits {hits} misses {misses}");
     // The server saw every request.
     let req = v["requests"].as_u64().unwrap() + v["errors"]["total"].as_u64().unwrap();
     assert_eq!(v["server"]["client_req"].as_u64(), Some(req), "{:#}", v["server"]);
