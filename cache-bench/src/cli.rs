@@ -150,6 +150,9 @@ pub struct AgentArgs {
     /// Where to write each run's result file.
     #[arg(long, default_value = ".", value_name = "DIR")]
     pub out_dir: String,
+    /// Exit after one run (a Kubernetes Job's pod, a one-off ssh agent).
+    #[arg(long)]
+    pub once: bool,
 }
 
 #[derive(clap::Args, Debug, Clone)]

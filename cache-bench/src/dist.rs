@@ -111,24 +111,36 @@ fn recv(r: &mut BufReader<TcpStream>) -> Result<Value> {
 
 // ---------------------------------------------------------------- agent
 
-/// Serve coordinators one at a time, forever.
-pub fn agent(listen: &str, secret: &[u8], out_dir: &str) -> Result<()> {
+/// Serve coordinators one at a time, forever (or for one run: the exit
+/// status then says whether it went well).
+pub fn agent(listen: &str, secret: &[u8], out_dir: &str, once: bool) -> Result<i32> {
     let l = TcpListener::bind(listen).with_context(|| format!("cannot listen on {listen}"))?;
     println!("cache-bench agent listening on {}", l.local_addr()?);
     let _ = std::io::stdout().flush();
     for s in l.incoming() {
         let Ok(s) = s else { continue };
         let peer = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-        match serve_one(s, secret, out_dir) {
-            Ok(Some(file)) => eprintln!("cache-bench agent: run for {peer} done, result in {file}"),
-            Ok(None) => {}
-            Err(e) => eprintln!("cache-bench agent: {peer}: {e:#}"),
+        let mut ran = false;
+        let ok = match serve_one(s, secret, out_dir, &mut ran) {
+            Ok(file) => {
+                eprintln!("cache-bench agent: run for {peer} done, result in {file}");
+                true
+            }
+            Err(e) => {
+                eprintln!("cache-bench agent: {peer}: {e:#}");
+                false
+            }
+        };
+        // A connection refused before its run (no secret, a port scan)
+        // does not end a one-run agent.
+        if once && ran {
+            return Ok(if ok { 0 } else { 1 });
         }
     }
-    Ok(())
+    Ok(0)
 }
 
-fn serve_one(s: TcpStream, secret: &[u8], out_dir: &str) -> Result<Option<String>> {
+fn serve_one(s: TcpStream, secret: &[u8], out_dir: &str, ran: &mut bool) -> Result<String> {
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut w = s.try_clone()?;
     let mut r = BufReader::new(s);
@@ -152,6 +164,7 @@ fn serve_one(s: TcpStream, secret: &[u8], out_dir: &str) -> Result<Option<String
     let name = msg["name"].as_str().unwrap_or("agent").to_string();
     let start_ms = msg["start_unix_ms"].as_u64().unwrap_or_else(unix_ms);
     send(&mut w, &json!({ "ready": true }))?;
+    *ran = true;
     let now = unix_ms();
     let start = if start_ms > now { Instant::now() + Duration::from_millis(start_ms - now) } else { Instant::now() };
     let live = Arc::new(Live::default());
@@ -187,7 +200,7 @@ fn serve_one(s: TcpStream, secret: &[u8], out_dir: &str) -> Result<Option<String
     let path = std::path::Path::new(out_dir).join(format!("cache-bench-result-{}-{}-{start_ms}.json", safe(&label), safe(&name)));
     std::fs::write(&path, serde_json::to_vec(&file)?).with_context(|| format!("cannot write {}", path.display()))?;
     send(&mut w, &json!({ "result": file }))?;
-    Ok(Some(path.display().to_string()))
+    Ok(path.display().to_string())
 }
 
 // ---------------------------------------------------------------- coordinator

@@ -23,7 +23,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Command::Run(r) => run::run(&r),
         Command::Agent(a) => {
             let secret = dist::read_secret(Some(&a.secret_file))?;
-            dist::agent(&a.listen, &secret, &a.out_dir).map(|_| 0)
+            dist::agent(&a.listen, &secret, &a.out_dir, a.once)
         }
         Command::Merge(m) => dist::merge(&m.files, m.json, m.csv.as_deref()),
         Command::Plot(p) => plot::plot(&p.input, &p.output, plot::parse_size(&p.size)?, p.title.as_deref()).map(|_| 0),

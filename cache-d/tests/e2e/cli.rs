@@ -53,7 +53,9 @@ fn man_pages_document_every_flag_in_help() {
         let page = page.replace("\\-", "-");
         let mut help = stdout(&run(t, &["--help"]));
         if t == "cache-bench" {
-            help.push_str(&stdout(&run(t, &["origin", "--help"])));
+            for sub in ["run", "agent", "merge", "plot", "origin"] {
+                help.push_str(&stdout(&run(t, &[sub, "--help"])));
+            }
         }
         let flags = help_flags(&help);
         assert!(!flags.is_empty(), "{t}: no flags found in --help");
