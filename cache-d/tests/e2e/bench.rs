@@ -373,3 +373,63 @@ fn plots_a_run_and_the_history() {
     assert_eq!(code, 2);
     assert!(err.contains("neither"), "{err}");
 }
+
+#[test]
+fn request_shapes_reconnects_and_the_max_rate_search() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let dir = d.dir.to_str().unwrap().to_string();
+    let sess = || counter(&stat(&d.dir), "MAIN.sess_conn").unwrap_or(0);
+    // --requests-per-conn: 100 requests, 10 per connection, 10 connections.
+    let s0 = sess();
+    let url = format!("http://127.0.0.1:{}/size/10?max_age=60", d.port);
+    let (code, v) = bench_json(&["run", &url, "-n", "100", "-c", "1", "--requests-per-conn", "10", "--json"]);
+    assert_eq!((code, v["requests"].as_u64()), (0, Some(100)));
+    assert_eq!(sess() - s0, 10);
+    // Method, body, headers and Host reach the server as given.
+    let (code, v) = bench_json(&[
+        "run",
+        &format!("http://127.0.0.1:{}/size/3", d.port),
+        "-n",
+        "3",
+        "-c",
+        "1",
+        "-m",
+        "post",
+        "--body",
+        "hello",
+        "-H",
+        "X-Test: yes",
+        "--host",
+        "example.test",
+        "--expect-status",
+        "200",
+        "--json",
+    ]);
+    assert_eq!((code, v["requests"].as_u64(), v["errors"]["total"].as_u64()), (0, Some(3), Some(0)), "{v:#}");
+    let log = stdout(&run("cache-log", &["-d", "-n", &dir, "-q", "ReqMethod eq POST"]));
+    assert!(log.contains("ReqHeader      Host: example.test"), "{log}");
+    assert!(log.contains("ReqHeader      X-Test: yes"), "{log}");
+    assert!(log.contains("ReqHeader      Content-Length: 5"), "{log}");
+    // --max-rate: bisects open-loop rates under a bound the origin meets
+    // easily, so the answer is a real rate and every step is reported.
+    let (code, v) = bench_json(&[
+        "run",
+        &format!("http://127.0.0.1:{}/size/10", origin.port),
+        "--max-rate",
+        "p99<200ms",
+        "-d",
+        "1s",
+        "-c",
+        "4",
+        "-q",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v:#}");
+    let max = v["max_rate"].as_f64().unwrap();
+    let capacity = v["capacity_rps"].as_f64().unwrap();
+    assert!(max > 0.0 && max <= capacity * 1.1, "{max} of {capacity}");
+    assert_eq!(v["steps"].as_array().unwrap().len(), 7);
+    assert!(v["steps"].as_array().unwrap().iter().any(|s| s["meets"] == true));
+}
