@@ -3,14 +3,16 @@
 //!
 //! Protocol (JSON lines over TCP):
 //! 1. agent → `{"hello":"cache-bench","version":V,"proto":1,"nonce":HEX}`
-//! 2. coordinator → `{"auth":HEX,"plan":PLAN,"start_unix_ms":T,"label":L,"name":N}`
-//!    where auth = HMAC-SHA256(secret, nonce ‖ plan as sent), so only a
+//! 2. coordinator → `{"auth":HEX,"plan":PLAN,"label":L,"name":N}` where
+//!    auth = HMAC-SHA256(secret, nonce ‖ plan as sent), so only a
 //!    coordinator holding the shared secret can make an agent send load,
 //!    and the plan cannot be swapped on the way;
-//! 3. agent → `{"ready":true}` (or `{"error":...}`), then at T it runs its
-//!    share of the plan, sending `{"tick":{...}}` each second and finally
-//!    `{"result":RESULT}` — its full histograms and series, also written
-//!    to its own result file, so `cache-bench merge` rebuilds the totals.
+//! 3. agent → `{"ready":true}` (or `{"error":...}`);
+//! 4. once every agent is ready, coordinator → `{"start_unix_ms":T}` to
+//!    all, T a little ahead; at T each runs its share of the plan, sending
+//!    `{"tick":{...}}` each second and finally `{"result":RESULT}` — its
+//!    full histograms and series, also written to its own result file, so
+//!    `cache-bench merge` rebuilds the totals.
 //!
 //! The coordinator merges the agents' histograms exactly; an agent that
 //! disconnects before its result is reported and fails the run.
@@ -32,8 +34,9 @@ use crate::report::{self, Meta};
 use crate::stats::{Recorder, Wire};
 
 pub const PROTO: u64 = 1;
-/// Agents start this long after the coordinator sent the plans.
-pub const START_DELAY: Duration = Duration::from_millis(1500);
+/// Agents start this long after the coordinator sends the start time
+/// (room for the message to reach every agent).
+pub const START_DELAY: Duration = Duration::from_millis(500);
 
 /// One generator's measurements as a file: an agent writes one per run;
 /// `cache-bench merge` reads them.
@@ -162,8 +165,9 @@ fn serve_one(s: TcpStream, secret: &[u8], out_dir: &str, ran: &mut bool) -> Resu
     }
     let label = msg["label"].as_str().unwrap_or("").to_string();
     let name = msg["name"].as_str().unwrap_or("agent").to_string();
-    let start_ms = msg["start_unix_ms"].as_u64().unwrap_or_else(unix_ms);
     send(&mut w, &json!({ "ready": true }))?;
+    let go = recv(&mut r).context("no start from the coordinator")?;
+    let start_ms = go["start_unix_ms"].as_u64().ok_or_else(|| anyhow!("no start time"))?;
     *ran = true;
     let now = unix_ms();
     let start = if start_ms > now { Instant::now() + Duration::from_millis(start_ms - now) } else { Instant::now() };
@@ -214,13 +218,20 @@ pub struct Outcome {
     pub lost: Vec<String>,
 }
 
-/// Run `plan` split over `agents`, all starting at one instant.
-pub fn coordinate(plan: &Plan, agents: &[String], secret: &[u8], label: &str, quiet: bool) -> Result<Outcome> {
+/// Run `plan` split over `agents`, all starting at one instant;
+/// `on_start` learns that instant (to sample the server alongside).
+pub fn coordinate(
+    plan: &Plan,
+    agents: &[String],
+    secret: &[u8],
+    label: &str,
+    quiet: bool,
+    on_start: &mut dyn FnMut(Instant) -> Result<()>,
+) -> Result<Outcome> {
     if agents.is_empty() {
         bail!("--agents: no agent given");
     }
     // Connect, check versions, hand out the plans.
-    let start_ms = unix_ms() + START_DELAY.as_millis() as u64;
     let mut conns = Vec::new();
     for (i, a) in agents.iter().enumerate() {
         let addr = a.to_socket_addrs().with_context(|| format!("agent {a}"))?.next().ok_or_else(|| anyhow!("agent {a}: no address"))?;
@@ -239,7 +250,7 @@ pub fn coordinate(plan: &Plan, agents: &[String], secret: &[u8], label: &str, qu
         let share = serde_json::to_value(plan.share(i, agents.len()))?;
         let text = serde_json::to_string(&share)?;
         let auth = hex(&hmac(secret, format!("{}{text}", hello["nonce"].as_str().unwrap_or("")).as_bytes()));
-        send(&mut w, &json!({ "auth": auth, "plan": share, "start_unix_ms": start_ms, "label": label, "name": a }))?;
+        send(&mut w, &json!({ "auth": auth, "plan": share, "label": label, "name": a }))?;
         conns.push((a.clone(), w, r));
     }
     for (a, _, r) in conns.iter_mut() {
@@ -248,6 +259,12 @@ pub fn coordinate(plan: &Plan, agents: &[String], secret: &[u8], label: &str, qu
             bail!("agent {a}: {}", e.as_str().unwrap_or("refused"));
         }
     }
+    // All ready: one start time for all.
+    let start_ms = unix_ms() + START_DELAY.as_millis() as u64;
+    for (a, w, _) in conns.iter_mut() {
+        send(w, &json!({ "start_unix_ms": start_ms })).with_context(|| format!("agent {a}"))?;
+    }
+    on_start(Instant::now() + START_DELAY)?;
     // Collect ticks and results, one reader per agent.
     let length = plan.length_s();
     let wait = Duration::from_secs_f64(length.unwrap_or(3600.0) + plan.timeout_s + 30.0);

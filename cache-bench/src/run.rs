@@ -228,14 +228,15 @@ pub fn run(a: &RunArgs) -> Result<i32> {
         Some(list) => {
             let secret = crate::dist::read_secret(a.secret_file.as_deref())?;
             let agents: Vec<String> = list.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
-            let sampler = match &a.stat {
-                Some(n) => {
-                    let start = Instant::now() + crate::dist::START_DELAY;
-                    Some(sample_server(common::instance::resolve(Some(n)), start, stop_sampling.clone(), server.clone())?)
+            let mut sampler = None;
+            let (stop, srv) = (stop_sampling.clone(), server.clone());
+            let mut on_start = |start: Instant| -> Result<()> {
+                if let Some(n) = &a.stat {
+                    sampler = Some(sample_server(common::instance::resolve(Some(n)), start, stop.clone(), srv.clone())?);
                 }
-                None => None,
+                Ok(())
             };
-            let out = crate::dist::coordinate(&plan, &agents, &secret, &a.label.clone().unwrap_or_default(), a.quiet)?;
+            let out = crate::dist::coordinate(&plan, &agents, &secret, &a.label.clone().unwrap_or_default(), a.quiet, &mut on_start)?;
             stop_sampling.store(true, Ordering::Relaxed);
             if let Some(s) = sampler {
                 let _ = s.join();
