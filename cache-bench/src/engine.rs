@@ -463,7 +463,7 @@ impl Conn {
                     break;
                 }
                 // The data and its CRLF.
-                let mut left = size + 2;
+                let mut left = size.saturating_add(2);
                 loop {
                     let take = ((self.len - self.at) as u64).min(left);
                     self.at += take as usize;
@@ -473,7 +473,7 @@ impl Conn {
                     }
                     read += self.fill().await.map_err(|_| ErrorKind::ShortBody)? as u64;
                 }
-                body += size;
+                body = body.saturating_add(size);
             },
             Framing::Close => loop {
                 body += (self.len - self.at) as u64;
@@ -566,6 +566,68 @@ mod tests {
             })
             .count();
         assert!((top as f64 / n as f64 - cdf[9]).abs() < 0.01);
+    }
+
+    /// One connection answering `replies` in turn, each after reading a
+    /// request head; closes after the last.
+    fn canned(replies: Vec<&'static [u8]>) -> std::net::SocketAddr {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            for r in replies {
+                let mut buf = [0u8; 4096];
+                let mut got = Vec::new();
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let n = s.read(&mut buf).unwrap();
+                    if n == 0 {
+                        return;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                }
+                // In pieces, to exercise partial reads.
+                for piece in r.chunks(7) {
+                    s.write_all(piece).unwrap();
+                    s.flush().unwrap();
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn the_client_reads_every_framing() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let req = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        rt.block_on(async {
+            let addr = canned(vec![
+                b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Cache: HIT\r\n\r\nhello",
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n",
+                b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\n\r\nuntil the end",
+            ]);
+            let mut c = Conn::new(TcpStream::connect(addr).await.unwrap());
+            let r = c.exchange(req, false).await.unwrap();
+            assert_eq!((r.status, r.body, r.hit, r.close), (200, 5, true, false));
+            let r = c.exchange(req, false).await.unwrap();
+            assert_eq!((r.status, r.body), (200, 11));
+            let r = c.exchange(req, false).await.unwrap();
+            assert_eq!((r.status, r.body), (404, 0));
+            let r = c.exchange(req, false).await.unwrap();
+            assert_eq!((r.status, r.body, r.close), (200, 13, true));
+            // Cut short, and not HTTP at all.
+            for (reply, want) in [
+                (&b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"[..], ErrorKind::ShortBody),
+                (&b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nab"[..], ErrorKind::ShortBody),
+                (&b"SSH-2.0-OpenSSH\r\n\r\n"[..], ErrorKind::Io),
+            ] {
+                let addr = canned(vec![reply]);
+                let mut c = Conn::new(TcpStream::connect(addr).await.unwrap());
+                assert_eq!(c.exchange(req, false).await.err(), Some(want));
+            }
+        });
     }
 
     #[test]
