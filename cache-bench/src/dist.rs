@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 use crate::engine::{self, Live};
 use crate::plan::Plan;
 use crate::report::{self, Meta};
-use crate::stats::{Recorder, Wire};
+use crate::stats::Recorder;
 
 pub const PROTO: u64 = 1;
 /// Agents start this long after the coordinator sends the start time
@@ -47,7 +47,7 @@ pub struct ResultFile {
     pub agent: String,
     pub meta: Meta,
     pub elapsed_s: f64,
-    pub recorder: Wire,
+    pub recorder: Recorder,
 }
 
 fn hmac(key: &[u8], msg: &[u8]) -> [u8; 32] {
@@ -192,14 +192,7 @@ fn serve_one(s: TcpStream, secret: &[u8], out_dir: &str, ran: &mut bool) -> Resu
         duration_s: plan.length_s().unwrap_or(elapsed),
         plan,
     };
-    let file = ResultFile {
-        kind: "cache-bench-result".into(),
-        version: 1,
-        agent: name.clone(),
-        meta,
-        elapsed_s: elapsed,
-        recorder: rec.to_wire()?,
-    };
+    let file = ResultFile { kind: "cache-bench-result".into(), version: 1, agent: name.clone(), meta, elapsed_s: elapsed, recorder: rec };
     let safe = |s: &str| s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect::<String>();
     let path = std::path::Path::new(out_dir).join(format!("cache-bench-result-{}-{}-{start_ms}.json", safe(&label), safe(&name)));
     std::fs::write(&path, serde_json::to_vec(&file)?).with_context(|| format!("cannot write {}", path.display()))?;
@@ -322,7 +315,7 @@ pub fn coordinate(
         let (a, res) = h.join().map_err(|_| anyhow!("a reader thread panicked"))?;
         match res {
             Some(f) => {
-                let rec = Recorder::from_wire(&f.recorder)?;
+                let rec = f.recorder;
                 out.total.merge(&rec);
                 out.elapsed = out.elapsed.max(f.elapsed_s);
                 out.agents.push((a, rec, f.meta.duration_s));
@@ -349,7 +342,7 @@ pub fn merge(files: &[String], as_json: bool, csv: Option<&str>) -> Result<i32> 
         if r.kind != "cache-bench-result" {
             bail!("{f} is not a cache-bench result file");
         }
-        let rec = Recorder::from_wire(&r.recorder).with_context(|| f.to_string())?;
+        let rec = r.recorder;
         total.merge(&rec);
         agents.push((r.agent.clone(), rec, r.meta.duration_s));
         meta = Some(match meta {

@@ -2,7 +2,7 @@
 //! misses, schedule lag) and counts, in total and per second. Every thread
 //! and every agent records its own; they merge exactly (histograms added
 //! bucket by bucket, never percentiles averaged). Histograms travel as
-//! HdrHistogram's V2 encoding in base64, so results files and the agent
+//! HdrHistogram's V2 encoding in base64, so result files and the agent
 //! protocol carry the full distributions.
 
 use anyhow::{anyhow, Result};
@@ -65,14 +65,26 @@ impl Errors {
 }
 
 /// One second of a run.
-#[derive(Clone)]
+#[derive(Clone, Serialize, Deserialize)]
 pub struct Second {
     pub requests: u64,
     pub errors: u64,
     pub bytes: u64,
     pub hits: u64,
     pub misses: u64,
+    #[serde(with = "hist")]
     pub latency: Histogram<u64>,
+}
+
+impl Second {
+    fn add(&mut self, o: &Second) {
+        self.requests += o.requests;
+        self.errors += o.errors;
+        self.bytes += o.bytes;
+        self.hits += o.hits;
+        self.misses += o.misses;
+        let _ = self.latency.add(&o.latency);
+    }
 }
 
 impl Default for Second {
@@ -81,8 +93,9 @@ impl Default for Second {
     }
 }
 
-/// Everything one thread (or one agent, or a whole run) measured.
-#[derive(Clone)]
+/// Everything one thread (or one agent, or a whole run) measured; in
+/// serde (agent results, result files) with its full histograms.
+#[derive(Clone, Serialize, Deserialize)]
 pub struct Recorder {
     pub requests: u64,
     pub bytes: u64,
@@ -90,13 +103,18 @@ pub struct Recorder {
     pub misses: u64,
     pub errors: Errors,
     /// Open loop: requests due that were never sent (the generator could
-    /// not keep the rate), and requests sent.
+    /// not keep the rate).
     pub dropped: u64,
+    #[serde(with = "hist")]
     pub latency: Histogram<u64>,
+    #[serde(with = "hist")]
     pub ttfb: Histogram<u64>,
+    #[serde(with = "hist")]
     pub hit_latency: Histogram<u64>,
+    #[serde(with = "hist")]
     pub miss_latency: Histogram<u64>,
     /// Open loop: how late each request left against its schedule.
+    #[serde(with = "hist")]
     pub lag: Histogram<u64>,
     pub seconds: Vec<Second>,
 }
@@ -186,13 +204,7 @@ impl Recorder {
             let _ = a.add(b);
         }
         for (i, s) in o.seconds.iter().enumerate() {
-            let d = self.second(i);
-            d.requests += s.requests;
-            d.errors += s.errors;
-            d.bytes += s.bytes;
-            d.hits += s.hits;
-            d.misses += s.misses;
-            let _ = d.latency.add(&s.latency);
+            self.second(i).add(s);
         }
     }
 
@@ -202,104 +214,26 @@ impl Recorder {
         if self.seconds.len() > last + 1 {
             let tail: Vec<Second> = self.seconds.drain(last + 1..).collect();
             let d = self.second(last);
-            for s in tail {
-                d.requests += s.requests;
-                d.errors += s.errors;
-                d.bytes += s.bytes;
-                d.hits += s.hits;
-                d.misses += s.misses;
-                let _ = d.latency.add(&s.latency);
+            for s in &tail {
+                d.add(s);
             }
         }
         self.second(last);
     }
-
-    pub fn to_wire(&self) -> Result<Wire> {
-        Ok(Wire {
-            requests: self.requests,
-            bytes: self.bytes,
-            hits: self.hits,
-            misses: self.misses,
-            errors: self.errors,
-            dropped: self.dropped,
-            latency: encode(&self.latency)?,
-            ttfb: encode(&self.ttfb)?,
-            hit_latency: encode(&self.hit_latency)?,
-            miss_latency: encode(&self.miss_latency)?,
-            lag: encode(&self.lag)?,
-            seconds: self
-                .seconds
-                .iter()
-                .map(|s| {
-                    Ok(WireSecond {
-                        requests: s.requests,
-                        errors: s.errors,
-                        bytes: s.bytes,
-                        hits: s.hits,
-                        misses: s.misses,
-                        latency: encode(&s.latency)?,
-                    })
-                })
-                .collect::<Result<_>>()?,
-        })
-    }
-
-    pub fn from_wire(w: &Wire) -> Result<Recorder> {
-        Ok(Recorder {
-            requests: w.requests,
-            bytes: w.bytes,
-            hits: w.hits,
-            misses: w.misses,
-            errors: w.errors,
-            dropped: w.dropped,
-            latency: decode(&w.latency)?,
-            ttfb: decode(&w.ttfb)?,
-            hit_latency: decode(&w.hit_latency)?,
-            miss_latency: decode(&w.miss_latency)?,
-            lag: decode(&w.lag)?,
-            seconds: w
-                .seconds
-                .iter()
-                .map(|s| {
-                    Ok(Second {
-                        requests: s.requests,
-                        errors: s.errors,
-                        bytes: s.bytes,
-                        hits: s.hits,
-                        misses: s.misses,
-                        latency: decode(&s.latency)?,
-                    })
-                })
-                .collect::<Result<_>>()?,
-        })
-    }
 }
 
-/// A recorder as it travels (agent results, result files).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Wire {
-    pub requests: u64,
-    pub bytes: u64,
-    pub hits: u64,
-    pub misses: u64,
-    pub errors: Errors,
-    pub dropped: u64,
-    pub latency: String,
-    pub ttfb: String,
-    pub hit_latency: String,
-    pub miss_latency: String,
-    pub lag: String,
-    pub seconds: Vec<WireSecond>,
-}
+/// Histograms in serde: HdrHistogram's V2 encoding in base64.
+mod hist {
+    use hdrhistogram::Histogram;
+    use serde::{de::Error as _, ser::Error as _, Deserialize, Deserializer, Serializer};
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct WireSecond {
-    pub requests: u64,
-    pub errors: u64,
-    pub bytes: u64,
-    pub hits: u64,
-    pub misses: u64,
-    pub latency: String,
+    pub fn serialize<S: Serializer>(h: &Histogram<u64>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::encode(h).map_err(S::Error::custom)?)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Histogram<u64>, D::Error> {
+        super::decode(&String::deserialize(d)?).map_err(D::Error::custom)
+    }
 }
 
 fn encode(h: &Histogram<u64>) -> Result<String> {
@@ -361,7 +295,7 @@ mod tests {
         }
         a.error(0, ErrorKind::Timeout);
         all.error(0, ErrorKind::Timeout);
-        let a = Recorder::from_wire(&a.to_wire().unwrap()).unwrap();
+        let a: Recorder = serde_json::from_str(&serde_json::to_string(&a).unwrap()).unwrap();
         let mut m = Recorder::default();
         m.merge(&a);
         m.merge(&b);

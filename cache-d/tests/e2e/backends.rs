@@ -359,18 +359,9 @@ fn vbe_counters_match_varnishd() {
     }
     let origin = Origin::start();
     let tmp = tempfile::tempdir().unwrap();
-    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let (vport, vdir) = (free(), tmp.path().join("v"));
-    let mut v = std::process::Command::new("varnishd")
-        .args(["-j", "none", "-F", "-a", &format!("127.0.0.1:{vport}"), "-b", &format!("127.0.0.1:{}", origin.port)])
-        .arg("-n")
-        .arg(&vdir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let v = Varnishd::start(&tmp.path().join("v"), &format!("127.0.0.1:{}", origin.port));
+    let (vport, vdir) = (v.port, v.dir.clone());
     let d = Daemon::start(&tmp.path().join("c"), &format!("127.0.0.1:{}", origin.port), &[]);
-    wait_for(30, "varnishd to serve", || std::net::TcpStream::connect(("127.0.0.1", vport)).ok());
     for port in [vport, d.port] {
         let mut c = Client::connect(port);
         for u in ["/size/100?max_age=60", "/size/100?max_age=60", "/size/7", "/size/2000?chunked=1"] {
@@ -391,8 +382,6 @@ fn vbe_counters_match_varnishd() {
         let n = format!("VBE.boot.default.{f}");
         assert_eq!(value(&ours, &n), value(&theirs, &n), "{n}");
     }
-    let _ = v.kill();
-    let _ = v.wait();
 }
 
 /// A port that accepts no more connections: a listener with a backlog of

@@ -240,18 +240,9 @@ fn default_lines_match_varnishncsa_on_the_same_traffic() {
     }
     let origin = Origin::start();
     let tmp = tempfile::tempdir().unwrap();
-    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let (vport, vdir) = (free(), tmp.path().join("v"));
-    let mut v = std::process::Command::new("varnishd")
-        .args(["-j", "none", "-F", "-a", &format!("127.0.0.1:{vport}"), "-b", &format!("127.0.0.1:{}", origin.port)])
-        .arg("-n")
-        .arg(&vdir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let v = Varnishd::start(&tmp.path().join("v"), &format!("127.0.0.1:{}", origin.port));
+    let (vport, vdir) = (v.port, v.dir.clone());
     let d = Daemon::start(&tmp.path().join("c"), &format!("127.0.0.1:{}", origin.port), &[]);
-    wait_for(30, "varnishd to serve", || std::net::TcpStream::connect(("127.0.0.1", vport)).ok());
     // The same requests to both: misses, hits, a pass, a 404, a POST,
     // a range, HEAD, odd headers.
     let requests: &[(&str, &str, &str)] = &[
@@ -295,8 +286,6 @@ fn default_lines_match_varnishncsa_on_the_same_traffic() {
     o.sort();
     assert_eq!(t.len(), 8, "{theirs}");
     assert_eq!(o, t, "cache-ncsa:\n{ours}\nvarnishncsa:\n{theirs}");
-    let _ = v.kill();
-    let _ = v.wait();
 }
 
 #[test]

@@ -225,16 +225,8 @@ fn cache_adm_drives_a_real_varnishd() {
     // without libvarnishapi: take a free port and hand it over.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let t = format!("127.0.0.1:{port}");
-    let mut v = Command::new("varnishd")
-        .args(["-j", "none", "-F", "-a", "127.0.0.1:0", "-b", &format!("127.0.0.1:{}", origin.port), "-T", &t])
-        .arg("-S")
-        .arg(&secret)
-        .arg("-n")
-        .arg(tmp.path().join("v"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let _v =
+        Varnishd::start_args(&tmp.path().join("v"), &format!("127.0.0.1:{}", origin.port), &["-T", &t, "-S", secret.to_str().unwrap()]);
     let s = secret.to_str().unwrap();
     let ok = wait_for(30, "varnishd's CLI", || {
         let o = run("cache-adm", &["-T", &t, "-S", s, "status"]);
@@ -253,8 +245,6 @@ fn cache_adm_drives_a_real_varnishd() {
     std::fs::write(&bad, "wrong\n").unwrap();
     let o = run("cache-adm", &["-T", &t, "-S", bad.to_str().unwrap(), "ping"]);
     assert_eq!(o.status.code(), Some(2));
-    let _ = v.kill();
-    let _ = v.wait();
 }
 
 #[test]

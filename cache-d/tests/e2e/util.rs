@@ -115,6 +115,43 @@ impl Drop for Daemon {
     }
 }
 
+/// The Debian varnishd in the foreground, `-b backend`, on a free port
+/// (for compatibility tests; check `have("varnishd")` first).
+pub struct Varnishd {
+    child: Child,
+    pub port: u16,
+    pub dir: PathBuf,
+}
+
+impl Varnishd {
+    pub fn start(dir: &Path, backend: &str) -> Varnishd {
+        Varnishd::start_args(dir, backend, &[])
+    }
+
+    /// With more arguments (-T, -S...).
+    pub fn start_args(dir: &Path, backend: &str, extra: &[&str]) -> Varnishd {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new("varnishd")
+            .args(["-j", "none", "-F", "-a", &format!("127.0.0.1:{port}"), "-b", backend])
+            .args(extra)
+            .arg("-n")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start varnishd");
+        wait_for(30, "varnishd to serve", || std::net::TcpStream::connect(("127.0.0.1", port)).ok());
+        Varnishd { child, port, dir: dir.to_path_buf() }
+    }
+}
+
+impl Drop for Varnishd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Run a tool to completion.
 pub fn run(name: &str, args: &[&str]) -> Output {
     Command::new(bin(name)).args(args).stdin(Stdio::null()).output().expect("run tool")
