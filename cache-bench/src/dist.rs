@@ -193,7 +193,14 @@ fn serve_one(s: TcpStream, secret: &[u8], out_dir: &str, ran: &mut bool) -> Resu
         plan,
     };
     let file = ResultFile { kind: "cache-bench-result".into(), version: 1, agent: name.clone(), meta, elapsed_s: elapsed, recorder: rec };
-    let safe = |s: &str| s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect::<String>();
+    let safe = |s: &str| {
+        let s: String = s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+        if s.is_empty() {
+            "run".to_string()
+        } else {
+            s
+        }
+    };
     let path = std::path::Path::new(out_dir).join(format!("cache-bench-result-{}-{}-{start_ms}.json", safe(&label), safe(&name)));
     std::fs::write(&path, serde_json::to_vec(&file)?).with_context(|| format!("cannot write {}", path.display()))?;
     send(&mut w, &json!({ "result": file }))?;
