@@ -14,8 +14,11 @@ use serde::{Deserialize, Serialize};
 /// Latencies are recorded in microseconds, 1 µs to 1 hour.
 const MAX_US: u64 = 3_600_000_000;
 
+/// An empty histogram that grows to the largest value recorded (so a
+/// second of sub-millisecond answers takes a few kB, not the buckets up to
+/// an hour).
 pub fn histogram(sigfig: u8) -> Histogram<u64> {
-    Histogram::new_with_bounds(1, MAX_US, sigfig).expect("valid bounds")
+    Histogram::new(sigfig).expect("valid precision")
 }
 
 /// Why a request failed.
