@@ -222,6 +222,18 @@ pub fn run(a: &RunArgs) -> Result<i32> {
         format!("http://{h}:{p}")
     };
     let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    // Refuse a check that names no metric, or an unreadable baseline,
+    // before the run rather than after it.
+    {
+        let meta = Meta { label: String::new(), target: target.clone(), started: started.clone(), duration_s: 1.0, plan: plan.clone() };
+        let empty = report::summary(&meta, &Recorder::default(), &[], a.stat.as_ref().map(|_| &[][..]));
+        for c in &checks {
+            c.judge(&empty)?;
+        }
+        if let Some(b) = &a.baseline {
+            crate::checks::against_baseline(b, &empty, tolerance)?;
+        }
+    }
     let server = Arc::new(Mutex::new(Vec::new()));
     let stop_sampling = Arc::new(AtomicBool::new(false));
     let (rec, elapsed, agents, lost) = match &a.agents {

@@ -201,6 +201,10 @@ fn against_cache_d_with_server_counters_history_and_thresholds() {
     assert!(out.contains("check rps<1000000000: FAILED"), "{out}");
     let (code, _, err) = bench(&["run", &one, "-n", "10", "--fail-if", "p99>>3"]);
     assert_eq!(code, 2, "{err}");
+    // An unknown metric is refused before the run, not after it.
+    let t = std::time::Instant::now();
+    let (code, _, err) = bench(&["run", &one, "-d", "30s", "--fail-if", "nosuch>1"]);
+    assert!(code == 2 && err.contains("no metric 'nosuch'") && t.elapsed() < Duration::from_secs(5), "{err}");
     let (code, _, err) = bench(&["run", "-n", "10"]);
     assert_eq!(code, 2, "{err}");
     // Baseline: a saved run much faster than this one is a regression.
