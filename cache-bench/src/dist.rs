@@ -172,6 +172,16 @@ fn serve_one(s: TcpStream, secret: &[u8], out_dir: &str, ran: &mut bool) -> Resu
     let now = unix_ms();
     let start = if start_ms > now { Instant::now() + Duration::from_millis(start_ms - now) } else { Instant::now() };
     let live = Arc::new(Live::default());
+    // The coordinator may end the run early ({"stop":true}, Ctrl-C
+    // there) or go away (EOF): either way, stop.
+    {
+        let (live, mut r) = (live.clone(), r);
+        let _ = r.get_ref().set_read_timeout(None);
+        std::thread::spawn(move || {
+            let _ = recv(&mut r);
+            live.stop.store(true, Ordering::Relaxed);
+        });
+    }
     let l = live.clone();
     let mut ticks = w.try_clone()?;
     let rec = engine::run(&plan, Some(start), live, &mut |t| {
@@ -189,7 +199,10 @@ fn serve_one(s: TcpStream, secret: &[u8], out_dir: &str, ran: &mut bool) -> Resu
         started: chrono::DateTime::from_timestamp_millis(start_ms as i64)
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
             .unwrap_or_default(),
-        duration_s: plan.length_s().unwrap_or(elapsed),
+        duration_s: match plan.length_s() {
+            Some(len) if !l.stop.load(Ordering::Relaxed) => len,
+            _ => elapsed,
+        },
         plan,
     };
     let file = ResultFile { kind: "cache-bench-result".into(), version: 1, agent: name.clone(), meta, elapsed_s: elapsed, recorder: rec };
@@ -299,13 +312,15 @@ pub fn coordinate(
     }
     let progress = crate::run::Progress::new(quiet, length);
     let n_agents = readers.len();
+    let mut stopped = false;
     while readers.iter().any(|h| !h.is_finished()) {
         std::thread::sleep(Duration::from_millis(200));
-        if crate::run::interrupted() {
-            // Closing the connections stops the agents.
-            for w in &writers {
-                let _ = w.shutdown(std::net::Shutdown::Both);
+        if crate::run::interrupted() && !stopped {
+            // End the run early everywhere; the agents still report.
+            for w in writers.iter_mut() {
+                let _ = send(w, &json!({ "stop": true }));
             }
+            stopped = true;
         }
         let all = ticks.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let sum = engine::Tick {

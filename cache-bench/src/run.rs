@@ -317,6 +317,9 @@ pub fn run(a: &RunArgs) -> Result<i32> {
         crate::report::out(&(serde_json::to_string_pretty(&summary)? + "\n"));
     } else {
         report::out(&report::text(&meta, &rec, &agents, server.as_deref()));
+        if interrupted() {
+            report::out("  (interrupted: ended early by a signal)\n");
+        }
         for r in &results {
             let verdict = if r["failed"] == true { "FAILED" } else { "ok" };
             match r.get("value") {
