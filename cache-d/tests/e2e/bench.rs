@@ -437,3 +437,23 @@ fn request_shapes_reconnects_and_the_max_rate_search() {
     assert_eq!(v["steps"].as_array().unwrap().len(), 7);
     assert!(v["steps"].as_array().unwrap().iter().any(|s| s["meets"] == true));
 }
+
+#[test]
+fn ctrl_c_ends_a_run_early_and_still_reports() {
+    let origin = Origin::start();
+    let url = format!("http://127.0.0.1:{}/size/10", origin.port);
+    let child =
+        Command::new(bin("cache-bench")).args(["run", &url, "-d", "60s", "-c", "2", "--json"]).stdout(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t = std::time::Instant::now();
+    let o = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["interrupted"], true);
+    let d = v["duration_s"].as_f64().unwrap();
+    assert!((0.8..5.0).contains(&d), "{d}");
+    assert!(v["requests"].as_u64().unwrap() > 0);
+}
