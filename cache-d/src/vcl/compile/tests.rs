@@ -505,3 +505,107 @@ fn shard_director_keys_and_options() {
     );
     assert!(bad.contains("needs key="), "{bad}");
 }
+
+/// Real programs, mangled: every mutation is an error or a program,
+/// never a panic (named arguments, directors and all).
+#[test]
+fn mangled_corpus_never_panics() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vcl");
+    let snippets = [
+        "(",
+        ")",
+        "{",
+        "}",
+        ";",
+        ",",
+        "=",
+        "by=",
+        "key=",
+        "alt=",
+        "\"",
+        "{\"",
+        "\"}",
+        "sh.backend(",
+        "directors.shard()",
+        "new x = ",
+        "return (",
+        "req.http.",
+        "+",
+        "-",
+        "1s",
+        "0x",
+        "~",
+        "!",
+        "&&",
+        "||",
+        "/*",
+        "#",
+        "\n",
+        "vcl_recv",
+        "sub ",
+        "call ",
+        "import directors;",
+        ".add_backend(",
+    ];
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = |n: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % n.max(1) as u64) as usize
+    };
+    let mut compiled = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let src = std::fs::read_to_string(entry.unwrap().path()).unwrap().replace("ORIGIN_PORT", "8080");
+        for _ in 0..1000 {
+            let mut s: Vec<char> = src.chars().collect();
+            for _ in 0..1 + rnd(4) {
+                let at = rnd(s.len());
+                match rnd(3) {
+                    0 => {
+                        let end = (at + rnd(12)).min(s.len());
+                        s.drain(at..end);
+                    }
+                    1 => {
+                        let sn = snippets[rnd(snippets.len())];
+                        for (i, c) in sn.chars().enumerate() {
+                            s.insert(at + i, c);
+                        }
+                    }
+                    _ => {
+                        let from = rnd(s.len());
+                        let piece: Vec<char> = s[from..(from + rnd(20)).min(s.len())].to_vec();
+                        for (i, c) in piece.into_iter().enumerate() {
+                            s.insert((at + i).min(s.len()), c);
+                        }
+                    }
+                }
+            }
+            let text: String = s.into_iter().collect();
+            // Compile only programs whose hosts are literal addresses:
+            // compiling resolves names, and a test sends no DNS query.
+            let literal = |p: &crate::vcl::Program| {
+                use crate::vcl::ast::{Expr, FieldValue, Item};
+                p.items.iter().all(|i| match i {
+                    Item::Acl { entries, .. } => entries.iter().all(|e| e.addr.parse::<std::net::IpAddr>().is_ok()),
+                    Item::Backend { fields, .. } => fields.iter().all(|f| {
+                        f.name != "host" || matches!(&f.value, FieldValue::Expr(Expr::Str(s, _)) if s.parse::<std::net::IpAddr>().is_ok())
+                    }),
+                    _ => true,
+                })
+            };
+            if let Ok(p) = parse_source("m.vcl", &text).map_err(|e| e.to_string()) {
+                if !literal(&p) {
+                    continue;
+                }
+                match compile(&p) {
+                    Ok(_) => compiled += 1,
+                    Err(e) => {
+                        let _ = e.render(&p.files);
+                    }
+                }
+            }
+        }
+    }
+    assert!(compiled > 0, "some mutations still compile");
+}
