@@ -14,6 +14,7 @@ pub mod director;
 pub mod error;
 pub mod fetch;
 pub mod http;
+pub mod lookup;
 pub mod mgt;
 pub mod mgt_cli;
 pub mod miss;
