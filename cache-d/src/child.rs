@@ -34,6 +34,12 @@ pub const PANIC_FILE: &str = "_.panic";
 /// as Varnish's is.
 fn install_panic_hook(dir: PathBuf) {
     std::panic::set_hook(Box::new(move |info| {
+        if crate::contain::in_contained_task() {
+            // A request's task: it unwinds to its session, which fails
+            // that request alone (counted in MAIN.sc_vcl_failure, logged).
+            eprintln!("cache-d child: a request task panicked (request failed, child goes on): {info}");
+            return;
+        }
         let bt = std::backtrace::Backtrace::force_capture();
         let when = common::httpdate::format(crate::util::now());
         let text = format!("Panic at: {when}\n{info}\nthread: {}\nbacktrace:\n{bt}\n", std::thread::current().name().unwrap_or("?"));

@@ -79,9 +79,10 @@ pub fn not_modified(req: &Req, obj: &Object) -> bool {
     false
 }
 
-/// Write to the client before `deadline`; false if it failed or timed out.
-async fn send(c: &mut Client, bytes: &[u8], deadline: tokio::time::Instant) -> bool {
-    matches!(tokio::time::timeout_at(deadline, c.io.write_all(bytes)).await, Ok(Ok(())))
+/// Write to the client (within the response's send deadlines); false if
+/// it failed or timed out.
+async fn send(c: &mut Client, bytes: &[u8]) -> bool {
+    c.io.write_all(bytes).await.is_ok()
 }
 
 impl Sess {
@@ -174,7 +175,7 @@ impl Sess {
         clock.stamp(&mut log, rxid, "Process");
         let hdr_tx = wire.len() as u64;
         // send_timeout bounds the whole response, as in Varnish.
-        let deadline = tokio::time::Instant::now() + sh.params().send_timeout;
+        c.io.arm(sh.params().send_timeout, sh.params().idle_send_timeout);
         let body = &obj.body;
         let mut reader = body.reader();
         let mut pos = 0u64;
@@ -187,7 +188,7 @@ impl Sess {
                     Some(n) => n,
                     None => {
                         if !wire.is_empty() {
-                            if !send(c, &wire, deadline).await {
+                            if !send(c, &wire).await {
                                 failed = true;
                                 break;
                             }
@@ -224,7 +225,7 @@ impl Sess {
                 if wire.len() + part.len() <= 64 * 1024 {
                     wire.extend_from_slice(&part);
                 } else {
-                    if !send(c, &wire, deadline).await || !send(c, &part, deadline).await {
+                    if !send(c, &wire).await || !send(c, &part).await {
                         failed = true;
                         break;
                     }
@@ -244,7 +245,7 @@ impl Sess {
                 body_tx += 5;
             }
         }
-        if !wire.is_empty() && !send(c, &wire, deadline).await {
+        if !wire.is_empty() && !send(c, &wire).await {
             failed = true;
         }
         self.wire = wire;

@@ -9,13 +9,12 @@ use std::os::fd::AsRawFd;
 use common::counters::{Vbe, C};
 use common::vsl::{Batch, Side as LogSide, Tag};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use std::sync::Arc;
 
 use crate::backend::{Backend, BeConn};
 use crate::error::{Error, Side};
-use crate::http::{self, BufConn, Framing, Head, Parsed, Transfer};
+use crate::http::{self, Framing, Head, Parsed, Transfer};
 use crate::policy::Bereq;
 use crate::server::Shared;
 use crate::util::now;
@@ -105,7 +104,7 @@ impl Fetch {
         &mut self,
         sh: &Shared,
         req_framing: Framing,
-        mut client: Option<&mut BufConn<TcpStream>>,
+        mut client: Option<&mut crate::session::Client>,
         wire: &mut [u8],
     ) -> Result<Response, Error> {
         let p = sh.params();
@@ -182,8 +181,9 @@ impl Fetch {
         let mut out = HeadOut { wire, log: &mut self.log, tag: Tag::BereqHeader, side, vxid: v };
         let mut xff_done = false;
         let ip = client_ip.to_string();
+        let hop = http::connection_tokens(req.headers.iter());
         for (n, val) in req.headers.iter() {
-            if http::is_hop_by_hop(n) || n.eq_ignore_ascii_case(b"x-varnish") {
+            if http::is_hop_by_hop(n) || n.eq_ignore_ascii_case(b"x-varnish") || http::is_listed(&hop, n) {
                 continue;
             }
             if n.eq_ignore_ascii_case(b"x-forwarded-for") && !xff_done {
@@ -229,7 +229,7 @@ impl Fetch {
         conn: &mut BeConn,
         wire: &[u8],
         req_framing: Framing,
-        client: Option<&mut BufConn<TcpStream>>,
+        client: Option<&mut crate::session::Client>,
     ) -> Result<(Head, Framing), (Error, bool)> {
         let p = sh.params();
         conn.io.write_all(wire).await.map_err(|e| (Error::io(Side::Backend, "writing request", e), true))?;
@@ -241,6 +241,7 @@ impl Fetch {
                 src_side: Side::Client,
                 dst_side: Side::Backend,
                 read_timeout: p.timeout_idle,
+                pace: Some(http::Pace::new(p.timeout_reqbody, p.reqbody_min_rate)),
             };
             let moved = http::transfer(client, &mut conn.io, &t, &mut Vec::new()).await.map_err(|e| (e, false))?;
             self.body_tx = moved.tx;

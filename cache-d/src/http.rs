@@ -206,17 +206,64 @@ pub enum Framing {
     Eof,
 }
 
-/// Body framing of a request (RFC 9112 §6.3); errors mean 400.
+/// Body framing of a request (RFC 9112 §6.3); errors mean 400. The only
+/// transfer coding taken is one lone `chunked`: `chunked, identity`,
+/// `gzip, chunked` or two Transfer-Encoding headers are refused (a proxy
+/// and a backend that read them differently is a smuggling channel).
 pub fn request_framing(h: &Head) -> Result<Framing, &'static str> {
-    let te = h.get("transfer-encoding");
+    let mut te = h.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"transfer-encoding")).map(|(_, v)| v);
+    let te = match (te.next(), te.next()) {
+        (None, _) => None,
+        (Some(v), None) if v.trim_ascii().eq_ignore_ascii_case(b"chunked") => Some(()),
+        (Some(_), None) => return Err("unsupported Transfer-Encoding"),
+        (Some(_), Some(_)) => return Err("more than one Transfer-Encoding header"),
+    };
     let cl = content_length(h)?;
     match (te, cl) {
-        (Some(_), Some(_)) => Err("both Transfer-Encoding and Content-Length"),
-        (Some(_), None) if h.has_token("transfer-encoding", "chunked") => Ok(Framing::Chunked),
-        (Some(_), None) => Err("unsupported Transfer-Encoding"),
+        (Some(()), Some(_)) => Err("both Transfer-Encoding and Content-Length"),
+        (Some(()), None) => Ok(Framing::Chunked),
         (None, Some(0)) | (None, None) => Ok(Framing::None),
         (None, Some(n)) => Ok(Framing::Length(n)),
     }
+}
+
+/// Request checks beyond framing (Varnish's HTTP1_DissectRequest): one
+/// Host header at most (two would let the cache key and the backend
+/// disagree), and a Connection header may not name Host.
+pub fn request_checks(h: &Head) -> Result<(), &'static str> {
+    if h.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"host")).nth(1).is_some() {
+        return Err("Duplicate Host header");
+    }
+    if h.has_token("connection", "host") {
+        return Err("Connection names the Host header");
+    }
+    Ok(())
+}
+
+/// An absolute-form request target (`http://host/path`, RFC 9112 §3.2.2):
+/// its authority and the path, as Varnish splits it (only http://, and
+/// only with a path); None for origin-form.
+pub fn absolute_form(url: &[u8]) -> Option<(&[u8], &[u8])> {
+    let rest = url.get(..7).filter(|s| s.eq_ignore_ascii_case(b"http://")).map(|_| &url[7..])?;
+    let slash = rest.iter().position(|&b| b == b'/')?;
+    Some((&rest[..slash], &rest[slash..]))
+}
+
+/// The header names listed in `Connection` header(s) among `headers`
+/// (besides close and keep-alive): headers for this hop only, not
+/// forwarded (RFC 9110 §7.6.1). Empty (no allocation) in the usual case.
+pub fn connection_tokens<'a>(headers: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Vec<&'a [u8]> {
+    headers
+        .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
+        .flat_map(|(_, v)| v.split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case(b"close") && !t.eq_ignore_ascii_case(b"keep-alive"))
+        .collect()
+}
+
+/// Is `name` one of `tokens` (from [`connection_tokens`])?
+pub fn is_listed(tokens: &[&[u8]], name: &[u8]) -> bool {
+    tokens.iter().any(|t| t.eq_ignore_ascii_case(name))
 }
 
 /// Body framing of a response to `method`.
@@ -281,6 +328,88 @@ pub struct Transfer {
     /// Side blamed when writing fails.
     pub dst_side: Side,
     pub read_timeout: Duration,
+    /// A request body's pace, when the source is a client.
+    pub pace: Option<Pace>,
+}
+
+/// How fast a client must send its request body: everything received by
+/// `start + grace + received / min_rate` seconds (timeout_reqbody and
+/// reqbody_min_rate), whatever the spacing of its bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    until: tokio::time::Instant,
+    min_rate: u64,
+}
+
+impl Pace {
+    pub fn new(grace: Duration, min_rate: u64) -> Pace {
+        let now = tokio::time::Instant::now();
+        Pace { until: now.checked_add(grace).unwrap_or(now + Duration::from_secs(86400 * 365)), min_rate: min_rate.max(1) }
+    }
+
+    /// How long the next read may wait once `rx` bytes are in.
+    fn allowance(&self, rx: u64) -> Duration {
+        let earned = Duration::from_secs_f64(rx as f64 / self.min_rate as f64);
+        self.until.checked_add(earned).map_or(Duration::MAX, |t| t.saturating_duration_since(tokio::time::Instant::now()))
+    }
+}
+
+/// Read a request body into the connection's buffer before a backend
+/// connection is taken for it: all of it, or its first `limit` bytes. A
+/// client that dribbles its body then holds only its own connection
+/// until `pace` cuts it, never a backend's.
+pub async fn prefill<S: AsyncRead + AsyncWrite + Unpin>(
+    src: &mut BufConn<S>,
+    framing: Framing,
+    limit: usize,
+    read_timeout: Duration,
+    pace: Pace,
+) -> Result<(), Error> {
+    loop {
+        let enough = match framing {
+            Framing::None | Framing::Eof => true,
+            Framing::Length(n) => src.buf.len() as u64 >= n.min(limit as u64),
+            Framing::Chunked => src.buf.len() >= limit || chunked_end(&src.buf).is_some(),
+        };
+        if enough {
+            return Ok(());
+        }
+        let wait = read_timeout.min(pace.allowance(src.buf.len() as u64));
+        match src.fill(wait).await {
+            Ok(0) => return Err(Error::new(Side::Client, "request body cut short")),
+            Ok(_) => {}
+            Err(e) => return Err(Error::io(Side::Client, "reading body", e)),
+        }
+    }
+}
+
+/// Where a chunked body that starts `buf` ends (trailers included), or
+/// None while it is incomplete or malformed (the transfer reports that).
+pub fn chunked_end(buf: &[u8]) -> Option<usize> {
+    let mut at = 0usize;
+    let line = |at: usize| buf.get(at..)?.iter().position(|&b| b == b'\n').map(|i| (at, at + i + 1));
+    loop {
+        let (start, next) = line(at)?;
+        let text = &buf[start..next];
+        let hex = text.split(|&b| b == b';' || b == b'\r' || b == b'\n').next()?.trim_ascii();
+        if hex.is_empty() || hex.len() > 15 || !hex.iter().all(u8::is_ascii_hexdigit) {
+            return None;
+        }
+        let size = usize::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+        at = next;
+        if size == 0 {
+            loop {
+                let (s, n) = line(at)?;
+                at = n;
+                if n - s <= 2 && buf[s..n].iter().all(|&b| b == b'\r' || b == b'\n') {
+                    return Some(at);
+                }
+            }
+        }
+        at = at.checked_add(size)?;
+        let (_, n) = line(at)?;
+        at = n;
+    }
 }
 
 /// Copy a body from `src` (its buffer first) to `dst`.
@@ -294,7 +423,7 @@ where
         Framing::None => {}
         Framing::Length(n) => copy_exact(src, dst, n, t, &mut m, scratch, "body cut short").await?,
         Framing::Eof => loop {
-            if src.buf.is_empty() && fill(src, t).await? == 0 {
+            if src.buf.is_empty() && fill(src, t, m.rx).await? == 0 {
                 break;
             }
             let part = src.buf.split();
@@ -302,12 +431,12 @@ where
             write_payload(dst, &part, t, &mut m, scratch).await?;
         },
         Framing::Chunked => loop {
-            let (size, line) = chunk_line(src, t).await?;
+            let (size, line) = chunk_line(src, t, m.rx).await?;
             m.rx += line as u64;
             if size == 0 {
                 // Trailers: skip lines up to the empty one.
                 loop {
-                    let (l, wire) = read_line(src, t).await?;
+                    let (l, wire) = read_line(src, t, m.rx).await?;
                     m.rx += wire as u64;
                     if l.is_empty() {
                         break;
@@ -316,7 +445,7 @@ where
                 break;
             }
             copy_exact(src, dst, size, t, &mut m, scratch, "chunked body cut short").await?;
-            let (crlf, wire) = read_line(src, t).await?;
+            let (crlf, wire) = read_line(src, t, m.rx).await?;
             if !crlf.is_empty() {
                 return Err(Error::new(t.src_side, "chunk not followed by CRLF"));
             }
@@ -346,7 +475,7 @@ where
 {
     let mut left = n;
     while left > 0 {
-        if src.buf.is_empty() && fill(src, t).await? == 0 {
+        if src.buf.is_empty() && fill(src, t, m.rx).await? == 0 {
             return Err(Error::new(t.src_side, short));
         }
         let take = (src.buf.len() as u64).min(left) as usize;
@@ -358,8 +487,12 @@ where
     Ok(())
 }
 
-async fn fill<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: &Transfer) -> Result<usize, Error> {
-    src.fill(t.read_timeout).await.map_err(|e| Error::io(t.src_side, "reading body", e))
+async fn fill<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: &Transfer, rx: u64) -> Result<usize, Error> {
+    let wait = match &t.pace {
+        Some(p) => t.read_timeout.min(p.allowance(rx)),
+        None => t.read_timeout,
+    };
+    src.fill(wait).await.map_err(|e| Error::io(t.src_side, "reading body", e))
 }
 
 async fn write_all<D: AsyncWrite + Unpin>(dst: &mut D, b: &[u8], side: Side) -> Result<(), Error> {
@@ -395,7 +528,7 @@ async fn write_payload<D: AsyncWrite + Unpin>(
 
 /// Read one line (without its CRLF or LF) from the buffer, filling as
 /// needed; returns the line and its length on the wire.
-async fn read_line<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: &Transfer) -> Result<(BytesMut, usize), Error> {
+async fn read_line<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: &Transfer, rx: u64) -> Result<(BytesMut, usize), Error> {
     loop {
         if let Some(i) = src.buf.iter().position(|&b| b == b'\n') {
             let mut line = src.buf.split_to(i + 1);
@@ -408,15 +541,15 @@ async fn read_line<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: &
         if src.buf.len() > 4096 {
             return Err(Error::new(t.src_side, "chunk line too long"));
         }
-        if fill(src, t).await? == 0 {
+        if fill(src, t, rx).await? == 0 {
             return Err(Error::new(t.src_side, "chunked body cut short"));
         }
     }
 }
 
 /// Read a chunk-size line; returns (size, bytes on the wire).
-async fn chunk_line<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: &Transfer) -> Result<(u64, usize), Error> {
-    let (line, wire) = read_line(src, t).await?;
+async fn chunk_line<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: &Transfer, rx: u64) -> Result<(u64, usize), Error> {
+    let (line, wire) = read_line(src, t, rx).await?;
     let hex = line[..].split(|&b| b == b';').next().unwrap_or_default().trim_ascii();
     if hex.is_empty() || hex.len() > 15 || !hex.iter().all(u8::is_ascii_hexdigit) {
         return Err(Error::new(t.src_side, "invalid chunk size"));
@@ -470,6 +603,50 @@ mod tests {
         assert!(request_framing(&head("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n")).is_err());
         assert!(request_framing(&head("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n")).is_err());
         assert_eq!(request_framing(&head("GET / HTTP/1.1\r\n\r\n")), Ok(Framing::None));
+        for te in ["chunked, identity", "gzip, chunked", "identity", "chunked;q=1", "xchunked"] {
+            let h = head(&format!("POST / HTTP/1.1\r\nTransfer-Encoding: {te}\r\n\r\n"));
+            assert!(request_framing(&h).is_err(), "{te}");
+        }
+        assert!(request_framing(&head("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n")).is_err());
+        assert_eq!(request_framing(&head("POST / HTTP/1.1\r\nTransfer-Encoding:  Chunked \r\n\r\n")), Ok(Framing::Chunked));
+        assert!(request_checks(&head("GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n")).is_err());
+        assert!(request_checks(&head("GET / HTTP/1.1\r\nHost: a\r\nConnection: close, Host\r\n\r\n")).is_err());
+        assert!(request_checks(&head("GET / HTTP/1.1\r\nHost: a\r\nConnection: X-A\r\n\r\n")).is_ok());
+        assert_eq!(absolute_form(b"http://Example.com:8080/a?b"), Some((&b"Example.com:8080"[..], &b"/a?b"[..])));
+        assert_eq!(absolute_form(b"HTTP://h/"), Some((&b"h"[..], &b"/"[..])));
+        assert_eq!(absolute_form(b"http://h"), None);
+        assert_eq!(absolute_form(b"/http://h/"), None);
+        assert_eq!(absolute_form(b"https://h/"), None);
+    }
+
+    #[test]
+    fn chunked_ends_are_found_exactly() {
+        assert_eq!(chunked_end(b"5\r\nhello\r\n0\r\n\r\n"), Some(15));
+        assert_eq!(chunked_end(b"5;x=1\r\nhello\r\n0\r\nX-T: 1\r\n\r\nGET"), Some(27));
+        assert_eq!(chunked_end(b"5\r\nhello\r\n0\r\nX-T: 1\r\n"), None);
+        assert_eq!(chunked_end(b"5\r\nhel"), None);
+        assert_eq!(chunked_end(b"zz\r\n"), None);
+        assert_eq!(chunked_end(b"ffffffffffffffff\r\n"), None);
+        assert_eq!(chunked_end(b"fffffffffffffff\r\n"), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dribbling_body_is_cut_by_its_pace() {
+        let (mut a, b) = tokio::io::duplex(1 << 16);
+        tokio::spawn(async move {
+            for _ in 0..100 {
+                if a.write_all(b"x").await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        let mut src = BufConn::new(b);
+        let t0 = tokio::time::Instant::now();
+        let pace = Pace::new(Duration::from_secs(5), 500);
+        let e = prefill(&mut src, Framing::Length(1000), 65536, Duration::from_secs(60), pace).await.unwrap_err();
+        assert_eq!(e.side, Side::Client);
+        assert!((5..=6).contains(&t0.elapsed().as_secs()), "{:?}", t0.elapsed());
     }
 
     #[tokio::test]
@@ -484,6 +661,7 @@ mod tests {
             src_side: Side::Backend,
             dst_side: Side::Client,
             read_timeout: Duration::from_secs(1),
+            pace: None,
         };
         let m = transfer(&mut src, &mut out, &t, &mut Vec::new()).await.unwrap();
         assert_eq!(out, b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
@@ -505,6 +683,7 @@ mod tests {
             src_side: Side::Backend,
             dst_side: Side::Client,
             read_timeout: Duration::from_secs(1),
+            pace: None,
         };
         let e = transfer(&mut src, &mut Vec::new(), &t, &mut Vec::new()).await.unwrap_err();
         assert_eq!(e.side, Side::Backend);

@@ -8,6 +8,8 @@ pub mod backend;
 pub mod cache;
 pub mod child;
 pub mod cli;
+pub mod clientio;
+pub mod contain;
 pub mod daemon;
 pub mod deliver;
 pub mod director;

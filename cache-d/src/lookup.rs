@@ -142,7 +142,7 @@ impl Sess {
                         addrs: (self.peer, self.local),
                         policy,
                     };
-                    tokio::spawn(miss::start(sh.clone(), spec));
+                    tokio::spawn(crate::contain::contain(miss::start(sh.clone(), spec)));
                 }
                 self.deliver(c, req, &oc, true, log, clock, ctx).await
             }

@@ -13,7 +13,6 @@ use bytes::Bytes;
 use common::counters::C;
 use common::vsl::{Side as LogSide, Tag};
 use tokio::io::AsyncWrite;
-use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
 use crate::cache::body::Body;
@@ -21,7 +20,7 @@ use crate::cache::ttl::{self, Lifetime};
 use crate::cache::{vary_value, BusyGuard, Cache, Kind, ObjCore, ObjHeaders, Object};
 use crate::error::{Error, Side};
 use crate::fetch::{Fetch, Response};
-use crate::http::{self, BufConn, Framing, Transfer};
+use crate::http::{self, Framing, Transfer};
 use crate::policy::{run_sub, Action, Bereq, Beresp, Headers, Policy, Req, Sub, Task};
 use crate::server::Shared;
 use crate::util::now;
@@ -48,7 +47,7 @@ pub struct MissSpec {
 /// Start a cache fetch; resolves when the object's headers are in.
 pub async fn start(sh: Arc<Shared>, spec: MissSpec) -> Result<Arc<ObjCore>, Error> {
     let (tx, rx) = oneshot::channel();
-    tokio::spawn(run(sh, spec, tx));
+    tokio::spawn(crate::contain::contain(run(sh, spec, tx)));
     rx.await.unwrap_or_else(|_| Err(Error::new(Side::Internal, "fetch task ended without an answer")))
 }
 
@@ -85,7 +84,7 @@ pub(crate) async fn backend_side(
     policy: &dyn Policy,
     f: &mut Fetch,
     bereq: &mut Bereq,
-    mut client: Option<&mut BufConn<TcpStream>>,
+    mut client: Option<&mut crate::session::Client>,
     framing: Framing,
     addrs: (SocketAddr, SocketAddr),
     stale: Option<&Object>,
@@ -269,9 +268,10 @@ impl AsyncWrite for BodySink<'_> {
 /// The response headers an object keeps (hop-by-hop ones dropped), as
 /// slices of the response head; [`ObjHeaders`] packs them when stored.
 fn stored_headers(h: &http::Head) -> Vec<(Bytes, Bytes)> {
+    let hop = http::connection_tokens(h.iter());
     h.headers
         .iter()
-        .filter(|(n, _)| !http::is_hop_by_hop(&h.raw[n.clone()]))
+        .filter(|(n, _)| !http::is_hop_by_hop(&h.raw[n.clone()]) && !http::is_listed(&hop, &h.raw[n.clone()]))
         .map(|(n, v)| (h.raw.slice(n.clone()), h.raw.slice(v.clone())))
         .collect()
 }
@@ -446,6 +446,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
         src_side: Side::Backend,
         dst_side: Side::Internal,
         read_timeout: p.between_bytes_timeout,
+        pace: None,
     };
     let mut sink = BodySink { body: &body, cache: &sh.cache, oc: &oc };
     match http::transfer(&mut be, &mut sink, &tr, &mut Vec::new()).await {

@@ -59,13 +59,18 @@ defs! {
     "http_req_size" Bytes "32k" Some("256b"), None, "bytes" false "Maximum number of bytes of HTTP client request we will deal with.";
     "http_resp_hdr_len" Bytes "8k" Some("40b"), None, "bytes" false "Maximum length of any HTTP backend response header we will allow.";
     "http_resp_size" Bytes "32k" Some("256b"), None, "bytes" false "Maximum number of bytes of HTTP backend response we will deal with.";
+    "idle_send_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Send timeout for individual pieces of data on client connections: a write that cannot proceed for this long closes the connection.";
     "max_connections" Uint "10000" Some("1"), Some("16777216"), "connections" true "Most client connections served at once; more are closed at once and counted in MAIN.sess_dropped (cachekit's own).";
     "max_restarts" Uint "4" Some("0"), None, "restarts" false "Upper limit on how many times a request can restart.";
     "max_retries" Uint "4" Some("0"), None, "retries" false "Upper limit on how many times a backend fetch can retry.";
+    "pipe_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Idle timeout for PIPE sessions. If nothing has been received in either direction for this many seconds, the session is closed.";
+    "reqbody_min_rate" Bytes "500b" Some("1b"), None, "bytes/second" false "After timeout_reqbody, a request body must keep arriving at this rate on average: its deadline is timeout_reqbody plus one second per this many bytes received (cachekit's own, as Apache's mod_reqtimeout MinRate).";
     "send_timeout" Seconds "600.000" Some("0.000"), None, "seconds" false "Total timeout for sending a response to the client.";
     "shortlived" Seconds "10.000" Some("0.000"), None, "seconds" false "Objects created with (ttl+grace+keep) shorter than this are counted as short-lived.";
     "stale_if_error" Bool "on" None, None, "bool" false "Deliver a stale object (still within grace or keep) instead of an error when its refresh fails: backend down, sick, timed out or answering 5xx (cachekit's own).";
-    "timeout_idle" Seconds "5.000" Some("0.000"), Some("3600.000"), "seconds" false "Idle timeout for client connections.";
+    "timeout_idle" Seconds "5.000" Some("0.000"), Some("3600.000"), "seconds" false "Idle timeout for client connections: how long to wait for the first byte of a request.";
+    "timeout_req" Seconds "2.000" Some("0.000"), Some("3600.000"), "seconds" false "Max time to receive a client's request head, from its first byte to the empty line that ends it (Varnish 4's timeout_req); slower heads are closed (SessClose RX_TIMEOUT).";
+    "timeout_reqbody" Seconds "20.000" Some("0.000"), Some("86400.000"), "seconds" false "Time a request body may take before reqbody_min_rate applies; a body slower than that is cut (SessClose RX_BODY) (cachekit's own).";
     "vsl_reclen" Bytes "255b" Some("16b"), Some("4084b"), "bytes" false "Maximum number of bytes in a log record.";
     "vsl_space" Bytes "80M" Some("64k"), Some("4G"), "bytes" true "The amount of space to allocate for the log ring.";
 }
@@ -115,11 +120,18 @@ fn number(d: &ParamDef, v: &str) -> Result<f64, String> {
     }
 }
 
+/// The longest duration any parameter takes (about a century).
+const MAX_SECONDS: f64 = 3.0e9;
+
 /// Check `v` against the definition's type and limits; the number.
 pub fn validate(d: &ParamDef, v: &str) -> Result<f64, String> {
     let n = number(d, v)?;
     if !n.is_finite() {
         return Err(format!("\"{v}\" is not a finite number"));
+    }
+    // Durations past a century are a typo, and would overflow a deadline.
+    if d.kind == Kind::Seconds && n > MAX_SECONDS {
+        return Err(format!("Must be no more than {MAX_SECONDS:.0} seconds"));
     }
     if let Some(min) = d.min {
         if n < number(d, min)? {
@@ -150,6 +162,7 @@ pub struct Params {
     pub default_ttl: f64,
     pub first_byte_timeout: Duration,
     pub http_max_hdr: usize,
+    pub idle_send_timeout: Duration,
     pub http_req_hdr_len: usize,
     pub http_req_size: usize,
     pub http_resp_hdr_len: usize,
@@ -157,10 +170,14 @@ pub struct Params {
     pub max_connections: usize,
     pub max_restarts: u32,
     pub max_retries: u32,
+    pub pipe_timeout: Duration,
+    pub reqbody_min_rate: u64,
     pub send_timeout: Duration,
     pub shortlived: f64,
     pub stale_if_error: bool,
     pub timeout_idle: Duration,
+    pub timeout_req: Duration,
+    pub timeout_reqbody: Duration,
     pub vsl_reclen: usize,
     pub vsl_space: u64,
     /// Storage budget of `-s malloc,SIZE` (default 100M, as varnishd);
@@ -186,6 +203,7 @@ impl Default for Params {
             default_ttl: 0.0,
             first_byte_timeout: Duration::ZERO,
             http_max_hdr: 0,
+            idle_send_timeout: Duration::ZERO,
             http_req_hdr_len: 0,
             http_req_size: 0,
             http_resp_hdr_len: 0,
@@ -193,10 +211,14 @@ impl Default for Params {
             max_connections: 0,
             max_restarts: 0,
             max_retries: 0,
+            pipe_timeout: Duration::ZERO,
+            reqbody_min_rate: 0,
             send_timeout: Duration::ZERO,
             shortlived: 0.0,
             stale_if_error: true,
             timeout_idle: Duration::ZERO,
+            timeout_req: Duration::ZERO,
+            timeout_reqbody: Duration::ZERO,
             vsl_reclen: 0,
             vsl_space: 0,
             storage: 100 << 20,
@@ -230,6 +252,7 @@ impl Params {
             "default_ttl" => self.default_ttl = n,
             "first_byte_timeout" => self.first_byte_timeout = secs(),
             "http_max_hdr" => self.http_max_hdr = n as usize,
+            "idle_send_timeout" => self.idle_send_timeout = secs(),
             "http_req_hdr_len" => self.http_req_hdr_len = n as usize,
             "http_req_size" => self.http_req_size = n as usize,
             "http_resp_hdr_len" => self.http_resp_hdr_len = n as usize,
@@ -237,10 +260,14 @@ impl Params {
             "max_connections" => self.max_connections = n as usize,
             "max_restarts" => self.max_restarts = n as u32,
             "max_retries" => self.max_retries = n as u32,
+            "pipe_timeout" => self.pipe_timeout = secs(),
+            "reqbody_min_rate" => self.reqbody_min_rate = n as u64,
             "send_timeout" => self.send_timeout = secs(),
             "shortlived" => self.shortlived = n,
             "stale_if_error" => self.stale_if_error = n != 0.0,
             "timeout_idle" => self.timeout_idle = secs(),
+            "timeout_req" => self.timeout_req = secs(),
+            "timeout_reqbody" => self.timeout_reqbody = secs(),
             "vsl_reclen" => self.vsl_reclen = n as usize,
             "vsl_space" => self.vsl_space = n as u64,
             _ => return Err(format!("Unknown parameter \"{name}\".")),

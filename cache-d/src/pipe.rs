@@ -3,6 +3,7 @@
 
 use common::counters::{Vbe, C};
 use common::vsl::{Batch, Side as LogSide, Tag};
+use std::time::Duration;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -81,14 +82,19 @@ pub(crate) async fn pipe(s: &mut Sess, c: &mut Client, req: &mut Req, mut log: B
     clock.stamp(&mut log, rxid, "Pipe");
     let (to_be, to_client) = (AtomicU64::new(pending.len() as u64), AtomicU64::new(0));
     if ok {
-        // Relay both ways; when either side closes, the pipe is over.
-        let (mut cr, mut cw) = c.io.split();
+        // Relay both ways; when either side closes, the pipe is over, and
+        // when nothing moves either way for pipe_timeout, it is closed.
+        let idle = sh.params().pipe_timeout;
+        let (mut cr, mut cw) = c.io.get_mut().split();
         let (mut br, mut bw) = be.io.split();
         tokio::select! {
             _ = relay(&mut cr, &mut bw, &to_be) => {}
             _ = relay(&mut br, &mut cw, &to_client) => {}
+            _ = idle_out(idle, &to_be, &to_client) => {
+                log.rec(Tag::Error, side, rxid, b"pipe_timeout: nothing moved either way");
+            }
         }
-        let _ = cw.shutdown().await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), cw.shutdown()).await;
     }
     let (to_be, to_client) = (to_be.into_inner(), to_client.into_inner());
     clock.stamp(&mut log, rxid, "PipeSess");
@@ -104,6 +110,20 @@ pub(crate) async fn pipe(s: &mut Sess, c: &mut Client, req: &mut Req, mut log: B
     log.rec(Tag::End, side, rxid, b"");
     sh.seg.log(&log);
     Some(Reason::TxPipe)
+}
+
+/// Resolves once neither counter moved for `idle`.
+async fn idle_out(idle: Duration, a: &AtomicU64, b: &AtomicU64) {
+    let moved = || a.load(Ordering::Relaxed) + b.load(Ordering::Relaxed);
+    let mut last = moved();
+    loop {
+        tokio::time::sleep(idle).await;
+        let now = moved();
+        if now == last {
+            return;
+        }
+        last = now;
+    }
 }
 
 /// Copy until EOF or an error, counting bytes as they pass.

@@ -151,7 +151,9 @@ async fn accept_loop(sh: Arc<Shared>, socket: TcpListener, name: Arc<str>, limit
         let local = stream.local_addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
         let (sh, name, stop) = (sh.clone(), name.clone(), stop.clone());
         tokio::spawn(async move {
-            crate::session::run(sh, stream, peer, local, name, stop).await;
+            if let Err(why) = crate::contain::contain(crate::session::run(sh.clone(), stream, peer, local, name, stop)).await {
+                crate::session::failed(&sh, peer, &why);
+            }
             drop(permit);
         });
     }

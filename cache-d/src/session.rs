@@ -21,7 +21,10 @@ use crate::policy::{run_sub, Action, Bereq, Headers, ObjView, Policy, Req, Resp,
 use crate::server::Shared;
 use crate::util::now;
 
-pub(crate) type Client = BufConn<TcpStream>;
+pub(crate) type Client = BufConn<crate::clientio::ClientIo<TcpStream>>;
+
+/// Request body bytes read before a pass takes a backend connection.
+const PREFILL: usize = 64 * 1024;
 
 /// Session records are flushed to the log once this many bytes gather.
 const SESSION_LOG_FLUSH: usize = 4096;
@@ -40,6 +43,8 @@ pub(crate) enum Reason {
     TxError,
     RespClose,
     TxPipe,
+    /// The request's task failed (a caught panic).
+    VclFailure,
 }
 
 impl Reason {
@@ -56,6 +61,24 @@ impl Reason {
             Reason::TxError => "TX_ERROR",
             Reason::RespClose => "RESP_CLOSE",
             Reason::TxPipe => "TX_PIPE",
+            Reason::VclFailure => "VCL_FAILURE",
+        }
+    }
+    /// Varnish's MAIN.sc_* counter for this reason.
+    fn counter(self) -> C {
+        match self {
+            Reason::RemClose => C::ScRemClose,
+            Reason::ReqClose => C::ScReqClose,
+            Reason::ReqHttp10 => C::ScReqHttp10,
+            Reason::RxJunk => C::ScRxJunk,
+            Reason::RxOverflow => C::ScRxOverflow,
+            Reason::RxTimeout => C::ScRxTimeout,
+            Reason::RxBody => C::ScRxBody,
+            Reason::RxCloseIdle => C::ScRxCloseIdle,
+            Reason::TxError => C::ScTxError,
+            Reason::RespClose => C::ScRespClose,
+            Reason::TxPipe => C::ScTxPipe,
+            Reason::VclFailure => C::ScVclFailure,
         }
     }
     fn is_error(self) -> bool {
@@ -77,6 +100,8 @@ pub(crate) struct Sess {
     /// The policy the current request started with (vcl.use does not
     /// change it mid-request).
     pub(crate) active: Option<Arc<crate::server::Active>>,
+    /// The current request is HTTP/1.0: a kept connection says so.
+    http10: bool,
 }
 
 /// What the steps after recv need to know about the request.
@@ -94,6 +119,8 @@ pub(crate) struct ReqCtx {
     pub(crate) body_rx: u64,
     /// The body was read (and is gone: a restart cannot send it again).
     pub(crate) body_consumed: bool,
+    /// How fast the body must arrive (timeout_reqbody, reqbody_min_rate).
+    pub(crate) pace: http::Pace,
 }
 
 /// Why the session ends after a response that went out whole.
@@ -127,8 +154,8 @@ pub async fn run(
         vxid,
         format_args!("{} {} {} {} {} {:.6} {}", peer.ip(), peer.port(), listen, local.ip(), local.port(), t0, stream.as_raw_fd()),
     );
-    let mut s = Sess { active: None, sh, peer, local, listen, vxid, log, wire: Vec::with_capacity(1024), scratch: Vec::new() };
-    let mut c = BufConn::new(stream);
+    let mut s = Sess { active: None, http10: false, sh, peer, local, listen, vxid, log, wire: Vec::with_capacity(1024), scratch: Vec::new() };
+    let mut c = BufConn::new(crate::clientio::ClientIo::new(stream));
     let reason = loop {
         match read_head(&s, &mut c, &mut stop).await {
             Ok((head, t_start)) => {
@@ -145,10 +172,26 @@ pub async fn run(
     };
     let sh = &s.sh;
     sh.seg.add(if reason.is_error() { C::SessClosedErr } else { C::SessClosed }, 1);
+    sh.seg.add(reason.counter(), 1);
     s.log.recf(Tag::SessClose, LogSide::Client, s.vxid, format_args!("{} {:.3}", reason.name(), now() - t0));
     s.log.rec(Tag::End, LogSide::Client, s.vxid, b"");
     sh.seg.log(&s.log);
     let _ = c.io.shutdown().await;
+}
+
+/// A session whose task panicked: its connection is gone (closed when the
+/// task was dropped); say so in the log and the counters. The records the
+/// session had gathered went with it.
+pub(crate) fn failed(sh: &Shared, peer: SocketAddr, why: &str) {
+    let vxid = sh.next_vxid();
+    let mut log = Batch::with_reclen(sh.params().vsl_reclen);
+    log.rec(Tag::Begin, LogSide::Client, vxid, b"sess 0 HTTP/1");
+    log.recf(Tag::Error, LogSide::Client, vxid, format_args!("request task failed ({} {}): {why}", peer.ip(), peer.port()));
+    log.rec(Tag::SessClose, LogSide::Client, vxid, b"VCL_FAILURE 0.000");
+    log.rec(Tag::End, LogSide::Client, vxid, b"");
+    sh.seg.log(&log);
+    sh.seg.add(C::SessClosedErr, 1);
+    sh.seg.add(Reason::VclFailure.counter(), 1);
 }
 
 enum ReadErr {
@@ -157,10 +200,13 @@ enum ReadErr {
 }
 
 /// Wait for a complete request head. An idle connection is closed when the
-/// daemon shuts down or after `timeout_idle`.
+/// daemon shuts down or after `timeout_idle`; once a request's first byte
+/// is in, the whole head must follow within `timeout_req` (however the
+/// client spaces its bytes: a slowloris gets RX_TIMEOUT).
 async fn read_head(s: &Sess, c: &mut Client, stop: &mut watch::Receiver<bool>) -> Result<(Head, f64), ReadErr> {
     let p = s.sh.params();
     let mut t_start = if c.buf.is_empty() { None } else { Some(now()) };
+    let mut head_deadline = None;
     loop {
         if !c.buf.is_empty() {
             let t = *t_start.get_or_insert_with(now);
@@ -171,8 +217,14 @@ async fn read_head(s: &Sess, c: &mut Client, stop: &mut watch::Receiver<bool>) -
             }
         }
         let idle = c.buf.is_empty();
+        let wait = if idle {
+            p.timeout_idle
+        } else {
+            let dl = *head_deadline.get_or_insert_with(|| tokio::time::Instant::now() + p.timeout_req);
+            dl.saturating_duration_since(tokio::time::Instant::now())
+        };
         tokio::select! {
-            r = c.fill(p.timeout_idle) => match r {
+            r = c.fill(wait) => match r {
                 Ok(0) if idle => return Err(ReadErr::Closed(Reason::RemClose)),
                 Ok(0) => return Err(ReadErr::Closed(Reason::RxJunk)),
                 Ok(_) => {}
@@ -292,6 +344,7 @@ impl Sess {
         let sh = self.sh.clone();
         let (rxid, mut log, mut clock) = self.begin_req(t_start);
         let side = LogSide::Client;
+        c.io.arm(sh.params().send_timeout, sh.params().idle_send_timeout);
         log.rec(Tag::ReqMethod, side, rxid, head.method());
         log.rec(Tag::ReqUrl, side, rxid, head.url());
         log.rec(Tag::ReqProtocol, side, rxid, head.protocol().as_bytes());
@@ -302,7 +355,7 @@ impl Sess {
         let hdr_len = sh.params().http_req_hdr_len;
         let framing = match http::request_framing(&head).and_then(|f| match head.iter().any(|(n, v)| n.len() + 2 + v.len() > hdr_len) {
             true => Err("a header is longer than http_req_hdr_len"),
-            false => Ok(f),
+            false => http::request_checks(&head).map(|()| f),
         }) {
             Ok(f) => f,
             Err(why) => {
@@ -327,12 +380,32 @@ impl Sess {
         }
         sh.seg.add(C::ClientReq, 1);
         sh.seg.add(C::SReqHdrbytes, hdr_rx);
-        let keep = head.minor >= 1 && !head.has_token("connection", "close");
+        // HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 only
+        // when asked to (ApacheBench -k).
+        let keep = match head.minor {
+            0 => head.has_token("connection", "keep-alive") && !head.has_token("connection", "close"),
+            _ => !head.has_token("connection", "close"),
+        };
+        let mut headers = Headers(head.headers.iter().map(|(n, v)| (head.raw.slice(n.clone()), head.raw.slice(v.clone()))).collect());
+        let mut url = head.raw.slice(head.url.clone());
+        // An absolute-form target: its authority becomes Host and the URL
+        // keeps the path (as Varnish), so the cache key is the same as for
+        // the origin-form request.
+        if let Some((host, path)) = http::absolute_form(head.url()) {
+            let (host, path) = (head.raw.slice_ref(host), head.raw.slice_ref(path));
+            if headers.has("host") {
+                log.rec(Tag::ReqUnset, side, rxid, &[b"Host: ", &headers.get("host").cloned().unwrap_or_default()[..]].concat());
+            }
+            log.rec_parts(Tag::ReqHeader, side, rxid, &[b"Host: ", &host]);
+            headers.set("Host", host);
+            url = path;
+        }
+        self.http10 = head.minor == 0;
         let mut req = Req {
             method: head.raw.slice(head.first.clone()),
-            url: head.raw.slice(head.url.clone()),
+            url,
             minor: head.minor,
-            headers: Headers(head.headers.iter().map(|(n, v)| (head.raw.slice(n.clone()), head.raw.slice(v.clone()))).collect()),
+            headers,
             server_ip: self.local.ip().to_string(),
             client_ip: Some(self.peer.ip()),
             xid: rxid,
@@ -343,7 +416,10 @@ impl Sess {
         let active = sh.policy();
         log.rec(Tag::VclUse, side, rxid, active.name.as_bytes());
         self.active = Some(active);
-        let mut ctx = ReqCtx { rxid, hdr_rx, keep, head_only: &req.method[..] == b"HEAD", framing, body_rx: 0, body_consumed: false };
+        let p = sh.params();
+        let pace = http::Pace::new(p.timeout_reqbody, p.reqbody_min_rate);
+        let head_only = &req.method[..] == b"HEAD";
+        let mut ctx = ReqCtx { rxid, hdr_rx, keep, head_only, framing, body_rx: 0, body_consumed: false, pace };
         loop {
             match self.process(c, &mut req, log, clock, &mut ctx).await {
                 Step::Done(r) => {
@@ -421,6 +497,7 @@ impl Sess {
             src_side: Side::Client,
             dst_side: Side::Internal,
             read_timeout: self.sh.params().timeout_idle,
+            pace: Some(ctx.pace),
         };
         let m = http::transfer(c, &mut tokio::io::sink(), &t, &mut self.scratch).await?;
         self.sh.seg.add(C::SReqBodybytes, m.rx);
@@ -457,6 +534,11 @@ impl Sess {
     async fn pass(&mut self, c: &mut Client, req: &mut Req, mut log: Batch, mut clock: Clock, ctx: &mut ReqCtx) -> Step {
         let sh = self.sh.clone();
         let (rxid, side) = (ctx.rxid, LogSide::Client);
+        // A body that is still on its way is waited for here, before a
+        // backend connection is taken for it.
+        if let Err(e) = http::prefill(c, ctx.framing, PREFILL, sh.params().timeout_idle, ctx.pace).await {
+            return Step::Done(self.bad_body(c, log, clock, *ctx, &e).await);
+        }
         sh.seg.add(C::SPass, 1);
         let bxid = sh.next_vxid();
         log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} pass"));
@@ -533,6 +615,7 @@ impl Sess {
             _ => 0,
         };
         wire.extend_from_slice(&be.buf.split_to(inline as usize));
+        c.io.arm(sh.params().send_timeout, sh.params().idle_send_timeout);
         let head_sent = c.io.write_all(&wire).await;
         self.wire = wire;
         if head_sent.is_err() {
@@ -548,6 +631,7 @@ impl Sess {
             src_side: Side::Backend,
             dst_side: Side::Client,
             read_timeout: sh.params().between_bytes_timeout,
+            pace: None,
         };
         let moved = http::transfer(&mut be, &mut c.io, &t, &mut self.scratch).await.map(|mut m| {
             m.rx += inline;
@@ -620,6 +704,8 @@ impl Sess {
         }
         if !keep {
             out.header(b"Connection", b"close");
+        } else if self.http10 {
+            out.header(b"Connection", b"keep-alive");
         }
         out.wire.extend_from_slice(b"\r\n");
     }

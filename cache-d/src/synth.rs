@@ -116,6 +116,8 @@ impl Sess {
         let hdr = wire.len() as u64;
         let body = if head_only { &[][..] } else { body };
         wire.extend_from_slice(body);
+        let p = self.sh.params();
+        c.io.arm(p.send_timeout, p.idle_send_timeout);
         let ok = c.io.write_all(&wire).await.is_ok();
         self.wire = wire;
         if ok {

@@ -27,8 +27,8 @@ pub(super) fn probe_spec(fields: &[Field]) -> crate::probe::ProbeSpec {
                 p.request = Some(lines);
             }
             ("expected_response", FieldValue::Expr(Expr::Int(n, _))) => p.expected = (*n).clamp(100, 999) as u16,
-            ("timeout", FieldValue::Expr(Expr::Duration(d, _))) => p.timeout = std::time::Duration::from_secs_f64(d.max(0.001)),
-            ("interval", FieldValue::Expr(Expr::Duration(d, _))) => p.interval = std::time::Duration::from_secs_f64(d.max(0.01)),
+            ("timeout", FieldValue::Expr(Expr::Duration(d, _))) => p.timeout = secs(d.max(0.001)),
+            ("interval", FieldValue::Expr(Expr::Duration(d, _))) => p.interval = secs(d.max(0.01)),
             ("window", FieldValue::Expr(Expr::Int(n, _))) => p.window = (*n).clamp(1, 64) as u32,
             ("threshold", FieldValue::Expr(Expr::Int(n, _))) => p.threshold = (*n).clamp(0, 64) as u32,
             ("initial", FieldValue::Expr(Expr::Int(n, _))) => initial = Some((*n).clamp(0, 64) as u32),
@@ -66,7 +66,7 @@ pub(super) fn backend_spec(
     };
     let dur = |n: &str| {
         field_value(fields, n).and_then(|f| match &f.value {
-            FieldValue::Expr(Expr::Duration(d, _)) => Some(std::time::Duration::from_secs_f64(d.max(0.0))),
+            FieldValue::Expr(Expr::Duration(d, _)) => Some(secs(d.max(0.0))),
             _ => None,
         })
     };
@@ -237,4 +237,10 @@ pub(super) fn collect_objects(body: &[Stmt], out: &mut HashMap<String, crate::di
         }
     }
     Ok(())
+}
+
+/// A duration from VCL seconds, bounded: a value past a century (or not a
+/// number) must not overflow a deadline later.
+fn secs(d: f64) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(if d.is_nan() { 0.0 } else { d.clamp(0.0, 3.0e9) })
 }

@@ -448,6 +448,10 @@ fn ret(action: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<StmtFn, 
                 let status = if (100.0..=65535.0).contains(&status) { status as u16 } else { 503 };
                 let reason = a.get(1).map(|r| r(t, c).text()).filter(|r| !r.is_empty());
                 let reason = reason.unwrap_or_else(|| policy::reason_phrase(status % 1000).to_string());
+                // The reason goes on the status line: the same check as resp.reason.
+                if vars::wire_text(t, if err_side { "error" } else { "synth" }, &Val::Str(reason.clone())).is_none() {
+                    return Flow::Return(Action::Fail);
+                }
                 Flow::Return(if err_side { Action::Error(status, reason) } else { Action::Synth(status, reason) })
             }));
         }
@@ -488,22 +492,33 @@ fn backend_assign(target: &str, name: &str, pos: Pos, sc: &Scope<'_>) -> Result<
     err(format!("Backend '{name}' is not declared"), pos)
 }
 
-/// `+ - * /` on two values (and string concatenation with `+`).
+/// `+ - * /` on two values (and string concatenation with `+`). Every
+/// operation is checked: an overflow, a division by zero or a result that
+/// is not a finite number fails the request (VCL_Error, 503), as Varnish's
+/// VRT checks do; it never wraps, saturates silently or panics.
 fn arith(op: &str, a: Val, b: Val) -> Result<Val, String> {
+    let v = arith_unchecked(op, a, b)?;
+    match v {
+        Val::Real(x) | Val::Dur(x) | Val::Time(x) if !x.is_finite() => Err(format!("{op}: the result is not a finite number")),
+        v => Ok(v),
+    }
+}
+
+fn arith_unchecked(op: &str, a: Val, b: Val) -> Result<Val, String> {
     use Val::*;
     let r = |x: &Val| x.num().unwrap_or(0.0);
     Ok(match (op, &a, &b) {
         ("+", Str(_) | None, _) | ("+", _, Str(_) | None) => Str(a.text() + &b.text()),
-        ("+", Int(x), Int(y)) => Int(x.saturating_add(*y)),
-        ("-", Int(x), Int(y)) => Int(x.saturating_sub(*y)),
-        ("*", Int(x), Int(y)) => Int(x.saturating_mul(*y)),
+        ("+", Int(x), Int(y)) => Int(x.checked_add(*y).ok_or("integer overflow")?),
+        ("-", Int(x), Int(y)) => Int(x.checked_sub(*y).ok_or("integer overflow")?),
+        ("*", Int(x), Int(y)) => Int(x.checked_mul(*y).ok_or("integer overflow")?),
         ("/", Int(_), Int(0)) => return Err("division by zero".into()),
-        ("/", Int(x), Int(y)) => Int(x / y),
+        ("/", Int(x), Int(y)) => Int(x.checked_div(*y).ok_or("integer overflow")?),
         ("+" | "-", Time(t), Dur(d)) => Time(if op == "+" { t + d } else { t - d }),
         ("+", Dur(d), Time(t)) => Time(t + d),
         ("-", Time(x), Time(y)) => Dur(x - y),
         ("+" | "-", Dur(x), Dur(y)) => Dur(if op == "+" { x + y } else { x - y }),
-        ("+" | "-", Bytes(x), Bytes(y)) => Bytes(if op == "+" { x.saturating_add(*y) } else { x.saturating_sub(*y) }),
+        ("+" | "-", Bytes(x), Bytes(y)) => Bytes(if op == "+" { x.checked_add(*y) } else { x.checked_sub(*y) }.ok_or("BYTES overflow")?),
         ("*", Dur(d), Int(_) | Real(_)) | ("*", Int(_) | Real(_), Dur(d)) => Dur(d * if matches!(a, Dur(_)) { r(&b) } else { r(&a) }),
         ("/", Dur(d), Int(_) | Real(_)) if r(&b) != 0.0 => Dur(d / r(&b)),
         ("/", Dur(x), Dur(y)) if *y != 0.0 => Real(x / y),
@@ -580,7 +595,13 @@ fn expr(e: &Expr, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
         Expr::Neg(x, _) => {
             let x = expr(x, sc)?;
             Box::new(move |t, c| match x(t, c) {
-                Val::Int(i) => Val::Int(-i),
+                Val::Int(i) => match i.checked_neg() {
+                    Some(n) => Val::Int(n),
+                    None => {
+                        fail(t, "integer overflow".into());
+                        Val::None
+                    }
+                },
                 Val::Real(d) => Val::Real(-d),
                 Val::Dur(d) => Val::Dur(-d),
                 _ => Val::None,

@@ -160,13 +160,25 @@ pub(super) fn header_prefix(name: &str) -> Option<(Hdrs, &str)> {
 
 /// A value fit for the wire: no CR or LF (a header value with one would
 /// split the message).
-fn wire_text(t: &mut Task<'_>, what: &str, v: &Val) -> Option<Bytes> {
+pub(super) fn wire_text(t: &mut Task<'_>, what: &str, v: &Val) -> Option<Bytes> {
     let s = v.text();
     if s.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
         fail(t, format!("{what}: the value contains CR, LF or NUL"));
         return None;
     }
     Some(Bytes::from(s))
+}
+
+/// A value for the request line (method, URL): wire text without spaces
+/// either (a space would make the backend read another request line), and
+/// not empty.
+fn wire_token(t: &mut Task<'_>, what: &str, v: &Val) -> Option<Bytes> {
+    let b = wire_text(t, what, v)?;
+    if b.is_empty() || b.iter().any(|c| c.is_ascii_whitespace()) {
+        fail(t, format!("{what}: the value is empty or contains white space"));
+        return None;
+    }
+    Some(b)
 }
 
 fn status_val(t: &mut Task<'_>, v: &Val) -> Option<u16> {
@@ -322,10 +334,10 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         v.num()
     }
     Ok(match name {
-        "req.method" => set!(req, |t, r, v| if let Some(b) = wire_text(t, "req.method", &v) {
+        "req.method" => set!(req, |t, r, v| if let Some(b) = wire_token(t, "req.method", &v) {
             r.method = b
         }),
-        "req.url" => set!(req, |t, r, v| if let Some(b) = wire_text(t, "req.url", &v) {
+        "req.url" => set!(req, |t, r, v| if let Some(b) = wire_token(t, "req.url", &v) {
             r.url = b
         }),
         "req.proto" => set!(req, |t, r, v| r.minor = parse_proto(&v)),
@@ -335,10 +347,10 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         "req.hash_ignore_busy" => set!(req, |t, r, v| r.hash_ignore_busy = v.truthy()),
         "req.backend_hint" => set!(req, |t, r, v| r.backend_hint = Some(v.text())),
         "client.identity" => Box::new(|_, _| {}),
-        "bereq.method" => set!(bereq, |t, r, v| if let Some(b) = wire_text(t, "bereq.method", &v) {
+        "bereq.method" => set!(bereq, |t, r, v| if let Some(b) = wire_token(t, "bereq.method", &v) {
             r.method = b
         }),
-        "bereq.url" => set!(bereq, |t, r, v| if let Some(b) = wire_text(t, "bereq.url", &v) {
+        "bereq.url" => set!(bereq, |t, r, v| if let Some(b) = wire_token(t, "bereq.url", &v) {
             r.url = b
         }),
         "bereq.proto" => set!(bereq, |t, r, v| r.minor = parse_proto(&v)),

@@ -1,0 +1,139 @@
+//! The client socket with send deadlines: `send_timeout` bounds a whole
+//! response, `idle_send_timeout` each write that cannot proceed. Every
+//! delivery (hits, passes, synthetic answers) writes through it, so a
+//! client that stops reading loses its connection instead of holding it.
+
+use std::io;
+use std::pin::Pin;
+use std::future::Future;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+pub struct ClientIo<S> {
+    io: S,
+    /// When the current response must be out (None: no response armed).
+    deadline: Option<Instant>,
+    idle: Duration,
+    /// A write is waiting for the socket; the timer runs.
+    blocked: bool,
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl<S> ClientIo<S> {
+    pub fn new(io: S) -> ClientIo<S> {
+        ClientIo { io, deadline: None, idle: Duration::MAX, blocked: false, timer: None }
+    }
+
+    /// A response starts: it must be written within `total`, and no
+    /// single write may wait longer than `idle`.
+    pub fn arm(&mut self, total: Duration, idle: Duration) {
+        self.deadline = Some(Instant::now() + total);
+        self.idle = idle;
+        self.blocked = false;
+    }
+
+    pub fn get_ref(&self) -> &S {
+        &self.io
+    }
+
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.io
+    }
+
+    /// The inner write is pending: wait on the timer, or fail once it ran out.
+    fn poll_timer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let Some(deadline) = self.deadline else { return Poll::Pending };
+        if !self.blocked {
+            self.blocked = true;
+            let at = Instant::now().checked_add(self.idle).map_or(deadline, |t| t.min(deadline));
+            match &mut self.timer {
+                Some(t) => t.as_mut().reset(at),
+                None => self.timer = Some(Box::pin(tokio::time::sleep_until(at))),
+            }
+        }
+        match self.timer.as_mut().map(|t| t.as_mut().poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "send timed out"))),
+            _ => Poll::Pending,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for ClientIo<S> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for ClientIo<S> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let me = self.get_mut();
+        match Pin::new(&mut me.io).poll_write(cx, buf) {
+            Poll::Ready(r) => {
+                me.blocked = false;
+                Poll::Ready(r)
+            }
+            Poll::Pending => me.poll_timer(cx),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        match Pin::new(&mut me.io).poll_flush(cx) {
+            Poll::Ready(r) => {
+                me.blocked = false;
+                Poll::Ready(r)
+            }
+            Poll::Pending => me.poll_timer(cx).map(|r| r.map(|_| ())),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_that_stops_reading_times_the_write_out() {
+        let (a, _b) = tokio::io::duplex(1024);
+        let mut c = ClientIo::new(a);
+        c.arm(Duration::from_secs(600), Duration::from_secs(2));
+        let t0 = Instant::now();
+        let e = c.write_all(&[0u8; 8192]).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(t0.elapsed().as_secs(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn send_timeout_bounds_a_slow_but_moving_reader() {
+        let (a, mut b) = tokio::io::duplex(1024);
+        tokio::spawn(async move {
+            let mut buf = [0u8; 100];
+            loop {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                if tokio::io::AsyncReadExt::read(&mut b, &mut buf).await.unwrap_or(0) == 0 {
+                    return;
+                }
+            }
+        });
+        let mut c = ClientIo::new(a);
+        c.arm(Duration::from_secs(5), Duration::from_secs(2));
+        let t0 = Instant::now();
+        assert!(c.write_all(&vec![0u8; 1 << 20]).await.is_err());
+        assert!((5..=6).contains(&t0.elapsed().as_secs()));
+    }
+
+    #[tokio::test]
+    async fn unarmed_writes_pass_through() {
+        let (a, _b) = tokio::io::duplex(1 << 16);
+        let mut c = ClientIo::new(a);
+        c.write_all(b"hello").await.unwrap();
+    }
+}
