@@ -43,7 +43,7 @@ fn install_panic_hook(dir: PathBuf) {
         let bt = std::backtrace::Backtrace::force_capture();
         let when = common::httpdate::format(crate::util::now());
         let text = format!("Panic at: {when}\n{info}\nthread: {}\nbacktrace:\n{bt}\n", std::thread::current().name().unwrap_or("?"));
-        let _ = std::fs::write(dir.join(PANIC_FILE), &text);
+        let _ = common::instance::write_file(&dir, PANIC_FILE, text.as_bytes(), 0o640);
         eprintln!("cache-d child: {info}");
         std::process::abort();
     }));

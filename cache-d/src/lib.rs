@@ -49,6 +49,8 @@ pub enum StartError {
     Listen { addr: String, source: std::io::Error },
     #[error(transparent)]
     Segment(#[from] common::segment::SegmentError),
+    #[error(transparent)]
+    Instance(#[from] common::instance::InstanceError),
     #[error("pid file {path}: {source}")]
     PidFile { path: PathBuf, source: std::io::Error },
     #[error("{0}")]
@@ -85,9 +87,7 @@ pub(crate) fn write_listen_file(dir: &std::path::Path, listeners: &[Listener]) -
         let a = l.socket.local_addr()?;
         text.push_str(&format!("{} {} {}\n", l.name, a.ip(), a.port()));
     }
-    let tmp = dir.join(format!("{}.tmp", instance::LISTEN_FILE));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, dir.join(instance::LISTEN_FILE))?;
+    instance::write_file(dir, instance::LISTEN_FILE, text.as_bytes(), 0o644)?;
     Ok(())
 }
 

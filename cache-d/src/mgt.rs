@@ -145,7 +145,7 @@ fn load_secret(dir: &Path, arg: Option<&Path>) -> Result<(Option<Vec<u8>>, Optio
             adm::random(&mut s);
             let path = dir.join(SECRET_FILE);
             let _ = std::fs::remove_file(&path);
-            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o640).open(&path)?;
+            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o640).custom_flags(libc::O_NOFOLLOW).open(&path)?;
             f.write_all(&s)?;
             Ok((Some(s), Some(path)))
         }
@@ -172,6 +172,9 @@ pub fn run(args: Args) -> Result<(), StartError> {
         for (i, s) in specs.iter().enumerate() {
             listeners.extend(crate::bind(s, i)?);
         }
+        // The instance dir is checked and locked before anything is
+        // written in it (see common::instance::prepare for the rules).
+        let lock = instance::prepare(&dir)?;
         let seg = Arc::new(SegmentWriter::create(&dir, params.vsl_space)?);
         let (secret, secret_path) = load_secret(&dir, args.secret.as_deref())?;
         let admin_spec = args.admin.clone().unwrap_or_else(|| "localhost:0".into());
@@ -185,15 +188,15 @@ pub fn run(args: Args) -> Result<(), StartError> {
             let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
             text.push_str(&format!("S {}\n", abs.display()));
         }
-        std::fs::write(dir.join(ADMIN_FILE), text)?;
+        instance::write_file(&dir, ADMIN_FILE, text.as_bytes(), 0o640)?;
         // Last: tools and tests take _.listen as the sign that all is set up.
         crate::write_listen_file(&dir, &listeners)?;
         if let Some(p) = &args.pidfile {
             std::fs::write(p, format!("{}\n", std::process::id())).map_err(|source| StartError::PidFile { path: p.clone(), source })?;
         }
-        Ok::<_, StartError>((listeners, seg, secret, admin))
+        Ok::<_, StartError>((listeners, seg, secret, admin, lock))
     })();
-    let (listeners, seg, secret, admin) = match started {
+    let (listeners, seg, secret, admin, _lock) = match started {
         Ok(x) => x,
         Err(e) => {
             if let Some(r) = ready {

@@ -3,10 +3,11 @@
 //! about the cache are relayed to the child.
 
 use std::fmt::Write as _;
-use std::io::{BufReader, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use common::adm::{self, status};
 
@@ -56,11 +57,54 @@ const COMMANDS: &[(&str, &str, &str, usize, usize)] = &[
     ("vcl.use", "vcl.use <configname|label>", "Switch to the named configuration immediately.", 1, 1),
 ];
 
+/// Admin sessions served at once; more are told so and closed (each costs
+/// a manager thread).
+pub const MAX_SESSIONS: usize = 32;
+/// Time a connection has to authenticate, from connect to `auth`.
+pub const AUTH_DEADLINE: Duration = Duration::from_secs(10);
+/// Idle time an authenticated session may wait between commands, and the
+/// longest a write to a session may block.
+const IDLE: Duration = Duration::from_secs(3600);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Accept admin connections forever.
 pub fn accept_loop(mgr: Arc<Mgr>, l: TcpListener) {
-    for s in l.incoming().flatten() {
-        let m = mgr.clone();
-        let _ = std::thread::Builder::new().name("cache-admin-sess".into()).spawn(move || session(m, s));
+    let live = Arc::new(AtomicUsize::new(0));
+    for mut s in l.incoming().flatten() {
+        if live.fetch_add(1, Ordering::AcqRel) >= MAX_SESSIONS {
+            live.fetch_sub(1, Ordering::AcqRel);
+            let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+            let _ = s.write_all(&adm::frame(status::CLOSE, "Too many CLI sessions"));
+            mgr.log("admin connection refused: too many sessions");
+            continue;
+        }
+        let (m, live2) = (mgr.clone(), live.clone());
+        let spawned = std::thread::Builder::new().name("cache-admin-sess".into()).spawn(move || {
+            session(m, s);
+            live2.fetch_sub(1, Ordering::AcqRel);
+        });
+        if spawned.is_err() {
+            live.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// A socket whose reads end at a deadline (the authentication phase), or
+/// after `IDLE` once there is none.
+struct Deadlined {
+    s: TcpStream,
+    until: Arc<Mutex<Option<Instant>>>,
+}
+
+impl Read for Deadlined {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let until = *self.until.lock().unwrap_or_else(|e| e.into_inner());
+        let wait = match until {
+            Some(t) => t.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()).ok_or(std::io::ErrorKind::TimedOut)?,
+            None => IDLE,
+        };
+        self.s.set_read_timeout(Some(wait))?;
+        self.s.read(buf)
     }
 }
 
@@ -82,19 +126,22 @@ pub fn banner(mgr: &Mgr) -> String {
 }
 
 fn session(mgr: Arc<Mgr>, s: TcpStream) {
-    let _ = s.set_read_timeout(Some(Duration::from_secs(3600)));
+    let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
     let Ok(out) = s.try_clone() else { return };
-    serve(&mgr, BufReader::new(s), out, mgr.secret.is_none());
+    let authed = mgr.secret.is_none();
+    let until = Arc::new(Mutex::new((!authed).then(|| Instant::now() + AUTH_DEADLINE)));
+    let input = BufReader::new(Deadlined { s, until: until.clone() });
+    serve(&mgr, input, out, authed, &|| *until.lock().unwrap_or_else(|e| e.into_inner()) = None);
 }
 
 /// `-d`: the CLI on standard input and output, already authenticated.
 /// Returns when standard input ends.
 pub fn stdin_session(mgr: Arc<Mgr>) {
-    serve(&mgr, BufReader::new(std::io::stdin()), std::io::stdout(), true);
+    serve(&mgr, BufReader::new(std::io::stdin()), std::io::stdout(), true, &|| {});
 }
 
 /// Run the protocol on one connection.
-fn serve(mgr: &Arc<Mgr>, mut input: impl std::io::BufRead, mut out: impl Write, authed: bool) {
+fn serve(mgr: &Arc<Mgr>, mut input: impl std::io::BufRead, mut out: impl Write, authed: bool, on_auth: &dyn Fn()) {
     let mut authed = authed;
     let challenge = adm::challenge();
     let hello = if authed { adm::frame(status::OK, &banner(mgr)) } else { adm::frame(status::AUTH, &adm::auth_request_body(&challenge)) };
@@ -125,6 +172,7 @@ fn serve(mgr: &Arc<Mgr>, mut input: impl std::io::BufRead, mut out: impl Write, 
                     let want = adm::auth_response(&challenge, mgr.secret.as_deref().unwrap_or_default());
                     if args[1].eq_ignore_ascii_case(&want) {
                         authed = true;
+                        on_auth();
                         (status::OK, banner(mgr))
                     } else {
                         mgr.log("admin authentication failed");

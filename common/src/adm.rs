@@ -25,6 +25,9 @@ pub mod status {
 /// Bodies longer than this are cut and 200 becomes 201 (`cli_limit`).
 pub const CLI_LIMIT: usize = 48 * 1024;
 /// Length of the authentication challenge.
+/// The largest here document a session may send (a VCL program is far
+/// smaller); a longer one ends the session.
+pub const MAX_HEREDOC: usize = 16 << 20;
 pub const CHALLENGE_LEN: usize = 32;
 
 /// Frame a response: `"%-3u %-8zu\n"`, the body, and one more `\n`.
@@ -189,9 +192,13 @@ pub fn read_command(r: &mut impl BufRead, max_line: usize, heredoc: bool) -> std
         args.pop();
         let mut doc = String::new();
         loop {
-            match read_line(r, usize::MAX)? {
+            if doc.len() > MAX_HEREDOC {
+                // The rest cannot be told from commands: end the session.
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "Here document too long"));
+            }
+            match read_line(r, MAX_HEREDOC)? {
                 None => return Ok(Some(Err("Unterminated here document"))),
-                Some(Err(e)) => return Ok(Some(Err(e))),
+                Some(Err(_)) => return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "Here document too long")),
                 Some(Ok(l)) if l == word => break,
                 Some(Ok(l)) => {
                     doc.push_str(&l);
@@ -321,6 +328,9 @@ mod tests {
         let mut r = long.as_bytes();
         assert_eq!(read_command(&mut r, 80, false).unwrap().unwrap(), Err("Line too long"));
         assert_eq!(read_command(&mut r, 80, false).unwrap().unwrap().unwrap(), vec!["ping"]);
+        let huge = format!("vcl.inline x << EOF\n{}\nEOF\n", "a".repeat(MAX_HEREDOC + 10));
+        let mut r = std::io::BufReader::new(huge.as_bytes());
+        assert!(read_command(&mut r, 4096, true).is_err());
     }
 
     #[test]

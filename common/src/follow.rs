@@ -57,6 +57,7 @@ pub fn follow(dir: &Path, opts: &Options, mut f: impl FnMut(Event<'_>) -> Flow) 
     let mut first = true;
     loop {
         // A dump also reads the log a stopped or dead daemon left behind.
+        crate::segment::exit_on_sigbus(dir);
         let opened = if opts.dump { Segment::open_any(dir) } else { Segment::open(dir) };
         let seg = match opened {
             Ok(s) => {

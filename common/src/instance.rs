@@ -8,6 +8,9 @@
 //! `/tmp/cachekit-<uid>` when that is unset. Mount it as tmpfs for the best
 //! log throughput: the segment is a memory-mapped file that lives there.
 
+use std::fs::{self, File, OpenOptions};
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The instance name used when no `-n` is given (varnishd uses `varnishd`).
@@ -45,6 +48,109 @@ pub fn resolve(name: Option<&str>) -> PathBuf {
     }
 }
 
+/// The lock file a running cache-d holds (flock) for the whole of its life.
+pub const LOCK_FILE: &str = "_.lock";
+
+/// Why an instance directory cannot be used by a daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum InstanceError {
+    #[error("instance dir {dir}: {source}")]
+    Io { dir: PathBuf, source: std::io::Error },
+    #[error("instance dir {dir} is not a directory")]
+    NotDir { dir: PathBuf },
+    #[error(
+        "instance dir {dir} belongs to uid {owner}, not to this user (uid {me}): refusing it (another user may have made it first); remove it or choose another -n"
+    )]
+    NotOwned { dir: PathBuf, owner: u32, me: u32 },
+    #[error("instance dir {dir} is writable by group or others (mode {mode:o}): run chmod go-w on it, or choose another -n")]
+    Writable { dir: PathBuf, mode: u32 },
+    #[error("another cache-d is running with instance dir {dir} (it holds {dir}/_.lock)")]
+    Locked { dir: PathBuf },
+}
+
+/// The running daemon's hold on its instance directory (an exclusive flock
+/// on `_.lock`, released when the process ends, however it ends).
+#[derive(Debug)]
+pub struct InstanceLock {
+    _file: File,
+}
+
+/// Make (if needed), check and lock an instance directory for a daemon.
+///
+/// The rules: the directory (and a symlink to it, if it is one) belongs to
+/// the user running cache-d and is not writable by group or others; its
+/// parent belongs to that user or root and is not writable by others
+/// unless sticky (as /tmp). So nobody else can have made it first, plant a
+/// file or symlink in it, or swap it. Then an exclusive lock: of two
+/// daemons started at the same instant on one directory, one gets it and
+/// the other is refused before touching anything.
+pub fn prepare(dir: &Path) -> Result<InstanceLock, InstanceError> {
+    let io = |source| InstanceError::Io { dir: dir.to_path_buf(), source };
+    fs::DirBuilder::new().recursive(true).mode(0o750).create(dir).map_err(io)?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let link = fs::symlink_metadata(dir).map_err(io)?;
+    if link.file_type().is_symlink() && link.uid() != me && link.uid() != 0 {
+        return Err(InstanceError::NotOwned { dir: dir.to_path_buf(), owner: link.uid(), me });
+    }
+    let meta = fs::metadata(dir).map_err(io)?;
+    if !meta.is_dir() {
+        return Err(InstanceError::NotDir { dir: dir.to_path_buf() });
+    }
+    if meta.uid() != me {
+        return Err(InstanceError::NotOwned { dir: dir.to_path_buf(), owner: meta.uid(), me });
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(InstanceError::Writable { dir: dir.to_path_buf(), mode });
+    }
+    if let Some(parent) = fs::canonicalize(dir).ok().and_then(|d| d.parent().map(Path::to_path_buf)) {
+        let p = fs::metadata(&parent).map_err(io)?;
+        let pmode = p.permissions().mode() & 0o7777;
+        if p.uid() != me && p.uid() != 0 {
+            return Err(InstanceError::NotOwned { dir: parent, owner: p.uid(), me });
+        }
+        if pmode & 0o022 != 0 && pmode & 0o1000 == 0 {
+            return Err(InstanceError::Writable { dir: parent, mode: pmode });
+        }
+    }
+    let path = dir.join(LOCK_FILE);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o640)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(io)?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid descriptor.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => InstanceError::Locked { dir: dir.to_path_buf() },
+            _ => io(e),
+        });
+    }
+    let _ = file.set_len(0);
+    let _ = writeln!(file, "{}", std::process::id());
+    Ok(InstanceLock { _file: file })
+}
+
+/// Write `name` in the instance dir as a whole: a fresh temporary file
+/// (never a planted one: O_EXCL, no symlink followed) renamed into place.
+pub fn write_file(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    let mut f = OpenOptions::new().write(true).create_new(true).mode(mode).custom_flags(libc::O_NOFOLLOW).open(&tmp)?;
+    let done = f.write_all(bytes).and_then(|_| fs::rename(&tmp, dir.join(name)));
+    if done.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    done
+}
+
 /// Path of the segment file of an instance directory.
 pub fn segment_path(dir: &Path) -> PathBuf {
     dir.join(SEGMENT_FILE)
@@ -57,6 +163,36 @@ mod tests {
     #[test]
     fn absolute_paths_are_kept() {
         assert_eq!(resolve(Some("/srv/cache")), PathBuf::from("/srv/cache"));
+    }
+
+    #[test]
+    fn instance_dirs_are_checked_and_locked() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("i");
+        let lock = prepare(&dir).unwrap();
+        assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o750);
+        assert!(matches!(prepare(&dir), Err(InstanceError::Locked { .. })));
+        drop(lock);
+        let again = prepare(&dir).unwrap();
+        drop(again);
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = prepare(&dir).unwrap_err();
+        assert!(matches!(e, InstanceError::Writable { .. }) && e.to_string().contains(dir.to_str().unwrap()), "{e}");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o750)).unwrap();
+        // A planted symlink in place of the lock file is not followed.
+        fs::remove_file(dir.join(LOCK_FILE)).unwrap();
+        std::os::unix::fs::symlink(t.path().join("victim"), dir.join(LOCK_FILE)).unwrap();
+        assert!(prepare(&dir).is_err());
+        assert!(!t.path().join("victim").exists());
+        fs::remove_file(dir.join(LOCK_FILE)).unwrap();
+        // Files are written whole, through a fresh temporary file.
+        std::os::unix::fs::symlink(t.path().join("victim2"), dir.join(".x.tmp")).unwrap();
+        write_file(&dir, "x", b"hello", 0o640).unwrap();
+        assert_eq!(fs::read(dir.join("x")).unwrap(), b"hello");
+        assert!(!t.path().join("victim2").exists());
+        // Not a directory.
+        fs::write(t.path().join("f"), b"").unwrap();
+        assert!(prepare(&t.path().join("f")).is_err());
     }
 
     #[test]

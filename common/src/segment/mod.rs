@@ -55,7 +55,7 @@ mod reader;
 mod tests;
 mod writer;
 
-pub use reader::{CounterInfo, Health, Segment};
+pub use reader::{exit_on_sigbus, CounterInfo, Health, Segment};
 pub use writer::SegmentWriter;
 
 pub const MAGIC: [u8; 8] = *b"CKITSEG\0";
@@ -115,6 +115,10 @@ pub enum SegmentError {
     Stopped { dir: PathBuf },
     #[error("another cache-d (pid {pid}) is running with instance dir {dir}")]
     InUse { dir: PathBuf, pid: u32 },
+    #[error("cannot reserve {bytes} bytes for the segment in {dir}: {source} (free space there, or lower vsl_space)")]
+    NoSpace { dir: PathBuf, bytes: u64, source: std::io::Error },
+    #[error("the segment in {dir} shrank to {len} bytes under this reader (truncated by another program?)")]
+    Shrunk { dir: PathBuf, len: u64 },
 }
 
 impl SegmentError {

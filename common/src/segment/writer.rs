@@ -50,8 +50,23 @@ impl SegmentWriter {
         let ring_size = ring::ring_size_for(ring_bytes);
         let layout = Layout::new(counters::TABLE.len() + DYN_SLOTS, ring_size);
         let tmp = dir.join(format!("{}.{}.tmp", instance::SEGMENT_FILE, std::process::id()));
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).mode(0o640).open(&tmp).map_err(io_err(&tmp))?;
+        // A fresh file, never one planted in our place (no symlink followed).
+        let _ = fs::remove_file(&tmp);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o640)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+            .map_err(io_err(&tmp))?;
         file.set_len(layout.file_len as u64).map_err(io_err(&tmp))?;
+        // Reserve the blocks now: a full tmpfs fails here, with a message,
+        // not later with SIGBUS in the middle of serving.
+        if let Err(source) = reserve(&file, layout.file_len as u64) {
+            let _ = fs::remove_file(&tmp);
+            return Err(SegmentError::NoSpace { dir: dir.to_path_buf(), bytes: layout.file_len as u64, source });
+        }
         let inode = file.metadata().map_err(io_err(&tmp))?.ino();
         // SAFETY: the file is ours, freshly created, and sized above.
         let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(io_err(&tmp))?;
@@ -323,4 +338,17 @@ fn my_shard() -> usize {
         })
         // During thread teardown: the shared shard.
         .unwrap_or(0)
+}
+
+/// Allocate every block of the file's first `len` bytes.
+fn reserve(file: &std::fs::File, len: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let len = libc::off_t::try_from(len).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: a valid descriptor; posix_fallocate has no other preconditions.
+    match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) } {
+        0 => Ok(()),
+        // A file system that cannot preallocate: the pages come on use.
+        libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
+        e => Err(std::io::Error::from_raw_os_error(e)),
+    }
 }
