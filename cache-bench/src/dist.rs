@@ -2,24 +2,35 @@
 //! coordinator in `cache-bench run --agents ...`, and `cache-bench merge`.
 //!
 //! Protocol (JSON lines over TCP):
-//! 1. agent → `{"hello":"cache-bench","version":V,"proto":1,"nonce":HEX}`
-//! 2. coordinator → `{"auth":HEX,"plan":PLAN,"label":L,"name":N}` where
-//!    auth = HMAC-SHA256(secret, nonce ‖ plan as sent), so only a
-//!    coordinator holding the shared secret can make an agent send load,
-//!    and the plan cannot be swapped on the way;
-//! 3. agent → `{"ready":true}` (or `{"error":...}`);
-//! 4. once every agent is ready, coordinator → `{"start_unix_ms":T}` to
-//!    all, T a little ahead; at T each runs its share of the plan, sending
-//!    `{"tick":{...}}` each second and finally `{"result":RESULT}` — its
-//!    full histograms and series, also written to its own result file, so
-//!    `cache-bench merge` rebuilds the totals.
+//! 1. agent → `{"hello":"cache-bench","version":V,"proto":2,"nonce":HEX}`
+//! 2. coordinator → `{"msg":{"plan":PLAN,"label":L,"name":N},"mac":HEX}`
+//!    (each msg travels as its JSON text in a string, signed as sent);
+//! 3. agent → `{"msg":{"ready":true},"mac":..}` (or `{"error":...}`);
+//! 4. once every agent is ready, coordinator → `{"msg":{"start_unix_ms":T},"mac":..}`
+//!    to all, T a little ahead; at T each runs its share of the plan,
+//!    sending `{"msg":{"tick":{...}},..}` each second and finally
+//!    `{"msg":{"result":RESULT},..}` — its full histograms and series, also
+//!    written to its own result file, so `cache-bench merge` rebuilds the
+//!    totals. The coordinator may send `{"msg":{"stop":true},..}` at any
+//!    time.
+//!
+//! Every message after the hello carries mac = HMAC-SHA256(secret,
+//! direction ‖ nonce ‖ msg as sent), direction "c" from the coordinator and
+//! "a" from the agent: only a coordinator holding the shared secret can
+//! make an agent send load, start or stop, a message cannot be altered or
+//! replayed into another session (the nonce) or reflected back. Before
+//! authentication an agent reads one line of at most [`MAX_PLAN_LINE`]
+//! bytes within [`HANDSHAKE`]; it handshakes with any number of
+//! connections at once (an idle one blocks nobody) and runs for one
+//! coordinator at a time (others are told it is busy). A start time more
+//! than [`START_SKEW`] from the agent's clock is refused.
 //!
 //! The coordinator merges the agents' histograms exactly; an agent that
 //! disconnects before its result is reported and fails the run.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -33,7 +44,18 @@ use crate::plan::Plan;
 use crate::report::{self, Meta};
 use crate::stats::Recorder;
 
-pub const PROTO: u64 = 1;
+pub const PROTO: u64 = 2;
+/// Longest line an agent reads before authentication (the plan, with its
+/// URL list).
+pub const MAX_PLAN_LINE: u64 = 32 << 20;
+/// Longest line after it (a result carries every histogram of the run).
+const MAX_LINE: u64 = 1 << 30;
+/// Time a connection has, from connect, to hand an agent a signed plan.
+pub const HANDSHAKE: Duration = Duration::from_secs(10);
+/// How far from the agent's clock a start time may be.
+pub const START_SKEW: Duration = Duration::from_secs(60);
+/// Handshakes an agent holds at once; more connections are closed.
+const MAX_HANDSHAKES: usize = 64;
 /// Agents start this long after the coordinator sends the start time
 /// (room for the message to reach every agent).
 pub const START_DELAY: Duration = Duration::from_millis(500);
@@ -104,90 +126,208 @@ fn send(w: &mut TcpStream, v: &Value) -> std::io::Result<()> {
     w.write_all(&line)
 }
 
-fn recv(r: &mut BufReader<TcpStream>) -> Result<Value> {
-    let mut line = String::new();
-    if r.read_line(&mut line)? == 0 {
+/// One end of an authenticated session: the secret, the agent's nonce and
+/// which way this end sends ("c" coordinator, "a" agent).
+#[derive(Clone)]
+struct Keys {
+    secret: Arc<Vec<u8>>,
+    nonce: String,
+    me: &'static str,
+}
+
+impl Keys {
+    fn mac(&self, dir: &str, msg: &str) -> String {
+        hex(&hmac(&self.secret, format!("{dir}{}{msg}", self.nonce).as_bytes()))
+    }
+
+    /// The message travels as JSON text inside a string, so the MAC covers
+    /// exactly the bytes sent (a number re-serialised after parsing need
+    /// not come out the same).
+    fn send(&self, w: &mut TcpStream, msg: Value) -> std::io::Result<()> {
+        let text = serde_json::to_string(&msg)?;
+        let mac = self.mac(self.me, &text);
+        send(w, &json!({ "msg": text, "mac": mac }))
+    }
+
+    /// The message of a signed line from the other end; an unsigned or
+    /// badly signed one is an error (an error report from the other end
+    /// is passed on as one).
+    fn open(&self, v: Value) -> Result<Value> {
+        if let Some(e) = v.get("error") {
+            bail!("{}", e.as_str().unwrap_or("refused"));
+        }
+        let (Some(msg), Some(mac)) = (v.get("msg").and_then(Value::as_str), v.get("mac").and_then(Value::as_str)) else {
+            bail!("an unsigned message");
+        };
+        let other = if self.me == "c" { "a" } else { "c" };
+        let want = self.mac(other, msg);
+        if !same(want.as_bytes(), mac.as_bytes()) {
+            bail!("a message with a bad signature (not the same secret, or altered on the way)");
+        }
+        Ok(serde_json::from_str(msg)?)
+    }
+}
+
+/// Read one JSON line of at most `max` bytes.
+fn recv<R: BufRead>(r: &mut R, max: u64) -> Result<Value> {
+    let mut line = Vec::new();
+    let n = std::io::Read::take(&mut *r, max).read_until(b'\n', &mut line)?;
+    if n == 0 {
         bail!("connection closed");
     }
-    Ok(serde_json::from_str(&line)?)
+    if line.last() != Some(&b'\n') && n as u64 >= max {
+        bail!("a line longer than {max} bytes");
+    }
+    Ok(serde_json::from_slice(&line)?)
+}
+
+/// A socket whose reads end at a deadline (the handshake), else after an
+/// idle time (None: wait as long as it takes).
+struct Deadlined {
+    s: TcpStream,
+    until: Option<Instant>,
+    idle: Option<Duration>,
+}
+
+impl std::io::Read for Deadlined {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let wait = match self.until {
+            Some(t) => {
+                Some(t.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()).ok_or(std::io::ErrorKind::TimedOut)?)
+            }
+            None => self.idle,
+        };
+        self.s.set_read_timeout(wait)?;
+        self.s.read(buf)
+    }
 }
 
 // ---------------------------------------------------------------- agent
 
-/// Serve coordinators one at a time, forever (or for one run: the exit
-/// status then says whether it went well).
+/// Serve coordinators, one run at a time, forever (or for one run: the
+/// exit status then says whether it went well).
 pub fn agent(listen: &str, secret: &[u8], out_dir: &str, once: bool) -> Result<i32> {
     let l = TcpListener::bind(listen).with_context(|| format!("cannot listen on {listen}"))?;
     println!("cache-bench agent listening on {}", l.local_addr()?);
     let _ = std::io::stdout().flush();
-    for s in l.incoming() {
-        let Ok(s) = s else { continue };
-        let peer = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-        let mut ran = false;
-        let ok = match serve_one(s, secret, out_dir, &mut ran) {
-            Ok(file) => {
-                eprintln!("cache-bench agent: run for {peer} done, result in {file}");
-                true
+    let secret = Arc::new(secret.to_vec());
+    let busy = Arc::new(AtomicBool::new(false));
+    let handshakes = Arc::new(AtomicUsize::new(0));
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<bool>();
+    let out_dir = out_dir.to_string();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { continue };
+            if handshakes.fetch_add(1, Ordering::AcqRel) >= MAX_HANDSHAKES {
+                handshakes.fetch_sub(1, Ordering::AcqRel);
+                continue; // dropped: too many connections at once
             }
-            Err(e) => {
-                eprintln!("cache-bench agent: {peer}: {e:#}");
-                false
-            }
-        };
-        // A connection refused before its run (no secret, a port scan)
-        // does not end a one-run agent.
-        if once && ran {
-            return Ok(if ok { 0 } else { 1 });
+            let (secret, busy, handshakes, done, out_dir) = (secret.clone(), busy.clone(), handshakes.clone(), done_tx.clone(), out_dir.clone());
+            std::thread::spawn(move || {
+                let peer = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+                let mut ran = false;
+                let r = serve_one(s, &secret, &out_dir, &busy, &handshakes, &mut ran);
+                let ok = match r {
+                    Ok(file) => {
+                        eprintln!("cache-bench agent: run for {peer} done, result in {file}");
+                        true
+                    }
+                    Err(e) => {
+                        eprintln!("cache-bench agent: {peer}: {e:#}");
+                        false
+                    }
+                };
+                // A connection refused before its run (no secret, a port
+                // scan) does not end a one-run agent.
+                if ran {
+                    let _ = done.send(ok);
+                }
+            });
+        }
+    });
+    loop {
+        match done_rx.recv() {
+            Ok(ok) if once => return Ok(if ok { 0 } else { 1 }),
+            Ok(_) => {}
+            Err(_) => return Ok(0),
         }
     }
-    Ok(0)
 }
 
-fn serve_one(s: TcpStream, secret: &[u8], out_dir: &str, ran: &mut bool) -> Result<String> {
-    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+/// One connection: handshake (bounded in size and time), then, if no other
+/// run is going on, the run.
+fn serve_one(s: TcpStream, secret: &Arc<Vec<u8>>, out_dir: &str, busy: &AtomicBool, handshakes: &AtomicUsize, ran: &mut bool) -> Result<String> {
     let mut w = s.try_clone()?;
-    let mut r = BufReader::new(s);
-    let nonce = nonce();
-    send(&mut w, &json!({ "hello": "cache-bench", "version": env!("CARGO_PKG_VERSION"), "proto": PROTO, "nonce": nonce }))?;
-    let msg = recv(&mut r)?;
+    w.set_write_timeout(Some(Duration::from_secs(30)))?;
+    let mut r = BufReader::new(Deadlined { s, until: Some(Instant::now() + HANDSHAKE), idle: None });
+    let keys = Keys { secret: secret.clone(), nonce: nonce(), me: "a" };
+    let hs = (|| -> Result<Value> {
+        send(&mut w, &json!({ "hello": "cache-bench", "version": env!("CARGO_PKG_VERSION"), "proto": PROTO, "nonce": keys.nonce }))?;
+        let first = recv(&mut r, MAX_PLAN_LINE)?;
+        keys.open(first).map_err(|e| anyhow!("a coordinator failed to authenticate: {e}"))
+    })();
+    handshakes.fetch_sub(1, Ordering::AcqRel);
+    let msg = match hs {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = send(&mut w, &json!({ "error": "authentication failed: not the same secret" }));
+            return Err(e);
+        }
+    };
     let plan_v = msg.get("plan").cloned().ok_or_else(|| anyhow!("no plan"))?;
-    let plan_text = serde_json::to_string(&plan_v)?;
-    let want = hmac(secret, format!("{nonce}{plan_text}").as_bytes());
-    let got = msg["auth"].as_str().unwrap_or("");
-    if !same(hex(&want).as_bytes(), got.as_bytes()) {
-        let _ = send(&mut w, &json!({ "error": "authentication failed: not the same secret" }));
-        bail!("a coordinator failed to authenticate");
-    }
     let plan: Plan = serde_json::from_value(plan_v)?;
     if let Err(e) = plan.target() {
         let _ = send(&mut w, &json!({ "error": format!("{e:#}") }));
         bail!("bad plan: {e:#}");
     }
+    if busy.swap(true, Ordering::AcqRel) {
+        let _ = send(&mut w, &json!({ "error": "busy: this agent is running for another coordinator" }));
+        bail!("refused a second coordinator while busy");
+    }
+    let r = run_plan(plan, &msg, &keys, w, r, out_dir, ran);
+    busy.store(false, Ordering::Release);
+    r
+}
+
+fn run_plan(plan: Plan, msg: &Value, keys: &Keys, mut w: TcpStream, mut r: BufReader<Deadlined>, out_dir: &str, ran: &mut bool) -> Result<String> {
     let label = msg["label"].as_str().unwrap_or("").to_string();
     let name = msg["name"].as_str().unwrap_or("agent").to_string();
-    send(&mut w, &json!({ "ready": true }))?;
-    let go = recv(&mut r).context("no start from the coordinator")?;
+    keys.send(&mut w, json!({ "ready": true }))?;
+    // The start comes once every agent is ready: allow the slowest a while.
+    r.get_mut().until = Some(Instant::now() + Duration::from_secs(60));
+    let go = keys.open(recv(&mut r, MAX_LINE).context("no start from the coordinator")?)?;
     let start_ms = go["start_unix_ms"].as_u64().ok_or_else(|| anyhow!("no start time"))?;
-    *ran = true;
     let now = unix_ms();
+    if start_ms.abs_diff(now) > START_SKEW.as_millis() as u64 {
+        let _ = send(&mut w, &json!({ "error": "start time too far from this host's clock (check NTP)" }));
+        bail!("a start time {} ms from this host's clock (more than {:?}): refused", start_ms as i128 - now as i128, START_SKEW);
+    }
+    *ran = true;
     let start = if start_ms > now { Instant::now() + Duration::from_millis(start_ms - now) } else { Instant::now() };
     let live = Arc::new(Live::default());
-    // The coordinator may end the run early ({"stop":true}, Ctrl-C
-    // there) or go away (EOF): either way, stop.
+    // The coordinator may end the run early (a signed stop, Ctrl-C
+    // there) or go away (EOF): either way, stop. Unsigned lines are
+    // ignored.
     {
-        let (live, mut r) = (live.clone(), r);
-        let _ = r.get_ref().set_read_timeout(None);
-        std::thread::spawn(move || {
-            let _ = recv(&mut r);
-            live.stop.store(true, Ordering::Relaxed);
+        let (live, mut r, keys) = (live.clone(), r, keys.clone());
+        r.get_mut().until = None;
+        std::thread::spawn(move || loop {
+            match recv(&mut r, MAX_PLAN_LINE) {
+                Ok(v) => match keys.open(v) {
+                    Ok(m) if m.get("stop").is_some() => break live.stop.store(true, Ordering::Relaxed),
+                    _ => continue,
+                },
+                Err(_) => break live.stop.store(true, Ordering::Relaxed),
+            }
         });
     }
     let l = live.clone();
     let mut ticks = w.try_clone()?;
+    let tick_keys = keys.clone();
     let rec = engine::run(&plan, Some(start), live, &mut |t| {
         let tick = json!({ "tick": { "elapsed": t.elapsed, "requests": t.requests, "errors": t.errors, "rps": t.rps } });
         // The coordinator is gone: stop sending load for nobody.
-        if send(&mut ticks, &tick).is_err() {
+        if tick_keys.send(&mut ticks, tick).is_err() {
             l.stop.store(true, Ordering::Relaxed);
         }
     })?;
@@ -207,7 +347,7 @@ fn serve_one(s: TcpStream, secret: &[u8], out_dir: &str, ran: &mut bool) -> Resu
     };
     let file = ResultFile { kind: "cache-bench-result".into(), version: 1, agent: name.clone(), meta, elapsed_s: elapsed, recorder: rec };
     let safe = |s: &str| {
-        let s: String = s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+        let s: String = s.chars().take(64).map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
         if s.is_empty() {
             "run".to_string()
         } else {
@@ -216,7 +356,7 @@ fn serve_one(s: TcpStream, secret: &[u8], out_dir: &str, ran: &mut bool) -> Resu
     };
     let path = std::path::Path::new(out_dir).join(format!("cache-bench-result-{}-{}-{start_ms}.json", safe(&label), safe(&name)));
     std::fs::write(&path, serde_json::to_vec(&file)?).with_context(|| format!("cannot write {}", path.display()))?;
-    send(&mut w, &json!({ "result": file }))?;
+    keys.send(&mut w, json!({ "result": file }))?;
     Ok(path.display().to_string())
 }
 
@@ -244,6 +384,7 @@ pub fn coordinate(
     if agents.is_empty() {
         bail!("--agents: no agent given");
     }
+    let secret = Arc::new(secret.to_vec());
     // Connect, check versions, hand out the plans.
     let mut conns = Vec::new();
     for (i, a) in agents.iter().enumerate() {
@@ -252,7 +393,7 @@ pub fn coordinate(
         s.set_read_timeout(Some(Duration::from_secs(10)))?;
         let mut w = s.try_clone()?;
         let mut r = BufReader::new(s);
-        let hello = recv(&mut r).with_context(|| format!("agent {a} did not greet"))?;
+        let hello = recv(&mut r, MAX_PLAN_LINE).with_context(|| format!("agent {a} did not greet"))?;
         if hello["hello"] != "cache-bench" {
             bail!("{a} is not a cache-bench agent");
         }
@@ -261,37 +402,34 @@ pub fn coordinate(
             bail!("agent {a} runs cache-bench {v}, this is {}: use the same release everywhere", env!("CARGO_PKG_VERSION"));
         }
         let share = serde_json::to_value(plan.share(i, agents.len()))?;
-        let text = serde_json::to_string(&share)?;
-        let auth = hex(&hmac(secret, format!("{}{text}", hello["nonce"].as_str().unwrap_or("")).as_bytes()));
-        send(&mut w, &json!({ "auth": auth, "plan": share, "label": label, "name": a }))?;
-        conns.push((a.clone(), w, r));
+        let keys = Keys { secret: secret.clone(), nonce: hello["nonce"].as_str().unwrap_or("").to_string(), me: "c" };
+        keys.send(&mut w, json!({ "plan": share, "label": label, "name": a }))?;
+        conns.push((a.clone(), w, r, keys));
     }
-    for (a, _, r) in conns.iter_mut() {
-        let m = recv(r).with_context(|| format!("agent {a} did not answer the plan"))?;
-        if let Some(e) = m.get("error") {
-            bail!("agent {a}: {}", e.as_str().unwrap_or("refused"));
-        }
+    for (a, _, r, keys) in conns.iter_mut() {
+        let m = recv(r, MAX_LINE).with_context(|| format!("agent {a} did not answer the plan"))?;
+        keys.open(m).with_context(|| format!("agent {a}"))?;
     }
     // All ready: one start time for all.
     let start_ms = unix_ms() + START_DELAY.as_millis() as u64;
-    for (a, w, _) in conns.iter_mut() {
-        send(w, &json!({ "start_unix_ms": start_ms })).with_context(|| format!("agent {a}"))?;
+    for (a, w, _, keys) in conns.iter_mut() {
+        keys.send(w, json!({ "start_unix_ms": start_ms })).with_context(|| format!("agent {a}"))?;
     }
     on_start(Instant::now() + START_DELAY)?;
     // Collect ticks and results, one reader per agent.
     let length = plan.length_s();
-    let wait = Duration::from_secs_f64(length.unwrap_or(3600.0) + plan.timeout_s + 30.0);
+    let wait = Duration::try_from_secs_f64(length.unwrap_or(3600.0) + plan.timeout_s + 30.0).unwrap_or(Duration::from_secs(86400 * 366));
     let ticks: Arc<Mutex<Vec<engine::Tick>>> =
         Arc::new(Mutex::new(vec![engine::Tick { elapsed: 0.0, requests: 0, errors: 0, rps: 0.0 }; conns.len()]));
     let mut readers = Vec::new();
     let mut writers = Vec::new();
-    for (i, (a, w, mut r)) in conns.into_iter().enumerate() {
-        writers.push(w);
+    for (i, (a, w, mut r, keys)) in conns.into_iter().enumerate() {
+        writers.push((w, keys.clone()));
         let ticks = ticks.clone();
         r.get_ref().set_read_timeout(Some(wait))?;
         readers.push(std::thread::spawn(move || -> (String, Option<ResultFile>) {
             loop {
-                match recv(&mut r) {
+                match recv(&mut r, MAX_LINE).and_then(|v| keys.open(v)) {
                     Ok(m) => {
                         if let Some(t) = m.get("tick") {
                             let mut all = ticks.lock().unwrap_or_else(|e| e.into_inner());
@@ -317,8 +455,8 @@ pub fn coordinate(
         std::thread::sleep(Duration::from_millis(200));
         if crate::run::interrupted() && !stopped {
             // End the run early everywhere; the agents still report.
-            for w in writers.iter_mut() {
-                let _ = send(w, &json!({ "stop": true }));
+            for (w, keys) in writers.iter_mut() {
+                let _ = keys.send(w, json!({ "stop": true }));
             }
             stopped = true;
         }
@@ -405,5 +543,77 @@ mod tests {
         let mac = hmac(b"Jefe", b"what do ya want for nothing?");
         assert_eq!(hex(&mac), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
         assert!(same(b"abc", b"abc") && !same(b"abc", b"abd") && !same(b"ab", b"abc"));
+    }
+
+    fn keys(me: &'static str) -> Keys {
+        Keys { secret: Arc::new(b"secret!!".to_vec()), nonce: "n1".into(), me }
+    }
+
+    /// A signed line as `k` sends it.
+    fn line(k: &Keys, msg: Value) -> Value {
+        let text = serde_json::to_string(&msg).unwrap();
+        json!({ "msg": text, "mac": k.mac(k.me, &text) })
+    }
+
+    #[test]
+    fn only_signed_messages_from_the_other_end_open() {
+        let (c, a) = (keys("c"), keys("a"));
+        let stop = line(&c, json!({ "stop": true, "x": 0.1 + 0.2 }));
+        assert_eq!(a.open(stop.clone()).unwrap()["stop"], true);
+        // Unsigned, altered, reflected back, another session, another secret.
+        assert!(a.open(json!({ "stop": true })).is_err());
+        let mut altered = stop.clone();
+        altered["msg"] = json!("{\"stop\":false}");
+        assert!(a.open(altered).is_err());
+        assert!(c.open(stop.clone()).is_err(), "a coordinator's message reflected to it");
+        let other = Keys { nonce: "n2".into(), ..keys("a") };
+        assert!(other.open(stop.clone()).is_err(), "replayed into another session");
+        let wrong = Keys { secret: Arc::new(b"another secret".to_vec()), ..keys("a") };
+        assert!(wrong.open(stop).is_err());
+        assert!(a.open(json!({ "error": "busy" })).unwrap_err().to_string().contains("busy"));
+    }
+
+    #[test]
+    fn lines_are_bounded() {
+        let long = vec![b'x'; 1000];
+        assert!(recv(&mut &long[..], 100).unwrap_err().to_string().contains("longer than 100"));
+        assert_eq!(recv(&mut &b"{\"a\":1}\n"[..], 100).unwrap()["a"], 1);
+        assert!(recv(&mut &b""[..], 100).is_err());
+    }
+
+    /// A fake coordinator against a real agent session on loopback.
+    fn session(start_in_ms: i64) -> (Result<String>, Value) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let secret = Arc::new(b"secret!!".to_vec());
+        let s2 = secret.clone();
+        let agent = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let (busy, hs) = (AtomicBool::new(false), AtomicUsize::new(1));
+            let dir = std::env::temp_dir();
+            serve_one(s, &s2, dir.to_str().unwrap(), &busy, &hs, &mut false)
+        });
+        let mut w = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut r = BufReader::new(w.try_clone().unwrap());
+        let hello = recv(&mut r, 1 << 20).unwrap();
+        let k = Keys { secret, nonce: hello["nonce"].as_str().unwrap().into(), me: "c" };
+        let mut plan = crate::plan::tests_plan();
+        plan.urls = vec![format!("http://127.0.0.1:{port}/")];
+        plan.duration_s = Some(0.1);
+        send(&mut w, &line(&k, json!({ "plan": plan, "label": "t", "name": "a" }))).unwrap();
+        k.open(recv(&mut r, 1 << 20).unwrap()).unwrap();
+        let start = (unix_ms() as i64 + start_in_ms) as u64;
+        send(&mut w, &line(&k, json!({ "start_unix_ms": start }))).unwrap();
+        let answer = recv(&mut r, 1 << 30).unwrap_or(Value::Null);
+        (agent.join().unwrap(), answer)
+    }
+
+    #[test]
+    fn an_absurd_start_time_is_refused() {
+        let (r, answer) = session(365 * 86400 * 1000);
+        assert!(r.unwrap_err().to_string().contains("start time"));
+        assert!(answer["error"].as_str().unwrap().contains("clock"));
+        let (r, _) = session(-3_600_000);
+        assert!(r.is_err());
     }
 }

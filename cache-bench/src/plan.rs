@@ -21,11 +21,14 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
         "h" => v * 3600.0,
         _ => bail!("bad duration unit in \"{s}\" (s, ms, us, m or h)"),
     };
-    if !secs.is_finite() || secs < 0.0 {
-        bail!("bad duration \"{s}\"");
+    if !secs.is_finite() || secs < 0.0 || secs > MAX_SECS {
+        bail!("bad duration \"{s}\" (0 to a year)");
     }
     Ok(Duration::from_secs_f64(secs))
 }
+
+/// The longest duration anything in a plan may take (a year).
+pub const MAX_SECS: f64 = 365.0 * 86400.0;
 
 /// How the next URL is chosen from the list.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -146,7 +149,29 @@ impl Plan {
         if self.conns == 0 || self.threads == 0 {
             bail!("-c and -t must be at least 1");
         }
+        self.check_bounds()?;
         Ok(Target { addr, requests, head: self.method.eq_ignore_ascii_case("HEAD") })
+    }
+
+    /// Numbers a plan may carry (from the command line, or from a
+    /// coordinator over the network): finite, and within what one host can
+    /// do, so no later arithmetic overflows or waits forever.
+    fn check_bounds(&self) -> Result<()> {
+        let secs_ok = |s: f64| s.is_finite() && (0.0..=MAX_SECS).contains(&s);
+        if self.conns > 1_000_000 || self.threads > 4096 {
+            bail!("-c {} / -t {}: more than one host can open", self.conns, self.threads);
+        }
+        if !self.duration_s.is_none_or(secs_ok) || !self.length_s().is_none_or(secs_ok) {
+            bail!("the run's length must be between 0 and a year");
+        }
+        if !(self.timeout_s.is_finite() && self.timeout_s > 0.0 && self.timeout_s <= 86400.0) {
+            bail!("--timeout must be between 0 and a day");
+        }
+        let rate_ok = |r: f64| r.is_finite() && (0.0..=1e9).contains(&r);
+        if !self.rate.is_none_or(rate_ok) || !self.stages.iter().all(|st| rate_ok(st.rate) && secs_ok(st.secs)) {
+            bail!("rates must be between 0 and 1e9 requests per second");
+        }
+        Ok(())
     }
 
     fn request_bytes(&self, path: &str, host: &str) -> Vec<u8> {
@@ -163,6 +188,30 @@ impl Plan {
             bytes.extend_from_slice(b.as_bytes());
         }
         bytes
+    }
+}
+
+/// A small valid plan, for other modules' tests.
+#[cfg(test)]
+pub(crate) fn tests_plan() -> Plan {
+    Plan {
+        urls: vec!["http://127.0.0.1:8080/".into()],
+        pick: Pick::Seq,
+        conns: 1,
+        threads: 1,
+        duration_s: Some(1.0),
+        count: None,
+        rate: None,
+        stages: vec![],
+        requests_per_conn: None,
+        method: "GET".into(),
+        headers: vec![],
+        body: None,
+        host: None,
+        expect_status: None,
+        expect_size: None,
+        timeout_s: 5.0,
+        seed: 1,
     }
 }
 
@@ -374,6 +423,24 @@ mod tests {
         // Monotonic.
         let times: Vec<f64> = (0..15000).map(|i| s.time_of(i).unwrap()).collect();
         assert!(times.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn absurd_numbers_are_refused() {
+        for f in [
+            |p: &mut Plan| p.duration_s = Some(1e300),
+            |p: &mut Plan| p.duration_s = Some(f64::NAN),
+            |p: &mut Plan| p.rate = Some(f64::INFINITY),
+            |p: &mut Plan| p.timeout_s = 1e300,
+            |p: &mut Plan| p.conns = usize::MAX,
+            |p: &mut Plan| p.stages = vec![Stage { secs: 1e300, rate: 1.0 }],
+        ] {
+            let mut p = plan();
+            f(&mut p);
+            assert!(p.target().is_err());
+        }
+        assert!(parse_duration("1e300s").is_err());
+        assert!(plan().target().is_ok());
     }
 
     #[test]

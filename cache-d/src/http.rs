@@ -369,7 +369,7 @@ pub async fn prefill<S: AsyncRead + AsyncWrite + Unpin>(
         let enough = match framing {
             Framing::None | Framing::Eof => true,
             Framing::Length(n) => src.buf.len() as u64 >= n.min(limit as u64),
-            Framing::Chunked => src.buf.len() >= limit || chunked_end(&src.buf).is_some(),
+            Framing::Chunked => src.buf.len() >= limit || !matches!(chunked_end(&src.buf), Ok(None)),
         };
         if enough {
             return Ok(());
@@ -383,31 +383,36 @@ pub async fn prefill<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// Where a chunked body that starts `buf` ends (trailers included), or
-/// None while it is incomplete or malformed (the transfer reports that).
-pub fn chunked_end(buf: &[u8]) -> Option<usize> {
+/// Where a chunked body that starts `buf` ends (trailers included):
+/// Ok(None) while it is incomplete, Err(()) when it is malformed (the
+/// transfer then reports that, with a 400).
+#[allow(clippy::result_unit_err)]
+pub fn chunked_end(buf: &[u8]) -> Result<Option<usize>, ()> {
     let mut at = 0usize;
-    let line = |at: usize| buf.get(at..)?.iter().position(|&b| b == b'\n').map(|i| (at, at + i + 1));
+    let line = |at: usize| buf.get(at..).and_then(|b| b.iter().position(|&c| c == b'\n')).map(|i| (at, at + i + 1));
     loop {
-        let (start, next) = line(at)?;
+        let Some((start, next)) = line(at) else { return Ok(None) };
         let text = &buf[start..next];
-        let hex = text.split(|&b| b == b';' || b == b'\r' || b == b'\n').next()?.trim_ascii();
+        let hex = text.split(|&b| b == b';' || b == b'\r' || b == b'\n').next().unwrap_or_default().trim_ascii();
         if hex.is_empty() || hex.len() > 15 || !hex.iter().all(u8::is_ascii_hexdigit) {
-            return None;
+            return Err(());
         }
-        let size = usize::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?;
+        let size = usize::from_str_radix(std::str::from_utf8(hex).map_err(|_| ())?, 16).map_err(|_| ())?;
         at = next;
         if size == 0 {
             loop {
-                let (s, n) = line(at)?;
+                let Some((s, n)) = line(at) else { return Ok(None) };
                 at = n;
                 if n - s <= 2 && buf[s..n].iter().all(|&b| b == b'\r' || b == b'\n') {
-                    return Some(at);
+                    return Ok(Some(at));
                 }
             }
         }
-        at = at.checked_add(size)?;
-        let (_, n) = line(at)?;
+        at = at.checked_add(size).ok_or(())?;
+        if at > buf.len() {
+            return Ok(None);
+        }
+        let Some((_, n)) = line(at) else { return Ok(None) };
         at = n;
     }
 }
@@ -621,13 +626,14 @@ mod tests {
 
     #[test]
     fn chunked_ends_are_found_exactly() {
-        assert_eq!(chunked_end(b"5\r\nhello\r\n0\r\n\r\n"), Some(15));
-        assert_eq!(chunked_end(b"5;x=1\r\nhello\r\n0\r\nX-T: 1\r\n\r\nGET"), Some(27));
-        assert_eq!(chunked_end(b"5\r\nhello\r\n0\r\nX-T: 1\r\n"), None);
-        assert_eq!(chunked_end(b"5\r\nhel"), None);
-        assert_eq!(chunked_end(b"zz\r\n"), None);
-        assert_eq!(chunked_end(b"ffffffffffffffff\r\n"), None);
-        assert_eq!(chunked_end(b"fffffffffffffff\r\n"), None);
+        assert_eq!(chunked_end(b"5\r\nhello\r\n0\r\n\r\n"), Ok(Some(15)));
+        assert_eq!(chunked_end(b"5;x=1\r\nhello\r\n0\r\nX-T: 1\r\n\r\nGET"), Ok(Some(27)));
+        assert_eq!(chunked_end(b"5\r\nhello\r\n0\r\nX-T: 1\r\n"), Ok(None));
+        assert_eq!(chunked_end(b"5\r\nhel"), Ok(None));
+        assert_eq!(chunked_end(b"5\r\nhello\r\n"), Ok(None));
+        assert_eq!(chunked_end(b"zz\r\n"), Err(()));
+        assert_eq!(chunked_end(b"ffffffffffffffff\r\n"), Err(()));
+        assert_eq!(chunked_end(b"fffffffffffffff\r\n"), Ok(None));
     }
 
     #[tokio::test(start_paused = true)]

@@ -457,3 +457,54 @@ fn ctrl_c_ends_a_run_early_and_still_reports() {
     assert!((0.8..5.0).contains(&d), "{d}");
     assert!(v["requests"].as_u64().unwrap() > 0);
 }
+
+/// Resident memory of a process, in kB.
+fn rss_kb(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0)
+}
+
+#[test]
+fn agents_bound_what_strangers_can_cost_them() {
+    use std::io::{Read, Write};
+    let origin = Origin::start();
+    let url = format!("http://127.0.0.1:{}/size/100", origin.port);
+    let tmp = tempfile::tempdir().unwrap();
+    let secret = tmp.path().join("secret");
+    std::fs::write(&secret, "correct horse battery staple\n").unwrap();
+    let a = Agent::start(&secret, tmp.path());
+    // A connection that says nothing does not hold the agent: a
+    // coordinator runs while it sits there.
+    let idle = std::net::TcpStream::connect(&a.addr).unwrap();
+    let s = secret.to_str().unwrap();
+    let t0 = std::time::Instant::now();
+    let (code, v) = bench_json(&["run", &url, "-n", "200", "-c", "2", "--agents", &a.addr, "--secret-file", s, "--json"]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(v["requests"], 200);
+    assert!(t0.elapsed() < Duration::from_secs(8), "an idle connection delayed the run: {:?}", t0.elapsed());
+    // A stranger's endless line before authentication is cut at 32 MiB:
+    // the agent closes the connection and does not grow with the line.
+    let mut big = std::net::TcpStream::connect(&a.addr).unwrap();
+    let before = rss_kb(a.child.id());
+    let chunk = vec![b'x'; 1 << 20];
+    let mut sent = 0usize;
+    while sent < 200 << 20 {
+        if big.write_all(&chunk).is_err() {
+            break;
+        }
+        sent += chunk.len();
+    }
+    assert!(sent < 100 << 20, "the agent kept reading a {} MiB line", sent >> 20);
+    let grew = rss_kb(a.child.id()).saturating_sub(before);
+    assert!(grew < 80 * 1024, "the agent grew by {grew} kB for one stranger's line");
+    // The idle one is let go after the handshake deadline.
+    let mut idle = idle;
+    idle.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let mut buf = Vec::new();
+    let _ = idle.read_to_end(&mut buf);
+    assert!(String::from_utf8_lossy(&buf).contains("hello"));
+    assert!(t0.elapsed() < Duration::from_secs(14), "the idle connection was kept {:?}", t0.elapsed());
+    // And the agent still serves.
+    let (code, _) = bench_json(&["run", &url, "-n", "50", "-c", "1", "--agents", &a.addr, "--secret-file", s, "--json"]);
+    assert_eq!(code, 0);
+}
