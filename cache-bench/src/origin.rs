@@ -195,6 +195,13 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
         *r.status_mut() = status;
         r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
         r
+    } else if path == "/echo" {
+        // The request as it arrived: target, then each header line.
+        let mut t = format!("{} {}\n", req.method(), req.uri());
+        for (k, v) in req.headers() {
+            t.push_str(&format!("{}: {}\n", k, String::from_utf8_lossy(v.as_bytes())));
+        }
+        text(status, t)
     } else {
         text(status, format!("cachekit test origin: request {n} for {path}\n"))
     };
@@ -217,10 +224,13 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
     if let Some(v) = query(&req, "vary").and_then(|c| HeaderValue::from_str(&c).ok()) {
         h.insert(hyper::header::VARY, v);
     }
-    // header=NAME:VALUE, any response header a test needs.
-    if let Some((n, v)) = query(&req, "header").as_deref().and_then(|nv| nv.split_once(':')) {
-        if let (Ok(n), Ok(v)) = (hyper::header::HeaderName::from_bytes(n.as_bytes()), HeaderValue::from_str(v)) {
-            h.insert(n, v);
+    // header=NAME:VALUE (repeatable), any response header a test needs.
+    let pairs = req.uri().query().unwrap_or("").split('&').filter_map(|kv| kv.strip_prefix("header=")).map(|v| v.replace("%20", " ").replace("%2C", ","));
+    for nv in pairs {
+        if let Some((n, v)) = nv.split_once(':') {
+            if let (Ok(n), Ok(v)) = (hyper::header::HeaderName::from_bytes(n.as_bytes()), HeaderValue::from_str(v)) {
+                h.append(n, v);
+            }
         }
     }
     Ok(resp)

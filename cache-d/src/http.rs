@@ -531,11 +531,18 @@ async fn write_payload<D: AsyncWrite + Unpin>(
     Ok(())
 }
 
+/// The longest chunk-size line (extensions included) or trailer line taken,
+/// whether it arrives in pieces or at once.
+const MAX_CHUNK_LINE: usize = 4096;
+
 /// Read one line (without its CRLF or LF) from the buffer, filling as
 /// needed; returns the line and its length on the wire.
 async fn read_line<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: &Transfer, rx: u64) -> Result<(BytesMut, usize), Error> {
     loop {
         if let Some(i) = src.buf.iter().position(|&b| b == b'\n') {
+            if i > MAX_CHUNK_LINE {
+                return Err(Error::new(t.src_side, "chunk line too long"));
+            }
             let mut line = src.buf.split_to(i + 1);
             line.truncate(i);
             if line.last() == Some(&b'\r') {
@@ -543,7 +550,7 @@ async fn read_line<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: &
             }
             return Ok((line, i + 1));
         }
-        if src.buf.len() > 4096 {
+        if src.buf.len() > MAX_CHUNK_LINE {
             return Err(Error::new(t.src_side, "chunk line too long"));
         }
         if fill(src, t, rx).await? == 0 {

@@ -6,6 +6,7 @@ mod bench;
 mod caching;
 mod cli;
 mod hooks;
+mod hostile;
 mod lifecycle;
 mod logfiles;
 mod mgt;

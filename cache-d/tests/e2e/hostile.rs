@@ -1,0 +1,367 @@
+//! Hostile input: one table of probes (the bytes an attacker sends, the
+//! answer expected), each against a real cache-d that must outlive all of
+//! them (MGT.child_start stays 1), and end-to-end tests for the slow
+//! attacks (slowloris, dribbled bodies, clients that stop reading, idle
+//! pipes), the admin socket and the instance directory.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+/// What a probe must get back.
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    /// This status, then the connection may do as it likes.
+    Status(u16),
+    /// This status, or a reset before it could be read (inputs so big the
+    /// server stops reading them: its close may reset the connection
+    /// while our bytes are still on their way).
+    StatusOrReset(u16),
+    /// Two responses on one connection (pipelining).
+    Two(u16, u16),
+}
+
+/// Send `bytes` (from another thread, so a server that answers before it
+/// has read everything cannot deadlock us) and read the answers.
+fn probe(port: u16, bytes: &[u8], expect: Expect) -> Result<(), String> {
+    let s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let data = bytes.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = w.write_all(&data);
+    });
+    let mut got = Vec::new();
+    let mut r = s;
+    let mut buf = [0u8; 65536];
+    let want_responses = if matches!(expect, Expect::Two(..)) { 2 } else { 1 };
+    let reset = loop {
+        match r.read(&mut buf) {
+            Ok(0) => break false,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(e) => return Err(format!("read: {e}; got {:?}", String::from_utf8_lossy(&got))),
+        }
+        if statuses(&got).len() >= want_responses && got.windows(4).filter(|w| w == b"\r\n\r\n").count() >= want_responses {
+            break false;
+        }
+    };
+    drop(r);
+    let _ = writer.join();
+    let st = statuses(&got);
+    let ok = match expect {
+        Expect::Status(n) => st.first() == Some(&n),
+        Expect::StatusOrReset(n) => st.first() == Some(&n) || (st.is_empty() && reset),
+        Expect::Two(a, b) => st.len() >= 2 && st[0] == a && st[1] == b,
+    };
+    ok.then_some(()).ok_or_else(|| format!("expected {expect:?}, got statuses {st:?} (reset {reset}): {:?}", String::from_utf8_lossy(&got)))
+}
+
+/// Status codes of the responses in `bytes`.
+fn statuses(bytes: &[u8]) -> Vec<u16> {
+    let text = String::from_utf8_lossy(bytes);
+    text.match_indices("HTTP/1.1 ").filter_map(|(i, _)| text.get(i + 9..i + 12)?.parse().ok()).collect()
+}
+
+const VCL: &str = r#"vcl 4.1;
+import std;
+backend default { .host = "127.0.0.1"; .port = "ORIGIN_PORT"; }
+sub vcl_recv {
+    if (req.url == "/div") { set req.http.x = std.integer(req.http.n, 0) / -1; return (synth(200)); }
+    if (req.url == "/neg") { set req.http.x = 0 - std.integer(req.http.n, 0) * -1; return (synth(200)); }
+    if (req.url == "/mul") { set req.http.x = std.integer(req.http.n, 0) * 4; return (synth(200)); }
+    if (req.url == "/add") { set req.http.x = std.integer(req.http.n, 0) + std.integer(req.http.n, 0); return (synth(200)); }
+    if (req.url == "/real") { set req.http.x = std.real(req.http.n, 0.0) * std.real(req.http.n, 0.0); return (synth(200)); }
+    if (req.url == "/zero") { set req.http.x = 1 / std.integer(req.http.n, 0); return (synth(200)); }
+    if (req.url == "/reason") { return (synth(400, {"line one
+Injected: yes"})); }
+    if (req.url == "/url") { set req.url = "/a b HTTP/1.1"; }
+    if (req.url == "/hdr") { set req.http.x = "a" + {"
+"} + "b"; }
+}
+"#;
+
+fn hostile_daemon() -> (Origin, tempfile::TempDir, Daemon) {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let vcl = tmp.path().join("hostile.vcl");
+    std::fs::write(&vcl, VCL.replace("ORIGIN_PORT", &origin.port.to_string())).unwrap();
+    let d = Daemon::start_args(&tmp.path().join("i"), &["-f", vcl.to_str().unwrap()]);
+    (origin, tmp, d)
+}
+
+#[test]
+fn hostile_input_table() {
+    use Expect::*;
+    let (_o, _t, d) = hostile_daemon();
+    let mb_line = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(1 << 20));
+    let many_headers = format!("GET / HTTP/1.1\r\nHost: x\r\n{}\r\n", "X-A: b\r\n".repeat(10_000));
+    let long_chunk_line = format!("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;{}\r\na\r\n0\r\n\r\n", "e".repeat(5000));
+    let vcl = |url: &str, n: &str| format!("GET {url} HTTP/1.1\r\nHost: x\r\nN: {n}\r\n\r\n");
+    let table: Vec<(&str, Vec<u8>, Expect)> = vec![
+        // Framing: smuggling shapes.
+        ("CL and TE", b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_vec(), Status(400)),
+        ("two different CL", b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello".to_vec(), Status(400)),
+        ("CL not a number", b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5x\r\n\r\nhello".to_vec(), Status(400)),
+        ("CL with a sign", b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\nhello".to_vec(), Status(400)),
+        ("CL of 20 digits", b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n".to_vec(), Status(400)),
+        ("CL list", b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\n\r\nhello".to_vec(), Status(400)),
+        ("TE chunked, identity", b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n".to_vec(), Status(400)),
+        ("TE gzip, chunked", b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n".to_vec(), Status(400)),
+        ("TE identity", b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\n".to_vec(), Status(400)),
+        (
+            "two TE headers",
+            b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_vec(),
+            Status(400),
+        ),
+        ("chunk size not hex", b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n".to_vec(), Status(400)),
+        (
+            "chunk size overflow",
+            b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffffff\r\nhello\r\n0\r\n\r\n".to_vec(),
+            Status(400),
+        ),
+        ("chunk size negative", b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nhello\r\n0\r\n\r\n".to_vec(), Status(400)),
+        ("chunk line of 5000 bytes", long_chunk_line.into_bytes(), Status(400)),
+        ("chunk without CRLF after data", b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n".to_vec(), Status(400)),
+        // Heads.
+        ("two Host headers", b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".to_vec(), Status(400)),
+        ("two Host headers, other case", b"GET / HTTP/1.1\r\nHost: a\r\nhOST: a\r\n\r\n".to_vec(), Status(400)),
+        ("Connection names Host", b"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Host\r\n\r\n".to_vec(), Status(400)),
+        ("NUL in a header value", b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n".to_vec(), Status(400)),
+        ("NUL in the URL", b"GET /a\0b HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), Status(400)),
+        ("space before the colon", b"GET / HTTP/1.1\r\nHost : x\r\n\r\n".to_vec(), Status(400)),
+        ("obs-fold", b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n  b\r\n\r\n".to_vec(), Status(400)),
+        ("bare CR", b"GET / HTTP/1.1\rHost: x\r\r\n\r\n".to_vec(), Status(400)),
+        ("non-token method", b"G\xc3\x89T / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), Status(400)),
+        ("garbage", b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n".to_vec(), Status(400)),
+        ("1 MB request line", mb_line.into_bytes(), StatusOrReset(400)),
+        ("10,000 headers", many_headers.into_bytes(), StatusOrReset(400)),
+        ("HTTP/0.9", b"GET /\r\n\r\n".to_vec(), Status(400)),
+        ("HTTP/1.2", b"GET / HTTP/1.2\r\nHost: x\r\n\r\n".to_vec(), Status(400)),
+        ("HTTP/2 preface on a plain listener", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec(), Status(400)),
+        ("pipelined garbage", b"GET /size/1 HTTP/1.1\r\nHost: x\r\n\r\nGARBAGE\x01\r\n\r\n".to_vec(), Two(200, 400)),
+        ("unknown Expect", b"GET / HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n".to_vec(), Status(417)),
+        ("HTTP/1.1 without Host", b"GET / HTTP/1.1\r\n\r\n".to_vec(), Status(400)),
+        // The policy: arithmetic and strings that would reach the wire.
+        ("INT_MIN / -1 in VCL", vcl("/div", "-9223372036854775808").into_bytes(), Status(503)),
+        ("INT_MIN * -1 in VCL", vcl("/neg", "-9223372036854775808").into_bytes(), Status(503)),
+        ("INT overflow by *", vcl("/mul", "9223372036854775807").into_bytes(), Status(503)),
+        ("INT overflow by +", vcl("/add", "9223372036854775807").into_bytes(), Status(503)),
+        ("REAL overflow", vcl("/real", "1e300").into_bytes(), Status(503)),
+        ("division by zero", vcl("/zero", "0").into_bytes(), Status(503)),
+        ("synth reason with CR/LF", vcl("/reason", "").into_bytes(), Status(503)),
+        ("request line value with spaces", vcl("/url", "").into_bytes(), Status(503)),
+        ("header value with LF", vcl("/hdr", "").into_bytes(), Status(503)),
+        // And what a well-formed request gets, in the same run.
+        ("a plain request", b"GET /size/3 HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), Status(200)),
+        ("absolute-form target", b"GET http://example.com/size/3 HTTP/1.1\r\nHost: other\r\n\r\n".to_vec(), Status(200)),
+    ];
+    let mut failures = Vec::new();
+    for (name, bytes, expect) in &table {
+        if let Err(e) = probe(d.port, bytes, *expect) {
+            failures.push(format!("{name}: {e}"));
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} probes failed:\n{}", failures.len(), table.len(), failures.join("\n"));
+    let once = stat(&d.dir);
+    assert_eq!(counter(&once, "MGT.child_start"), Some(1), "the child died on the way:\n{once}");
+    assert_eq!(counter(&once, "MAIN.sc_vcl_failure"), Some(0), "no request task panicked");
+    let log = stdout(&run("cache-log", &["-d", "-n", d.dir.to_str().unwrap()]));
+    assert!(log.contains("integer overflow"), "VCL_Error for the arithmetic");
+    assert!(log.contains("contains CR, LF or NUL"));
+    assert!(log.contains("Duplicate Host header"));
+    assert!(!log.contains("Injected"), "the reason never reached the wire or a header record");
+}
+
+#[test]
+fn targets_hop_by_hop_headers_and_http10_keep_alive() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let mut c = Client::connect(d.port);
+    // Absolute form: the authority is the Host, the path the URL.
+    c.send_raw(b"GET http://Example.com:8080/echo?a HTTP/1.1\r\nHost: other\r\nCookie: p=1\r\n\r\n");
+    let r = c.read_response(false).unwrap();
+    let echo = String::from_utf8_lossy(&r.body).to_string();
+    assert!(echo.starts_with("GET /echo?a\n"), "{echo}");
+    assert!(echo.contains("host: example.com:8080\n"), "{echo}");
+    assert!(!echo.contains("other"), "{echo}");
+    // Headers a Connection header names are this hop's: not forwarded.
+    c.send_raw(b"GET /echo HTTP/1.1\r\nHost: x\r\nCookie: p=1\r\nConnection: X-Secret\r\nX-Secret: 1\r\nX-Kept: 2\r\n\r\n");
+    let echo = String::from_utf8_lossy(&c.read_response(false).unwrap().body).to_string();
+    assert!(!echo.to_ascii_lowercase().contains("x-secret"), "{echo}");
+    assert!(echo.contains("x-kept: 2"), "{echo}");
+    // Nor back from the backend (and not stored with the object).
+    let r = c.get("/size/1?max_age=60&header=Connection:X-Backend-Only&header=X-Backend-Only:1&header=X-Other:2", "");
+    assert!(r.header("x-backend-only").is_none(), "{:?}", r.headers);
+    assert_eq!(r.header("x-other"), Some("2"));
+    // HTTP/1.0 with keep-alive keeps the connection (ApacheBench -k).
+    let mut c = Client::connect(d.port);
+    for _ in 0..3 {
+        c.send_raw(b"GET /size/5?max_age=60 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+        let r = c.read_response(false).unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("connection").map(str::to_ascii_lowercase).as_deref(), Some("keep-alive"));
+    }
+    // Without it, HTTP/1.0 closes.
+    c.send_raw(b"GET /size/5?max_age=60 HTTP/1.0\r\n\r\n");
+    assert_eq!(c.read_response(false).unwrap().header("connection"), Some("close"));
+    assert!(c.closed());
+    let once = stat(&d.dir);
+    assert_eq!(counter(&once, "MAIN.sess_conn"), Some(2));
+}
+
+/// Latencies of `n` cache hits on one connection, in ms, sorted.
+fn hit_latencies(port: u16, n: usize) -> Vec<f64> {
+    let mut c = Client::connect(port);
+    let mut v: Vec<f64> = (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            assert_eq!(c.get("/size/100?max_age=600", "").status, 200);
+            t.elapsed().as_secs_f64() * 1000.0
+        })
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+fn p99(v: &[f64]) -> f64 {
+    v[(v.len() * 99 / 100).min(v.len() - 1)]
+}
+
+#[test]
+fn slowloris_connections_are_cut_and_others_keep_their_latency() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &["-p", "timeout_req=2"]);
+    let unloaded = p99(&hit_latencies(d.port, 300));
+    // 150 connections, each sending one byte of its head every 250 ms.
+    let head = b"GET /size/100 HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    let mut slow: Vec<(TcpStream, usize, Option<Instant>)> =
+        (0..150).map(|_| (TcpStream::connect(("127.0.0.1", d.port)).unwrap(), 0, None)).collect();
+    for (s, _, _) in &slow {
+        s.set_nonblocking(true).unwrap();
+    }
+    let t0 = Instant::now();
+    let load = std::thread::spawn({
+        let port = d.port;
+        move || {
+            std::thread::sleep(Duration::from_millis(500));
+            p99(&hit_latencies(port, 300))
+        }
+    });
+    while slow.iter().any(|(_, _, closed)| closed.is_none()) && t0.elapsed() < Duration::from_secs(10) {
+        for (s, sent, closed) in slow.iter_mut().filter(|x| x.2.is_none()) {
+            let mut b = [0u8; 512];
+            match s.read(&mut b) {
+                Ok(0) => *closed = Some(Instant::now()),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if *sent < head.len() - 1 && s.write(&head[*sent..*sent + 1]).is_ok() {
+                        *sent += 1;
+                    }
+                }
+                Err(_) => *closed = Some(Instant::now()),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let loaded = load.join().unwrap();
+    let open = slow.iter().filter(|x| x.2.is_none()).count();
+    assert_eq!(open, 0, "{open} of 150 dribbling connections still open after {:?}", t0.elapsed());
+    let last = slow.iter().filter_map(|x| x.2).max().unwrap() - t0;
+    assert!(last < Duration::from_secs(5), "timeout_req=2 closed the last one after {last:?}");
+    // 2x the unloaded p99, with a 2 ms floor for timer noise on a shared
+    // 2-core machine.
+    assert!(loaded <= (2.0 * unloaded).max(2.0), "p99 {loaded:.3} ms under slowloris, {unloaded:.3} ms without");
+    let once = stat(&d.dir);
+    assert!(counter(&once, "MAIN.sc_rx_timeout").unwrap() >= 150, "{once}");
+    assert_eq!(counter(&once, "MGT.child_start"), Some(1));
+}
+
+#[test]
+fn dribbled_bodies_are_cut_without_holding_a_backend() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let args = ["-p", "timeout_reqbody=2", "-p", "reqbody_min_rate=100"];
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &args);
+    let mut s = TcpStream::connect(("127.0.0.1", d.port)).unwrap();
+    s.write_all(b"POST /size/1 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n").unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let t0 = Instant::now();
+    let mut closed = false;
+    while t0.elapsed() < Duration::from_secs(10) {
+        // One byte every 200 ms: far below 100 bytes/s.
+        if s.write_all(b"x").is_err() {
+            closed = true;
+            break;
+        }
+        let mut b = [0u8; 64];
+        match s.read(&mut b) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Ok(_) => panic!("an answer to a body that never arrived"),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => {
+                closed = true;
+                break;
+            }
+        }
+    }
+    assert!(closed, "the dribbling body was not cut");
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(1800) && took < Duration::from_secs(4), "cut after {took:?}");
+    let once = stat(&d.dir);
+    assert_eq!(counter(&once, "MAIN.backend_req"), Some(0), "a backend was asked while the body dribbled:\n{once}");
+    assert_eq!(counter(&once, "MAIN.sc_rx_body"), Some(1));
+    // A body that arrives at a normal pace still goes through.
+    let mut c = Client::connect(d.port);
+    c.send_raw(b"POST /size/2 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhel");
+    std::thread::sleep(Duration::from_millis(300));
+    c.send_raw(b"lo");
+    let r = c.read_response(false).unwrap();
+    assert_eq!((r.status, r.header("x-request-body-bytes")), (200, Some("5")));
+}
+
+#[test]
+fn clients_that_stop_reading_lose_the_connection_and_the_backend_is_freed() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let args = ["-p", "send_timeout=3", "-p", "idle_send_timeout=1", "-p", "pipe_timeout=1"];
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &args);
+    // A passed 50 MB body that nobody reads.
+    let mut s = TcpStream::connect(("127.0.0.1", d.port)).unwrap();
+    s.write_all(b"GET /size/50000000 HTTP/1.1\r\nHost: x\r\nCookie: pass=1\r\n\r\n").unwrap();
+    let conn = |d: &Daemon| counter(&stat(&d.dir), "VBE.boot.default.conn");
+    wait_for(10, "the pass to start", || (conn(&d) == Some(1)).then_some(()));
+    let t0 = Instant::now();
+    wait_for(10, "the backend connection to be given up", || (conn(&d) == Some(0)).then_some(()));
+    assert!(t0.elapsed() < Duration::from_secs(5), "freed after {:?}", t0.elapsed());
+    // Our socket was closed: what is left to read ends well short of 50 MB.
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut n = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    while let Ok(k) = s.read(&mut buf) {
+        if k == 0 {
+            break;
+        }
+        n += k;
+    }
+    assert!(n < 40_000_000, "read {n} bytes");
+    // An idle pipe is closed at pipe_timeout.
+    let mut p = TcpStream::connect(("127.0.0.1", d.port)).unwrap();
+    p.write_all(b"FROB /size/1 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    p.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let t0 = Instant::now();
+    let mut all = Vec::new();
+    let _ = p.read_to_end(&mut all);
+    assert!(t0.elapsed() < Duration::from_secs(4), "an idle pipe lasted {:?}", t0.elapsed());
+    let once = stat(&d.dir);
+    assert_eq!(counter(&once, "MAIN.s_pipe"), Some(1));
+    assert!(counter(&once, "MAIN.sc_tx_error").unwrap() >= 1, "{once}");
+    assert_eq!(counter(&once, "MGT.child_start"), Some(1));
+}
