@@ -192,9 +192,7 @@ struct Deadlined {
 impl std::io::Read for Deadlined {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let wait = match self.until {
-            Some(t) => {
-                Some(t.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()).ok_or(std::io::ErrorKind::TimedOut)?)
-            }
+            Some(t) => Some(t.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()).ok_or(std::io::ErrorKind::TimedOut)?),
             None => self.idle,
         };
         self.s.set_read_timeout(wait)?;
@@ -222,7 +220,8 @@ pub fn agent(listen: &str, secret: &[u8], out_dir: &str, once: bool) -> Result<i
                 handshakes.fetch_sub(1, Ordering::AcqRel);
                 continue; // dropped: too many connections at once
             }
-            let (secret, busy, handshakes, done, out_dir) = (secret.clone(), busy.clone(), handshakes.clone(), done_tx.clone(), out_dir.clone());
+            let (secret, busy, handshakes, done, out_dir) =
+                (secret.clone(), busy.clone(), handshakes.clone(), done_tx.clone(), out_dir.clone());
             std::thread::spawn(move || {
                 let peer = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
                 let mut ran = false;
@@ -256,7 +255,14 @@ pub fn agent(listen: &str, secret: &[u8], out_dir: &str, once: bool) -> Result<i
 
 /// One connection: handshake (bounded in size and time), then, if no other
 /// run is going on, the run.
-fn serve_one(s: TcpStream, secret: &Arc<Vec<u8>>, out_dir: &str, busy: &AtomicBool, handshakes: &AtomicUsize, ran: &mut bool) -> Result<String> {
+fn serve_one(
+    s: TcpStream,
+    secret: &Arc<Vec<u8>>,
+    out_dir: &str,
+    busy: &AtomicBool,
+    handshakes: &AtomicUsize,
+    ran: &mut bool,
+) -> Result<String> {
     let mut w = s.try_clone()?;
     w.set_write_timeout(Some(Duration::from_secs(30)))?;
     let mut r = BufReader::new(Deadlined { s, until: Some(Instant::now() + HANDSHAKE), idle: None });
@@ -289,7 +295,15 @@ fn serve_one(s: TcpStream, secret: &Arc<Vec<u8>>, out_dir: &str, busy: &AtomicBo
     r
 }
 
-fn run_plan(plan: Plan, msg: &Value, keys: &Keys, mut w: TcpStream, mut r: BufReader<Deadlined>, out_dir: &str, ran: &mut bool) -> Result<String> {
+fn run_plan(
+    plan: Plan,
+    msg: &Value,
+    keys: &Keys,
+    mut w: TcpStream,
+    mut r: BufReader<Deadlined>,
+    out_dir: &str,
+    ran: &mut bool,
+) -> Result<String> {
     let label = msg["label"].as_str().unwrap_or("").to_string();
     let name = msg["name"].as_str().unwrap_or("agent").to_string();
     keys.send(&mut w, json!({ "ready": true }))?;

@@ -225,7 +225,13 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
         h.insert(hyper::header::VARY, v);
     }
     // header=NAME:VALUE (repeatable), any response header a test needs.
-    let pairs = req.uri().query().unwrap_or("").split('&').filter_map(|kv| kv.strip_prefix("header=")).map(|v| v.replace("%20", " ").replace("%2C", ","));
+    let pairs = req
+        .uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|kv| kv.strip_prefix("header="))
+        .map(|v| v.replace("%20", " ").replace("%2C", ","));
     for nv in pairs {
         if let Some((n, v)) = nv.split_once(':') {
             if let (Ok(n), Ok(v)) = (hyper::header::HeaderName::from_bytes(n.as_bytes()), HeaderValue::from_str(v)) {

@@ -21,7 +21,7 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
         "h" => v * 3600.0,
         _ => bail!("bad duration unit in \"{s}\" (s, ms, us, m or h)"),
     };
-    if !secs.is_finite() || secs < 0.0 || secs > MAX_SECS {
+    if !secs.is_finite() || !(0.0..=MAX_SECS).contains(&secs) {
         bail!("bad duration \"{s}\" (0 to a year)");
     }
     Ok(Duration::from_secs_f64(secs))

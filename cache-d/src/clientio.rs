@@ -3,9 +3,9 @@
 //! delivery (hits, passes, synthetic answers) writes through it, so a
 //! client that stops reading loses its connection instead of holding it.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::future::Future;
 use std::task::{Context, Poll};
 use std::time::Duration;
 

@@ -3,8 +3,8 @@
 
 use common::counters::{Vbe, C};
 use common::vsl::{Batch, Side as LogSide, Tag};
-use std::time::Duration;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 

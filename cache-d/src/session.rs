@@ -154,7 +154,8 @@ pub async fn run(
         vxid,
         format_args!("{} {} {} {} {} {:.6} {}", peer.ip(), peer.port(), listen, local.ip(), local.port(), t0, stream.as_raw_fd()),
     );
-    let mut s = Sess { active: None, http10: false, sh, peer, local, listen, vxid, log, wire: Vec::with_capacity(1024), scratch: Vec::new() };
+    let mut s =
+        Sess { active: None, http10: false, sh, peer, local, listen, vxid, log, wire: Vec::with_capacity(1024), scratch: Vec::new() };
     let mut c = BufConn::new(crate::clientio::ClientIo::new(stream));
     let reason = loop {
         match read_head(&s, &mut c, &mut stop).await {

@@ -196,7 +196,7 @@ pub fn read_command(r: &mut impl BufRead, max_line: usize, heredoc: bool) -> std
                 // The rest cannot be told from commands: end the session.
                 return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "Here document too long"));
             }
-            match read_line(r, MAX_HEREDOC)? {
+            match read_line_within(r, MAX_HEREDOC - doc.len())? {
                 None => return Ok(Some(Err("Unterminated here document"))),
                 Some(Err(_)) => return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "Here document too long")),
                 Some(Ok(l)) if l == word => break,
@@ -209,6 +209,26 @@ pub fn read_command(r: &mut impl BufRead, max_line: usize, heredoc: bool) -> std
         args.push(doc);
     }
     Ok(Some(Ok(args)))
+}
+
+/// Read a line of at most `max` bytes; past that, an error at once (the
+/// rest of a here document cannot be told from commands, so it is not
+/// read on).
+fn read_line_within(r: &mut impl BufRead, max: usize) -> std::io::Result<Option<Result<String, &'static str>>> {
+    let mut buf = Vec::new();
+    let n = std::io::Read::take(&mut *r, max as u64 + 1).read_until(b'\n', &mut buf)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+    } else if n > max {
+        return Ok(Some(Err("Line too long")));
+    }
+    Ok(Some(Ok(String::from_utf8_lossy(&buf).into_owned())))
 }
 
 fn read_line(r: &mut impl BufRead, max: usize) -> std::io::Result<Option<Result<String, &'static str>>> {

@@ -98,17 +98,26 @@ fn hostile_input_table() {
     let (_o, _t, d) = hostile_daemon();
     let mb_line = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(1 << 20));
     let many_headers = format!("GET / HTTP/1.1\r\nHost: x\r\n{}\r\n", "X-A: b\r\n".repeat(10_000));
-    let long_chunk_line = format!("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;{}\r\na\r\n0\r\n\r\n", "e".repeat(5000));
+    let long_chunk_line =
+        format!("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;{}\r\na\r\n0\r\n\r\n", "e".repeat(5000));
     let vcl = |url: &str, n: &str| format!("GET {url} HTTP/1.1\r\nHost: x\r\nN: {n}\r\n\r\n");
     let table: Vec<(&str, Vec<u8>, Expect)> = vec![
         // Framing: smuggling shapes.
-        ("CL and TE", b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_vec(), Status(400)),
+        (
+            "CL and TE",
+            b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_vec(),
+            Status(400),
+        ),
         ("two different CL", b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello".to_vec(), Status(400)),
         ("CL not a number", b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5x\r\n\r\nhello".to_vec(), Status(400)),
         ("CL with a sign", b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: +5\r\n\r\nhello".to_vec(), Status(400)),
         ("CL of 20 digits", b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n".to_vec(), Status(400)),
         ("CL list", b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\n\r\nhello".to_vec(), Status(400)),
-        ("TE chunked, identity", b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n".to_vec(), Status(400)),
+        (
+            "TE chunked, identity",
+            b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n".to_vec(),
+            Status(400),
+        ),
         ("TE gzip, chunked", b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n".to_vec(), Status(400)),
         ("TE identity", b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\n".to_vec(), Status(400)),
         (
@@ -116,15 +125,27 @@ fn hostile_input_table() {
             b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_vec(),
             Status(400),
         ),
-        ("chunk size not hex", b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n".to_vec(), Status(400)),
+        (
+            "chunk size not hex",
+            b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n".to_vec(),
+            Status(400),
+        ),
         (
             "chunk size overflow",
             b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffffff\r\nhello\r\n0\r\n\r\n".to_vec(),
             Status(400),
         ),
-        ("chunk size negative", b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nhello\r\n0\r\n\r\n".to_vec(), Status(400)),
+        (
+            "chunk size negative",
+            b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\nhello\r\n0\r\n\r\n".to_vec(),
+            Status(400),
+        ),
         ("chunk line of 5000 bytes", long_chunk_line.into_bytes(), Status(400)),
-        ("chunk without CRLF after data", b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n".to_vec(), Status(400)),
+        (
+            "chunk without CRLF after data",
+            b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhelloXX0\r\n\r\n".to_vec(),
+            Status(400),
+        ),
         // Heads.
         ("two Host headers", b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".to_vec(), Status(400)),
         ("two Host headers, other case", b"GET / HTTP/1.1\r\nHost: a\r\nhOST: a\r\n\r\n".to_vec(), Status(400)),
@@ -364,4 +385,144 @@ fn clients_that_stop_reading_lose_the_connection_and_the_backend_is_freed() {
     assert_eq!(counter(&once, "MAIN.s_pipe"), Some(1));
     assert!(counter(&once, "MAIN.sc_tx_error").unwrap() >= 1, "{once}");
     assert_eq!(counter(&once, "MGT.child_start"), Some(1));
+}
+
+/// The admin address and secret file of an instance.
+fn admin(dir: &std::path::Path) -> (String, String) {
+    let text = std::fs::read_to_string(dir.join("_.admin")).unwrap();
+    let t = text.lines().find_map(|l| l.strip_prefix("T ")).unwrap().replace(' ', ":");
+    let s = text.lines().find_map(|l| l.strip_prefix("S ")).unwrap().to_string();
+    (t, s)
+}
+
+#[test]
+fn the_admin_socket_bounds_sessions_authentication_time_and_here_documents() {
+    use std::io::BufReader;
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let (t, s) = admin(&d.dir);
+    // 150 connections that never authenticate: 32 get a session, the
+    // others are told at once and closed.
+    let t0 = Instant::now();
+    let mut conns: Vec<(TcpStream, BufReader<TcpStream>)> = (0..150)
+        .map(|_| {
+            let c = TcpStream::connect(&t).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let r = BufReader::new(c.try_clone().unwrap());
+            (c, r)
+        })
+        .collect();
+    let codes: Vec<u16> = conns.iter_mut().map(|(_, r)| common::adm::read_response(r).map(|x| x.0).unwrap_or(0)).collect();
+    assert_eq!(codes.iter().filter(|&&c| c == 107).count(), 32, "{codes:?}");
+    assert_eq!(codes.iter().filter(|&&c| c == 500).count(), 118, "{codes:?}");
+    // The 32 are closed once the 10 s to authenticate have passed.
+    for (c, _) in conns.iter_mut() {
+        let mut rest = Vec::new();
+        let _ = c.read_to_end(&mut rest);
+    }
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_secs(9) && took < Duration::from_secs(14), "unauthenticated sessions lasted {took:?}");
+    drop(conns);
+    // Then the admin socket serves again.
+    let mut c = TcpStream::connect(&t).unwrap();
+    let mut r = BufReader::new(c.try_clone().unwrap());
+    let (code, challenge) = common::adm::read_response(&mut r).unwrap();
+    assert_eq!(code, 107);
+    let secret = std::fs::read(&s).unwrap();
+    c.write_all(format!("auth {}\n", common::adm::auth_response(&challenge[..32], &secret)).as_bytes()).unwrap();
+    assert_eq!(common::adm::read_response(&mut r).unwrap().0, 200);
+    // A here document past 16 MiB ends the session instead of growing it.
+    c.write_all(b"vcl.inline huge << EOF\n").unwrap();
+    let line = vec![b'/'; 1 << 20];
+    let mut sent = 0;
+    while sent < 64 {
+        if c.write_all(&line).is_err() {
+            break;
+        }
+        sent += 1;
+    }
+    assert!(sent < 40, "the manager read {sent} MiB of one here document");
+    assert!(common::adm::read_response(&mut r).is_err(), "the session was closed");
+    let once = stat(&d.dir);
+    assert_eq!(counter(&once, "MGT.child_start"), Some(1));
+    assert_eq!(Client::connect(d.port).get("/size/3", "").status, 200);
+}
+
+#[test]
+fn instance_dirs_that_others_could_touch_are_refused_and_one_daemon_wins() {
+    use std::os::unix::fs::PermissionsExt;
+    let origin = Origin::start();
+    let backend = format!("127.0.0.1:{}", origin.port);
+    let tmp = tempfile::tempdir().unwrap();
+    // World-writable: refused, naming the dir and what to do.
+    let open = tmp.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = run("cache-d", &["-F", "-a", "127.0.0.1:0", "-b", &backend, "-n", open.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains(open.to_str().unwrap()) && stderr(&o).contains("writable"), "{}", stderr(&o));
+    // A world-writable parent without the sticky bit: refused too.
+    let parent = tmp.path().join("parent");
+    std::fs::create_dir(&parent).unwrap();
+    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = run("cache-d", &["-F", "-a", "127.0.0.1:0", "-b", &backend, "-n", parent.join("i").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let mut ok = Daemon::start(&parent.join("i"), &backend, &[]);
+    assert_eq!(ok.stop(), Some(0));
+    // Two daemons started at the same instant on one dir: one serves, the
+    // other is refused (it never replaces the first one's segment).
+    let dir = tmp.path().join("race");
+    let start = || {
+        std::process::Command::new(bin("cache-d"))
+            .args(["-F", "-a", "127.0.0.1:0", "-b", &backend, "-n", dir.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (start(), start());
+    let (st, a_lost) = wait_for(15, "one of the two to give up", || match (a.try_wait().unwrap(), b.try_wait().unwrap()) {
+        (Some(st), None) => Some((st, true)),
+        (None, Some(st)) => Some((st, false)),
+        (Some(_), Some(_)) => panic!("both daemons exited"),
+        (None, None) => None,
+    });
+    let loser = if a_lost { &mut a } else { &mut b };
+    assert_eq!(st.code(), Some(2));
+    let mut err = String::new();
+    loser.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(err.contains("another cache-d") && err.contains(dir.to_str().unwrap()), "{err}");
+    let port: u16 = wait_for(10, "the winner to listen", || {
+        std::fs::read_to_string(dir.join("_.listen")).ok()?.lines().next()?.split(' ').nth(2)?.parse().ok()
+    });
+    assert_eq!(Client::connect(port).get("/size/3", "").status, 200);
+    assert_eq!(counter(&stat(&dir), "MGT.child_start"), Some(1));
+    for c in [&mut a, &mut b] {
+        // SAFETY: signalling our own children.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let _ = c.wait();
+    }
+}
+
+#[test]
+fn a_segment_truncated_under_a_reader_is_an_error_naming_the_dir() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let mut f = Follower::start("cache-log", &["-n", d.dir.to_str().unwrap()]);
+    // Followers start at the tail: request until one shows.
+    let mut c = Client::connect(d.port);
+    wait_for(10, "the reader to follow", || {
+        assert_eq!(c.get("/size/3", "").status, 200);
+        f.has_line(true, |l| l.contains("ReqURL")).then_some(())
+    });
+    // Another program cuts the file under everyone's mapping (the daemon
+    // is hit too; what matters here is the reader).
+    let seg = std::fs::OpenOptions::new().write(true).open(d.dir.join("_.segment")).unwrap();
+    seg.set_len(4096).unwrap();
+    let st = wait_for(10, "the reader to give up", || f.child.try_wait().unwrap());
+    assert_eq!(st.code(), Some(2), "died from a signal instead: {st:?}");
+    f.wait_line(5, false, "the message", |l| l.contains("shrank") && l.contains(d.dir.to_str().unwrap()));
 }
