@@ -200,6 +200,28 @@ impl std::io::Read for Deadlined {
     }
 }
 
+/// For the fuzz target (fuzz/fuzz_targets/agent_msg.rs): what an agent
+/// does with bytes from the network — bounded lines read, signed messages
+/// opened, plans parsed and their numbers checked, start times taken —
+/// on arbitrary input.
+#[doc(hidden)]
+pub fn fuzz_messages(data: &[u8]) {
+    let keys = Keys { secret: Arc::new(b"fuzz-secret".to_vec()), nonce: "00".into(), me: "a" };
+    let mut r = data;
+    for _ in 0..16 {
+        let Ok(v) = recv(&mut r, 4096) else { break };
+        let opened = keys.open(v.clone()).ok();
+        for m in [Some(&v), opened.as_ref(), v.get("msg")].into_iter().flatten() {
+            if let Some(Ok(plan)) = m.get("plan").map(|p| serde_json::from_value::<Plan>(p.clone())) {
+                if plan.check_bounds().is_ok() {
+                    let _ = plan.share(1, 3).length_s();
+                }
+            }
+            let _ = m.get("start_unix_ms").and_then(Value::as_u64).map(|t| t.abs_diff(unix_ms()));
+        }
+    }
+}
+
 // ---------------------------------------------------------------- agent
 
 /// Serve coordinators, one run at a time, forever (or for one run: the

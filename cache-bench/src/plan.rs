@@ -156,7 +156,7 @@ impl Plan {
     /// Numbers a plan may carry (from the command line, or from a
     /// coordinator over the network): finite, and within what one host can
     /// do, so no later arithmetic overflows or waits forever.
-    fn check_bounds(&self) -> Result<()> {
+    pub fn check_bounds(&self) -> Result<()> {
         let secs_ok = |s: f64| s.is_finite() && (0.0..=MAX_SECS).contains(&s);
         if self.conns > 1_000_000 || self.threads > 4096 {
             bail!("-c {} / -t {}: more than one host can open", self.conns, self.threads);
