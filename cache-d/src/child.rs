@@ -261,6 +261,10 @@ fn command(sh: &Shared, progs: &mut Programs, args: &[String]) -> (u16, String) 
             }
         }
         ["debug.panic.worker", ..] => panic!("Don't panic (debug.panic.worker was asked to)"),
+        ["debug.panic.request", ..] => {
+            sh.debug_panic_request.store(true, std::sync::atomic::Ordering::Relaxed);
+            (status::OK, "The next request's task will panic.".into())
+        }
         ["backend.list", flags @ ..] => {
             let pattern = flags.iter().find(|f| !f.starts_with('-')).copied();
             let list = progs.backends(sh, pattern);

@@ -30,6 +30,9 @@ pub struct Shared {
     /// Our Via value: `1.1 <host> (cachekit/<version>)`.
     pub via: String,
     vxid: AtomicU32,
+    /// `debug.panic.request`: the next request's task panics (to test that
+    /// such a panic fails that request alone).
+    pub debug_panic_request: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -37,7 +40,16 @@ impl Shared {
         let via = format!("1.1 {} (cachekit/{})", crate::util::hostname(), env!("CARGO_PKG_VERSION"));
         let cache = Cache::new(params.storage, Some(seg.clone()));
         let policy = ArcSwap::from_pointee(Active { name: "boot".into(), policy: Arc::new(Builtin) });
-        Shared { seg, params: ArcSwap::from_pointee(params), backend: Arc::new(backend), cache, policy, via, vxid: AtomicU32::new(1) }
+        Shared {
+            seg,
+            params: ArcSwap::from_pointee(params),
+            backend: Arc::new(backend),
+            cache,
+            policy,
+            via,
+            vxid: AtomicU32::new(1),
+            debug_panic_request: Default::default(),
+        }
     }
 
     /// The policy for a request starting now.

@@ -343,6 +343,11 @@ impl Sess {
     /// restart. Returns Some(reason) when the session must end.
     async fn request(&mut self, c: &mut Client, head: Head, t_start: f64) -> Option<Reason> {
         let sh = self.sh.clone();
+        if sh.debug_panic_request.load(std::sync::atomic::Ordering::Relaxed)
+            && sh.debug_panic_request.swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
+            panic!("Don't panic (debug.panic.request was asked to)");
+        }
         let (rxid, mut log, mut clock) = self.begin_req(t_start);
         let side = LogSide::Client;
         c.io.arm(sh.params().send_timeout, sh.params().idle_send_timeout);

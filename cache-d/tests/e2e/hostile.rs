@@ -526,3 +526,27 @@ fn a_segment_truncated_under_a_reader_is_an_error_naming_the_dir() {
     assert_eq!(st.code(), Some(2), "died from a signal instead: {st:?}");
     f.wait_line(5, false, "the message", |l| l.contains("shrank") && l.contains(d.dir.to_str().unwrap()));
 }
+
+#[test]
+fn a_panic_in_a_request_fails_that_request_and_the_child_goes_on() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    // A connection with a cached object, open before the panic.
+    let mut other = Client::connect(d.port);
+    assert_eq!(other.get("/size/7?max_age=600", "").status, 200);
+    let o = run("cache-adm", &["-n", d.dir.to_str().unwrap(), "debug.panic.request"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut victim = Client::connect(d.port);
+    victim.send_raw(b"GET /size/1 HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(victim.read_response(false).is_none(), "the failed request got no answer, its connection closed");
+    // Everyone else is served, from the same cache, by the same child.
+    let r = other.get("/size/7?max_age=600", "");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-varnish").map(|v| v.split(' ').count()), Some(2), "still a hit: the cache survived");
+    let once = stat(&d.dir);
+    assert_eq!(counter(&once, "MGT.child_start"), Some(1));
+    assert_eq!(counter(&once, "MAIN.sc_vcl_failure"), Some(1));
+    let log = stdout(&run("cache-log", &["-d", "-g", "raw", "-n", d.dir.to_str().unwrap()]));
+    assert!(log.contains("request task failed") && log.contains("debug.panic.request"), "{log}");
+}
