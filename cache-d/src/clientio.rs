@@ -20,11 +20,15 @@ pub struct ClientIo<S> {
     /// A write is waiting for the socket; the timer runs.
     blocked: bool,
     timer: Option<Pin<Box<Sleep>>>,
+    /// How fast the current request's body must arrive (set per request;
+    /// every reader of the body — discard, prefill, the fetch that
+    /// forwards it — keeps to the same one).
+    pub pace: Option<crate::http::Pace>,
 }
 
 impl<S> ClientIo<S> {
     pub fn new(io: S) -> ClientIo<S> {
-        ClientIo { io, deadline: None, idle: Duration::MAX, blocked: false, timer: None }
+        ClientIo { io, deadline: None, idle: Duration::MAX, blocked: false, timer: None, pace: None }
     }
 
     /// A response starts: it must be written within `total`, and no

@@ -424,6 +424,7 @@ impl Sess {
         self.active = Some(active);
         let p = sh.params();
         let pace = http::Pace::new(p.timeout_reqbody, p.reqbody_min_rate);
+        c.io.pace = Some(pace);
         let head_only = &req.method[..] == b"HEAD";
         let mut ctx = ReqCtx { rxid, hdr_rx, keep, head_only, framing, body_rx: 0, body_consumed: false, pace };
         loop {
