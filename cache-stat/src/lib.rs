@@ -137,6 +137,9 @@ pub fn write_list(out: &mut impl Write, rows: &[Reading<'_>]) -> std::io::Result
 pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let wait = common::follow::parse_wait(Some(&args.wait))?;
     let dir = common::instance::resolve(args.name.as_deref());
+    // Before the screen takes the terminal: a segment truncated under us
+    // then gives the terminal back as it is now.
+    common::segment::exit_on_sigbus(&dir);
     let filter = Filter::new(&args.filter);
     if let Some(addr) = &args.listen {
         let dir = dir.clone();

@@ -169,13 +169,24 @@ fn follow_segment(seg: &Segment, reader: &mut Reader, opts: &Options, f: &mut im
 pub fn parse_wait(v: Option<&str>) -> Result<Option<Duration>, String> {
     match v {
         None | Some("off") => Ok(None),
-        Some(s) => s
-            .parse::<f64>()
-            .ok()
-            .filter(|f| *f >= 0.0)
-            .map(|f| Some(Duration::from_secs_f64(f)))
-            .ok_or_else(|| format!("-t {s}: expected seconds or \"off\"")),
+        Some(s) => {
+            seconds(s, 0.0, 1e9).map(|f| Some(Duration::from_secs_f64(f))).map_err(|_| format!("-t {s}: expected seconds or \"off\""))
+        }
     }
+}
+
+/// A number of seconds from the command line within `min..=max` (finite:
+/// "inf" and "nan" parse as numbers, but no deadline can hold them).
+pub fn seconds(s: &str, min: f64, max: f64) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (min..=max).contains(&v) => Ok(v),
+        _ => Err(format!("\"{s}\" is not a number of seconds from {min} to {max}")),
+    }
+}
+
+/// clap value parser: seconds from 0 to a day.
+pub fn seconds_upto_a_day(s: &str) -> Result<f64, String> {
+    seconds(s, 0.0, 86400.0)
 }
 
 /// Follow the log as transaction groups: notices go to stderr prefixed with

@@ -270,6 +270,8 @@ impl Segment {
 
 /// The message the SIGBUS handler writes, set once per process.
 static SIGBUS_MSG: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+/// The terminal's mode before a screen changed it, restored on SIGBUS.
+static SIGBUS_TERMIOS: std::sync::OnceLock<libc::termios> = std::sync::OnceLock::new();
 
 /// Readers map the daemon's segment; if another program truncates that file
 /// under them, touching the lost pages raises SIGBUS. Instead of dying from
@@ -288,7 +290,26 @@ pub fn exit_on_sigbus(dir: &Path) {
     if !first {
         return;
     }
+    // A screen (cache-stat) puts the terminal in raw mode: keep the mode it
+    // had now, before that, to give it back on the way out.
+    // SAFETY: isatty and tcgetattr on fd 0 with a zeroed termios to fill.
+    unsafe {
+        let mut t: libc::termios = std::mem::zeroed();
+        if libc::isatty(0) == 1 && libc::tcgetattr(0, &mut t) == 0 {
+            let _ = SIGBUS_TERMIOS.set(t);
+        }
+    }
     extern "C" fn on_sigbus(_: libc::c_int) {
+        if let Some(t) = SIGBUS_TERMIOS.get() {
+            const LEAVE: &[u8] = b"\x1b[?1049l\x1b[?25h";
+            // SAFETY: tcsetattr and write(2) are async-signal-safe.
+            unsafe {
+                libc::tcsetattr(0, libc::TCSANOW, t);
+                if libc::isatty(1) == 1 {
+                    libc::write(1, LEAVE.as_ptr().cast(), LEAVE.len());
+                }
+            }
+        }
         if let Some(m) = SIGBUS_MSG.get() {
             // SAFETY: write(2) and _exit(2) are async-signal-safe; the
             // message was set before the handler was installed.
