@@ -92,16 +92,15 @@ fn hostile_daemon() -> (Origin, tempfile::TempDir, Daemon) {
     (origin, tmp, d)
 }
 
-#[test]
-fn hostile_input_table() {
+/// The rows about HTTP itself: the same answers are expected from varnishd
+/// (checked against it in `framing_rows_answer_as_varnishd_does`).
+fn framing_rows() -> Vec<(&'static str, Vec<u8>, Expect)> {
     use Expect::*;
-    let (_o, _t, d) = hostile_daemon();
     let mb_line = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(1 << 20));
     let many_headers = format!("GET / HTTP/1.1\r\nHost: x\r\n{}\r\n", "X-A: b\r\n".repeat(10_000));
     let long_chunk_line =
         format!("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;{}\r\na\r\n0\r\n\r\n", "e".repeat(5000));
-    let vcl = |url: &str, n: &str| format!("GET {url} HTTP/1.1\r\nHost: x\r\nN: {n}\r\n\r\n");
-    let table: Vec<(&str, Vec<u8>, Expect)> = vec![
+    vec![
         // Framing: smuggling shapes.
         (
             "CL and TE",
@@ -165,6 +164,19 @@ fn hostile_input_table() {
         ("pipelined garbage", b"GET /size/1 HTTP/1.1\r\nHost: x\r\n\r\nGARBAGE\x01\r\n\r\n".to_vec(), Two(200, 400)),
         ("unknown Expect", b"GET / HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n".to_vec(), Status(417)),
         ("HTTP/1.1 without Host", b"GET / HTTP/1.1\r\n\r\n".to_vec(), Status(400)),
+        // And what a well-formed request gets, in the same run.
+        ("a plain request", b"GET /size/3 HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), Status(200)),
+        ("absolute-form target", b"GET http://example.com/size/3 HTTP/1.1\r\nHost: other\r\n\r\n".to_vec(), Status(200)),
+    ]
+}
+
+#[test]
+fn hostile_input_table() {
+    use Expect::*;
+    let (_o, _t, d) = hostile_daemon();
+    let vcl = |url: &str, n: &str| format!("GET {url} HTTP/1.1\r\nHost: x\r\nN: {n}\r\n\r\n");
+    let mut table = framing_rows();
+    table.extend(vec![
         // The policy: arithmetic and strings that would reach the wire.
         ("INT_MIN / -1 in VCL", vcl("/div", "-9223372036854775808").into_bytes(), Status(503)),
         ("INT_MIN * -1 in VCL", vcl("/neg", "-9223372036854775808").into_bytes(), Status(503)),
@@ -175,10 +187,7 @@ fn hostile_input_table() {
         ("synth reason with CR/LF", vcl("/reason", "").into_bytes(), Status(503)),
         ("request line value with spaces", vcl("/url", "").into_bytes(), Status(503)),
         ("header value with LF", vcl("/hdr", "").into_bytes(), Status(503)),
-        // And what a well-formed request gets, in the same run.
-        ("a plain request", b"GET /size/3 HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), Status(200)),
-        ("absolute-form target", b"GET http://example.com/size/3 HTTP/1.1\r\nHost: other\r\n\r\n".to_vec(), Status(200)),
-    ];
+    ]);
     let mut failures = Vec::new();
     for (name, bytes, expect) in &table {
         if let Err(e) = probe(d.port, bytes, *expect) {
@@ -549,4 +558,92 @@ fn a_panic_in_a_request_fails_that_request_and_the_child_goes_on() {
     assert_eq!(counter(&once, "MAIN.sc_vcl_failure"), Some(1));
     let log = stdout(&run("cache-log", &["-d", "-g", "raw", "-n", d.dir.to_str().unwrap()]));
     assert!(log.contains("request task failed") && log.contains("debug.panic.request"), "{log}");
+}
+
+/// What a server answered a probe: statuses, and whether it reset.
+fn answers(port: u16, bytes: &[u8]) -> (Vec<u16>, bool) {
+    let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let data = bytes.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = w.write_all(&data);
+    });
+    let (mut r, mut got, mut buf) = (s, Vec::new(), [0u8; 65536]);
+    let reset = loop {
+        match r.read(&mut buf) {
+            Ok(0) => break false,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(_) => break false,
+        }
+        match statuses(&got).len() {
+            0 => {}
+            1 => r.set_read_timeout(Some(Duration::from_millis(300))).unwrap(), // a second answer comes at once, if at all
+            _ => break false,
+        }
+    };
+    drop(r);
+    let _ = writer.join();
+    (statuses(&got), reset)
+}
+
+/// Rows where cache-d answers differently from varnishd 7.1 on purpose.
+const UNLIKE_VARNISH: &[(&str, &str)] = &[
+    ("two TE headers", "varnishd merges them and reads the body; a second Transfer-Encoding header is a smuggling shape: 400"),
+    ("chunk size not hex", "varnishd fails the fetch (503); a malformed body is the client's error: 400"),
+    ("chunk size overflow", "as above"),
+    ("chunk size negative", "as above"),
+    ("chunk line of 5000 bytes", "as above"),
+    ("chunk without CRLF after data", "as above"),
+    ("obs-fold", "varnishd unfolds; RFC 9112 5.2 lets a server refuse folding, and a proxy that unfolds in front of a backend that does not is a smuggling channel"),
+    ("1 MB request line", "varnishd closes without an answer; cache-d answers 400 first"),
+    ("10,000 headers", "as above"),
+    ("HTTP/2 preface on a plain listener", "varnishd closes without an answer; cache-d answers 400"),
+];
+
+#[test]
+fn framing_rows_answer_as_varnishd_does() {
+    if !have("varnishd") {
+        return;
+    }
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let backend = format!("127.0.0.1:{}", origin.port);
+    let d = Daemon::start(&tmp.path().join("c"), &backend, &[]);
+    let v = Varnishd::start(&tmp.path().join("v"), &backend);
+    let mut differ = Vec::new();
+    let mut compared = 0;
+    for (name, bytes, _) in framing_rows() {
+        if UNLIKE_VARNISH.iter().any(|(n, _)| *n == name) {
+            continue;
+        }
+        compared += 1;
+        let (ours, theirs) = (answers(d.port, &bytes).0, answers(v.port, &bytes).0);
+        if ours != theirs {
+            differ.push(format!("{name}: cache-d {ours:?}, varnishd {theirs:?}"));
+        }
+    }
+    assert!(differ.is_empty(), "{} of {compared} rows differ from varnishd:\n{}", differ.len(), differ.join("\n"));
+    assert!(compared >= 20);
+    // What reaches the backend: an absolute-form target's Host, and the
+    // headers a Connection header names (dropped by both).
+    let echo = |port: u16, req: &[u8]| {
+        let mut c = Client::connect(port);
+        c.send_raw(req);
+        let body = String::from_utf8_lossy(&c.read_response(false).unwrap().body).to_ascii_lowercase();
+        let mut lines: Vec<String> = body
+            .lines()
+            .filter(|l| l.starts_with("get ") || l.starts_with("host:") || l.starts_with("x-secret") || l.starts_with("x-kept"))
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        lines
+    };
+    for req in [
+        &b"GET http://Example.com:8080/echo?a HTTP/1.1\r\nHost: other\r\nCookie: p=1\r\n\r\n"[..],
+        b"GET /echo HTTP/1.1\r\nHost: x\r\nCookie: p=1\r\nConnection: X-Secret\r\nX-Secret: 1\r\nX-Kept: 2\r\n\r\n",
+    ] {
+        assert_eq!(echo(d.port, req), echo(v.port, req), "{}", String::from_utf8_lossy(req));
+    }
 }
