@@ -303,9 +303,15 @@ fn slowloris_connections_are_cut_and_others_keep_their_latency() {
     assert_eq!(open, 0, "{open} of 150 dribbling connections still open after {:?}", t0.elapsed());
     let last = slow.iter().filter_map(|x| x.2).max().unwrap() - t0;
     assert!(last < Duration::from_secs(5), "timeout_req=2 closed the last one after {last:?}");
-    // 2x the unloaded p99, with a 2 ms floor for timer noise on a shared
-    // 2-core machine.
-    assert!(loaded <= (2.0 * unloaded).max(2.0), "p99 {loaded:.3} ms under slowloris, {unloaded:.3} ms without");
+    // 2x the unloaded p99 (the worse of a sample before and one after, so
+    // that other tests running beside this one on a 2-core machine weigh
+    // on both sides), with a 2 ms floor for timer noise.
+    let after = p99(&hit_latencies(d.port, 300));
+    let reference = unloaded.max(after);
+    eprintln!(
+        "slowloris: p99 of a normal client {loaded:.3} ms under 150 dribbling connections, {unloaded:.3} ms before, {after:.3} ms after"
+    );
+    assert!(loaded <= (2.0 * reference).max(2.0), "p99 {loaded:.3} ms under slowloris, {reference:.3} ms without");
     let once = stat(&d.dir);
     assert!(counter(&once, "MAIN.sc_rx_timeout").unwrap() >= 150, "{once}");
     assert_eq!(counter(&once, "MGT.child_start"), Some(1));
