@@ -20,6 +20,10 @@ use crate::server::Shared;
 use crate::util::now;
 
 /// Writes header lines to a wire buffer and logs each one.
+/// Interim (1xx) responses skipped before a backend's answer counts as
+/// broken: a backend streaming 100 Continue forever must not hold a fetch.
+const MAX_INTERIM: usize = 16;
+
 pub struct HeadOut<'a> {
     pub wire: &'a mut Vec<u8>,
     pub log: &'a mut Batch,
@@ -250,12 +254,17 @@ impl Fetch {
             sh.seg.add(C::SReqBodybytes, moved.rx);
         }
         self.stamp("Bereq");
+        let mut interim = 0;
         loop {
             let parsed = http::parse_response(&mut conn.buf, p.http_max_hdr, p.http_resp_size)
                 .map_err(|e| (Error::new(Side::Backend, format!("bad response head: {}", e.text())), false))?;
             match parsed {
                 Parsed::Complete(h) if (100..200).contains(&h.status) && h.status != 101 => {
                     self.hdr_rx += h.wire_len() as u64;
+                    interim += 1;
+                    if interim > MAX_INTERIM {
+                        return Err((Error::new(Side::Backend, "too many interim (1xx) responses"), false));
+                    }
                     continue;
                 }
                 Parsed::Complete(head) if head.iter().any(|(n, v)| n.len() + 2 + v.len() > p.http_resp_hdr_len) => {

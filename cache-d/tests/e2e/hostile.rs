@@ -653,3 +653,95 @@ fn framing_rows_answer_as_varnishd_does() {
         assert_eq!(echo(d.port, req), echo(v.port, req), "{}", String::from_utf8_lossy(req));
     }
 }
+
+/// A backend that answers `/r/N` with the bytes of row N, then closes.
+fn hostile_backend(rows: Vec<Vec<u8>>) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let rows = std::sync::Arc::new(rows);
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let rows = rows.clone();
+            std::thread::spawn(move || {
+                let mut s = s;
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut req = Vec::new();
+                let mut b = [0u8; 4096];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut b) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => req.extend_from_slice(&b[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&req);
+                let n: usize = text.split(' ').nth(1).and_then(|p| p.strip_prefix("/r/")).and_then(|n| n.parse().ok()).unwrap_or(0);
+                if let Some(bytes) = rows.get(n) {
+                    let _ = s.write_all(bytes);
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn hostile_backend_responses_fail_the_fetch_not_the_child() {
+    let interim = "HTTP/1.1 100 Continue\r\n\r\n".repeat(1000);
+    let big_header = format!("HTTP/1.1 200 OK\r\nX-Big: {}\r\nContent-Length: 1\r\n\r\nx", "b".repeat(40_000));
+    let many = format!("HTTP/1.1 200 OK\r\n{}Content-Length: 1\r\n\r\nx", "X-A: b\r\n".repeat(10_000));
+    // (what the backend sends, the status the client must get; 0: the
+    // connection closes without a whole response, as a body cut short does)
+    let rows: Vec<(&str, Vec<u8>, u16)> = vec![
+        ("garbage", b"\x00\x01\x02 not http\r\n\r\n".to_vec(), 503),
+        ("no status code", b"HTTP/1.1 OK\r\nContent-Length: 0\r\n\r\n".to_vec(), 503),
+        ("status 1000", b"HTTP/1.1 1000 Big\r\nContent-Length: 0\r\n\r\n".to_vec(), 503),
+        ("HTTP/2.0 status line", b"HTTP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n".to_vec(), 503),
+        ("head cut short", b"HTTP/1.1 200 OK\r\nContent-Le".to_vec(), 503),
+        ("negative Content-Length", b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n".to_vec(), 503),
+        ("two Content-Lengths", b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxy".to_vec(), 503),
+        ("NUL in a header", b"HTTP/1.1 200 OK\r\nX-A: a\0b\r\nContent-Length: 0\r\n\r\n".to_vec(), 503),
+        ("40 kB header", big_header.into_bytes(), 503),
+        ("10,000 headers", many.into_bytes(), 503),
+        ("1000 interim responses", format!("{interim}HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").into_bytes(), 503),
+        ("bad chunk size", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n".to_vec(), 0),
+        ("chunk size overflow", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffffff\r\n".to_vec(), 0),
+        ("body cut short", b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort".to_vec(), 0),
+        // Content-Length beside chunked: the chunks frame the body (RFC 9112
+        // 6.3), and neither header reaches the client as sent.
+        ("CL and TE", b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n".to_vec(), 200),
+        ("close-delimited", b"HTTP/1.1 200 OK\r\n\r\nuntil the end".to_vec(), 200),
+    ];
+    let port = hostile_backend(rows.iter().map(|r| r.1.clone()).collect());
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(
+        &tmp.path().join("i"),
+        &format!("127.0.0.1:{port}"),
+        &["-p", "first_byte_timeout=3", "-p", "between_bytes_timeout=3"],
+    );
+    let mut failures = Vec::new();
+    for (i, (name, _, want)) in rows.iter().enumerate() {
+        let mut c = Client::connect(d.port);
+        c.send_raw(format!("GET /r/{i} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+        let got = c.read_response(false);
+        let status = got.as_ref().map_or(0, |r| r.status);
+        if status != *want {
+            failures.push(format!("{name}: got {status}, want {want}"));
+        }
+        if let Some(r) = got.filter(|r| r.status == 200) {
+            let cl = r.header("content-length").is_some();
+            let te = r.header("transfer-encoding").is_some();
+            if cl && te {
+                failures.push(format!("{name}: both Content-Length and Transfer-Encoding went to the client"));
+            }
+            if *name == "CL and TE" && r.body != b"hello" {
+                failures.push(format!("{name}: body {:?}", String::from_utf8_lossy(&r.body)));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let once = stat(&d.dir);
+    assert_eq!(counter(&once, "MGT.child_start"), Some(1), "{once}");
+    let log = stdout(&run("cache-log", &["-d", "-n", d.dir.to_str().unwrap()]));
+    assert!(log.contains("FetchError"), "fetch errors logged");
+    assert!(log.contains("too many interim"), "{log}");
+}
