@@ -39,6 +39,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use common::deadline::{Deadline, Deadlined};
+
 use crate::engine::{self, Live};
 use crate::plan::Plan;
 use crate::report::{self, Meta};
@@ -171,33 +173,10 @@ impl Keys {
 /// Read one JSON line of at most `max` bytes.
 fn recv<R: BufRead>(r: &mut R, max: u64) -> Result<Value> {
     let mut line = Vec::new();
-    let n = std::io::Read::take(&mut *r, max).read_until(b'\n', &mut line)?;
-    if n == 0 {
+    if common::deadline::read_line(r, usize::try_from(max).unwrap_or(usize::MAX), &mut line)? == 0 {
         bail!("connection closed");
     }
-    if line.last() != Some(&b'\n') && n as u64 >= max {
-        bail!("a line longer than {max} bytes");
-    }
     Ok(serde_json::from_slice(&line)?)
-}
-
-/// A socket whose reads end at a deadline (the handshake), else after an
-/// idle time (None: wait as long as it takes).
-struct Deadlined {
-    s: TcpStream,
-    until: Option<Instant>,
-    idle: Option<Duration>,
-}
-
-impl std::io::Read for Deadlined {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let wait = match self.until {
-            Some(t) => Some(t.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()).ok_or(std::io::ErrorKind::TimedOut)?),
-            None => self.idle,
-        };
-        self.s.set_read_timeout(wait)?;
-        self.s.read(buf)
-    }
 }
 
 /// For the fuzz target (fuzz/fuzz_targets/agent_msg.rs): what an agent
@@ -287,7 +266,8 @@ fn serve_one(
 ) -> Result<String> {
     let mut w = s.try_clone()?;
     w.set_write_timeout(Some(Duration::from_secs(30)))?;
-    let mut r = BufReader::new(Deadlined { s, until: Some(Instant::now() + HANDSHAKE), idle: None });
+    let deadline = Deadline::in_(HANDSHAKE);
+    let mut r = BufReader::new(Deadlined::new(s, deadline.clone(), None));
     let keys = Keys { secret: secret.clone(), nonce: nonce(), me: "a" };
     let hs = (|| -> Result<Value> {
         send(&mut w, &json!({ "hello": "cache-bench", "version": env!("CARGO_PKG_VERSION"), "proto": PROTO, "nonce": keys.nonce }))?;
@@ -312,25 +292,21 @@ fn serve_one(
         let _ = send(&mut w, &json!({ "error": "busy: this agent is running for another coordinator" }));
         bail!("refused a second coordinator while busy");
     }
-    let r = run_plan(plan, &msg, &keys, w, r, out_dir, ran);
+    let r = run_plan(plan, &msg, &keys, (w, r, deadline), out_dir, ran);
     busy.store(false, Ordering::Release);
     r
 }
 
-fn run_plan(
-    plan: Plan,
-    msg: &Value,
-    keys: &Keys,
-    mut w: TcpStream,
-    mut r: BufReader<Deadlined>,
-    out_dir: &str,
-    ran: &mut bool,
-) -> Result<String> {
+/// The socket's halves and the deadline its reads keep to.
+type Conn = (TcpStream, BufReader<Deadlined>, Deadline);
+
+fn run_plan(plan: Plan, msg: &Value, keys: &Keys, conn: Conn, out_dir: &str, ran: &mut bool) -> Result<String> {
+    let (mut w, mut r, deadline) = conn;
     let label = msg["label"].as_str().unwrap_or("").to_string();
     let name = msg["name"].as_str().unwrap_or("agent").to_string();
     keys.send(&mut w, json!({ "ready": true }))?;
     // The start comes once every agent is ready: allow the slowest a while.
-    r.get_mut().until = Some(Instant::now() + Duration::from_secs(60));
+    deadline.set(Some(Instant::now() + Duration::from_secs(60)));
     let go = keys.open(recv(&mut r, MAX_LINE).context("no start from the coordinator")?)?;
     let start_ms = go["start_unix_ms"].as_u64().ok_or_else(|| anyhow!("no start time"))?;
     let now = unix_ms();
@@ -346,7 +322,7 @@ fn run_plan(
     // ignored.
     {
         let (live, mut r, keys) = (live.clone(), r, keys.clone());
-        r.get_mut().until = None;
+        deadline.set(None);
         std::thread::spawn(move || loop {
             match recv(&mut r, MAX_PLAN_LINE) {
                 Ok(v) => match keys.open(v) {

@@ -3,13 +3,14 @@
 //! about the cache are relayed to the child.
 
 use std::fmt::Write as _;
-use std::io::{BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::adm::{self, status};
+use common::deadline::{Deadline, Deadlined};
 
 use crate::mgt::{ChildState, Mgr};
 use crate::params::{self, Kind};
@@ -89,25 +90,6 @@ pub fn accept_loop(mgr: Arc<Mgr>, l: TcpListener) {
     }
 }
 
-/// A socket whose reads end at a deadline (the authentication phase), or
-/// after `IDLE` once there is none.
-struct Deadlined {
-    s: TcpStream,
-    until: Arc<Mutex<Option<Instant>>>,
-}
-
-impl Read for Deadlined {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let until = *self.until.lock().unwrap_or_else(|e| e.into_inner());
-        let wait = match until {
-            Some(t) => t.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()).ok_or(std::io::ErrorKind::TimedOut)?,
-            None => IDLE,
-        };
-        self.s.set_read_timeout(Some(wait))?;
-        self.s.read(buf)
-    }
-}
-
 /// The banner sent after authentication.
 pub fn banner(mgr: &Mgr) -> String {
     let mut b = String::new();
@@ -129,9 +111,9 @@ fn session(mgr: Arc<Mgr>, s: TcpStream) {
     let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
     let Ok(out) = s.try_clone() else { return };
     let authed = mgr.secret.is_none();
-    let until = Arc::new(Mutex::new((!authed).then(|| Instant::now() + AUTH_DEADLINE)));
-    let input = BufReader::new(Deadlined { s, until: until.clone() });
-    serve(&mgr, input, out, authed, &|| *until.lock().unwrap_or_else(|e| e.into_inner()) = None);
+    let until = Deadline::at((!authed).then(|| Instant::now() + AUTH_DEADLINE));
+    let input = BufReader::new(Deadlined::new(s, until.clone(), Some(IDLE)));
+    serve(&mgr, input, out, authed, &|| until.set(None));
 }
 
 /// `-d`: the CLI on standard input and output, already authenticated.

@@ -105,41 +105,65 @@ pub fn render(counters: Option<(&[CounterInfo], &[u64])>) -> String {
 
 /// Serve `/metrics` on `addr` until the process ends: each scrape reads the
 /// segment afresh through `read`.
+/// Scrapes answered at once; more connections are closed at once.
+const MAX_CONNS: usize = 256;
+/// A scraper has this long to send its request head, of at most 8 KiB.
+const HEAD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+const MAX_HEAD: usize = 8 << 10;
+
 pub fn serve(addr: &str, read: impl Fn() -> String + Send + Sync + 'static) -> Result<(), String> {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::{BufReader, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let listener = std::net::TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     eprintln!("cache-stat: serving /metrics on http://{bound}/metrics");
     let read = std::sync::Arc::new(read);
+    let live = std::sync::Arc::new(AtomicUsize::new(0));
     for conn in listener.incoming() {
         let Ok(stream) = conn else { continue };
-        let read = read.clone();
+        if live.fetch_add(1, Ordering::AcqRel) >= MAX_CONNS {
+            live.fetch_sub(1, Ordering::AcqRel);
+            continue; // dropped: a scraper retries, a flood costs nothing
+        }
+        let (read, live) = (read.clone(), live.clone());
         std::thread::spawn(move || {
-            let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(10)));
-            let Ok(mut w) = stream.try_clone() else { return };
-            let mut r = BufReader::new(stream);
-            let mut line = String::new();
-            if r.read_line(&mut line).is_err() {
-                return;
-            }
-            // Skip the rest of the head.
-            let mut h = String::new();
-            while r.read_line(&mut h).is_ok_and(|n| n > 2) {
-                h.clear();
-            }
-            let mut parts = line.split_whitespace();
-            let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-            let (status, ctype, body) = match (method, path.split('?').next().unwrap_or("")) {
-                ("GET" | "HEAD", "/metrics") => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", read()),
-                ("GET" | "HEAD", _) => ("404 Not Found", "text/plain; charset=utf-8", "try /metrics\n".to_string()),
-                _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "GET /metrics\n".to_string()),
-            };
-            let head = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
-            let _ = w.write_all(head.as_bytes());
-            if method != "HEAD" {
-                let _ = w.write_all(body.as_bytes());
-            }
+            answer(stream, &*read);
+            live.fetch_sub(1, Ordering::AcqRel);
         });
+    }
+
+    /// One request: its head read within the deadline and size, one answer.
+    fn answer(stream: std::net::TcpStream, read: &dyn Fn() -> String) {
+        let _ = stream.set_write_timeout(Some(std::time::Duration::from_secs(10)));
+        let Ok(mut w) = stream.try_clone() else { return };
+        let deadline = common::deadline::Deadline::in_(HEAD_DEADLINE);
+        let mut r = BufReader::new(common::deadline::Deadlined::new(stream, deadline, None));
+        let (mut line, mut h, mut total) = (Vec::new(), Vec::new(), 0);
+        match common::deadline::read_line(&mut r, MAX_HEAD, &mut line) {
+            Ok(n) if n > 0 => total += n,
+            _ => return,
+        }
+        // Skip the rest of the head, within the same bounds.
+        loop {
+            match common::deadline::read_line(&mut r, MAX_HEAD - total.min(MAX_HEAD - 1), &mut h) {
+                Ok(n) if n > 2 => total += n,
+                Ok(_) => break,
+                Err(_) => return,
+            }
+        }
+        let line = String::from_utf8_lossy(&line);
+        let mut parts = line.split_whitespace();
+        let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let (status, ctype, body) = match (method, path.split('?').next().unwrap_or("")) {
+            ("GET" | "HEAD", "/metrics") => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", read()),
+            ("GET" | "HEAD", _) => ("404 Not Found", "text/plain; charset=utf-8", "try /metrics\n".to_string()),
+            _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "GET /metrics\n".to_string()),
+        };
+        let head = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+        let _ = w.write_all(head.as_bytes());
+        if method != "HEAD" {
+            let _ = w.write_all(body.as_bytes());
+        }
     }
     Ok(())
 }

@@ -19,6 +19,7 @@
 pub mod adm;
 pub mod background;
 pub mod counters;
+pub mod deadline;
 pub mod follow;
 pub mod glob;
 pub mod group;

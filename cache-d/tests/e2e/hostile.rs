@@ -745,3 +745,37 @@ fn hostile_backend_responses_fail_the_fetch_not_the_child() {
     assert!(log.contains("FetchError"), "fetch errors logged");
     assert!(log.contains("too many interim"), "{log}");
 }
+
+#[test]
+fn the_metrics_listener_bounds_slow_and_huge_requests() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let mut f = Follower::start("cache-stat", &["--listen", "127.0.0.1:0", "-n", d.dir.to_str().unwrap()]);
+    f.wait_line(10, false, "the listen address", |l| l.contains("/metrics"));
+    let addr = f.err.iter().find_map(|l| l.split("http://").nth(1)).and_then(|a| a.strip_suffix("/metrics")).unwrap().to_string();
+    // 100 scrapers that dribble their heads: cut at the 5 s head deadline.
+    let t0 = Instant::now();
+    let mut slow: Vec<TcpStream> = (0..100).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    for s in &mut slow {
+        s.write_all(b"GET /metr").unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    }
+    // A 1 MB line is refused without being read whole.
+    let mut big = TcpStream::connect(&addr).unwrap();
+    let line = vec![b'a'; 1 << 20];
+    let _ = big.write_all(&line);
+    // Meanwhile a real scrape is answered.
+    let mut c = TcpStream::connect(&addr).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut text = String::new();
+    c.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.1 200") && text.contains("varnish_main_client_req"), "{text}");
+    for mut s in slow {
+        let _ = s.write_all(b"i");
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+    }
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(8), "dribbling scrapers were held {took:?}");
+}
