@@ -360,25 +360,7 @@ mod tests {
     use super::*;
 
     fn plan() -> Plan {
-        Plan {
-            urls: vec!["http://127.0.0.1:8080/".into()],
-            pick: Pick::Seq,
-            conns: 10,
-            threads: 2,
-            duration_s: Some(10.0),
-            count: None,
-            rate: None,
-            stages: vec![],
-            requests_per_conn: None,
-            method: "GET".into(),
-            headers: vec![],
-            body: None,
-            host: None,
-            expect_status: None,
-            expect_size: None,
-            timeout_s: 5.0,
-            seed: 1,
-        }
+        Plan { conns: 10, threads: 2, duration_s: Some(10.0), ..tests_plan() }
     }
 
     #[test]

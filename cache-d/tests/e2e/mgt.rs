@@ -8,14 +8,6 @@ use std::process::Command;
 
 use crate::util::*;
 
-/// (ip:port, secret path) from DIR/_.admin.
-fn admin(dir: &Path) -> (String, String) {
-    let text = std::fs::read_to_string(dir.join("_.admin")).unwrap();
-    let t = text.lines().find_map(|l| l.strip_prefix("T ")).unwrap().replace(' ', ":");
-    let s = text.lines().find_map(|l| l.strip_prefix("S ")).unwrap().to_string();
-    (t, s)
-}
-
 fn adm(t: &str, s: &str, args: &[&str]) -> (i32, String) {
     let o = Command::new("varnishadm").args(["-T", t, "-S", s]).args(args).output().unwrap();
     (o.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))

@@ -409,3 +409,11 @@ impl Drop for Tmux {
         let _ = self.run(&["kill-server"]);
     }
 }
+
+/// (ip:port, secret path) of an instance's admin socket, from DIR/_.admin.
+pub fn admin(dir: &Path) -> (String, String) {
+    let text = std::fs::read_to_string(dir.join("_.admin")).unwrap();
+    let t = text.lines().find_map(|l| l.strip_prefix("T ")).unwrap().replace(' ', ":");
+    let s = text.lines().find_map(|l| l.strip_prefix("S ")).unwrap().to_string();
+    (t, s)
+}
