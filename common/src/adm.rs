@@ -71,8 +71,11 @@ pub fn read_response(r: &mut impl Read) -> Result<(u16, String), ReadError> {
     if head[3] != b' ' || head[12] != b'\n' {
         return Err(ReadError::BadHeader(text));
     }
-    let code: u16 = text[..3].trim().parse().map_err(|_| ReadError::BadHeader(text.clone()))?;
-    let len: usize = text[4..12].trim().parse().map_err(|_| ReadError::BadHeader(text.clone()))?;
+    // Fields from the raw bytes: a lossy UTF-8 copy shifts byte offsets
+    // (and slicing it could cut a character) when a peer sends non-ASCII.
+    let field = |b: &[u8]| std::str::from_utf8(b).ok().and_then(|s| s.trim().parse::<usize>().ok());
+    let code = field(&head[..3]).and_then(|c| u16::try_from(c).ok()).ok_or_else(|| ReadError::BadHeader(text.clone()))?;
+    let len = field(&head[4..12]).ok_or_else(|| ReadError::BadHeader(text.clone()))?;
     if len > 64 * 1024 * 1024 {
         return Err(ReadError::BadHeader(text));
     }
@@ -322,6 +325,15 @@ mod tests {
         assert!(read_response(&mut &b"200 5\n"[..]).is_err());
         assert!(read_response(&mut &b"20x 0       \n\n"[..]).is_err());
         assert!(matches!(read_response(&mut &b""[..]), Err(ReadError::Closed)));
+    }
+
+    #[test]
+    fn response_heads_with_non_ascii_bytes_are_errors() {
+        // Found by fuzz/fuzz_targets/adm_lines.rs: a lossy UTF-8 copy of
+        // this head made the length field slice cut a character (a panic).
+        let crash = b"2\xa30 8       \nPON#G \0\0\0\0\0\0\0\0PON 1\n";
+        assert!(matches!(read_response(&mut &crash[..]), Err(ReadError::BadHeader(_))));
+        assert!(matches!(read_response(&mut &b"200 \xff       \n"[..]), Err(ReadError::BadHeader(_))));
     }
 
     #[test]
