@@ -23,7 +23,7 @@ for t in "${targets[@]}"; do
         status=CRASH; failed=1
         grep -E "panicked at|ERROR: libFuzzer|Test unit written" "$log" | head -5 >&2
     fi
-    execs=$(awk -F: '/stat::number_of_executed_units/ {gsub(/ /,"",$2); print $2}' "$log")
+    execs=$(awk '/stat::number_of_executed_units/ {print $NF}' "$log")
     cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | awk '{print $2}')
     printf '%-14s %-6s %10s execs in %ss, coverage %s, corpus %s\n' "$t" "$status" "${execs:-?}" "$secs" "${cov:-?}" "$(ls "corpus/$t" | wc -l)"
     rm -f "$log"
