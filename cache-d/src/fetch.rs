@@ -19,11 +19,11 @@ use crate::policy::Bereq;
 use crate::server::Shared;
 use crate::util::now;
 
-/// Writes header lines to a wire buffer and logs each one.
 /// Interim (1xx) responses skipped before a backend's answer counts as
 /// broken: a backend streaming 100 Continue forever must not hold a fetch.
 const MAX_INTERIM: usize = 16;
 
+/// Writes header lines to a wire buffer and logs each one.
 pub struct HeadOut<'a> {
     pub wire: &'a mut Vec<u8>,
     pub log: &'a mut Batch,

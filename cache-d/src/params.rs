@@ -63,7 +63,7 @@ defs! {
     "max_connections" Uint "10000" Some("1"), Some("16777216"), "connections" true "Most client connections served at once; more are closed at once and counted in MAIN.sess_dropped (cachekit's own).";
     "max_restarts" Uint "4" Some("0"), None, "restarts" false "Upper limit on how many times a request can restart.";
     "max_retries" Uint "4" Some("0"), None, "retries" false "Upper limit on how many times a backend fetch can retry.";
-    "pipe_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Idle timeout for PIPE sessions. If nothing has been received in either direction for this many seconds, the session is closed.";
+    "pipe_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Idle timeout for PIPE sessions. If nothing has been received in either direction for this many seconds, the session is closed (0: never).";
     "reqbody_min_rate" Bytes "500b" Some("1b"), None, "bytes/second" false "After timeout_reqbody, a request body must keep arriving at this rate on average: its deadline is timeout_reqbody plus one second per this many bytes received (cachekit's own, as Apache's mod_reqtimeout MinRate).";
     "send_timeout" Seconds "600.000" Some("0.000"), None, "seconds" false "Total timeout for sending a response to the client.";
     "shortlived" Seconds "10.000" Some("0.000"), None, "seconds" false "Objects created with (ttl+grace+keep) shorter than this are counted as short-lived.";

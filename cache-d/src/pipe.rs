@@ -112,8 +112,11 @@ pub(crate) async fn pipe(s: &mut Sess, c: &mut Client, req: &mut Req, mut log: B
     Some(Reason::TxPipe)
 }
 
-/// Resolves once neither counter moved for `idle`.
+/// Resolves once neither counter moved for `idle` (never when it is 0).
 async fn idle_out(idle: Duration, a: &AtomicU64, b: &AtomicU64) {
+    if idle.is_zero() {
+        return std::future::pending().await;
+    }
     let moved = || a.load(Ordering::Relaxed) + b.load(Ordering::Relaxed);
     let mut last = moved();
     loop {
