@@ -348,5 +348,9 @@ mod tests {
         assert_eq!(p.get("auto_restart"), Some("off"));
         assert!(parse_param_arg("timeout_idle").is_err());
         assert!(p.set("timeout_idle", "NaN").is_err());
+        // Durations that would overflow a deadline (a panic in tokio).
+        assert!(p.set("send_timeout", "1e30").is_err());
+        assert!(p.set("timeout_reqbody", "inf").is_err());
+        assert!(p.set("pipe_timeout", "2999999999").is_ok());
     }
 }
