@@ -142,7 +142,6 @@ counter_table! {
     ScTxEof => "MAIN.sc_tx_eof", Counter, Diag, Integer, "Session OK  TX_EOF";
     ScRespClose => "MAIN.sc_resp_close", Counter, Diag, Integer, "Session OK  RESP_CLOSE";
     ScVclFailure => "MAIN.sc_vcl_failure", Counter, Diag, Integer, "Session Err VCL_FAILURE";
-    ClientResp500 => "MAIN.client_resp_500", Counter, Diag, Integer, "Delivered HTTP 500 responses";
     ClientReq400 => "MAIN.client_req_400", Counter, Info, Integer, "Client requests received, subject to 400 errors";
     ClientReq => "MAIN.client_req", Counter, Info, Integer, "Good client requests received";
     ClientReq417 => "MAIN.client_req_417", Counter, Info, Integer, "Client requests received, subject to 417 errors";
