@@ -117,8 +117,8 @@ pub enum SegmentError {
     InUse { dir: PathBuf, pid: u32 },
     #[error("cannot reserve {bytes} bytes for the segment in {dir}: {source} (free space there, or lower vsl_space)")]
     NoSpace { dir: PathBuf, bytes: u64, source: std::io::Error },
-    #[error("the segment in {dir} shrank to {len} bytes under this reader (truncated by another program?)")]
-    Shrunk { dir: PathBuf, len: u64 },
+    #[error("the segment in {dir} shrank under this reader (truncated by another program?)")]
+    Shrunk { dir: PathBuf },
 }
 
 impl SegmentError {

@@ -283,9 +283,8 @@ pub fn exit_on_sigbus(dir: &Path) {
     SIGBUS_MSG.get_or_init(|| {
         first = true;
         let prog = std::env::args().next().map(|a| Path::new(&a).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or(a));
-        let e = SegmentError::Shrunk { dir: dir.to_path_buf(), len: 0 };
-        let text = e.to_string().replace(" to 0 bytes", "");
-        format!("{}: {text}; start the reader again\n", prog.unwrap_or_else(|| "reader".into())).into_bytes()
+        let e = SegmentError::Shrunk { dir: dir.to_path_buf() };
+        format!("{}: {e}; start the reader again\n", prog.unwrap_or_else(|| "reader".into())).into_bytes()
     });
     if !first {
         return;
