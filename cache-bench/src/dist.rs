@@ -30,7 +30,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use common::deadline::{Deadline, Deadlined};
+use common::bounded::{Deadline, Deadlined, Slot, Slots};
 
 use crate::engine::{self, Live};
 use crate::plan::Plan;
@@ -173,7 +173,7 @@ impl Keys {
 /// Read one JSON line of at most `max` bytes.
 fn recv<R: BufRead>(r: &mut R, max: u64) -> Result<Value> {
     let mut line = Vec::new();
-    if common::deadline::read_line(r, usize::try_from(max).unwrap_or(usize::MAX), &mut line)? == 0 {
+    if common::bounded::read_line(r, usize::try_from(max).unwrap_or(usize::MAX), &mut line)? == 0 {
         bail!("connection closed");
     }
     Ok(serde_json::from_slice(&line)?)
@@ -211,22 +211,19 @@ pub fn agent(listen: &str, secret: &[u8], out_dir: &str, once: bool) -> Result<i
     let _ = std::io::stdout().flush();
     let secret = Arc::new(secret.to_vec());
     let busy = Arc::new(AtomicBool::new(false));
-    let handshakes = Arc::new(AtomicUsize::new(0));
+    let handshakes = Slots::new(MAX_HANDSHAKES);
     let (done_tx, done_rx) = std::sync::mpsc::channel::<bool>();
     let out_dir = out_dir.to_string();
     std::thread::spawn(move || {
         for s in l.incoming() {
             let Ok(s) = s else { continue };
-            if handshakes.fetch_add(1, Ordering::AcqRel) >= MAX_HANDSHAKES {
-                handshakes.fetch_sub(1, Ordering::AcqRel);
-                continue; // dropped: too many connections at once
-            }
-            let (secret, busy, handshakes, done, out_dir) =
-                (secret.clone(), busy.clone(), handshakes.clone(), done_tx.clone(), out_dir.clone());
+            // Past the cap, dropped: too many connections at once.
+            let Some(slot) = handshakes.take() else { continue };
+            let (secret, busy, done, out_dir) = (secret.clone(), busy.clone(), done_tx.clone(), out_dir.clone());
             std::thread::spawn(move || {
                 let peer = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
                 let mut ran = false;
-                let r = serve_one(s, &secret, &out_dir, &busy, &handshakes, &mut ran);
+                let r = serve_one(s, &secret, &out_dir, &busy, slot, &mut ran);
                 let ok = match r {
                     Ok(file) => {
                         eprintln!("cache-bench agent: run for {peer} done, result in {file}");
@@ -256,14 +253,7 @@ pub fn agent(listen: &str, secret: &[u8], out_dir: &str, once: bool) -> Result<i
 
 /// One connection: handshake (bounded in size and time), then, if no other
 /// run is going on, the run.
-fn serve_one(
-    s: TcpStream,
-    secret: &Arc<Vec<u8>>,
-    out_dir: &str,
-    busy: &AtomicBool,
-    handshakes: &AtomicUsize,
-    ran: &mut bool,
-) -> Result<String> {
+fn serve_one(s: TcpStream, secret: &Arc<Vec<u8>>, out_dir: &str, busy: &AtomicBool, handshake: Slot, ran: &mut bool) -> Result<String> {
     let mut w = s.try_clone()?;
     w.set_write_timeout(Some(Duration::from_secs(30)))?;
     let deadline = Deadline::in_(HANDSHAKE);
@@ -274,7 +264,7 @@ fn serve_one(
         let first = recv(&mut r, MAX_PLAN_LINE)?;
         keys.open(first).map_err(|e| anyhow!("a coordinator failed to authenticate: {e}"))
     })();
-    handshakes.fetch_sub(1, Ordering::AcqRel);
+    drop(handshake);
     let msg = match hs {
         Ok(m) => m,
         Err(e) => {
@@ -601,9 +591,9 @@ mod tests {
         let s2 = secret.clone();
         let agent = std::thread::spawn(move || {
             let (s, _) = l.accept().unwrap();
-            let (busy, hs) = (AtomicBool::new(false), AtomicUsize::new(1));
+            let (busy, hs) = (AtomicBool::new(false), Slots::new(1).take().unwrap());
             let dir = std::env::temp_dir();
-            serve_one(s, &s2, dir.to_str().unwrap(), &busy, &hs, &mut false)
+            serve_one(s, &s2, dir.to_str().unwrap(), &busy, hs, &mut false)
         });
         let mut w = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let mut r = BufReader::new(w.try_clone().unwrap());

@@ -5,12 +5,11 @@
 use std::fmt::Write as _;
 use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::adm::{self, status};
-use common::deadline::{Deadline, Deadlined};
+use common::bounded::{Deadline, Deadlined, Slots};
 
 use crate::mgt::{ChildState, Mgr};
 use crate::params::{self, Kind};
@@ -70,23 +69,19 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Accept admin connections forever.
 pub fn accept_loop(mgr: Arc<Mgr>, l: TcpListener) {
-    let live = Arc::new(AtomicUsize::new(0));
+    let slots = Slots::new(MAX_SESSIONS);
     for mut s in l.incoming().flatten() {
-        if live.fetch_add(1, Ordering::AcqRel) >= MAX_SESSIONS {
-            live.fetch_sub(1, Ordering::AcqRel);
+        let Some(slot) = slots.take() else {
             let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
             let _ = s.write_all(&adm::frame(status::CLOSE, "Too many CLI sessions"));
             mgr.log("admin connection refused: too many sessions");
             continue;
-        }
-        let (m, live2) = (mgr.clone(), live.clone());
-        let spawned = std::thread::Builder::new().name("cache-admin-sess".into()).spawn(move || {
+        };
+        let m = mgr.clone();
+        let _ = std::thread::Builder::new().name("cache-admin-sess".into()).spawn(move || {
             session(m, s);
-            live2.fetch_sub(1, Ordering::AcqRel);
+            drop(slot);
         });
-        if spawned.is_err() {
-            live.fetch_sub(1, Ordering::AcqRel);
-        }
     }
 }
 

@@ -113,22 +113,19 @@ const MAX_HEAD: usize = 8 << 10;
 
 pub fn serve(addr: &str, read: impl Fn() -> String + Send + Sync + 'static) -> Result<(), String> {
     use std::io::{BufReader, Write};
-    use std::sync::atomic::{AtomicUsize, Ordering};
     let listener = std::net::TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     eprintln!("cache-stat: serving /metrics on http://{bound}/metrics");
     let read = std::sync::Arc::new(read);
-    let live = std::sync::Arc::new(AtomicUsize::new(0));
+    let slots = common::bounded::Slots::new(MAX_CONNS);
     for conn in listener.incoming() {
         let Ok(stream) = conn else { continue };
-        if live.fetch_add(1, Ordering::AcqRel) >= MAX_CONNS {
-            live.fetch_sub(1, Ordering::AcqRel);
-            continue; // dropped: a scraper retries, a flood costs nothing
-        }
-        let (read, live) = (read.clone(), live.clone());
-        std::thread::spawn(move || {
+        // Past the cap, dropped: a scraper retries, a flood costs nothing.
+        let Some(slot) = slots.take() else { continue };
+        let read = read.clone();
+        let _ = std::thread::Builder::new().spawn(move || {
             answer(stream, &*read);
-            live.fetch_sub(1, Ordering::AcqRel);
+            drop(slot);
         });
     }
 
@@ -136,16 +133,16 @@ pub fn serve(addr: &str, read: impl Fn() -> String + Send + Sync + 'static) -> R
     fn answer(stream: std::net::TcpStream, read: &dyn Fn() -> String) {
         let _ = stream.set_write_timeout(Some(std::time::Duration::from_secs(10)));
         let Ok(mut w) = stream.try_clone() else { return };
-        let deadline = common::deadline::Deadline::in_(HEAD_DEADLINE);
-        let mut r = BufReader::new(common::deadline::Deadlined::new(stream, deadline, None));
+        let deadline = common::bounded::Deadline::in_(HEAD_DEADLINE);
+        let mut r = BufReader::new(common::bounded::Deadlined::new(stream, deadline, None));
         let (mut line, mut h, mut total) = (Vec::new(), Vec::new(), 0);
-        match common::deadline::read_line(&mut r, MAX_HEAD, &mut line) {
+        match common::bounded::read_line(&mut r, MAX_HEAD, &mut line) {
             Ok(n) if n > 0 => total += n,
             _ => return,
         }
         // Skip the rest of the head, within the same bounds.
         loop {
-            match common::deadline::read_line(&mut r, MAX_HEAD - total.min(MAX_HEAD - 1), &mut h) {
+            match common::bounded::read_line(&mut r, MAX_HEAD - total.min(MAX_HEAD - 1), &mut h) {
                 Ok(n) if n > 2 => total += n,
                 Ok(_) => break,
                 Err(_) => return,

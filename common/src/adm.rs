@@ -219,17 +219,17 @@ pub fn read_command(r: &mut impl BufRead, max_line: usize, heredoc: bool) -> std
 /// read on).
 fn read_line_within(r: &mut impl BufRead, max: usize) -> std::io::Result<Option<Result<String, &'static str>>> {
     let mut buf = Vec::new();
-    let n = std::io::Read::take(&mut *r, max as u64 + 1).read_until(b'\n', &mut buf)?;
-    if n == 0 {
-        return Ok(None);
+    match crate::bounded::read_line(r, max.saturating_add(1), &mut buf) {
+        Ok(0) => return Ok(None),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Ok(Some(Err("Line too long"))),
+        Err(e) => return Err(e),
     }
     if buf.last() == Some(&b'\n') {
         buf.pop();
         if buf.last() == Some(&b'\r') {
             buf.pop();
         }
-    } else if n > max {
-        return Ok(Some(Err("Line too long")));
     }
     Ok(Some(Ok(String::from_utf8_lossy(&buf).into_owned())))
 }

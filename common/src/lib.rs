@@ -18,8 +18,8 @@
 
 pub mod adm;
 pub mod background;
+pub mod bounded;
 pub mod counters;
-pub mod deadline;
 pub mod follow;
 pub mod glob;
 pub mod group;

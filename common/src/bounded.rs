@@ -1,13 +1,49 @@
-//! Blocking sockets whose reads end at a deadline for a whole exchange, not
-//! per read: a peer that sends one byte just before each read timeout would
-//! otherwise hold a thread forever. Used by every listener that serves with
-//! a thread per connection (the admin socket, cache-stat's /metrics, the
-//! cache-bench agent), with [`read_line`] to bound what one line may cost.
+//! What a listener that serves each connection on a thread of its own
+//! bounds: how many connections it holds at once ([`Slots`]), how long an
+//! exchange may take — a deadline for the whole of it, not per read: a peer
+//! that sends one byte just before each read timeout would otherwise hold a
+//! thread forever ([`Deadlined`]) — and what one line may cost
+//! ([`read_line`]). Used by the admin socket, cache-stat's /metrics and the
+//! cache-bench agent.
 
 use std::io::{BufRead, Read};
 use std::net::TcpStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// At most `max` connections at once: each holds a [`Slot`] until it is
+/// dropped (also when the thread meant to serve it could not start).
+#[derive(Clone, Debug)]
+pub struct Slots {
+    live: Arc<AtomicUsize>,
+    max: usize,
+}
+
+/// One connection's place among its listener's [`Slots`].
+#[derive(Debug)]
+pub struct Slot(Arc<AtomicUsize>);
+
+impl Slots {
+    pub fn new(max: usize) -> Slots {
+        Slots { live: Arc::new(AtomicUsize::new(0)), max }
+    }
+
+    /// A place for one more connection, or None when all are taken.
+    pub fn take(&self) -> Option<Slot> {
+        if self.live.fetch_add(1, Ordering::AcqRel) >= self.max {
+            self.live.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Slot(self.live.clone()))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// When reads must be done by; shared, so whoever owns the protocol can
 /// move or lift it while a buffered reader owns the socket.
@@ -76,6 +112,18 @@ pub fn read_line<R: BufRead + ?Sized>(r: &mut R, max: usize, line: &mut Vec<u8>)
 mod tests {
     use super::*;
     use std::io::{BufReader, Write};
+
+    #[test]
+    fn slots_are_given_back_when_dropped() {
+        let slots = Slots::new(2);
+        let (a, b) = (slots.take().unwrap(), slots.take().unwrap());
+        assert!(slots.take().is_none());
+        drop(a);
+        let c = slots.take().unwrap();
+        assert!(slots.take().is_none());
+        drop((b, c));
+        assert!(slots.take().is_some());
+    }
 
     #[test]
     fn lines_are_bounded() {
