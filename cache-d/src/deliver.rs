@@ -99,7 +99,6 @@ impl Sess {
         mut clock: Clock,
         ctx: &mut ReqCtx,
     ) -> Step {
-        let sh = self.sh.clone();
         let rxid = ctx.rxid;
         let obj = &oc.obj;
         let mut keep = ctx.keep && ctx.framing == crate::http::Framing::None;
@@ -175,7 +174,7 @@ impl Sess {
         clock.stamp(&mut log, rxid, "Process");
         let hdr_tx = wire.len() as u64;
         // send_timeout bounds the whole response, as in Varnish.
-        c.io.arm(sh.params().send_timeout, sh.params().idle_send_timeout);
+        self.arm_send(c);
         let body = &obj.body;
         let mut reader = body.reader();
         let mut pos = 0u64;

@@ -239,14 +239,13 @@ impl Fetch {
         conn.io.write_all(wire).await.map_err(|e| (Error::io(Side::Backend, "writing request", e), true))?;
         self.hdr_tx = wire.len() as u64;
         if let (Some(client), true) = (client, req_framing != Framing::None) {
-            let pace = client.io.pace.unwrap_or_else(|| http::Pace::new(p.timeout_reqbody, p.reqbody_min_rate));
             let t = Transfer {
                 framing: req_framing,
                 chunk_out: req_framing == Framing::Chunked,
                 src_side: Side::Client,
                 dst_side: Side::Backend,
                 read_timeout: p.timeout_idle,
-                pace: Some(pace),
+                pace: client.io.pace,
             };
             let moved = http::transfer(client, &mut conn.io, &t, &mut Vec::new()).await.map_err(|e| (e, false))?;
             self.body_tx = moved.tx;

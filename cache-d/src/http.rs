@@ -354,6 +354,12 @@ impl Pace {
     }
 }
 
+/// How long a read of a body may wait: `read_timeout`, or less when a
+/// pace is due sooner.
+fn body_wait(read_timeout: Duration, pace: Option<&Pace>, rx: u64) -> Duration {
+    pace.map_or(read_timeout, |p| read_timeout.min(p.allowance(rx)))
+}
+
 /// Read a request body into the connection's buffer before a backend
 /// connection is taken for it: all of it, or its first `limit` bytes. A
 /// client that dribbles its body then holds only its own connection
@@ -363,7 +369,7 @@ pub async fn prefill<S: AsyncRead + AsyncWrite + Unpin>(
     framing: Framing,
     limit: usize,
     read_timeout: Duration,
-    pace: Pace,
+    pace: Option<Pace>,
 ) -> Result<(), Error> {
     loop {
         let enough = match framing {
@@ -374,8 +380,7 @@ pub async fn prefill<S: AsyncRead + AsyncWrite + Unpin>(
         if enough {
             return Ok(());
         }
-        let wait = read_timeout.min(pace.allowance(src.buf.len() as u64));
-        match src.fill(wait).await {
+        match src.fill(body_wait(read_timeout, pace.as_ref(), src.buf.len() as u64)).await {
             Ok(0) => return Err(Error::new(Side::Client, "request body cut short")),
             Ok(_) => {}
             Err(e) => return Err(Error::io(Side::Client, "reading body", e)),
@@ -493,11 +498,7 @@ where
 }
 
 async fn fill<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: &Transfer, rx: u64) -> Result<usize, Error> {
-    let wait = match &t.pace {
-        Some(p) => t.read_timeout.min(p.allowance(rx)),
-        None => t.read_timeout,
-    };
-    src.fill(wait).await.map_err(|e| Error::io(t.src_side, "reading body", e))
+    src.fill(body_wait(t.read_timeout, t.pace.as_ref(), rx)).await.map_err(|e| Error::io(t.src_side, "reading body", e))
 }
 
 async fn write_all<D: AsyncWrite + Unpin>(dst: &mut D, b: &[u8], side: Side) -> Result<(), Error> {
@@ -657,7 +658,7 @@ mod tests {
         let mut src = BufConn::new(b);
         let t0 = tokio::time::Instant::now();
         let pace = Pace::new(Duration::from_secs(5), 500);
-        let e = prefill(&mut src, Framing::Length(1000), 65536, Duration::from_secs(60), pace).await.unwrap_err();
+        let e = prefill(&mut src, Framing::Length(1000), 65536, Duration::from_secs(60), Some(pace)).await.unwrap_err();
         assert_eq!(e.side, Side::Client);
         assert!((5..=6).contains(&t0.elapsed().as_secs()), "{:?}", t0.elapsed());
     }

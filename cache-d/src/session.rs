@@ -119,8 +119,6 @@ pub(crate) struct ReqCtx {
     pub(crate) body_rx: u64,
     /// The body was read (and is gone: a restart cannot send it again).
     pub(crate) body_consumed: bool,
-    /// How fast the body must arrive (timeout_reqbody, reqbody_min_rate).
-    pub(crate) pace: http::Pace,
 }
 
 /// Why the session ends after a response that went out whole.
@@ -277,6 +275,13 @@ pub(crate) fn obj_view(oc: &ObjCore, t: f64, full: bool) -> ObjView {
 }
 
 impl Sess {
+    /// A response (or 100 Continue) starts: its writes must be done within
+    /// send_timeout, none blocked longer than idle_send_timeout.
+    pub(crate) fn arm_send(&self, c: &mut Client) {
+        let p = self.sh.params();
+        c.io.arm(p.send_timeout, p.idle_send_timeout);
+    }
+
     /// The current request's policy.
     pub(crate) fn policy(&self) -> Arc<dyn Policy> {
         match &self.active {
@@ -350,7 +355,6 @@ impl Sess {
         }
         let (rxid, mut log, mut clock) = self.begin_req(t_start);
         let side = LogSide::Client;
-        c.io.arm(sh.params().send_timeout, sh.params().idle_send_timeout);
         log.rec(Tag::ReqMethod, side, rxid, head.method());
         log.rec(Tag::ReqUrl, side, rxid, head.url());
         log.rec(Tag::ReqProtocol, side, rxid, head.protocol().as_bytes());
@@ -380,8 +384,11 @@ impl Sess {
                 self.end_req(log, &mut clock, rxid, (hdr_rx, 0), tx);
                 return Some(Reason::RxJunk);
             }
-            if framing != Framing::None && c.buf.is_empty() && c.io.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() {
-                return Some(Reason::TxError);
+            if framing != Framing::None && c.buf.is_empty() {
+                self.arm_send(c);
+                if c.io.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() {
+                    return Some(Reason::TxError);
+                }
             }
         }
         sh.seg.add(C::ClientReq, 1);
@@ -423,10 +430,10 @@ impl Sess {
         log.rec(Tag::VclUse, side, rxid, active.name.as_bytes());
         self.active = Some(active);
         let p = sh.params();
-        let pace = http::Pace::new(p.timeout_reqbody, p.reqbody_min_rate);
-        c.io.pace = Some(pace);
+        // How fast the body must arrive; every reader of it keeps to this.
+        c.io.pace = Some(http::Pace::new(p.timeout_reqbody, p.reqbody_min_rate));
         let head_only = &req.method[..] == b"HEAD";
-        let mut ctx = ReqCtx { rxid, hdr_rx, keep, head_only, framing, body_rx: 0, body_consumed: false, pace };
+        let mut ctx = ReqCtx { rxid, hdr_rx, keep, head_only, framing, body_rx: 0, body_consumed: false };
         loop {
             match self.process(c, &mut req, log, clock, &mut ctx).await {
                 Step::Done(r) => {
@@ -504,7 +511,7 @@ impl Sess {
             src_side: Side::Client,
             dst_side: Side::Internal,
             read_timeout: self.sh.params().timeout_idle,
-            pace: Some(ctx.pace),
+            pace: c.io.pace,
         };
         let m = http::transfer(c, &mut tokio::io::sink(), &t, &mut self.scratch).await?;
         self.sh.seg.add(C::SReqBodybytes, m.rx);
@@ -543,7 +550,7 @@ impl Sess {
         let (rxid, side) = (ctx.rxid, LogSide::Client);
         // A body that is still on its way is waited for here, before a
         // backend connection is taken for it.
-        if let Err(e) = http::prefill(c, ctx.framing, PREFILL, sh.params().timeout_idle, ctx.pace).await {
+        if let Err(e) = http::prefill(c, ctx.framing, PREFILL, sh.params().timeout_idle, c.io.pace).await {
             return Step::Done(self.bad_body(c, log, clock, *ctx, &e).await);
         }
         sh.seg.add(C::SPass, 1);
@@ -622,7 +629,7 @@ impl Sess {
             _ => 0,
         };
         wire.extend_from_slice(&be.buf.split_to(inline as usize));
-        c.io.arm(sh.params().send_timeout, sh.params().idle_send_timeout);
+        self.arm_send(c);
         let head_sent = c.io.write_all(&wire).await;
         self.wire = wire;
         if head_sent.is_err() {

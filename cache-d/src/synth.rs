@@ -116,8 +116,7 @@ impl Sess {
         let hdr = wire.len() as u64;
         let body = if head_only { &[][..] } else { body };
         wire.extend_from_slice(body);
-        let p = self.sh.params();
-        c.io.arm(p.send_timeout, p.idle_send_timeout);
+        self.arm_send(c);
         let ok = c.io.write_all(&wire).await.is_ok();
         self.wire = wire;
         if ok {
