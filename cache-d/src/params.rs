@@ -121,7 +121,7 @@ fn number(d: &ParamDef, v: &str) -> Result<f64, String> {
 }
 
 /// The longest duration any parameter takes (about a century).
-const MAX_SECONDS: f64 = 3.0e9;
+pub const MAX_SECONDS: f64 = 3.0e9;
 
 /// Check `v` against the definition's type and limits; the number.
 pub fn validate(d: &ParamDef, v: &str) -> Result<f64, String> {

@@ -242,5 +242,5 @@ pub(super) fn collect_objects(body: &[Stmt], out: &mut HashMap<String, crate::di
 /// A duration from VCL seconds, bounded: a value past a century (or not a
 /// number) must not overflow a deadline later.
 fn secs(d: f64) -> std::time::Duration {
-    std::time::Duration::from_secs_f64(if d.is_nan() { 0.0 } else { d.clamp(0.0, 3.0e9) })
+    std::time::Duration::from_secs_f64(if d.is_nan() { 0.0 } else { d.clamp(0.0, crate::params::MAX_SECONDS) })
 }
