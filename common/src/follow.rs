@@ -178,7 +178,7 @@ pub fn parse_wait(v: Option<&str>) -> Result<Option<Duration>, String> {
 /// A number of seconds from the command line within `min..=max` (finite:
 /// "inf" and "nan" parse as numbers, but no deadline can hold them).
 pub fn seconds(s: &str, min: f64, max: f64) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
+    match s.parse::<f64>() {
         Ok(v) if v.is_finite() && (min..=max).contains(&v) => Ok(v),
         _ => Err(format!("\"{s}\" is not a number of seconds from {min} to {max}")),
     }
