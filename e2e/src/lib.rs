@@ -1,0 +1,4 @@
+//! The test harness every end-to-end test uses (real processes on
+//! loopback, free ports, temp instance dirs), and the source-layout checks.
+
+pub mod layout;
