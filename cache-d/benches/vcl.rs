@@ -7,8 +7,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use cache_d::policy::{Builtin, Headers, NoEnv, Policy, Req, Sub, Task};
 use cache_d::vcl::compile::{compile, VclPolicy};
+use cache_d::vcl::model::{Headers, NoEnv, Req, Sub, Task};
+use cache_d::vcl::policy::{Builtin, Policy};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 fn req() -> Req {

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-use crate::params::{parse_param_arg, parse_size};
+use crate::error::StartError;
+use crate::params::{parse_param_arg, parse_size, Params};
 
 /// Parse `-s [name=]malloc[,size]`: the storage budget in bytes. The name
 /// is accepted for compatibility; counters always say `SMA.s0`.
@@ -100,4 +101,22 @@ pub struct Args {
     /// Size of the shared-memory log ring (= -p vsl_space), e.g. 80M.
     #[arg(short = 'l', value_name = "SIZE", value_parser = parse_size)]
     pub vsl_space: Option<u64>,
+}
+
+/// The parameters the command line asks for.
+pub fn params_from_args(args: &Args) -> Result<Params, StartError> {
+    let mut params = Params::default();
+    for (k, v) in &args.param {
+        params.set(k, v).map_err(StartError::Config)?;
+    }
+    if let Some(t) = args.ttl {
+        params.set("default_ttl", &t.to_string()).map_err(StartError::Config)?;
+    }
+    if let Some(sz) = args.storage {
+        params.storage = sz;
+    }
+    if let Some(l) = args.vsl_space {
+        params.set("vsl_space", &l.to_string()).map_err(StartError::Config)?;
+    }
+    Ok(params)
 }

@@ -1,5 +1,8 @@
-//! One error type for the request path that records which side failed, so
-//! the session can map it to a status, a counter and a log record.
+//! cache-d's error types: [`Error`] for the request path (which side
+//! failed, so the session can map it to a status, a counter and a log
+//! record), and [`StartError`] for start-up.
+
+use std::path::PathBuf;
 
 use std::borrow::Cow;
 
@@ -40,3 +43,20 @@ impl std::fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// A start-up failure, reported once on stderr with exit status 2.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Config(String),
+    #[error("could not listen on {addr}: {source}")]
+    Listen { addr: String, source: std::io::Error },
+    #[error(transparent)]
+    Segment(#[from] common::segment::SegmentError),
+    #[error(transparent)]
+    Instance(#[from] common::instance::InstanceError),
+    #[error("pid file {path}: {source}")]
+    PidFile { path: PathBuf, source: std::io::Error },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}

@@ -310,7 +310,9 @@ pub struct FnLen {
 
 /// Every function in `text` with its length.
 pub fn functions(file: &Path, text: &str) -> Vec<FnLen> {
-    let fn_re = regex::Regex::new(r"^(\s*)(?:pub(?:\([a-z:]+\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?fn\s+([A-Za-z_][A-Za-z0-9_]*)").unwrap();
+    let fn_re =
+        regex::Regex::new(r"^(\s*)(?:pub(?:\([a-z:]+\))?\s+)?(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?fn\s+([A-Za-z_][A-Za-z0-9_]*)")
+            .unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     for (i, l) in lines.iter().enumerate() {

@@ -16,7 +16,12 @@ fn crates() -> Vec<(String, PathBuf)> {
     let r = root();
     let manifest = std::fs::read_to_string(r.join("Cargo.toml")).unwrap();
     let members = manifest.split("members = [").nth(1).unwrap().split(']').next().unwrap();
-    members.split(',').map(|m| m.trim().trim_matches('"')).filter(|m| !m.is_empty()).map(|m| (m.to_string(), r.join(m).join("src"))).collect()
+    members
+        .split(',')
+        .map(|m| m.trim().trim_matches('"'))
+        .filter(|m| !m.is_empty())
+        .map(|m| (m.to_string(), r.join(m).join("src")))
+        .collect()
 }
 
 /// Functions allowed past 100 lines: the VCL front end's dispatch (one

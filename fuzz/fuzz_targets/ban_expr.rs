@@ -9,9 +9,9 @@ fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     // As the admin socket splits them: quoted words.
     if let Ok(args) = common::adm::tokenize(&text) {
-        match cache_d::cache::ban::parse(&args) {
+        match cache_d::cache::ban::expr::parse(&args) {
             Ok((conds, spec)) => {
-                let _ = cache_d::cache::ban::has_req(&conds);
+                let _ = cache_d::cache::ban::expr::has_req(&conds);
                 let _ = spec.len();
             }
             Err(e) => {
@@ -20,6 +20,6 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let args: Vec<String> = text.split_whitespace().map(str::to_string).collect();
-    let _ = cache_d::cache::ban::parse(&args);
-    let _ = cache_d::cache::ban::parse_duration(&text);
+    let _ = cache_d::cache::ban::expr::parse(&args);
+    let _ = cache_d::cache::ban::expr::parse_duration(&text);
 });

@@ -2,7 +2,7 @@
 #![no_main]
 
 use bytes::BytesMut;
-use cache_d::http::{parse_request, request_framing, Parsed};
+use cache_d::http1::head::{parse_request, request_framing, Parsed};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

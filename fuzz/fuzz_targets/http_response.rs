@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use cache_d::error::Side;
-use cache_d::http::{chunked_end, parse_response, response_framing, transfer, BufConn, Framing, Parsed, Transfer};
+use cache_d::http1::body::{chunked_end, transfer, Transfer};
+use cache_d::http1::conn::BufConn;
+use cache_d::http1::head::{parse_response, response_framing, Framing, Parsed};
 use libfuzzer_sys::fuzz_target;
 
 fn rt() -> &'static tokio::runtime::Runtime {
@@ -24,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = response_framing(&head, b"GET");
             let _ = response_framing(&head, b"HEAD");
             let _ = head.reason();
-            let _ = cache_d::http::connection_tokens(head.iter());
+            let _ = cache_d::http1::head::connection_tokens(head.iter());
         }
         return;
     }

@@ -9,7 +9,8 @@
 use std::sync::OnceLock;
 
 use bytes::Bytes;
-use cache_d::policy::{Action, Bereq, Beresp, Headers, NoEnv, ObjView, Policy, Req, Resp, Sub, Task};
+use cache_d::vcl::model::{Action, Bereq, Beresp, Headers, NoEnv, ObjView, Req, Resp, Sub, Task};
+use cache_d::vcl::policy::Policy;
 use cache_d::vcl::compile::{compile, VclPolicy};
 use libfuzzer_sys::fuzz_target;
 

@@ -3,148 +3,24 @@
 //! eviction, expiry, and purge. Sans-io: time comes in as `now`.
 
 pub mod ban;
-mod bans;
 pub mod body;
+pub mod object;
 pub mod ttl;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use bytes::Bytes;
 use common::counters::C;
 use common::segment::SegmentWriter;
 use tokio::sync::watch;
 
-use self::body::Body;
-use self::ttl::Lifetime;
+pub use self::object::{vary_value, Kind, ObjCore, ObjHeaders, Object, OBJ_OVERHEAD};
 
-/// Bytes charged per object on top of its key, headers and body: the
-/// object and core structs, Arcs, index, LRU and expiry entries. Measured
-/// (see README: RSS after 100,000 objects), not guessed.
-pub const OBJ_OVERHEAD: u64 = 832;
 /// A hit moves an object in the LRU at most this often (Varnish's
 /// lru_interval), so hot objects do not contend on the LRU lock.
 const LRU_INTERVAL_MS: u64 = 2000;
 const SHARDS: usize = 64;
-
-/// What kind of object sits in the cache.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Normal,
-    /// Uncacheable response remembered: the next requests fetch on their own
-    /// without waiting for each other.
-    HitForMiss,
-    /// Remembered decision to pass.
-    HitForPass,
-}
-
-/// Stored response headers: every name and value in one buffer, with
-/// 16 bytes of offsets per header (a cached object keeps these for its
-/// whole life, so they are packed).
-#[derive(Clone, Default)]
-pub struct ObjHeaders {
-    buf: Bytes,
-    spans: Box<[[u32; 4]]>,
-}
-
-impl ObjHeaders {
-    pub fn from_pairs<'a>(pairs: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone) -> ObjHeaders {
-        let total: usize = pairs.clone().map(|(n, v)| n.len() + v.len()).sum();
-        let mut buf = Vec::with_capacity(total);
-        let mut spans = Vec::new();
-        for (n, v) in pairs {
-            let a = buf.len() as u32;
-            buf.extend_from_slice(n);
-            let b = buf.len() as u32;
-            buf.extend_from_slice(v);
-            spans.push([a, b, b, buf.len() as u32]);
-        }
-        ObjHeaders { buf: Bytes::from(buf), spans: spans.into_boxed_slice() }
-    }
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
-        self.spans.iter().map(|s| (&self.buf[s[0] as usize..s[1] as usize], &self.buf[s[2] as usize..s[3] as usize]))
-    }
-    /// First value of header `name` (case-insensitive).
-    pub fn get(&self, name: &str) -> Option<Bytes> {
-        self.spans
-            .iter()
-            .find(|s| self.buf[s[0] as usize..s[1] as usize].eq_ignore_ascii_case(name.as_bytes()))
-            .map(|s| self.buf.slice(s[2] as usize..s[3] as usize))
-    }
-    /// As an editable list (slices of the same buffer, no copies).
-    pub fn to_headers(&self) -> crate::policy::Headers {
-        let span = |a: u32, b: u32| self.buf.slice(a as usize..b as usize);
-        crate::policy::Headers(self.spans.iter().map(|s| (span(s[0], s[1]), span(s[2], s[3]))).collect())
-    }
-    /// Bytes held: the buffer and the offsets.
-    pub fn bytes(&self) -> usize {
-        self.buf.len() + self.spans.len() * 16
-    }
-}
-
-/// An immutable cached response (its body may still be streaming in).
-pub struct Object {
-    /// vxid of the backend transaction that made it.
-    pub vxid: u32,
-    pub status: u16,
-    pub reason: Bytes,
-    /// Response headers as stored (hop-by-hop and framing headers removed).
-    pub headers: ObjHeaders,
-    pub body: Arc<Body>,
-    pub life: Lifetime,
-    pub kind: Kind,
-    /// For each header named by Vary: its normalized request value.
-    pub vary: Option<Vec<(String, Option<Bytes>)>>,
-}
-
-impl Object {
-    pub fn header(&self, name: &str) -> Option<Bytes> {
-        self.headers.get(name)
-    }
-
-    /// Bytes this object holds, as charged to storage (body excluded while
-    /// it streams: it is charged as it arrives).
-    pub fn head_bytes(&self, key: &[u8]) -> u64 {
-        (key.len() + self.headers.bytes() + self.reason.len()) as u64 + OBJ_OVERHEAD
-    }
-}
-
-/// An object in the index, with the bookkeeping the cache needs.
-pub struct ObjCore {
-    pub key: Arc<[u8]>,
-    pub obj: Object,
-    /// Bytes charged to storage so far.
-    charged: AtomicU64,
-    last_touch: AtomicU64,
-    lru_seq: AtomicU64,
-    /// This object's key in the expiry map: (expiry ms, insertion seq).
-    exp_key: (u64, u64),
-    /// The newest ban this object was tested against (or inserted after).
-    ban_id: AtomicU64,
-    /// Removed from the index (evicted, expired, purged, replaced, failed).
-    dead: AtomicBool,
-    /// Charged to storage at all (objects over budget are not).
-    stored: AtomicBool,
-    /// Times delivered from the cache (obj.hits).
-    hits: AtomicU64,
-}
-
-impl ObjCore {
-    pub fn is_dead(&self) -> bool {
-        self.dead.load(Ordering::Acquire)
-    }
-    pub fn stored(&self) -> bool {
-        self.stored.load(Ordering::Acquire)
-    }
-    /// Count a hit; the hits before this one.
-    pub fn hit(&self) -> u64 {
-        self.hits.fetch_add(1, Ordering::Relaxed)
-    }
-    pub fn hits(&self) -> u64 {
-        self.hits.load(Ordering::Relaxed)
-    }
-}
 
 /// Outcome of the fetch a busy marker stands for, as waiters see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -247,7 +123,7 @@ pub struct CacheInner {
     shards: Vec<Mutex<HashMap<Arc<[u8]>, Head>>>,
     store: Mutex<Store>,
     /// Lock order: a shard, then the bans (never the other way round).
-    bans: Mutex<bans::BanList>,
+    bans: Mutex<ban::list::BanList>,
     newest_ban: AtomicU64,
     budget: u64,
     seg: Option<Arc<SegmentWriter>>,
@@ -257,26 +133,6 @@ pub struct CacheInner {
 #[derive(Clone)]
 pub struct Cache {
     inner: Arc<CacheInner>,
-}
-
-/// Normalize a request header's value for Vary: its lines joined, list
-/// items trimmed and joined with ", ".
-pub fn vary_value<'a>(headers: impl Iterator<Item = (&'a [u8], &'a [u8])>, name: &str) -> Option<Bytes> {
-    let mut out: Vec<u8> = Vec::new();
-    let mut any = false;
-    for (n, v) in headers {
-        if !n.eq_ignore_ascii_case(name.as_bytes()) {
-            continue;
-        }
-        any = true;
-        for item in v.split(|&b| b == b',').map(|i| i.trim_ascii()).filter(|i| !i.is_empty()) {
-            if !out.is_empty() {
-                out.extend_from_slice(b", ");
-            }
-            out.extend_from_slice(item);
-        }
-    }
-    any.then(|| Bytes::from(out))
 }
 
 fn ms(t: f64) -> u64 {
@@ -399,7 +255,7 @@ impl Cache {
             inner: Arc::new(CacheInner {
                 shards,
                 store: Mutex::new(Store::default()),
-                bans: Mutex::new(bans::BanList::default()),
+                bans: Mutex::new(ban::list::BanList::default()),
                 newest_ban: AtomicU64::new(0),
                 budget,
                 seg,

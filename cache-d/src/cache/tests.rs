@@ -1,7 +1,9 @@
 //! Cache index, coalescing, storage and expiry, without sockets or sleeps.
 
 use super::*;
+use crate::cache::body::Body;
 use crate::cache::ttl::Lifetime;
+use bytes::Bytes;
 
 const NOW: f64 = 1_700_000_000.0;
 

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::ast::*;
 use super::diag::VclError;
-use crate::policy::Sub;
+use crate::vcl::model::Sub;
 
 /// The built-in subroutines and the actions each may return (VCL 4.1).
 pub const BUILTIN_SUBS: &[(&str, &[&str])] = &[

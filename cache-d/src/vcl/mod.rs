@@ -1,18 +1,25 @@
-//! The policy language, VCL 4.0/4.1: lexing, parsing (with include files
-//! expanded) and compile errors in Varnish's shape. Compilation into an
-//! executable form and the runtime come next (see the issue notes).
+//! The policy: the VCL object model the engine and programs share
+//! (`model`), the [`policy::Policy`] interface the request steps call, the
+//! built-in policy (`builtin`), and the language, VCL 4.0/4.1 — lexing,
+//! parsing (with include files expanded), checking, compiling into an
+//! executable policy (`compile`), with errors in Varnish's shape; `load`
+//! compiles the `-f` file at start.
 
 pub mod ast;
+pub mod builtin;
 pub mod check;
 pub mod compile;
 pub mod diag;
 pub mod lex;
+pub mod load;
+pub mod model;
 pub mod parse;
+pub mod policy;
 
 use std::path::{Path, PathBuf};
 
 /// The built-in policy as VCL text (what `vcl.show -v` prints after a
-/// program); cache-d runs the same decisions natively ([`crate::policy::builtin`]).
+/// program); cache-d runs the same decisions natively ([`crate::vcl::builtin`]).
 pub const BUILTIN_VCL: &str = include_str!("builtin.vcl");
 
 use ast::{Item, Pos, Program};

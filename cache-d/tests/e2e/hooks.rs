@@ -4,10 +4,13 @@
 
 use std::sync::Arc;
 
-use cache_d::backend::{self, Backend};
+use cache_d::acceptor::{self, Listener};
+use cache_d::backend::pool::{self as backend, Backend};
 use cache_d::params::Params;
-use cache_d::policy::{builtin, Action, Policy, Sub, Task};
-use cache_d::server::{self, Listener, Shared};
+use cache_d::shared::Shared;
+use cache_d::vcl::builtin::builtin;
+use cache_d::vcl::model::{Action, Sub, Task};
+use cache_d::vcl::policy::Policy;
 use common::segment::SegmentWriter;
 
 use crate::util::*;
@@ -56,7 +59,7 @@ fn start(origin: &Origin) -> InProcess {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (stop, rx) = tokio::sync::watch::channel(false);
     let listeners = vec![Listener { name: "a0".into(), socket }];
-    rt.spawn(server::serve(Arc::new(sh), listeners, rx, std::time::Duration::from_secs(1)));
+    rt.spawn(acceptor::serve(Arc::new(sh), listeners, rx, std::time::Duration::from_secs(1)));
     InProcess { rt, stop, port, _dir: dir, path }
 }
 

@@ -9,12 +9,12 @@ pub struct BackendSpec {
     pub name: String,
     pub host: String,
     pub port: String,
-    pub cfg: crate::backend::BackendCfg,
+    pub cfg: crate::backend::pool::BackendCfg,
 }
 
 /// A probe's settings, with Varnish's defaults for what is left out.
-pub(super) fn probe_spec(fields: &[Field]) -> crate::probe::ProbeSpec {
-    let mut p = crate::probe::ProbeSpec::default();
+pub(super) fn probe_spec(fields: &[Field]) -> crate::backend::health::ProbeSpec {
+    let mut p = crate::backend::health::ProbeSpec::default();
     let mut initial = None;
     for f in fields {
         match (f.name.as_str(), &f.value) {
@@ -54,7 +54,7 @@ fn collect_strings(e: &Expr, out: &mut Vec<String>) {
 pub(super) fn backend_spec(
     name: &str,
     fields: &[Field],
-    probes: &HashMap<String, crate::probe::ProbeSpec>,
+    probes: &HashMap<String, crate::backend::health::ProbeSpec>,
     pos: Pos,
 ) -> Result<BackendSpec, VclError> {
     let text = |n: &str| {
@@ -88,7 +88,7 @@ pub(super) fn backend_spec(
         name: name.to_string(),
         host: text("host").unwrap_or_else(|| "127.0.0.1".into()),
         port: text("port").unwrap_or_else(|| "80".into()),
-        cfg: crate::backend::BackendCfg {
+        cfg: crate::backend::pool::BackendCfg {
             connect_timeout: dur("connect_timeout"),
             first_byte_timeout: dur("first_byte_timeout"),
             between_bytes_timeout: dur("between_bytes_timeout"),
@@ -206,7 +206,7 @@ pub(super) fn check_probe(fields: &[Field]) -> Result<(), VclError> {
 
 /// The directors `new` makes, with their kind; anything else `new` is
 /// refused.
-pub(super) fn collect_objects(body: &[Stmt], out: &mut HashMap<String, crate::director::Kind>) -> Result<(), VclError> {
+pub(super) fn collect_objects(body: &[Stmt], out: &mut HashMap<String, crate::backend::director::Kind>) -> Result<(), VclError> {
     for s in body {
         match s {
             Stmt::New { name, ctor, pos } => {
@@ -217,7 +217,7 @@ pub(super) fn collect_objects(body: &[Stmt], out: &mut HashMap<String, crate::di
                     Some(Expr::Name(b, _)) => b == "true",
                     _ => false,
                 };
-                let Some(kind) = crate::director::Kind::from_ctor(ctor_name, sticky) else {
+                let Some(kind) = crate::backend::director::Kind::from_ctor(ctor_name, sticky) else {
                     return unsupported(&format!("Object {ctor_name}()"), *cpos);
                 };
                 if out.insert(name.clone(), kind).is_some() {

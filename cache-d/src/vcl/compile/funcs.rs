@@ -101,7 +101,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
     };
     if let Some((obj, method)) = name.split_once('.') {
         if let Some(kind) = sc.objects.get(obj) {
-            if *kind == crate::director::Kind::Shard && method == "backend" {
+            if *kind == crate::backend::director::Kind::Shard && method == "backend" {
                 return shard_backend(obj, args, names, pos, sc);
             }
             return director_call(obj, *kind, method, args, pos, sc);
@@ -198,7 +198,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
         }
         "std.integer" => with_fallback(|s| s.parse::<i64>().ok().map(Val::Int))?,
         "std.real" => with_fallback(|s| s.parse::<f64>().ok().filter(|f| f.is_finite()).map(Val::Real))?,
-        "std.duration" => with_fallback(|s| crate::cache::ban::parse_duration(s).map(Val::Dur))?,
+        "std.duration" => with_fallback(|s| crate::cache::ban::expr::parse_duration(s).map(Val::Dur))?,
         "std.time" => {
             with_fallback(|s| common::httpdate::parse(s).or_else(|| s.parse::<f64>().ok().filter(|f| f.is_finite())).map(Val::Time))?
         }
@@ -270,13 +270,13 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
 /// `obj.method(...)` on a director.
 fn director_call(
     obj: &str,
-    kind: crate::director::Kind,
+    kind: crate::backend::director::Kind,
     method: &str,
     args: &[Expr],
     pos: Pos,
     sc: &Scope<'_>,
 ) -> Result<ExprFn, VclError> {
-    use crate::director::Kind;
+    use crate::backend::director::Kind;
     let a: Vec<ExprFn> = args.iter().map(|x| expr(x, sc)).collect::<Result<_, _>>()?;
     let obj_name = obj.to_string();
     let obj = obj.to_string();
@@ -332,7 +332,7 @@ fn director_call(
         // sh.key(STRING): the key's point, for by=KEY.
         ("key", 1) if kind == Kind::Shard => {
             let x = a.into_iter().next().expect("1 arg");
-            Box::new(move |t, c| Val::Int(i64::from(crate::director::point(x(t, c).text()))))
+            Box::new(move |t, c| Val::Int(i64::from(crate::backend::director::point(x(t, c).text()))))
         }
         // Hash picks now, by the key (the URL without one).
         ("backend", 0 | 1) if kind == Kind::Hash => {
@@ -364,7 +364,7 @@ fn director_call(
 /// `key=` (an INT, e.g. `sh.key(req.http.X-User)`), by=BLOB on `key=`'s
 /// text.
 fn shard_backend(obj: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
-    use crate::director::ShardOpts;
+    use crate::backend::director::ShardOpts;
     const POSITIONAL: [&str; 9] = ["by", "key", "key_blob", "alt", "warmup", "rampup", "healthy", "param", "resolve"];
     let enum_arg = |e: &Expr, allowed: &[&str], what: &str| -> Result<String, VclError> {
         match e {
@@ -401,15 +401,15 @@ fn shard_backend(obj: &str, args: &[Expr], names: &[Option<String>], pos: Pos, s
         let p = match by.as_str() {
             "HASH" => {
                 let h = t.bereq.as_deref().and_then(|b| b.hash.clone()).or_else(|| t.req.as_deref().and_then(|r| r.hash.clone()));
-                crate::director::point(h.unwrap_or_default())
+                crate::backend::director::point(h.unwrap_or_default())
             }
             "URL" => {
                 let u = t.bereq.as_deref().map(|b| b.url.clone()).or_else(|| t.req.as_deref().map(|r| r.url.clone()));
-                crate::director::point(u.unwrap_or_default())
+                crate::backend::director::point(u.unwrap_or_default())
             }
             _ => match key.as_ref().map(|k| k(t, c)) {
                 Some(Val::Int(n)) => n as u32,
-                Some(v) => crate::director::point(v.text()),
+                Some(v) => crate::backend::director::point(v.text()),
                 None => 0,
             },
         };

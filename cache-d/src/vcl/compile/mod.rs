@@ -18,7 +18,9 @@ use regex::Regex;
 
 use super::ast::*;
 use super::diag::VclError;
-use crate::policy::{self, Action, Headers, NoEnv, Policy, Sub, Task};
+use crate::vcl::builtin;
+use crate::vcl::model::{Action, Headers, NoEnv, Sub, Task};
+use crate::vcl::policy::Policy;
 
 mod decls;
 mod funcs;
@@ -147,22 +149,22 @@ pub struct Compiled {
     /// Each backend's address and settings, in order.
     pub backend_specs: Vec<BackendSpec>,
     /// The backends themselves, made when the program is loaded.
-    runtime: std::sync::OnceLock<HashMap<String, Arc<crate::backend::Backend>>>,
+    runtime: std::sync::OnceLock<HashMap<String, Arc<crate::backend::pool::Backend>>>,
     /// The directors vcl_init made.
-    directors: std::sync::Mutex<HashMap<String, Arc<crate::director::Director>>>,
+    directors: std::sync::Mutex<HashMap<String, Arc<crate::backend::director::Director>>>,
     /// The first backend's host and port, if the program declares one.
     pub backend: Option<String>,
 }
 
 impl Compiled {
-    fn directors(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<crate::director::Director>>> {
+    fn directors(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<crate::backend::director::Director>>> {
         self.directors.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The healthy backend `name` stands for: itself if it is a backend,
     /// what a director picks (nested directors followed) if it is one; a
     /// shard director picks by `key`'s point on its ring.
-    pub fn resolve(&self, name: &str, depth: usize, key: &[u8]) -> Option<Arc<crate::backend::Backend>> {
+    pub fn resolve(&self, name: &str, depth: usize, key: &[u8]) -> Option<Arc<crate::backend::pool::Backend>> {
         if let Some(b) = self.runtime.get().and_then(|r| r.get(name)) {
             return b.healthy().then(|| b.clone());
         }
@@ -171,7 +173,9 @@ impl Compiled {
             return None;
         }
         let picked = match d.kind {
-            crate::director::Kind::Shard => self.shard_pick(&d, crate::director::point(key), Default::default(), depth + 1)?,
+            crate::backend::director::Kind::Shard => {
+                self.shard_pick(&d, crate::backend::director::point(key), Default::default(), depth + 1)?
+            }
             _ => d.pick(None, &|m| self.usable(m, depth + 1))?,
         };
         self.resolve(&picked, depth + 1, key)
@@ -181,14 +185,14 @@ impl Compiled {
     /// from sick ramp up by how long they have been healthy).
     pub(super) fn shard_pick(
         &self,
-        d: &crate::director::Director,
+        d: &crate::backend::director::Director,
         p: u32,
-        opts: crate::director::ShardOpts,
+        opts: crate::backend::director::ShardOpts,
         depth: usize,
     ) -> Option<String> {
         let state = |m: &str| match self.runtime.get().and_then(|r| r.get(m)) {
-            Some(b) => crate::director::MemberState { usable: b.healthy(), healthy_for: b.healthy_for() },
-            None => crate::director::MemberState { usable: self.usable(m, depth), healthy_for: f64::INFINITY },
+            Some(b) => crate::backend::director::MemberState { usable: b.healthy(), healthy_for: b.healthy_for() },
+            None => crate::backend::director::MemberState { usable: self.usable(m, depth), healthy_for: f64::INFINITY },
         };
         d.pick_shard(&d.member_list(), p, opts, &state)
     }
@@ -205,7 +209,7 @@ impl Compiled {
 
     /// Like [`resolve`], but a backend is returned even when sick (so the
     /// fetch fails as "sick" rather than "no backend").
-    fn backend_named(&self, name: &str, key: &[u8]) -> Option<Arc<crate::backend::Backend>> {
+    fn backend_named(&self, name: &str, key: &[u8]) -> Option<Arc<crate::backend::pool::Backend>> {
         self.runtime.get().and_then(|r| r.get(name).cloned()).or_else(|| self.resolve(name, 0, key))
     }
 }
@@ -225,7 +229,7 @@ struct Scope<'a> {
     acls: &'a HashMap<String, Acl>,
     backends: &'a [String],
     /// Objects made with `new` (directors), by name.
-    objects: &'a HashMap<String, crate::director::Kind>,
+    objects: &'a HashMap<String, crate::backend::director::Kind>,
 }
 
 /// Compile a parsed program; checks first.
@@ -241,7 +245,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
         directors: std::sync::Mutex::new(HashMap::new()),
         backend: None,
     };
-    let mut probes: HashMap<String, crate::probe::ProbeSpec> = HashMap::new();
+    let mut probes: HashMap<String, crate::backend::health::ProbeSpec> = HashMap::new();
     for item in &p.items {
         match item {
             Item::Probe { name, fields, .. } => {
@@ -294,7 +298,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
     }
     // Objects are declared by `new` in vcl_init; collected first so every
     // subroutine can call them.
-    let mut objects: HashMap<String, crate::director::Kind> = HashMap::new();
+    let mut objects: HashMap<String, crate::backend::director::Kind> = HashMap::new();
     for item in &p.items {
         if let Item::Sub { body, .. } = item {
             collect_objects(body, &mut objects)?;
@@ -391,8 +395,8 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
             // The built-in half runs; its final default return means
             // "go on" (as the call in Varnish 7's builtin.vcl does).
             Box::new(move |t, _| {
-                let a = policy::builtin(part, t);
-                if a == policy::fallthrough(part) {
+                let a = builtin::builtin(part, t);
+                if a == builtin::fallthrough(part) {
                     Flow::Next
                 } else {
                     Flow::Return(a)
@@ -417,7 +421,7 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
             let kind = sc.objects[name];
             let name = name.clone();
             Box::new(move |_, c| {
-                c.directors().insert(name.clone(), Arc::new(crate::director::Director::new(&name, kind)));
+                c.directors().insert(name.clone(), Arc::new(crate::backend::director::Director::new(&name, kind)));
                 Flow::Next
             })
         }
@@ -447,7 +451,7 @@ fn ret(action: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<StmtFn, 
                 let status = a[0](t, c).num().unwrap_or(503.0);
                 let status = if (100.0..=65535.0).contains(&status) { status as u16 } else { 503 };
                 let reason = a.get(1).map(|r| r(t, c).text()).filter(|r| !r.is_empty());
-                let reason = reason.unwrap_or_else(|| policy::reason_phrase(status % 1000).to_string());
+                let reason = reason.unwrap_or_else(|| builtin::reason_phrase(status % 1000).to_string());
                 // The reason goes on the status line: the same check as resp.reason.
                 if vars::wire_text(t, if err_side { "error" } else { "synth" }, &Val::Str(reason.clone())).is_none() {
                     return Flow::Return(Action::Fail);
@@ -670,9 +674,9 @@ impl VclPolicy {
     pub fn load(name: &str, prog: Compiled) -> Result<VclPolicy, String> {
         let mut bes = HashMap::new();
         for spec in &prog.backend_specs {
-            let addrs =
-                crate::backend::resolve(&format!("{}:{}", spec.host, spec.port)).map_err(|e| format!("backend {}: {e}", spec.name))?;
-            bes.insert(spec.name.clone(), Arc::new(crate::backend::Backend::with_cfg(name, &spec.name, addrs, spec.cfg.clone())));
+            let addrs = crate::backend::pool::resolve(&format!("{}:{}", spec.host, spec.port))
+                .map_err(|e| format!("backend {}: {e}", spec.name))?;
+            bes.insert(spec.name.clone(), Arc::new(crate::backend::pool::Backend::with_cfg(name, &spec.name, addrs, spec.cfg.clone())));
         }
         let _ = prog.runtime.set(bes);
         let p = VclPolicy { name: name.to_string(), prog: Arc::new(prog) };
@@ -697,24 +701,24 @@ impl Policy for VclPolicy {
             b.stop_probe();
         }
     }
-    fn backend(&self, name: Option<&str>, key: &[u8]) -> Option<Arc<crate::backend::Backend>> {
+    fn backend(&self, name: Option<&str>, key: &[u8]) -> Option<Arc<crate::backend::pool::Backend>> {
         match name {
             Some(n) => self.prog.backend_named(n, key),
             None => self.prog.backends.first().and_then(|n| self.prog.backend_named(n, key)),
         }
     }
-    fn backends(&self) -> Vec<Arc<crate::backend::Backend>> {
+    fn backends(&self) -> Vec<Arc<crate::backend::pool::Backend>> {
         let Some(bes) = self.prog.runtime.get() else { return Vec::new() };
         self.prog.backends.iter().filter_map(|n| bes.get(n).cloned()).collect()
     }
     fn call(&self, sub: Sub, t: &mut Task<'_>) -> Action {
         if !self.prog.defined[sub as usize] {
-            return policy::builtin(sub, t);
+            return builtin::builtin(sub, t);
         }
         let body = &self.prog.subs[sub.name()];
         match run(body, t, &self.prog) {
             Flow::Return(a) => a,
-            Flow::Next => policy::builtin(sub, t),
+            Flow::Next => builtin::builtin(sub, t),
         }
     }
 }

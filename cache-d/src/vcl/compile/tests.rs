@@ -1,7 +1,7 @@
 //! The compiler's unit tests.
 
 use super::*;
-use crate::policy::{Bereq, Beresp, ObjView, Req, Resp};
+use crate::vcl::model::{Bereq, Beresp, ObjView, Req, Resp};
 use crate::vcl::parse_source;
 use std::sync::Mutex;
 
@@ -224,7 +224,7 @@ fn backend_and_hit_subroutines() {
 }
 
 struct Recorder(Mutex<Vec<String>>);
-impl policy::Env for Recorder {
+impl crate::vcl::model::Env for Recorder {
     fn ban(&self, spec: &str) -> Result<(), String> {
         if spec.contains("~") || spec.contains("==") {
             self.0.lock().unwrap().push(spec.to_string());
@@ -342,7 +342,7 @@ fn builtin_vcl_text_decides_as_the_native_builtin() {
             pol.call(Sub::Hash, &mut t);
             (a, r.headers.get("host").cloned(), key)
         };
-        assert_eq!(run(&vcl), run(&policy::Builtin), "{method} {hdrs:?}");
+        assert_eq!(run(&vcl), run(&crate::vcl::policy::Builtin), "{method} {hdrs:?}");
     }
     let beresps: &[(f64, &[(&str, &str)])] = &[
         (120.0, &[]),
@@ -365,7 +365,7 @@ fn builtin_vcl_text_decides_as_the_native_builtin() {
                 let a = pol.call(Sub::BackendResponse, &mut t);
                 (a, b.ttl, b.uncacheable)
             };
-            assert_eq!(run(&vcl), run(&policy::Builtin), "{ttl} {hdrs:?} {uncacheable}");
+            assert_eq!(run(&vcl), run(&crate::vcl::policy::Builtin), "{ttl} {hdrs:?} {uncacheable}");
         }
     }
     let synth = |pol: &dyn Policy| {
@@ -379,7 +379,7 @@ fn builtin_vcl_text_decides_as_the_native_builtin() {
         pol.call(Sub::Synth, &mut t);
         (body, resp.headers.get("content-type").cloned())
     };
-    assert_eq!(synth(&vcl), synth(&policy::Builtin));
+    assert_eq!(synth(&vcl), synth(&crate::vcl::policy::Builtin));
 }
 
 #[test]

@@ -369,7 +369,7 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         "beresp.do_stream" => set!(beresp, |t, b, v| b.do_stream = v.truthy()),
         "resp.status" => set!(resp, |t, r, v| if let Some(s) = status_val(t, &v) {
             r.status = s;
-            r.reason = Bytes::from_static(policy::reason_phrase(s).as_bytes());
+            r.reason = Bytes::from_static(builtin::reason_phrase(s).as_bytes());
         }),
         "resp.reason" => set!(resp, |t, r, v| if let Some(b) = wire_text(t, "resp.reason", &v) {
             r.reason = b

@@ -3,45 +3,17 @@
 //! bans that need no request; completed, duplicate and deletable bans as
 //! Varnish marks them.
 
+pub mod expr;
+pub mod list;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use common::counters::C;
 
-use super::ban::{self, Cond, ReqView};
-use super::{Cache, ObjCore};
-
-/// One ban.
-pub struct Ban {
-    pub id: u64,
-    pub time: f64,
-    pub spec: String,
-    conds: Vec<Cond>,
-    /// Has request conditions: the lurker cannot test it.
-    pub req: bool,
-    completed: AtomicBool,
-}
-
-impl Ban {
-    pub fn completed(&self) -> bool {
-        self.completed.load(Ordering::Acquire)
-    }
-}
-
-/// Bans in id order (oldest first); appending is a push.
-#[derive(Default)]
-pub struct BanList {
-    list: Vec<Arc<Ban>>,
-    next: u64,
-}
-
-/// What `ban.list` shows of a ban.
-pub struct BanInfo {
-    pub time: f64,
-    pub refs: u64,
-    pub completed: bool,
-    pub spec: String,
-}
+use self::expr::ReqView;
+use self::list::{Ban, BanInfo, BanList};
+use crate::cache::{Cache, ObjCore};
 
 impl Cache {
     fn bans(&self) -> std::sync::MutexGuard<'_, BanList> {
@@ -67,9 +39,9 @@ impl Cache {
 
     /// Add a ban from `ban` arguments. O(1) plus marking older duplicates
     /// (when `dups`), which Varnish also does on add.
-    pub fn ban(&self, args: &[String], now: f64, dups: bool) -> Result<u64, ban::BanError> {
-        let (conds, spec) = ban::parse(args)?;
-        let req = ban::has_req(&conds);
+    pub fn ban(&self, args: &[String], now: f64, dups: bool) -> Result<u64, expr::BanError> {
+        let (conds, spec) = expr::parse(args)?;
+        let req = expr::has_req(&conds);
         let c = &self.inner;
         let mut b = self.bans();
         b.next += 1;
@@ -104,7 +76,7 @@ impl Cache {
         if pending.is_empty() {
             return;
         }
-        let header = |name: &str| super::vary_value(headers.clone(), name).map(|b| b.to_vec());
+        let header = |name: &str| crate::cache::vary_value(headers.clone(), name).map(|b| b.to_vec());
         let view = ReqView { url, header: &header };
         for oc in pending {
             if self.test(&oc, Some(&view), newest) {
@@ -123,7 +95,7 @@ impl Cache {
             b.list.iter().rev().take_while(|x| x.id > seen).filter(|x| !x.completed() && (req.is_some() || !x.req)).cloned().collect()
         };
         let tested = todo.len() as i64;
-        let hit = todo.iter().any(|x| ban::matches(&x.conds, &oc.obj, req, x.time));
+        let hit = todo.iter().any(|x| expr::matches(&x.conds, &oc.obj, req, x.time));
         self.inner.count(if req.is_some() { C::BansTested } else { C::BansLurkerTested }, tested);
         if !hit && req.is_some() {
             oc.ban_id.fetch_max(newest, Ordering::AcqRel);
@@ -146,7 +118,7 @@ impl Cache {
                 let seen = oc.ban_id.load(Ordering::Acquire);
                 let mine: Vec<&Arc<Ban>> = work.iter().filter(|b| b.id > seen).collect();
                 c.count(C::BansLurkerTested, mine.len() as i64);
-                if mine.iter().any(|b| ban::matches(&b.conds, &oc.obj, None, b.time)) {
+                if mine.iter().any(|b| expr::matches(&b.conds, &oc.obj, None, b.time)) {
                     if c.remove(&oc) {
                         killed += 1;
                         c.count(C::BansLurkerObjKilled, 1);

@@ -1,14 +1,12 @@
-//! The manager process: owns the shared-memory segment, the listening
-//! sockets, the parameters and the admin socket; starts the child by
-//! running its own binary, relays cache commands to it over a private
-//! socket, and restarts it when it dies.
+//! The manager's state: the child's lifecycle (start, stop, supervise,
+//! restart after a crash), the parameters, the loaded VCL sources and the
+//! last panic, shared by the supervisor and every admin session.
 
 use std::io::{BufReader, Write};
-use std::net::TcpListener as StdListener;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,13 +14,14 @@ use std::time::{Duration, Instant};
 
 use common::adm::{self, status};
 use common::counters::C;
-use common::instance;
 use common::segment::SegmentWriter;
 
+use common::instance;
+
+use crate::acceptor::Listener;
+use crate::child;
 use crate::cli::Args;
 use crate::params::Params;
-use crate::server::Listener;
-use crate::{child, daemon, StartError};
 
 /// File in the instance dir naming the admin addresses (`T ip port`) and
 /// the secret file (`S path`), so `cache-adm -n` needs nothing else.
@@ -50,13 +49,13 @@ impl ChildState {
     }
 }
 
-struct ChildSlot {
-    proc: Option<Child>,
-    ctl: Option<(UnixStream, BufReader<UnixStream>)>,
-    state: ChildState,
+pub(super) struct ChildSlot {
+    pub(super) proc: Option<Child>,
+    pub(super) ctl: Option<(UnixStream, BufReader<UnixStream>)>,
+    pub(super) state: ChildState,
     /// Should a child be running (false after `stop`)?
-    wanted: bool,
-    last_start: Option<Instant>,
+    pub(super) wanted: bool,
+    pub(super) last_start: Option<Instant>,
 }
 
 /// The last panic: its text and whether `panic.clear` has cleared it.
@@ -72,8 +71,8 @@ pub struct Mgr {
     pub params: Mutex<Params>,
     pub secret: Option<Vec<u8>>,
     pub started: Instant,
-    listeners: Vec<Listener>,
-    child: Mutex<ChildSlot>,
+    pub(super) listeners: Vec<Listener>,
+    pub(super) child: Mutex<ChildSlot>,
     pub panic: Mutex<Option<PanicRecord>>,
     pub stopping: AtomicBool,
     pub vcls: Mutex<VclState>,
@@ -92,13 +91,13 @@ pub struct VclState {
     pub active: String,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
+pub(super) static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
-fn install_stop_handlers() {
+pub(super) fn install_stop_handlers() {
     // SAFETY: the handler only stores to an atomic (async-signal-safe).
     unsafe {
         libc::signal(libc::SIGTERM, on_stop as *const () as usize);
@@ -118,141 +117,6 @@ fn clear_cloexec(fd: i32) {
 }
 
 /// The `-T` address: default localhost:0; refuse non-loopback without a secret.
-fn bind_admin(spec: &str, secret: bool) -> Result<Vec<StdListener>, StartError> {
-    use std::net::ToSocketAddrs;
-    let spec = if spec.contains(':') { spec.to_string() } else { format!("{spec}:0") };
-    let addrs: Vec<_> = spec.to_socket_addrs().map_err(|e| StartError::Config(format!("-T {spec}: {e}")))?.collect();
-    if addrs.is_empty() {
-        return Err(StartError::Config(format!("-T {spec}: resolves to no address")));
-    }
-    if !secret && addrs.iter().any(|a| !a.ip().is_loopback()) {
-        return Err(StartError::Config(format!("-T {spec}: refusing a non-loopback admin address without a secret (-S)")));
-    }
-    addrs.into_iter().map(|a| StdListener::bind(a).map_err(|source| StartError::Listen { addr: a.to_string(), source })).collect()
-}
-
-/// Load `-S FILE`, or write a fresh 256-byte secret to DIR/_.secret.
-fn load_secret(dir: &Path, arg: Option<&Path>) -> Result<(Option<Vec<u8>>, Option<PathBuf>), StartError> {
-    match arg {
-        Some(p) if p.as_os_str() == "none" => Ok((None, None)),
-        Some(p) => {
-            let s = std::fs::read(p).map_err(|e| StartError::Config(format!("-S {}: {e}", p.display())))?;
-            Ok((Some(s), Some(p.to_path_buf())))
-        }
-        None => {
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut s = vec![0u8; 256];
-            adm::random(&mut s);
-            let path = dir.join(SECRET_FILE);
-            let _ = std::fs::remove_file(&path);
-            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o640).custom_flags(libc::O_NOFOLLOW).open(&path)?;
-            f.write_all(&s)?;
-            Ok((Some(s), Some(path)))
-        }
-    }
-}
-
-/// Start the manager: daemonize, bind, create the segment, serve the admin
-/// socket, run and supervise the child until SIGTERM.
-pub fn run(args: Args) -> Result<(), StartError> {
-    let params = crate::params_from_args(&args)?;
-    // Compile the VCL (and find the backend) before anything starts, so a
-    // bad file is reported at once with its line and column.
-    let (_, backend) = crate::load_policy(&args)?;
-    let boot_source = match &args.vcl {
-        Some(f) => std::fs::read_to_string(f).unwrap_or_default(),
-        None => "// The built-in policy (no -f was given): see cache-d(1).\n".to_string(),
-    };
-    crate::backend::resolve(&backend).map_err(StartError::Config)?;
-    let dir = instance::resolve(args.name.as_deref());
-    let ready = if args.foreground || args.debug { None } else { Some(daemon::fork()?) };
-    let started = (|| {
-        let specs = if args.listen.is_empty() { vec![":80".to_string()] } else { args.listen.clone() };
-        let mut listeners = Vec::new();
-        for (i, s) in specs.iter().enumerate() {
-            listeners.extend(crate::bind(s, i)?);
-        }
-        // The instance dir is checked and locked before anything is
-        // written in it (see common::instance::prepare for the rules).
-        let lock = instance::prepare(&dir)?;
-        let seg = Arc::new(SegmentWriter::create(&dir, params.vsl_space)?);
-        let (secret, secret_path) = load_secret(&dir, args.secret.as_deref())?;
-        let admin_spec = args.admin.clone().unwrap_or_else(|| "localhost:0".into());
-        let admin = if admin_spec == "none" { Vec::new() } else { bind_admin(&admin_spec, secret.is_some())? };
-        let mut text = String::new();
-        for l in &admin {
-            let a = l.local_addr()?;
-            text.push_str(&format!("T {} {}\n", a.ip(), a.port()));
-        }
-        if let Some(p) = &secret_path {
-            let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
-            text.push_str(&format!("S {}\n", abs.display()));
-        }
-        instance::write_file(&dir, ADMIN_FILE, text.as_bytes(), 0o640)?;
-        // Last: tools and tests take _.listen as the sign that all is set up.
-        crate::write_listen_file(&dir, &listeners)?;
-        if let Some(p) = &args.pidfile {
-            std::fs::write(p, format!("{}\n", std::process::id())).map_err(|source| StartError::PidFile { path: p.clone(), source })?;
-        }
-        Ok::<_, StartError>((listeners, seg, secret, admin, lock))
-    })();
-    let (listeners, seg, secret, admin, _lock) = match started {
-        Ok(x) => x,
-        Err(e) => {
-            if let Some(r) = ready {
-                r.fail(&e.to_string());
-            }
-            return Err(e);
-        }
-    };
-    install_stop_handlers();
-    let mgr = Arc::new(Mgr {
-        args,
-        dir: dir.clone(),
-        seg,
-        params: Mutex::new(params),
-        secret,
-        started: Instant::now(),
-        listeners,
-        child: Mutex::new(ChildSlot { proc: None, ctl: None, state: ChildState::Stopped, wanted: true, last_start: None }),
-        panic: Mutex::new(None),
-        stopping: AtomicBool::new(false),
-        vcls: Mutex::new(VclState {
-            list: vec![("boot".into(), boot_source, None)],
-            labels: Vec::new(),
-            states: Default::default(),
-            active: "boot".into(),
-        }),
-    });
-    for l in admin {
-        let m = mgr.clone();
-        std::thread::Builder::new().name("cache-admin".into()).spawn(move || crate::mgt_cli::accept_loop(m, l))?;
-    }
-    if mgr.args.debug {
-        // -d: the CLI on stdin/stdout; no child until `start`.
-        mgr.slot().wanted = false;
-        let m = mgr.clone();
-        std::thread::Builder::new().name("cache-cli-stdin".into()).spawn(move || {
-            crate::mgt_cli::stdin_session(m);
-            STOP.store(true, Ordering::SeqCst);
-        })?;
-        mgr.supervise();
-        mgr.shutdown();
-        return Ok(());
-    }
-    let first = mgr.start_child();
-    if let Some(r) = ready {
-        match &first {
-            Ok(()) => r.succeed(),
-            Err(e) => r.fail(e),
-        }
-    }
-    first.map_err(StartError::Config)?;
-    mgr.supervise();
-    mgr.shutdown();
-    Ok(())
-}
-
 impl Mgr {
     /// Say what happened to the child: on stderr in the foreground, to
     /// syslog (daemon facility) when daemonized, where stderr is gone.
@@ -267,7 +131,7 @@ impl Mgr {
         }
     }
 
-    fn slot(&self) -> MutexGuard<'_, ChildSlot> {
+    pub(super) fn slot(&self) -> MutexGuard<'_, ChildSlot> {
         self.child.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -403,7 +267,7 @@ impl Mgr {
 
     /// Watch the child until SIGTERM: restart it when it dies, keep the
     /// uptime and heartbeat current.
-    fn supervise(&self) {
+    pub(super) fn supervise(&self) {
         let mut last_tick = Instant::now() - Duration::from_secs(2);
         while !STOP.load(Ordering::SeqCst) {
             if last_tick.elapsed() >= Duration::from_secs(1) {
@@ -477,7 +341,7 @@ impl Mgr {
 
     /// SIGTERM: stop the child (it finishes in-flight requests), mark the
     /// segment stopped, remove what the instance dir should not keep.
-    fn shutdown(&self) {
+    pub(super) fn shutdown(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         let _ = self.stop_child(Duration::from_secs(6));
         self.seg.close();

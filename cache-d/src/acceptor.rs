@@ -1,110 +1,21 @@
-//! The accept side: shared state, listeners, connection limits, shutdown.
+//! The accept side of the child: listeners (`-a`), the connection limit,
+//! one task per connection through the client transport, the once-a-second
+//! housekeeping (expiry, idle backend connections, the ban lurker), and
+//! shutdown.
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use common::counters::C;
-use common::segment::SegmentWriter;
+use common::instance;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-use crate::backend::Backend;
-use crate::cache::Cache;
-use crate::params::Params;
-use crate::policy::{Builtin, Policy};
-
-/// State every connection shares.
-pub struct Shared {
-    pub seg: Arc<SegmentWriter>,
-    /// Parameters, swapped whole when the manager changes one.
-    params: ArcSwap<Params>,
-    /// The default backend (-b, or the boot program's first).
-    pub backend: Arc<Backend>,
-    pub cache: Cache,
-    /// The active policy (built-in, or a compiled VCL), swapped whole by
-    /// vcl.use; a request keeps the one it started with.
-    policy: ArcSwap<Active>,
-    /// Our Via value: `1.1 <host> (cachekit/<version>)`.
-    pub via: String,
-    vxid: AtomicU32,
-    /// `debug.panic.request`: the next request's task panics (to test that
-    /// such a panic fails that request alone).
-    pub debug_panic_request: std::sync::atomic::AtomicBool,
-}
-
-impl Shared {
-    pub fn new(seg: Arc<SegmentWriter>, params: Params, backend: Backend) -> Shared {
-        let via = format!("1.1 {} (cachekit/{})", crate::util::hostname(), env!("CARGO_PKG_VERSION"));
-        let cache = Cache::new(params.storage, Some(seg.clone()));
-        let policy = ArcSwap::from_pointee(Active { name: "boot".into(), policy: Arc::new(Builtin) });
-        Shared {
-            seg,
-            params: ArcSwap::from_pointee(params),
-            backend: Arc::new(backend),
-            cache,
-            policy,
-            via,
-            vxid: AtomicU32::new(1),
-            debug_panic_request: Default::default(),
-        }
-    }
-
-    /// The policy for a request starting now.
-    pub fn policy(&self) -> Arc<Active> {
-        self.policy.load_full()
-    }
-
-    /// Make `policy` the active one for requests that start from now on.
-    pub fn set_policy(&self, name: &str, policy: Arc<dyn Policy>) {
-        self.set_active(Arc::new(Active { name: name.to_string(), policy }));
-    }
-
-    /// Make a loaded program the active one (vcl.use).
-    pub fn set_active(&self, a: Arc<Active>) {
-        self.policy.store(a);
-    }
-
-    /// The parameters in force (cheap: an atomic load).
-    pub fn params(&self) -> arc_swap::Guard<Arc<Params>> {
-        self.params.load()
-    }
-
-    /// Put new parameters in force for requests that start from now on.
-    pub fn set_params(&self, p: Params) {
-        self.params.store(Arc::new(p));
-    }
-
-    /// A new transaction id (30 bits, never 0).
-    pub fn next_vxid(&self) -> u32 {
-        loop {
-            let v = self.vxid.fetch_add(1, Ordering::Relaxed) & common::vsl::VXID_MASK;
-            if v != 0 {
-                return v;
-            }
-        }
-    }
-}
-
-/// What a policy may ask of the engine: backend health, bans.
-impl crate::policy::Env for Shared {
-    fn healthy(&self, _backend: Option<&str>) -> bool {
-        // One backend until directors land: every name is the default one.
-        self.backend.healthy()
-    }
-    fn ban(&self, spec: &str) -> Result<(), String> {
-        let args = common::adm::tokenize(spec).map_err(|e| e.to_string())?;
-        self.cache.ban(&args, crate::util::now(), self.params().ban_dups).map(|_| ()).map_err(|e| e.to_string())
-    }
-}
-
-/// The active policy and its name (for VCL_use records and vcl.list).
-pub struct Active {
-    pub name: String,
-    pub policy: Arc<dyn Policy>,
-}
+use crate::error::StartError;
+use crate::http1::transport::Http1;
+use crate::req::contain::contain;
+use crate::shared::Shared;
 
 /// A bound listener and its name (`a0`, `a1`... or the `-a name=`).
 pub struct Listener {
@@ -163,8 +74,8 @@ async fn accept_loop(sh: Arc<Shared>, socket: TcpListener, name: Arc<str>, limit
         let local = stream.local_addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
         let (sh, name, stop) = (sh.clone(), name.clone(), stop.clone());
         tokio::spawn(async move {
-            if let Err(why) = crate::contain::contain(crate::session::run(sh.clone(), stream, peer, local, name, stop)).await {
-                crate::session::failed(&sh, peer, &why);
+            if let Err(why) = contain(crate::req::session(sh.clone(), Http1::new(stream), peer, local, name, stop)).await {
+                crate::req::failed(&sh, peer, &why);
             }
             drop(permit);
         });
@@ -204,4 +115,38 @@ async fn lurker(sh: Arc<Shared>) {
         let _ = tokio::task::spawn_blocking(move || cache.lurk(crate::util::now(), age)).await;
         tokio::time::sleep(Duration::from_secs_f64(sleep.max(0.01))).await;
     }
+}
+
+/// Parse `-a [name=][host]:port` and bind it.
+pub fn bind(spec: &str, index: usize) -> Result<Vec<Listener>, StartError> {
+    let (name, addr) = match spec.split_once('=') {
+        Some((n, a)) => (n.to_string(), a),
+        None => (format!("a{index}"), spec),
+    };
+    let full = if addr.starts_with(':') { format!("0.0.0.0{addr}") } else { addr.to_string() };
+    let addrs: Vec<_> = full.to_socket_addrs().map_err(|e| StartError::Config(format!("-a {spec}: {e}")))?.collect();
+    if addrs.is_empty() {
+        return Err(StartError::Config(format!("-a {spec}: resolves to no address")));
+    }
+    let name: Arc<str> = name.into();
+    addrs
+        .into_iter()
+        .map(|a| {
+            let socket = std::net::TcpListener::bind(a).map_err(|source| StartError::Listen { addr: a.to_string(), source })?;
+            Ok(Listener { name: name.clone(), socket })
+        })
+        .collect()
+}
+
+/// Publish the bound addresses (`name ip port` lines), so that tools and
+/// tests that asked for port 0 can find the port (like varnishd's
+/// `debug.listen_address`).
+pub fn write_listen_file(dir: &std::path::Path, listeners: &[Listener]) -> Result<(), StartError> {
+    let mut text = String::new();
+    for l in listeners {
+        let a = l.socket.local_addr()?;
+        text.push_str(&format!("{} {} {}\n", l.name, a.ip(), a.port()));
+    }
+    instance::write_file(dir, instance::LISTEN_FILE, text.as_bytes(), 0o644)?;
+    Ok(())
 }

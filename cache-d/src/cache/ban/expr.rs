@@ -4,7 +4,7 @@
 
 use regex::Regex;
 
-use super::Object;
+use crate::cache::object::Object;
 
 /// What a condition looks at.
 #[derive(Clone, Debug, PartialEq)]

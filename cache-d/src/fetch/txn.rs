@@ -1,7 +1,8 @@
-//! The backend side of a transaction: build the backend request, send it
-//! (with the client's body), and read the response head. The body is then
-//! streamed by the session, which finishes the backend transaction's log
-//! with [`Fetch::finish`].
+//! A backend transaction: its log and byte counts, building the backend
+//! request, sending it (with the client's body), reading the response head,
+//! and the connection's fate. Whoever streams the body ends the transaction
+//! with [`Fetch::done`]; a transaction dropped without it is logged as
+//! ended with nothing delivered (a `Drop` guard, so every exit ends it once).
 
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
@@ -12,35 +13,17 @@ use tokio::io::AsyncWriteExt;
 
 use std::sync::Arc;
 
-use crate::backend::{Backend, BeConn};
+use crate::backend::pool::{Backend, BeConn, Slot};
 use crate::error::{Error, Side};
-use crate::http::{self, Framing, Head, Parsed, Transfer};
-use crate::policy::Bereq;
-use crate::server::Shared;
+use crate::http1::head::{self, Framing, Head, HeadOut, Parsed};
+use crate::req::transport::ReqBody;
+use crate::shared::Shared;
 use crate::util::now;
+use crate::vcl::model::Bereq;
 
 /// Interim (1xx) responses skipped before a backend's answer counts as
 /// broken: a backend streaming 100 Continue forever must not hold a fetch.
 const MAX_INTERIM: usize = 16;
-
-/// Writes header lines to a wire buffer and logs each one.
-pub struct HeadOut<'a> {
-    pub wire: &'a mut Vec<u8>,
-    pub log: &'a mut Batch,
-    pub tag: Tag,
-    pub side: LogSide,
-    pub vxid: u32,
-}
-
-impl HeadOut<'_> {
-    pub fn header(&mut self, name: &[u8], value: &[u8]) {
-        self.wire.extend_from_slice(name);
-        self.wire.extend_from_slice(b": ");
-        self.wire.extend_from_slice(value);
-        self.wire.extend_from_slice(b"\r\n");
-        self.log.rec_parts(self.tag, self.side, self.vxid, &[name, b": ", value]);
-    }
-}
 
 /// A backend transaction in progress.
 pub struct Fetch {
@@ -59,7 +42,10 @@ pub struct Fetch {
     /// before the request is sent).
     pub be: Arc<Backend>,
     /// The connection in use, counted against .max_connections.
-    slot: Option<crate::backend::Slot>,
+    slot: Option<Slot>,
+    sh: Arc<Shared>,
+    /// The transaction's End has been logged.
+    ended: bool,
 }
 
 /// A backend response whose head has been read.
@@ -70,7 +56,7 @@ pub struct Response {
 }
 
 impl Fetch {
-    pub fn new(sh: &Shared, vxid: u32, parent: u32, reason: &str) -> Fetch {
+    pub fn new(sh: &Arc<Shared>, vxid: u32, parent: u32, reason: &str) -> Fetch {
         let t = now();
         let mut log = Batch::with_reclen(sh.params().vsl_reclen);
         log.recf(Tag::Begin, LogSide::Backend, vxid, format_args!("bereq {parent} {reason}"));
@@ -88,6 +74,8 @@ impl Fetch {
             is_head: false,
             be: sh.backend.clone(),
             slot: None,
+            sh: sh.clone(),
+            ended: false,
         }
     }
 
@@ -104,13 +92,8 @@ impl Fetch {
 
     /// Send the request (and the client's body, if `client` is given) and
     /// read the response head. `build_request` must have filled `wire`.
-    pub async fn send(
-        &mut self,
-        sh: &Shared,
-        req_framing: Framing,
-        mut client: Option<&mut crate::session::Client>,
-        wire: &mut [u8],
-    ) -> Result<Response, Error> {
+    pub async fn send<B: ReqBody>(&mut self, req_framing: Framing, mut client: Option<&mut B>, wire: &mut [u8]) -> Result<Response, Error> {
+        let sh = self.sh.clone();
         let p = sh.params();
         let be = self.be.clone();
         let mut retried = false;
@@ -151,17 +134,17 @@ impl Fetch {
             self.open_record(&conn, reused);
             sh.seg.add(C::BackendReq, 1);
             be.count(Vbe::Req, 1);
-            match self.exchange(sh, &mut conn, wire, req_framing, client.as_deref_mut()).await {
+            match self.exchange(&mut conn, wire, req_framing, client.as_deref_mut()).await {
                 Ok((head, framing)) => return Ok(Response { conn, head, framing }),
                 // A reused connection the backend had closed: try once more
                 // on a fresh one, if the request can be sent again.
                 Err((e, nothing_back)) if reused && nothing_back && !retried && req_framing == Framing::None && e.side == Side::Backend => {
-                    self.close_record(sh, "close", false);
+                    self.close_record("close", false);
                     sh.seg.add(C::BackendRetry, 1);
                     retried = true;
                 }
                 Err((e, _)) => {
-                    self.close_record(sh, "close", false);
+                    self.close_record("close", false);
                     return Err(e);
                 }
             }
@@ -171,7 +154,7 @@ impl Fetch {
     /// Build the backend request head into `wire` (and the log): `method`
     /// and the request's URL and headers, hop-by-hop headers dropped, plus
     /// X-Forwarded-For, Via, X-Varnish and the body framing.
-    pub fn build_request(&mut self, sh: &Shared, method: &[u8], req: &Bereq, framing: Framing, client_ip: IpAddr, wire: &mut Vec<u8>) {
+    pub fn build_request(&mut self, method: &[u8], req: &Bereq, framing: Framing, client_ip: IpAddr, wire: &mut Vec<u8>) {
         let (v, side) = (self.vxid, LogSide::Backend);
         self.is_head = method == b"HEAD";
         wire.clear();
@@ -185,9 +168,9 @@ impl Fetch {
         let mut out = HeadOut { wire, log: &mut self.log, tag: Tag::BereqHeader, side, vxid: v };
         let mut xff_done = false;
         let ip = client_ip.to_string();
-        let hop = http::connection_tokens(req.headers.iter());
+        let hop = head::connection_tokens(req.headers.iter());
         for (n, val) in req.headers.iter() {
-            if http::is_hop_by_hop(n) || n.eq_ignore_ascii_case(b"x-varnish") || http::is_listed(&hop, n) {
+            if head::is_hop_by_hop(n) || n.eq_ignore_ascii_case(b"x-varnish") || head::is_listed(&hop, n) {
                 continue;
             }
             if n.eq_ignore_ascii_case(b"x-forwarded-for") && !xff_done {
@@ -200,7 +183,7 @@ impl Fetch {
         if !xff_done {
             out.header(b"X-Forwarded-For", ip.as_bytes());
         }
-        out.header(b"Via", sh.via.as_bytes());
+        out.header(b"Via", self.sh.via.as_bytes());
         out.header(b"X-Varnish", v.to_string().as_bytes());
         match framing {
             Framing::Length(n) => out.header(b"Content-Length", n.to_string().as_bytes()),
@@ -227,27 +210,21 @@ impl Fetch {
 
     /// Write the request and read the response head. On error, also says
     /// whether nothing at all came back (so a retry is safe).
-    async fn exchange(
+    async fn exchange<B: ReqBody>(
         &mut self,
-        sh: &Shared,
         conn: &mut BeConn,
         wire: &[u8],
         req_framing: Framing,
-        client: Option<&mut crate::session::Client>,
+        client: Option<&mut B>,
     ) -> Result<(Head, Framing), (Error, bool)> {
+        let sh = self.sh.clone();
         let p = sh.params();
         conn.io.write_all(wire).await.map_err(|e| (Error::io(Side::Backend, "writing request", e), true))?;
         self.hdr_tx = wire.len() as u64;
         if let (Some(client), true) = (client, req_framing != Framing::None) {
-            let t = Transfer {
-                framing: req_framing,
-                chunk_out: req_framing == Framing::Chunked,
-                src_side: Side::Client,
-                dst_side: Side::Backend,
-                read_timeout: p.timeout_idle,
-                pace: client.io.pace,
-            };
-            let moved = http::transfer(client, &mut conn.io, &t, &mut Vec::new()).await.map_err(|e| (e, false))?;
+            let chunk_out = req_framing == Framing::Chunked;
+            let moved =
+                client.copy_body(req_framing, chunk_out, &mut conn.io, Side::Backend, p.timeout_idle).await.map_err(|e| (e, false))?;
             self.body_tx = moved.tx;
             self.req_body_rx = moved.rx;
             sh.seg.add(C::SReqBodybytes, moved.rx);
@@ -255,7 +232,7 @@ impl Fetch {
         self.stamp("Bereq");
         let mut interim = 0;
         loop {
-            let parsed = http::parse_response(&mut conn.buf, p.http_max_hdr, p.http_resp_size)
+            let parsed = head::parse_response(&mut conn.buf, p.http_max_hdr, p.http_resp_size)
                 .map_err(|e| (Error::new(Side::Backend, format!("bad response head: {}", e.text())), false))?;
             match parsed {
                 Parsed::Complete(h) if (100..200).contains(&h.status) && h.status != 101 => {
@@ -279,7 +256,7 @@ impl Fetch {
                     for (n, val) in head.iter() {
                         self.log.rec_parts(Tag::BerespHeader, side, v, &[n, b": ", val]);
                     }
-                    let framing = http::response_framing(&head, if self.is_head { b"HEAD" } else { b"" })
+                    let framing = head::response_framing(&head, if self.is_head { b"HEAD" } else { b"" })
                         .map_err(|e| (Error::new(Side::Backend, e), false))?;
                     return Ok((head, framing));
                 }
@@ -304,7 +281,7 @@ impl Fetch {
     }
 
     /// Log the end of the body, the byte counts and the connection's fate.
-    pub fn finish(&mut self, sh: &Shared, body_rx: Option<u64>, conn: Option<(BeConn, bool)>) {
+    fn finish(&mut self, body_rx: Option<u64>, conn: Option<(BeConn, bool)>) {
         self.stamp("BerespBody");
         if let Some(n) = body_rx {
             self.log.recf(Tag::Length, LogSide::Backend, self.vxid, format_args!("{n}"));
@@ -326,24 +303,24 @@ impl Fetch {
         );
         match conn {
             Some((c, true)) => {
-                self.close_record(sh, "recycle", true);
+                self.close_record("recycle", true);
                 self.be.recycle(c);
             }
-            Some((_, false)) | None => self.close_record(sh, "close", false),
+            Some((_, false)) | None => self.close_record("close", false),
         }
     }
 
     /// Close the connection of a response that is not used (a retry).
-    pub fn close(&mut self, sh: &Shared) {
-        self.close_record(sh, "close", false);
+    pub fn close(&mut self) {
+        self.close_record("close", false);
     }
 
-    fn close_record(&mut self, sh: &Shared, how: &str, recycled: bool) {
+    fn close_record(&mut self, how: &str, recycled: bool) {
         if self.fd < 0 {
             return;
         }
         if recycled {
-            sh.seg.add(C::BackendRecycle, 1);
+            self.sh.seg.add(C::BackendRecycle, 1);
         }
         self.log.recf(Tag::BackendClose, LogSide::Backend, self.vxid, format_args!("{} {} {how}", self.fd, self.be.name));
         self.fd = -1;
@@ -357,15 +334,38 @@ impl Fetch {
     }
 
     /// Log a failure of this fetch.
-    pub fn error(&mut self, sh: &Shared, e: &Error) {
-        sh.seg.add(C::FetchFailed, 1);
+    pub fn error(&mut self, e: &Error) {
+        self.sh.seg.add(C::FetchFailed, 1);
         self.log.recf(Tag::FetchError, LogSide::Backend, self.vxid, format_args!("{e}"));
     }
 
-    /// Close the transaction and append it to the log.
-    pub fn end(mut self, sh: &Shared) {
+    /// End the transaction: the body's length (None: none was
+    /// delivered), the byte counts, the connection's fate (recycled when
+    /// the flag says it can be), then the log.
+    pub fn done(mut self, body_rx: Option<u64>, conn: Option<(BeConn, bool)>) {
+        self.finish(body_rx, conn);
+        self.end();
+    }
+
+    /// End a transaction that never reached a backend (a pipe that could
+    /// not connect): no byte counts, just the log.
+    pub fn end_unsent(mut self) {
+        self.end();
+    }
+
+    fn end(&mut self) {
+        self.ended = true;
         self.log.rec(Tag::End, LogSide::Backend, self.vxid, b"");
-        sh.seg.log(&self.log);
+        self.sh.seg.log(&self.log);
+    }
+}
+
+impl Drop for Fetch {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.finish(None, None);
+            self.end();
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use common::segment::SegmentWriter;
 use tokio::net::TcpStream;
 
 use crate::error::{Error, Side};
-use crate::http::BufConn;
+use crate::http1::conn::BufConn;
 
 pub type BeConn = BufConn<TcpStream>;
 
@@ -31,7 +31,7 @@ pub struct Backend {
     pub(crate) created: f64,
     /// Connections in use (for .max_connections).
     busy: Arc<AtomicUsize>,
-    pub(crate) probe: Mutex<crate::probe::ProbeState>,
+    pub(crate) probe: Mutex<crate::backend::health::ProbeState>,
     pub(crate) probe_stop: std::sync::atomic::AtomicBool,
     /// Its `VBE.<vcl>.<name>.*` counters, once the child has a segment.
     vbe: std::sync::OnceLock<Arc<VbeCounters>>,
@@ -77,11 +77,11 @@ pub struct BackendCfg {
     pub max_connections: Option<usize>,
     /// Host header for requests that have none.
     pub host_header: Option<String>,
-    pub probe: Option<crate::probe::ProbeSpec>,
+    pub probe: Option<crate::backend::health::ProbeSpec>,
 }
 
-fn cfg_probe_state(cfg: &BackendCfg) -> crate::probe::ProbeState {
-    cfg.probe.as_ref().map(crate::probe::ProbeState::initial).unwrap_or_default()
+fn cfg_probe_state(cfg: &BackendCfg) -> crate::backend::health::ProbeState {
+    cfg.probe.as_ref().map(crate::backend::health::ProbeState::initial).unwrap_or_default()
 }
 
 /// A connection in use, counted against .max_connections (and in

@@ -23,7 +23,7 @@ pub struct ClientIo<S> {
     /// How fast the current request's body must arrive (set per request;
     /// every reader of the body — discard, prefill, the fetch that
     /// forwards it — keeps to the same one).
-    pub pace: Option<crate::http::Pace>,
+    pub pace: Option<crate::http1::body::Pace>,
 }
 
 impl<S> ClientIo<S> {

@@ -1,0 +1,8 @@
+//! Backends: connection pools with their counters and limits (`pool`),
+//! health and its probes (`health`, `probe`), and the directors that pick
+//! one backend among several (`director`).
+
+pub mod director;
+pub mod health;
+pub mod pool;
+pub mod probe;

@@ -1,0 +1,125 @@
+//! The child process: serves traffic. The manager starts it by running its
+//! own binary with `--child` (never by forking a live runtime), hands it the
+//! listening sockets and a private control socket as inherited descriptors,
+//! and the parameters in the environment.
+
+pub mod control;
+
+use std::os::fd::FromRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::counters::C;
+use common::segment::SegmentWriter;
+
+use crate::acceptor::{self, Listener};
+use crate::backend::pool::{self, Backend};
+use crate::backend::probe;
+use crate::cli::Args;
+use crate::error::StartError;
+use crate::params::Params;
+use crate::shared::Shared;
+
+/// Environment variable with the inherited descriptors: `ctl:FD,NAME:FD,...`.
+pub const ENV_FDS: &str = "CACHEKIT_CHILD_FDS";
+/// Environment variable with the parameters, one `name=value` a line.
+pub const ENV_PARAMS: &str = "CACHEKIT_CHILD_PARAMS";
+/// File in the instance dir where a panicking child leaves its message.
+pub const PANIC_FILE: &str = "_.panic";
+
+/// Write panics (message, location, backtrace) to the instance dir for the
+/// manager's `panic.show`, then abort: a panicked child is replaced whole,
+/// as Varnish's is.
+fn install_panic_hook(dir: PathBuf) {
+    std::panic::set_hook(Box::new(move |info| {
+        if crate::req::contain::in_contained_task() {
+            // A request's task: it unwinds to its session, which fails
+            // that request alone (counted in MAIN.sc_vcl_failure, logged).
+            eprintln!("cache-d child: a request task panicked (request failed, child goes on): {info}");
+            return;
+        }
+        let bt = std::backtrace::Backtrace::force_capture();
+        let when = common::httpdate::format(crate::util::now());
+        let text = format!("Panic at: {when}\n{info}\nthread: {}\nbacktrace:\n{bt}\n", std::thread::current().name().unwrap_or("?"));
+        let _ = common::instance::write_file(&dir, PANIC_FILE, text.as_bytes(), 0o640);
+        eprintln!("cache-d child: {info}");
+        std::process::abort();
+    }));
+}
+
+pub fn run(args: Args) -> Result<(), StartError> {
+    let dir = common::instance::resolve(args.name.as_deref());
+    install_panic_hook(dir.clone());
+    let mut params = Params::default();
+    for line in std::env::var(ENV_PARAMS).unwrap_or_default().lines() {
+        if let Some((k, v)) = line.split_once('=') {
+            params.set(k, v).map_err(StartError::Config)?;
+        }
+    }
+    if let Some(sz) = args.storage {
+        params.storage = sz;
+    }
+    let mut ctl = None;
+    let mut listeners = Vec::new();
+    for item in std::env::var(ENV_FDS).unwrap_or_default().split(',').filter(|s| !s.is_empty()) {
+        let (name, fd) = item.rsplit_once(':').ok_or_else(|| StartError::Config(format!("bad {ENV_FDS} item {item:?}")))?;
+        let fd: i32 = fd.parse().map_err(|_| StartError::Config(format!("bad {ENV_FDS} item {item:?}")))?;
+        // SAFETY: the manager passed us these descriptors for our own use.
+        if name == "ctl" {
+            ctl = Some(unsafe { UnixStream::from_raw_fd(fd) });
+        } else {
+            let socket = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+            listeners.push(Listener { name: name.into(), socket });
+        }
+    }
+    let ctl = ctl.ok_or_else(|| StartError::Config("started as a child without a control socket".into()))?;
+    let seg = Arc::new(SegmentWriter::attach(&dir)?);
+    seg.set(C::NBackend, 1);
+    let (policy, be) = crate::vcl::load::load_policy(&args)?;
+    let addrs = pool::resolve(&be).map_err(StartError::Config)?;
+    let shared = Shared::new(seg.clone(), params, Backend::new("default", addrs));
+    if let Some(p) = policy {
+        seg.set(C::NBackend, p.backends().len().max(1) as u64);
+        for b in p.backends() {
+            probe::start(&b, seg.clone());
+        }
+        shared.set_policy("boot", p);
+    } else {
+        probe::start(&shared.backend, seg.clone());
+    }
+    let shared = Arc::new(shared);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("cache-worker").build()?;
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    // Serving waits for the manager's "go": it first gives us back every
+    // loaded program and the active one, so no request of a restarted
+    // child runs on the wrong policy. (Connections wait in the backlog.)
+    let (go_tx, mut go_rx) = tokio::sync::watch::channel(false);
+    let stop = tx.clone();
+    let sh = shared.clone();
+    std::thread::Builder::new().name("cache-ctl".into()).spawn(move || {
+        control::serve(ctl, &sh, &go_tx);
+        // The manager went away: stop too.
+        let _ = stop.send(true);
+    })?;
+    rt.block_on(async {
+        tokio::spawn(async move {
+            crate::mgt::daemon::wait_for_stop().await;
+            let _ = tx.send(true);
+        });
+        let mut stopping = rx.clone();
+        tokio::select! {
+            _ = go_rx.wait_for(|g| *g) => {}
+            _ = stopping.wait_for(|s| *s) => return,
+        }
+        acceptor::serve(shared, listeners, rx, Duration::from_secs(5)).await;
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    Ok(())
+}
+
+/// Path of the panic file of an instance.
+pub fn panic_path(dir: &Path) -> PathBuf {
+    dir.join(PANIC_FILE)
+}

@@ -1,0 +1,10 @@
+//! The backend side of a request (Varnish's `FETCH_STEPS`): one backend
+//! transaction (`txn`: the log, the exchange on a pooled connection), the
+//! state machine that runs vcl_backend_fetch, the exchange,
+//! vcl_backend_response or vcl_backend_error and retries over it
+//! (`steps`), and the fetch for the cache that stores what it gets as it
+//! streams in (`miss`).
+
+pub mod miss;
+pub mod steps;
+pub mod txn;

@@ -1,0 +1,270 @@
+//! The backend-side state machine: each step is a function of one
+//! backend transaction in progress ([`BeTxn`]) that returns the next step;
+//! only [`run`]'s loop moves between them.
+//!
+//! ```text
+//! Fetch (vcl_backend_fetch) ─▶ Send ─▶ Response (vcl_backend_response) ─▶ done
+//!    ▲                           │            │ retry      │ error
+//!    └──── retry ─── Error (vcl_backend_error) ◀───────────┘
+//! ```
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use common::counters::C;
+use common::vsl::{Side as LogSide, Tag};
+
+use crate::cache::object::Object;
+use crate::cache::ttl::{self, Lifetime};
+use crate::error::{Error, Side};
+use crate::fetch::txn::{Fetch, Response};
+use crate::http1::head::{self, Framing};
+use crate::req::transport::ReqBody;
+use crate::shared::Shared;
+use crate::util::{http_date, now};
+use crate::vcl::model::{Action, Bereq, Beresp, Headers, Sub, Task};
+use crate::vcl::policy::{run_sub, Policy};
+
+/// How the backend side of a transaction ended.
+pub enum Fetched {
+    /// A response whose body is still to be read, its head as
+    /// vcl_backend_response left it; `action` is deliver or pass(ttl).
+    Resp { resp: Response, beresp: Beresp, life: Lifetime, action: Action },
+    /// vcl_backend_error's synthetic response.
+    Synthetic { beresp: Beresp, body: Vec<u8>, life: Lifetime },
+    /// Abandoned (or failed) with nothing to deliver.
+    Abandoned(Error),
+    /// The client's request body could not be read (a pass).
+    Client(Error),
+}
+
+/// One backend transaction on its way through the steps (Varnish's
+/// `struct busyobj`).
+pub struct BeTxn<'a, B> {
+    pub sh: &'a Shared,
+    pub policy: &'a dyn Policy,
+    pub f: &'a mut Fetch,
+    pub bereq: &'a mut Bereq,
+    /// A pass's client, whose request body is streamed to the backend.
+    pub client: Option<&'a mut B>,
+    /// That body's framing (None: no body).
+    pub framing: Framing,
+    /// The client's and our address (client.ip, server.ip).
+    pub addrs: (SocketAddr, SocketAddr),
+    /// A stale object whose validators made the request conditional: a
+    /// 304 refreshes it.
+    pub stale: Option<&'a Object>,
+}
+
+/// The steps of the backend side. (A response head is large, but the step
+/// value only moves within [`run`]'s loop: no box.)
+#[allow(clippy::large_enum_variant)]
+enum Step {
+    /// vcl_backend_fetch.
+    Fetch,
+    /// Send the request to the backend vcl_backend_fetch chose.
+    Send,
+    /// vcl_backend_response on the response head.
+    Response(Response),
+    /// vcl_backend_error with this status and reason.
+    Error(u16, String),
+    Done(Fetched),
+}
+
+/// Run the backend side to its end: a response to stream, vcl_backend_error's
+/// page, or nothing.
+pub async fn run<B: ReqBody>(t: &mut BeTxn<'_, B>) -> Fetched {
+    let mut step = Step::Fetch;
+    loop {
+        step = match step {
+            Step::Fetch => vcl_backend_fetch(t),
+            Step::Send => send(t).await,
+            Step::Response(resp) => vcl_backend_response(t, resp),
+            Step::Error(status, reason) => vcl_backend_error(t, status, reason),
+            Step::Done(f) => return f,
+        };
+    }
+}
+
+impl<B> BeTxn<'_, B> {
+    /// Run a backend-side subroutine; it sees bereq, and beresp and the
+    /// synthetic body where given.
+    fn call(&mut self, sub: Sub, beresp: Option<&mut Beresp>, body: Option<&mut Vec<u8>>) -> Action {
+        let mut task = Task::new(self.sh);
+        task.log = Some((&mut self.f.log, self.f.vxid, LogSide::Backend));
+        task.bereq = Some(self.bereq);
+        task.client = Some(self.addrs.0);
+        task.local = Some(self.addrs.1);
+        task.beresp = beresp;
+        task.body = body;
+        run_sub(self.policy, sub, &mut task)
+    }
+
+    /// May the request be sent again? (Not if its body was streamed.)
+    fn can_retry(&self) -> bool {
+        self.bereq.retries < self.sh.params().max_retries && self.framing == Framing::None
+    }
+
+    /// Start over from vcl_backend_fetch.
+    fn retry(&mut self) -> Step {
+        self.bereq.retries += 1;
+        self.f.stamp("Retry");
+        Step::Fetch
+    }
+}
+
+fn vcl_backend_fetch<B>(t: &mut BeTxn<'_, B>) -> Step {
+    match t.call(Sub::BackendFetch, None, None) {
+        Action::Fetch => Step::Send,
+        Action::Error(s, r) => Step::Error(s, r),
+        a => Step::Done(Fetched::Abandoned(Error::new(Side::Internal, format!("vcl_backend_fetch returned {}", a.word())))),
+    }
+}
+
+async fn send<B: ReqBody>(t: &mut BeTxn<'_, B>) -> Step {
+    let bereq = &mut *t.bereq;
+    // The backend vcl_backend_fetch left in bereq.backend.
+    t.f.be =
+        t.policy.backend(bereq.backend.as_deref(), bereq.hash.as_deref().unwrap_or(&bereq.url)).unwrap_or_else(|| t.sh.backend.clone());
+    if let (None, Some(h)) = (bereq.headers.get("host"), t.f.be.cfg.host_header.clone()) {
+        bereq.headers.set("Host", Bytes::from(h));
+    }
+    let mut wire = Vec::with_capacity(1024);
+    t.f.build_request(&bereq.method.clone(), bereq, t.framing, t.addrs.0.ip(), &mut wire);
+    match t.f.send(t.framing, t.client.as_deref_mut(), &mut wire).await {
+        Ok(resp) => Step::Response(resp),
+        Err(e) if e.side == Side::Client => Step::Done(Fetched::Client(e)),
+        Err(e) => {
+            t.f.error(&e);
+            Step::Error(503, "Backend fetch failed".into())
+        }
+    }
+}
+
+fn vcl_backend_response<B>(t: &mut BeTxn<'_, B>, resp: Response) -> Step {
+    let (mut beresp, mut life) = beresp_of(t.sh, t.f, &resp, t.stale);
+    let action = t.call(Sub::BackendResponse, Some(&mut beresp), None);
+    match action {
+        Action::Deliver | Action::PassFor(_) => {
+            life.ttl = beresp.ttl;
+            life.grace = beresp.grace;
+            life.keep = beresp.keep;
+            return Step::Done(Fetched::Resp { resp, beresp, life, action });
+        }
+        _ => t.f.close(),
+    }
+    match action {
+        Action::Retry if t.can_retry() => t.retry(),
+        Action::Retry => {
+            t.f.error(&Error::new(Side::Internal, "Too many retries, delivering 503"));
+            Step::Error(503, "Backend fetch failed".into())
+        }
+        Action::Error(s, r) => Step::Error(s, r),
+        a => Step::Done(Fetched::Abandoned(Error::new(Side::Internal, format!("vcl_backend_response returned {}", a.word())))),
+    }
+}
+
+fn vcl_backend_error<B>(t: &mut BeTxn<'_, B>, status: u16, reason: String) -> Step {
+    let mut beresp = Beresp {
+        status,
+        reason: Bytes::from(reason),
+        headers: Headers(vec![
+            (Bytes::from_static(b"Date"), Bytes::from(http_date(now()))),
+            (Bytes::from_static(b"Server"), Bytes::from_static(b"cachekit")),
+        ]),
+        backend: t.f.be.name.clone(),
+        ..Beresp::default()
+    };
+    let mut body = Vec::new();
+    match t.call(Sub::BackendError, Some(&mut beresp), Some(&mut body)) {
+        Action::Deliver => {
+            let now = now();
+            let life = Lifetime {
+                t_origin: now,
+                ttl: beresp.ttl,
+                grace: beresp.grace,
+                keep: beresp.keep,
+                date: now,
+                expires: -1.0,
+                max_age: -1.0,
+            };
+            Step::Done(Fetched::Synthetic { beresp, body, life })
+        }
+        Action::Retry if t.can_retry() => t.retry(),
+        a => Step::Done(Fetched::Abandoned(Error::new(Side::Internal, format!("vcl_backend_error returned {}", a.word())))),
+    }
+}
+
+/// The backend response as vcl_backend_response sees it, and its
+/// lifetime from the headers (RFC 9111 and the default_* parameters).
+fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&Object>) -> (Beresp, Lifetime) {
+    let t = now();
+    let fresh = stored_headers(&resp.head);
+    let was_304 = resp.head.status == 304 && stale.is_some();
+    let (status, reason, headers) = match stale.filter(|_| was_304) {
+        Some(s) => {
+            sh.seg.add(C::Fetch304, 1);
+            (s.status, s.reason.clone(), merge_304(s, &fresh))
+        }
+        None => {
+            let mut h = fresh;
+            // A response to HEAD (a pass) keeps its Content-Length.
+            if resp.framing == Framing::None {
+                if let Some((n, v)) = resp.head.iter().find(|(n, _)| n.eq_ignore_ascii_case(b"content-length")) {
+                    h.push((Bytes::copy_from_slice(n), Bytes::copy_from_slice(v)));
+                }
+            }
+            (resp.head.status, Bytes::copy_from_slice(resp.head.reason()), h)
+        }
+    };
+    let h = Headers(headers);
+    let p = sh.params();
+    let defaults = ttl::Defaults { ttl: p.default_ttl, grace: p.default_grace, keep: p.default_keep, clock_skew: 10.0 };
+    let life = ttl::compute(status, h.iter(), t, &defaults);
+    let word = if life.ttl > 0.0 { "cacheable" } else { "uncacheable" };
+    f.log.recf(
+        Tag::Ttl,
+        LogSide::Backend,
+        f.vxid,
+        format_args!(
+            "RFC {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {word}",
+            life.ttl, life.grace, life.keep, t, life.t_origin, life.date, life.expires, life.max_age
+        ),
+    );
+    let beresp = Beresp {
+        status,
+        reason,
+        headers: h,
+        ttl: life.ttl,
+        grace: life.grace,
+        keep: life.keep,
+        was_304,
+        do_stream: true,
+        backend: f.be.name.clone(),
+        age: (t - life.t_origin).max(0.0),
+        uncacheable: false,
+    };
+    (beresp, life)
+}
+
+/// The response headers an object keeps (hop-by-hop ones dropped), as
+/// slices of the response head; [`crate::cache::object::ObjHeaders`] packs them when stored.
+pub fn stored_headers(h: &head::Head) -> Vec<(Bytes, Bytes)> {
+    let hop = head::connection_tokens(h.iter());
+    h.headers
+        .iter()
+        .filter(|(n, _)| !head::is_hop_by_hop(&h.raw[n.clone()]) && !head::is_listed(&hop, &h.raw[n.clone()]))
+        .map(|(n, v)| (h.raw.slice(n.clone()), h.raw.slice(v.clone())))
+        .collect()
+}
+
+/// A 304 refreshes the stale object: its headers, updated by the 304's.
+fn merge_304(stale: &Object, fresh: &[(Bytes, Bytes)]) -> Vec<(Bytes, Bytes)> {
+    let mut h = stale.headers.to_headers();
+    for (n, v) in fresh {
+        if let Ok(name) = std::str::from_utf8(n) {
+            h.set(name, v.clone());
+        }
+    }
+    h.0
+}

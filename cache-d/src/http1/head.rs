@@ -1,0 +1,300 @@
+//! HTTP/1 message heads: parsed with httparse into owned offsets, the
+//! framing a head announces, and the header rules a proxy applies
+//! (hop-by-hop, Connection-named, absolute-form targets).
+
+use std::ops::Range;
+
+use bytes::{Bytes, BytesMut};
+use common::vsl::{Batch, Side as LogSide, Tag};
+
+/// A parsed message head. The raw bytes are kept; fields are ranges into them.
+#[derive(Debug, Clone)]
+pub struct Head {
+    pub raw: Bytes,
+    /// Request method, or response reason.
+    pub first: Range<usize>,
+    /// Request URL (empty for responses).
+    pub url: Range<usize>,
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub minor: u8,
+    /// Response status (0 for requests).
+    pub status: u16,
+    pub headers: Vec<(Range<usize>, Range<usize>)>,
+}
+
+impl Head {
+    fn s(&self, r: &Range<usize>) -> &[u8] {
+        &self.raw[r.clone()]
+    }
+    pub fn method(&self) -> &[u8] {
+        self.s(&self.first)
+    }
+    pub fn reason(&self) -> &[u8] {
+        self.s(&self.first)
+    }
+    pub fn url(&self) -> &[u8] {
+        self.s(&self.url)
+    }
+    pub fn protocol(&self) -> &'static str {
+        if self.minor == 0 {
+            "HTTP/1.0"
+        } else {
+            "HTTP/1.1"
+        }
+    }
+    /// Headers as (name, value) byte slices, in wire order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.headers.iter().map(|(n, v)| (self.s(n), self.s(v)))
+    }
+    /// First value of header `name` (case-insensitive).
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.iter().find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes())).map(|(_, v)| v)
+    }
+    /// Does any `name` header contain the comma-separated token `tok`?
+    pub fn has_token(&self, name: &str, tok: &str) -> bool {
+        self.iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .flat_map(|(_, v)| v.split(|&b| b == b','))
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(tok.as_bytes()))
+    }
+    /// Bytes of the head on the wire.
+    pub fn wire_len(&self) -> usize {
+        self.raw.len()
+    }
+}
+
+/// Where `part` (a slice httparse returned) lies within `base`; an empty
+/// range for anything outside it (a defaulted, static empty string).
+fn offset(base: &[u8], part: &[u8]) -> Range<usize> {
+    let (b, p) = (base.as_ptr() as usize, part.as_ptr() as usize);
+    if p < b || p + part.len() > b + base.len() {
+        return 0..0;
+    }
+    p - b..p - b + part.len()
+}
+
+/// Outcome of trying to parse a head from the buffer.
+pub enum Parsed {
+    Complete(Head),
+    Partial,
+}
+
+/// Why a head could not be parsed; maps to 400 (client) or 503 (backend).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadError {
+    Syntax(&'static str),
+    TooManyHeaders,
+    TooLarge,
+}
+
+impl HeadError {
+    pub fn text(self) -> &'static str {
+        match self {
+            HeadError::Syntax(s) => s,
+            HeadError::TooManyHeaders => "too many headers",
+            HeadError::TooLarge => "head too large",
+        }
+    }
+}
+
+fn parse_err(e: httparse::Error) -> HeadError {
+    match e {
+        httparse::Error::TooManyHeaders => HeadError::TooManyHeaders,
+        httparse::Error::HeaderName => HeadError::Syntax("invalid header name"),
+        httparse::Error::HeaderValue => HeadError::Syntax("invalid header value"),
+        httparse::Error::NewLine => HeadError::Syntax("invalid line ending"),
+        httparse::Error::Status => HeadError::Syntax("invalid status"),
+        httparse::Error::Token => HeadError::Syntax("invalid token"),
+        httparse::Error::Version => HeadError::Syntax("invalid HTTP version"),
+    }
+}
+
+/// Header slots kept on the stack; http_max_hdr above this uses the heap.
+const STACK_HEADERS: usize = 128;
+
+fn header_slots<'a, 'h>(
+    stack: &'a mut [httparse::Header<'h>; STACK_HEADERS],
+    heap: &'a mut Vec<httparse::Header<'h>>,
+    max: usize,
+) -> &'a mut [httparse::Header<'h>] {
+    if max <= STACK_HEADERS {
+        &mut stack[..max]
+    } else {
+        heap.resize(max, httparse::EMPTY_HEADER);
+        &mut heap[..]
+    }
+}
+
+/// The length of a complete head within `max_size`, None while partial.
+/// Requests and responses share the limit rule (http_req_size and
+/// http_resp_size): a head longer than the limit is an error whether or
+/// not it is complete yet.
+fn head_len(r: httparse::Result<usize>, buffered: usize, max_size: usize) -> Result<Option<usize>, HeadError> {
+    match r {
+        Ok(httparse::Status::Complete(n)) if n > max_size => Err(HeadError::TooLarge),
+        Ok(httparse::Status::Complete(n)) => Ok(Some(n)),
+        Ok(httparse::Status::Partial) if buffered > max_size => Err(HeadError::TooLarge),
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(e) => Err(parse_err(e)),
+    }
+}
+
+/// Parse a request head at the start of `buf`, splitting it off when complete.
+pub fn parse_request(buf: &mut BytesMut, max_headers: usize, max_size: usize) -> Result<Parsed, HeadError> {
+    let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
+    let mut heap = Vec::new();
+    let mut req = httparse::Request::new(header_slots(&mut stack, &mut heap, max_headers));
+    let Some(n) = head_len(req.parse(buf), buf.len(), max_size)? else { return Ok(Parsed::Partial) };
+    let base: &[u8] = buf;
+    let first = offset(base, req.method.unwrap_or_default().as_bytes());
+    let url = offset(base, req.path.unwrap_or_default().as_bytes());
+    let minor = req.version.unwrap_or(1);
+    let headers = req.headers.iter().map(|h| (offset(base, h.name.as_bytes()), offset(base, h.value))).collect();
+    let raw = buf.split_to(n).freeze();
+    Ok(Parsed::Complete(Head { raw, first, url, minor, status: 0, headers }))
+}
+
+/// Parse a response head at the start of `buf`, splitting it off when complete.
+pub fn parse_response(buf: &mut BytesMut, max_headers: usize, max_size: usize) -> Result<Parsed, HeadError> {
+    let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
+    let mut heap = Vec::new();
+    let mut resp = httparse::Response::new(header_slots(&mut stack, &mut heap, max_headers));
+    let Some(n) = head_len(resp.parse(buf), buf.len(), max_size)? else { return Ok(Parsed::Partial) };
+    let base: &[u8] = buf;
+    let first = offset(base, resp.reason.unwrap_or_default().as_bytes());
+    let status = resp.code.unwrap_or(0);
+    let minor = resp.version.unwrap_or(1);
+    let headers = resp.headers.iter().map(|h| (offset(base, h.name.as_bytes()), offset(base, h.value))).collect();
+    let raw = buf.split_to(n).freeze();
+    Ok(Parsed::Complete(Head { raw, first, url: 0..0, minor, status, headers }))
+}
+
+/// How a message body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    None,
+    Length(u64),
+    Chunked,
+    /// Until the sender closes (responses only).
+    Eof,
+}
+
+/// Body framing of a request (RFC 9112 §6.3); errors mean 400. The only
+/// transfer coding taken is one lone `chunked`: `chunked, identity`,
+/// `gzip, chunked` or two Transfer-Encoding headers are refused (a proxy
+/// and a backend that read them differently is a smuggling channel).
+pub fn request_framing(h: &Head) -> Result<Framing, &'static str> {
+    let mut te = h.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"transfer-encoding")).map(|(_, v)| v);
+    let te = match (te.next(), te.next()) {
+        (None, _) => None,
+        (Some(v), None) if v.trim_ascii().eq_ignore_ascii_case(b"chunked") => Some(()),
+        (Some(_), None) => return Err("unsupported Transfer-Encoding"),
+        (Some(_), Some(_)) => return Err("more than one Transfer-Encoding header"),
+    };
+    let cl = content_length(h)?;
+    match (te, cl) {
+        (Some(()), Some(_)) => Err("both Transfer-Encoding and Content-Length"),
+        (Some(()), None) => Ok(Framing::Chunked),
+        (None, Some(0)) | (None, None) => Ok(Framing::None),
+        (None, Some(n)) => Ok(Framing::Length(n)),
+    }
+}
+
+/// Request checks beyond framing (Varnish's HTTP1_DissectRequest): one
+/// Host header at most (two would let the cache key and the backend
+/// disagree), and a Connection header may not name Host.
+pub fn request_checks(h: &Head) -> Result<(), &'static str> {
+    if h.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"host")).nth(1).is_some() {
+        return Err("Duplicate Host header");
+    }
+    if h.has_token("connection", "host") {
+        return Err("Connection names the Host header");
+    }
+    Ok(())
+}
+
+/// An absolute-form request target (`http://host/path`, RFC 9112 §3.2.2):
+/// its authority and the path, as Varnish splits it (only http://, and
+/// only with a path); None for origin-form.
+pub fn absolute_form(url: &[u8]) -> Option<(&[u8], &[u8])> {
+    let rest = url.get(..7).filter(|s| s.eq_ignore_ascii_case(b"http://")).map(|_| &url[7..])?;
+    let slash = rest.iter().position(|&b| b == b'/')?;
+    Some((&rest[..slash], &rest[slash..]))
+}
+
+/// The header names listed in `Connection` header(s) among `headers`
+/// (besides close and keep-alive): headers for this hop only, not
+/// forwarded (RFC 9110 §7.6.1). Empty (no allocation) in the usual case.
+pub fn connection_tokens<'a>(headers: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Vec<&'a [u8]> {
+    headers
+        .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
+        .flat_map(|(_, v)| v.split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .filter(|t| !t.is_empty() && !t.eq_ignore_ascii_case(b"close") && !t.eq_ignore_ascii_case(b"keep-alive"))
+        .collect()
+}
+
+/// Is `name` one of `tokens` (from [`connection_tokens`])?
+pub fn is_listed(tokens: &[&[u8]], name: &[u8]) -> bool {
+    tokens.iter().any(|t| t.eq_ignore_ascii_case(name))
+}
+
+/// Body framing of a response to `method`.
+pub fn response_framing(h: &Head, method: &[u8]) -> Result<Framing, &'static str> {
+    if method == b"HEAD" || (100..200).contains(&h.status) || h.status == 204 || h.status == 304 {
+        return Ok(Framing::None);
+    }
+    if h.has_token("transfer-encoding", "chunked") {
+        return Ok(Framing::Chunked);
+    }
+    match content_length(h)? {
+        Some(n) => Ok(Framing::Length(n)),
+        None => Ok(Framing::Eof),
+    }
+}
+
+fn content_length(h: &Head) -> Result<Option<u64>, &'static str> {
+    let mut found: Option<u64> = None;
+    for (n, v) in h.iter() {
+        if !n.eq_ignore_ascii_case(b"content-length") {
+            continue;
+        }
+        let v = v.trim_ascii();
+        if v.is_empty() || !v.iter().all(u8::is_ascii_digit) || v.len() > 18 {
+            return Err("invalid Content-Length");
+        }
+        let n: u64 = std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()).ok_or("invalid Content-Length")?;
+        if found.is_some_and(|f| f != n) {
+            return Err("conflicting Content-Length headers");
+        }
+        found = Some(n);
+    }
+    Ok(found)
+}
+
+/// Headers a proxy must not forward (RFC 9110 §7.6.1), plus framing headers
+/// it sets itself.
+pub fn is_hop_by_hop(name: &[u8]) -> bool {
+    const HOP: [&[u8]; 8] =
+        [b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"transfer-encoding", b"upgrade", b"content-length"];
+    HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
+}
+
+/// Writes header lines to a wire buffer and logs each one.
+pub struct HeadOut<'a> {
+    pub wire: &'a mut Vec<u8>,
+    pub log: &'a mut Batch,
+    pub tag: Tag,
+    pub side: LogSide,
+    pub vxid: u32,
+}
+
+impl HeadOut<'_> {
+    pub fn header(&mut self, name: &[u8], value: &[u8]) {
+        self.wire.extend_from_slice(name);
+        self.wire.extend_from_slice(b": ");
+        self.wire.extend_from_slice(value);
+        self.wire.extend_from_slice(b"\r\n");
+        self.log.rec_parts(self.tag, self.side, self.vxid, &[name, b": ", value]);
+    }
+}

@@ -1,0 +1,170 @@
+//! HTTP/1.1 as the request state machine's transport: keep-alive and
+//! pipelined request heads, bodies by Content-Length or chunked, responses
+//! through the client socket's send deadlines, and pipes.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::error::{Error, Side};
+use crate::http1::body::{self, Moved, Pace, Transfer};
+use crate::http1::clientio::ClientIo;
+use crate::http1::conn::BufConn;
+use crate::http1::head::{self, Framing, Head, Parsed};
+use crate::params::Params;
+use crate::req::reason::Reason;
+use crate::req::transport::{ReadErr, ReqBody, Transport, Tunnel};
+use crate::util::now;
+
+/// A client's HTTP/1 connection.
+pub struct Http1 {
+    conn: BufConn<ClientIo<TcpStream>>,
+    /// Scratch space for body transfers.
+    scratch: Vec<u8>,
+}
+
+impl Http1 {
+    pub fn new(stream: TcpStream) -> Http1 {
+        Http1 { conn: BufConn::new(ClientIo::new(stream)), scratch: Vec::new() }
+    }
+}
+
+impl ReqBody for Http1 {
+    async fn copy_body<W: AsyncWrite + Unpin>(
+        &mut self,
+        framing: Framing,
+        chunk_out: bool,
+        dst: &mut W,
+        dst_side: Side,
+        read_timeout: Duration,
+    ) -> Result<Moved, Error> {
+        let t = Transfer { framing, chunk_out, src_side: Side::Client, dst_side, read_timeout, pace: self.conn.io.pace };
+        body::transfer(&mut self.conn, dst, &t, &mut self.scratch).await
+    }
+}
+
+impl Transport for Http1 {
+    type Out = ClientIo<TcpStream>;
+
+    async fn read_head(&mut self, p: &Params, stop: &mut watch::Receiver<bool>) -> Result<(Head, f64), ReadErr> {
+        let c = &mut self.conn;
+        let mut t_start = if c.buf.is_empty() { None } else { Some(now()) };
+        let mut head_deadline = None;
+        loop {
+            if !c.buf.is_empty() {
+                let t = *t_start.get_or_insert_with(now);
+                match head::parse_request(&mut c.buf, p.http_max_hdr, p.http_req_size) {
+                    Ok(Parsed::Complete(h)) => return Ok((h, t)),
+                    Ok(Parsed::Partial) => {}
+                    Err(err) => return Err(ReadErr::Bad { err, t_start: t }),
+                }
+            }
+            let idle = c.buf.is_empty();
+            let wait = if idle {
+                p.timeout_idle
+            } else {
+                let dl = *head_deadline.get_or_insert_with(|| tokio::time::Instant::now() + p.timeout_req);
+                dl.saturating_duration_since(tokio::time::Instant::now())
+            };
+            tokio::select! {
+                r = c.fill(wait) => match r {
+                    Ok(0) if idle => return Err(ReadErr::Closed(Reason::RemClose)),
+                    Ok(0) => return Err(ReadErr::Closed(Reason::RxJunk)),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                        return Err(ReadErr::Closed(if idle { Reason::RxCloseIdle } else { Reason::RxTimeout }))
+                    }
+                    Err(_) => return Err(ReadErr::Closed(Reason::RemClose)),
+                },
+                _ = stop.wait_for(|s| *s), if idle => return Err(ReadErr::Closed(Reason::RxCloseIdle)),
+            }
+        }
+    }
+
+    fn fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        self.conn.io.get_ref().as_raw_fd()
+    }
+
+    fn buffered(&self) -> &[u8] {
+        &self.conn.buf
+    }
+
+    fn take_buffered(&mut self) -> BytesMut {
+        self.conn.buf.split()
+    }
+
+    fn set_pace(&mut self, pace: Option<Pace>) {
+        self.conn.io.pace = pace;
+    }
+
+    fn arm_send(&mut self, total: Duration, idle: Duration) {
+        self.conn.io.arm(total, idle);
+    }
+
+    fn out(&mut self) -> &mut ClientIo<TcpStream> {
+        &mut self.conn.io
+    }
+
+    async fn prefill(&mut self, framing: Framing, limit: usize, read_timeout: Duration) -> Result<(), Error> {
+        let pace = self.conn.io.pace;
+        body::prefill(&mut self.conn, framing, limit, read_timeout, pace).await
+    }
+
+    async fn tunnel(&mut self, backend: &mut TcpStream, idle: Duration) -> Tunnel {
+        let (to_be, to_client) = (AtomicU64::new(0), AtomicU64::new(0));
+        let mut idle_out = false;
+        {
+            let (mut cr, mut cw) = self.conn.io.get_mut().split();
+            let (mut br, mut bw) = backend.split();
+            tokio::select! {
+                _ = relay(&mut cr, &mut bw, &to_be) => {}
+                _ = relay(&mut br, &mut cw, &to_client) => {}
+                _ = idle_timer(idle, &to_be, &to_client) => idle_out = true,
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(1), cw.shutdown()).await;
+        }
+        Tunnel { to_backend: to_be.into_inner(), to_client: to_client.into_inner(), idle_out }
+    }
+
+    async fn close(&mut self) {
+        let _ = self.conn.io.shutdown().await;
+    }
+}
+
+/// Resolves once neither counter moved for `idle` (never when it is 0).
+async fn idle_timer(idle: Duration, a: &AtomicU64, b: &AtomicU64) {
+    if idle.is_zero() {
+        return std::future::pending().await;
+    }
+    let moved = || a.load(Ordering::Relaxed) + b.load(Ordering::Relaxed);
+    let mut last = moved();
+    loop {
+        tokio::time::sleep(idle).await;
+        let now = moved();
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+}
+
+/// Copy until EOF or an error, counting bytes as they pass.
+async fn relay<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(r: &mut R, w: &mut W, n: &AtomicU64) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(k) => {
+                if w.write_all(&buf[..k]).await.is_err() {
+                    return;
+                }
+                n.fetch_add(k as u64, Ordering::Relaxed);
+            }
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The admin commands as one table, as Varnish's `cli_proto` tables: each
+//! row has the verb, its syntax and help, its arity and its handler (one
+//! function per command). [`run`] checks a line against the table and
+//! calls the handler; `help` prints the table.
+
+pub mod basic;
+pub mod call;
+pub mod param;
+pub mod vcl;
+
+use std::fmt::Write as _;
+
+use common::adm::status;
+
+use self::call::{Call, Reply};
+use crate::mgt::state::Mgr;
+
+/// One admin command.
+pub struct Command {
+    pub name: &'static str,
+    pub syntax: &'static str,
+    pub help: &'static str,
+    /// Arguments allowed, not counting a leading `-j`.
+    pub min: usize,
+    pub max: usize,
+    pub run: fn(&Call) -> Reply,
+}
+
+const MANY: usize = usize::MAX;
+
+const fn cmd(name: &'static str, syntax: &'static str, help: &'static str, min: usize, max: usize, run: fn(&Call) -> Reply) -> Command {
+    Command { name, syntax, help, min, max, run }
+}
+
+/// Every command, in `help` order (Varnish's names, syntax and help text).
+pub const COMMANDS: &[Command] = &[
+    cmd("auth", "auth <response>", "Authenticate.", 1, 1, already_authenticated),
+    cmd("backend.list", "backend.list [-j] [-p] [<backend_pattern>]", "List backends.", 0, 3, basic::relay),
+    cmd(
+        "backend.set_health",
+        "backend.set_health <backend_pattern> [auto|healthy|sick]",
+        "Set health status of backend(s).",
+        2,
+        2,
+        basic::relay,
+    ),
+    cmd(
+        "ban",
+        "ban <field> <operator> <arg> [&& <field> <oper> <arg> ...]",
+        "Mark obsolete all objects where all the conditions match.",
+        3,
+        MANY,
+        basic::relay,
+    ),
+    cmd("ban.list", "ban.list [-j]", "List the active bans.", 0, 1, basic::relay),
+    cmd("banner", "banner", "Print welcome banner.", 0, 0, basic::banner_cmd),
+    cmd("help", "help [-j] [<command>]", "Show command/protocol help.", 0, 2, help),
+    cmd(
+        "panic.clear",
+        "panic.clear [-z]",
+        "Clear the last panic, if any, -z will clear related varnishstat counter(s)",
+        0,
+        1,
+        basic::panic_clear,
+    ),
+    cmd("panic.show", "panic.show [-j]", "Return the last panic, if any.", 0, 1, basic::panic_show),
+    cmd("param.reset", "param.reset [-j] <param>", "Reset parameter to default value.", 1, 2, param::reset),
+    cmd("param.set", "param.set [-j] <param> <value>", "Set parameter value.", 2, 3, param::set),
+    cmd("param.show", "param.show [-l|-j] [<param>|changed]", "Show parameters and their values.", 0, 2, param::show),
+    cmd("ping", "ping [-j] [<timestamp>]", "Keep connection alive.", 0, 2, basic::ping),
+    cmd("quit", "quit", "Close connection.", 0, 0, basic::quit),
+    cmd("start", "start", "Start the Varnish cache process.", 0, 0, basic::start),
+    cmd("status", "status [-j]", "Check status of Varnish cache process.", 0, 1, basic::status),
+    cmd("stop", "stop", "Stop the Varnish cache process.", 0, 0, basic::stop),
+    cmd("storage.list", "storage.list [-j]", "List storage devices.", 0, 1, basic::storage_list),
+    cmd("vcl.discard", "vcl.discard <name_pattern>...", "Unload the named configurations (when possible).", 1, MANY, vcl::discard),
+    cmd(
+        "vcl.inline",
+        "vcl.inline <configname> <quoted_VCLstring> [auto|cold|warm]",
+        "Compile and load the VCL data under the name provided.",
+        2,
+        3,
+        vcl::load,
+    ),
+    cmd("vcl.label", "vcl.label <label> <configname>", "Apply label to configuration.", 2, 2, vcl::label),
+    cmd("vcl.list", "vcl.list [-j]", "List all loaded configuration.", 0, 1, vcl::list),
+    cmd(
+        "vcl.load",
+        "vcl.load <configname> <filename> [auto|cold|warm]",
+        "Compile and load the VCL file under the name provided.",
+        2,
+        3,
+        vcl::load,
+    ),
+    cmd("vcl.show", "vcl.show [-v] [<configname>]", "Display the source code for the specified configuration.", 0, 2, vcl::show),
+    cmd("vcl.state", "vcl.state <configname> [auto|cold|warm]", "Force the state of the named configuration.", 1, 2, vcl::state),
+    cmd("vcl.use", "vcl.use <configname|label>", "Switch to the named configuration immediately.", 1, 1, vcl::use_),
+];
+
+/// Run one command line (already split into words, at least one).
+pub fn run(mgr: &Mgr, argv: &[String]) -> Reply {
+    let typed = argv[0].as_str();
+    if typed.starts_with(|c: char| c.is_ascii_uppercase()) {
+        return (status::UNKNOWN, "all commands are in lower-case.".into());
+    }
+    // Varnish 2 habit: purge means ban.
+    let name = match typed {
+        "purge" => "ban",
+        "purge.list" => "ban.list",
+        n => n,
+    };
+    let rest = &argv[1..];
+    let call = Call { mgr, argv, name, rest, json: rest.first().is_some_and(|a| a == "-j") };
+    match COMMANDS.iter().find(|c| c.name == name) {
+        Some(c) => {
+            let n = rest.len() - usize::from(call.json);
+            if n < c.min {
+                return (status::TOOFEW, "Too few parameters".into());
+            }
+            if n > c.max {
+                return (status::TOOMANY, "Too many parameters".into());
+            }
+            (c.run)(&call)
+        }
+        // Debugging commands are the child's.
+        None if name.starts_with("debug.") => mgr.relay(argv),
+        None => (status::UNKNOWN, "Unknown request.\nType 'help' for more info.".into()),
+    }
+}
+
+/// `auth` once authenticated: Varnish answers as for an unknown request.
+fn already_authenticated(_: &Call) -> Reply {
+    (status::UNKNOWN, "Unknown request.\nType 'help' for more info.".into())
+}
+
+fn help(c: &Call) -> Reply {
+    if c.json {
+        let list: Vec<_> = COMMANDS
+            .iter()
+            .map(|x| {
+                let max = if x.max == MANY { serde_json::json!(-1) } else { serde_json::json!(x.max) };
+                serde_json::json!({"request": x.name, "syntax": x.syntax, "help": x.help, "minarg": x.min, "maxarg": max, "flags": "", "json": x.syntax.contains("-j")})
+            })
+            .collect();
+        return c.json_reply(list.into());
+    }
+    match c.rest.first() {
+        Some(w) => match COMMANDS.iter().find(|x| x.name == w) {
+            Some(x) => (status::OK, format!("{}\n  {}", x.syntax, x.help)),
+            None => (status::UNKNOWN, format!("Unknown request: {w}")),
+        },
+        None => {
+            let mut s = String::new();
+            for x in COMMANDS {
+                let _ = writeln!(s, "{}", x.syntax);
+            }
+            (status::OK, s)
+        }
+    }
+}

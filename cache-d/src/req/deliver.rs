@@ -1,0 +1,312 @@
+//! Delivering a cached object (vcl_deliver): Age and X-Varnish, client
+//! conditionals (304), byte ranges (206/416), HEAD, and streaming the body
+//! while it may still be arriving from the backend.
+
+use std::io::Write as _;
+
+use bytes::Bytes;
+use tokio::io::AsyncWriteExt;
+
+use crate::cache::body::{Body, Done};
+use crate::cache::{ObjCore, Object};
+use crate::http1::head::Framing;
+use crate::req::reason::{close_reason, Reason};
+use crate::req::state::{divert, obj_view, Request, RespHead, Step, With};
+use crate::req::transport::Transport;
+use crate::util::now;
+use crate::vcl::model::{Action, Headers, Req, Resp, Sub};
+
+/// Pieces smaller than this are gathered into one write.
+const GATHER: usize = 64 * 1024;
+
+/// A parsed `Range` request against a body of `len` bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RangeReq {
+    /// Serve the whole body (no Range, or one we do not honour).
+    Whole,
+    /// Serve bytes `first..=last`.
+    Part(u64, u64),
+    Unsatisfiable,
+}
+
+/// Parse a single `bytes=` range (RFC 9110 §14.1). Several ranges, other
+/// units and bad syntax are ignored (the whole body is served), as Varnish
+/// does.
+pub fn parse_range(v: &[u8], len: u64) -> RangeReq {
+    let Ok(v) = std::str::from_utf8(v) else { return RangeReq::Whole };
+    let Some(spec) = v.trim().strip_prefix("bytes=") else { return RangeReq::Whole };
+    if spec.contains(',') {
+        return RangeReq::Whole;
+    }
+    let Some((a, b)) = spec.trim().split_once('-') else { return RangeReq::Whole };
+    let num = |s: &str| if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) { None } else { s.parse::<u64>().ok() };
+    match (a.trim(), b.trim()) {
+        ("", suffix) => match num(suffix) {
+            Some(0) => RangeReq::Unsatisfiable,
+            Some(_) if len == 0 => RangeReq::Unsatisfiable,
+            Some(n) => RangeReq::Part(len.saturating_sub(n), len - 1),
+            None => RangeReq::Whole,
+        },
+        (first, "") => match num(first) {
+            Some(f) if f >= len => RangeReq::Unsatisfiable,
+            Some(f) => RangeReq::Part(f, len - 1),
+            None => RangeReq::Whole,
+        },
+        (first, last) => match (num(first), num(last)) {
+            (Some(f), Some(l)) if f > l => RangeReq::Whole,
+            (Some(f), Some(_)) if f >= len => RangeReq::Unsatisfiable,
+            (Some(f), Some(l)) => RangeReq::Part(f, l.min(len - 1)),
+            _ => RangeReq::Whole,
+        },
+    }
+}
+
+fn strip_weak(t: &[u8]) -> &[u8] {
+    let t = t.trim_ascii();
+    t.strip_prefix(b"W/").unwrap_or(t)
+}
+
+/// Does the client's cached copy match (If-None-Match, else
+/// If-Modified-Since)? Only for 200 responses to GET and HEAD.
+pub fn not_modified(req: &Req, obj: &Object) -> bool {
+    if obj.status != 200 || !(&req.method[..] == b"GET" || &req.method[..] == b"HEAD") {
+        return false;
+    }
+    if let Some(inm) = req.headers.get("if-none-match") {
+        let Some(etag) = obj.header("etag") else { return false };
+        return inm.split(|&c| c == b',').any(|t| t.trim_ascii() == b"*" || strip_weak(t) == strip_weak(&etag));
+    }
+    if let Some(ims) = req.headers.get("if-modified-since") {
+        let parse = |v: &[u8]| std::str::from_utf8(v).ok().and_then(common::httpdate::parse);
+        if let (Some(ims), Some(lm)) = (parse(ims), obj.header("last-modified").and_then(|v| parse(&v))) {
+            return lm <= ims;
+        }
+    }
+    false
+}
+
+/// What goes out for a delivery, once vcl_deliver and the client's
+/// conditionals and range have had their say.
+struct Plan<'o> {
+    status: u16,
+    reason: &'o [u8],
+    headers: Headers,
+    framing: Option<(&'static [u8], String)>,
+    /// Bytes `first..=last` of the body only.
+    span: Option<(u64, u64)>,
+    send_body: bool,
+    chunked: bool,
+    keep: bool,
+}
+
+/// Send `oc`'s object to the client. `hit` adds the object's vxid to
+/// X-Varnish.
+pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bool) -> Step {
+    let obj = &oc.obj;
+    let t = now();
+    let mut resp = Resp {
+        status: obj.status,
+        reason: obj.reason.clone(),
+        headers: obj.headers.to_headers(),
+        is_streaming: obj.body.progress().done == Done::Streaming,
+    };
+    let age = (t - obj.life.t_origin).max(0.0) as u64;
+    resp.headers.set("Age", Bytes::from(age.to_string()));
+    let view = r.active.policy.defines(Sub::Deliver).then(|| obj_view(oc, t, false));
+    let action = r.call(Sub::Deliver, With { resp: Some(&mut resp), obj: view.as_ref(), ..With::default() });
+    if action != Action::Deliver {
+        return divert(action);
+    }
+    let keep = r.keep && r.framing == Framing::None;
+    let plan = plan(&r.req, obj, &resp, r.head_only, keep);
+    let mut wire = std::mem::take(&mut r.sess.wire);
+    let head = RespHead {
+        status: plan.status,
+        reason: plan.reason,
+        headers: &plan.headers,
+        obj_vxid: hit.then_some(obj.vxid),
+        framing: plan.framing.clone(),
+        keep: plan.keep,
+        accept_ranges: obj.status == 200,
+    };
+    r.write_head(&mut wire, &head);
+    // Processing done, delivery begins (Varnish's Process timestamp).
+    r.stamp("Process");
+    let hdr_tx = wire.len() as u64;
+    // send_timeout bounds the whole response, as in Varnish.
+    r.arm_send();
+    let (body_tx, failed) = send_body(r.conn.out(), &mut wire, &obj.body, &plan).await;
+    r.sess.wire = wire;
+    r.end((hdr_tx, body_tx));
+    if failed {
+        // The body did not arrive whole (or the client left): close,
+        // never end the response cleanly.
+        return Step::Done(Some(Reason::RespClose));
+    }
+    Step::Done(close_reason(plan.keep, &r.req))
+}
+
+/// Status, headers and framing: 304 for a matching conditional, 206 or
+/// 416 for a range, chunked when the length is not known yet (close for
+/// an HTTP/1.0 client).
+fn plan<'o>(req: &Req, obj: &Object, resp: &'o Resp, head_only: bool, keep: bool) -> Plan<'o> {
+    let mut p = Plan {
+        status: resp.status,
+        reason: &resp.reason,
+        headers: resp.headers.clone(),
+        framing: None,
+        span: None,
+        send_body: !head_only,
+        chunked: false,
+        keep,
+    };
+    if p.status == obj.status && not_modified(req, obj) {
+        (p.status, p.reason) = (304, b"Not Modified");
+        p.headers.unset("content-length");
+        p.send_body = false;
+        return p;
+    }
+    let len = obj.body.known_len();
+    let range = match (p.status, req.headers.get("range"), len) {
+        (200, Some(r), Some(n)) => parse_range(r, n),
+        _ => RangeReq::Whole,
+    };
+    let total = len.unwrap_or(0);
+    match range {
+        RangeReq::Part(a, b) => {
+            (p.status, p.reason) = (206, b"Partial Content");
+            p.headers.set("Content-Range", Bytes::from(format!("bytes {a}-{b}/{total}")));
+            p.span = Some((a, b));
+            p.framing = Some((b"Content-Length", (b - a + 1).to_string()));
+        }
+        RangeReq::Unsatisfiable => {
+            (p.status, p.reason) = (416, b"Range Not Satisfiable");
+            p.headers.set("Content-Range", Bytes::from(format!("bytes */{total}")));
+            p.send_body = false;
+            p.framing = Some((b"Content-Length", "0".to_string()));
+        }
+        RangeReq::Whole => match len {
+            Some(n) => p.framing = Some((b"Content-Length", n.to_string())),
+            None if req.minor >= 1 => {
+                p.chunked = p.send_body;
+                p.framing = Some((b"Transfer-Encoding", "chunked".to_string()));
+            }
+            None => p.keep = false,
+        },
+    }
+    p
+}
+
+/// Write to the client (within the response's send deadlines); false if
+/// it failed or timed out.
+async fn send<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, bytes: &[u8]) -> bool {
+    out.write_all(bytes).await.is_ok()
+}
+
+/// Send the head already in `wire` and the body (the planned span of it,
+/// chunked if planned), as it becomes available; small pieces are
+/// gathered into one write. Returns the body bytes sent and whether the
+/// delivery failed.
+async fn send_body<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, wire: &mut Vec<u8>, body: &Body, plan: &Plan<'_>) -> (u64, bool) {
+    let (mut body_tx, mut failed) = if plan.send_body { send_parts(out, wire, body, plan).await } else { (0, false) };
+    if plan.chunked && !failed {
+        wire.extend_from_slice(b"0\r\n\r\n");
+        body_tx += 5;
+    }
+    // What was gathered goes out even when the body failed: the client
+    // gets what there was, then the connection closes.
+    if !wire.is_empty() && !send(out, wire).await {
+        failed = true;
+    }
+    (body_tx, failed)
+}
+
+/// The body's pieces (the planned span, chunked if planned) as they come;
+/// returns the bytes and whether it failed. The last pieces may be left
+/// in `wire`.
+async fn send_parts<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, wire: &mut Vec<u8>, body: &Body, plan: &Plan<'_>) -> (u64, bool) {
+    let (span, chunked) = (plan.span, plan.chunked);
+    let mut reader = body.reader();
+    let (mut pos, mut body_tx, mut failed) = (0u64, 0u64, false);
+    loop {
+        // Gather what is there; before waiting for more, send it.
+        let next = match reader.try_next() {
+            Some(n) => n,
+            None => {
+                if !wire.is_empty() {
+                    if !send(out, wire).await {
+                        failed = true;
+                        break;
+                    }
+                    wire.clear();
+                }
+                reader.next().await
+            }
+        };
+        let chunk = match next {
+            Ok(Some(c)) => c,
+            Ok(None) => break,
+            Err(()) => {
+                failed = true;
+                break;
+            }
+        };
+        let start = pos;
+        pos += chunk.len() as u64;
+        let part = match span {
+            None => chunk,
+            Some((a, b)) => {
+                if pos <= a || start > b {
+                    continue;
+                }
+                let from = a.saturating_sub(start) as usize;
+                let to = ((b + 1).min(pos) - start) as usize;
+                chunk.slice(from..to)
+            }
+        };
+        if chunked {
+            let _ = write!(wire, "{:x}\r\n", part.len());
+        }
+        if wire.len() + part.len() <= GATHER {
+            wire.extend_from_slice(&part);
+        } else {
+            if !send(out, wire).await || !send(out, &part).await {
+                failed = true;
+                break;
+            }
+            wire.clear();
+        }
+        body_tx += part.len() as u64;
+        if chunked {
+            wire.extend_from_slice(b"\r\n");
+            body_tx += 2;
+        }
+        if span.is_some_and(|(_, b)| pos > b) {
+            break;
+        }
+    }
+    (body_tx, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges() {
+        use RangeReq::*;
+        assert_eq!(parse_range(b"bytes=0-9", 100), Part(0, 9));
+        assert_eq!(parse_range(b"bytes=90-", 100), Part(90, 99));
+        assert_eq!(parse_range(b"bytes=-10", 100), Part(90, 99));
+        assert_eq!(parse_range(b"bytes=-500", 100), Part(0, 99));
+        assert_eq!(parse_range(b"bytes=50-500", 100), Part(50, 99));
+        assert_eq!(parse_range(b"bytes=100-", 100), Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=200-300", 100), Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=-0", 100), Unsatisfiable);
+        assert_eq!(parse_range(b"bytes=5-1", 100), Whole);
+        assert_eq!(parse_range(b"bytes=0-1,5-6", 100), Whole);
+        assert_eq!(parse_range(b"items=0-1", 100), Whole);
+        assert_eq!(parse_range(b"bytes=x-1", 100), Whole);
+        assert_eq!(parse_range(b"bytes=0-0", 0), Unsatisfiable);
+    }
+}

@@ -1,0 +1,180 @@
+//! The cache path of a request: the lookup and what follows it — a hit
+//! through vcl_hit (grace, keep), a miss through vcl_miss (coalesced with
+//! other requests for the same object), hit-for-miss, hit-for-pass, or
+//! waiting on another request's fetch.
+
+use std::sync::Arc;
+
+use common::counters::C;
+use common::vsl::{Side as LogSide, Tag};
+
+use crate::cache::{BusyGuard, BusyState, Lookup, ObjCore};
+use crate::fetch::miss::{self, MissSpec};
+use crate::req::contain::contain;
+use crate::req::state::{divert, obj_view, Request, Step, With};
+use crate::req::transport::Transport;
+use crate::util::now;
+use crate::vcl::model::{Action, Sub};
+
+/// Look `key` up: a hit (or a stale object to refresh), a miss, a
+/// hit-for-miss or hit-for-pass marker, or another request's fetch to
+/// wait for (then look again).
+pub async fn lookup<T: Transport>(r: &mut Request<'_, T>, key: Vec<u8>) -> Step {
+    let sh = r.sh.clone();
+    let (rxid, side) = (r.rxid, LogSide::Client);
+    let mut slept = false;
+    loop {
+        let t = now();
+        let found = if r.req.hash_always_miss {
+            Lookup::Miss { guard: sh.cache.private_guard(&key), stale: None }
+        } else {
+            sh.cache.check_bans(&key, &r.req.url, r.req.headers.iter());
+            sh.cache.lookup(&key, r.req.headers.iter(), t)
+        };
+        return match found {
+            Lookup::Hit(oc) => Step::Hit { oc, guard: None },
+            Lookup::Grace(oc, guard) => Step::Hit { oc, guard },
+            Lookup::HitForPass(oc) => {
+                sh.seg.add(C::CacheHitpass, 1);
+                r.log.recf(Tag::HitPass, side, rxid, format_args!("{} {:.6}", oc.obj.vxid, oc.obj.life.ttl_left(t)));
+                r.req.is_hitpass = true;
+                Step::Pass
+            }
+            Lookup::HitForMiss(oc) => {
+                sh.seg.add(C::CacheHitmiss, 1);
+                r.log.recf(Tag::HitMiss, side, rxid, format_args!("{} {:.6}", oc.obj.vxid, oc.obj.life.ttl_left(t)));
+                r.req.is_hitmiss = true;
+                Step::Miss { guard: sh.cache.private_guard(&key), stale: None }
+            }
+            Lookup::Miss { guard, stale } => {
+                sh.seg.add(C::CacheMiss, 1);
+                Step::Miss { guard, stale }
+            }
+            Lookup::Busy(_) if r.req.hash_ignore_busy => {
+                sh.seg.add(C::CacheMiss, 1);
+                Step::Miss { guard: sh.cache.private_guard(&key), stale: None }
+            }
+            Lookup::Busy(mut rx) => {
+                if !slept {
+                    sh.seg.add(C::BusySleep, 1);
+                    slept = true;
+                }
+                let state = match rx.wait_for(|s| *s != BusyState::Fetching).await {
+                    Ok(s) => *s,
+                    Err(_) => BusyState::Failed,
+                };
+                sh.seg.add(C::BusyWakeup, 1);
+                if state == BusyState::Failed {
+                    sh.seg.add(C::BusyKilled, 1);
+                    return fetch_failed();
+                }
+                continue;
+            }
+        };
+    }
+}
+
+/// An object was found: vcl_hit decides (deliver, or miss/pass after
+/// all). `guard` is set when this request should refresh a stale one.
+pub fn hit<T: Transport>(r: &mut Request<'_, T>, oc: Arc<ObjCore>, guard: Option<BusyGuard>) -> Step {
+    let sh = r.sh.clone();
+    let (rxid, side) = (r.rxid, LogSide::Client);
+    let t = now();
+    let life = oc.obj.life;
+    r.log.recf(Tag::Hit, side, rxid, format_args!("{} {:.6} {:.6} {:.6}", oc.obj.vxid, life.ttl_left(t), life.grace, life.keep));
+    // req.ttl and req.grace bound what a hit may serve.
+    let age = t - life.t_origin;
+    let too_old = r.req.ttl.is_some_and(|m| age > m) || (!life.fresh(t) && r.req.grace.is_some_and(|g| -life.ttl_left(t) > g));
+    if !too_old {
+        oc.hit();
+    }
+    let action = if too_old {
+        Action::Miss
+    } else {
+        let view = r.active.policy.defines(Sub::Hit).then(|| obj_view(&oc, t, true));
+        r.call(Sub::Hit, With { obj: view.as_ref(), ..With::default() })
+    };
+    match action {
+        Action::Deliver => {
+            sh.seg.add(C::CacheHit, 1);
+            if !life.fresh(t) {
+                sh.seg.add(C::CacheHitGrace, 1);
+            }
+            if let Some(guard) = guard {
+                background_fetch(r, guard, oc.clone());
+            }
+            Step::Deliver { oc, hit: true }
+        }
+        Action::Miss => {
+            sh.seg.add(C::CacheMiss, 1);
+            let key = oc.key.clone();
+            Step::Miss { guard: guard.unwrap_or_else(|| sh.cache.private_guard(&key)), stale: Some(oc) }
+        }
+        other => {
+            if let Some(g) = guard {
+                g.release();
+            }
+            match other {
+                Action::Pass => Step::Pass,
+                other => divert(other),
+            }
+        }
+    }
+}
+
+/// Refresh a stale object in the background (grace), while this request
+/// is served the stale one.
+fn background_fetch<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stale: Arc<ObjCore>) {
+    let bxid = r.sh.next_vxid();
+    r.log.recf(Tag::Link, LogSide::Client, r.rxid, format_args!("bereq {bxid} bgfetch"));
+    let spec = MissSpec {
+        req: r.req.clone(),
+        guard,
+        stale: Some(stale),
+        bxid,
+        rxid: r.rxid,
+        reason: "bgfetch",
+        addrs: (r.sess.peer, r.sess.local),
+        policy: r.active.policy.clone(),
+    };
+    tokio::spawn(contain(miss::start(r.sh.clone(), spec)));
+}
+
+/// vcl_miss, then the fetch for the cache on behalf of this request (and
+/// its waiters).
+pub async fn miss<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stale: Option<Arc<ObjCore>>) -> Step {
+    match r.call(Sub::Miss, With::default()) {
+        Action::Fetch => {}
+        other => {
+            guard.release();
+            return match other {
+                Action::Pass => Step::Pass,
+                other => divert(other),
+            };
+        }
+    }
+    let bxid = r.sh.next_vxid();
+    r.log.recf(Tag::Link, LogSide::Client, r.rxid, format_args!("bereq {bxid} fetch"));
+    let spec = MissSpec {
+        req: r.req.clone(),
+        guard,
+        stale,
+        bxid,
+        rxid: r.rxid,
+        reason: "fetch",
+        addrs: (r.sess.peer, r.sess.local),
+        policy: r.active.policy.clone(),
+    };
+    match miss::start(r.sh.clone(), spec).await {
+        Ok(oc) => {
+            r.stamp("Fetch");
+            Step::Deliver { oc, hit: false }
+        }
+        Err(_) => fetch_failed(),
+    }
+}
+
+/// The cache fetch was abandoned: 503 through vcl_synth.
+fn fetch_failed() -> Step {
+    Step::Synth { status: 503, reason: "Backend fetch failed".into() }
+}

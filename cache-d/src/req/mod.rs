@@ -1,0 +1,144 @@
+//! The client side of a request (Varnish's `CNT_Request`): a session
+//! reads requests from its transport, and each request runs through the
+//! steps — one function per step (`recv`, `lookup`, `pass`, `pipe`,
+//! `deliver`, `synth`), each taking the request in progress
+//! ([`state::Request`]) and returning the next [`state::Step`]; only
+//! [`run`]'s loop moves between them.
+//!
+//! ```text
+//! Recv ─┬─ Lookup ─┬─ Hit ──┬──────────────────────────── Deliver
+//!       │          ├─ Miss ─┴─(fetch for the cache)────── Deliver
+//!       │          └─ Pass ─── PassFetch (streamed through)
+//!       ├─ Purge ─── Synth
+//!       ├─ Pass
+//!       ├─ Pipe
+//!       └─ Synth                 any step ── Restart ──▶ Recv
+//! ```
+
+pub mod contain;
+pub mod deliver;
+pub mod lookup;
+pub mod pass;
+pub mod pipe;
+pub mod reason;
+pub mod recv;
+pub mod state;
+pub mod synth;
+pub mod transport;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use common::counters::C;
+use common::vsl::{Batch, Side as LogSide, Tag};
+use tokio::sync::watch;
+
+use self::reason::Reason;
+use self::state::{Request, Sess, Step};
+use self::transport::{ReadErr, Transport};
+use crate::http1::head::HeadError;
+use crate::shared::Shared;
+use crate::util::now;
+
+/// Serve a connection: its requests one after another (keep-alive,
+/// pipelining), logged as Varnish logs a session (`Begin sess`,
+/// `Link req`, `SessClose`).
+pub async fn session<T: Transport>(
+    sh: Arc<Shared>,
+    mut conn: T,
+    peer: SocketAddr,
+    local: SocketAddr,
+    listen: Arc<str>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let t0 = now();
+    let vxid = sh.next_vxid();
+    let mut log = Batch::with_reclen(sh.params().vsl_reclen);
+    log.rec(Tag::Begin, LogSide::Client, vxid, b"sess 0 HTTP/1");
+    log.recf(
+        Tag::SessOpen,
+        LogSide::Client,
+        vxid,
+        format_args!("{} {} {} {} {} {:.6} {}", peer.ip(), peer.port(), listen, local.ip(), local.port(), t0, conn.fd()),
+    );
+    let mut s = Sess { sh, peer, local, listen, vxid, log, wire: Vec::with_capacity(1024), scratch: Vec::new(), http10: false };
+    let reason = loop {
+        let p = s.sh.params();
+        match conn.read_head(&p, &mut stop).await {
+            Ok((head, t_start)) => {
+                drop(p);
+                if let Some(reason) = request(&mut s, &mut conn, head, t_start).await {
+                    break reason;
+                }
+            }
+            Err(ReadErr::Closed(r)) => break r,
+            Err(ReadErr::Bad { err, t_start }) => {
+                drop(p);
+                recv::bad_request(&mut s, &mut conn, err, t_start).await;
+                break if err == HeadError::TooLarge { Reason::RxOverflow } else { Reason::RxJunk };
+            }
+        }
+    };
+    let sh = &s.sh;
+    sh.seg.add(if reason.is_error() { C::SessClosedErr } else { C::SessClosed }, 1);
+    sh.seg.add(reason.counter(), 1);
+    s.log.recf(Tag::SessClose, LogSide::Client, s.vxid, format_args!("{} {:.3}", reason.name(), now() - t0));
+    s.log.rec(Tag::End, LogSide::Client, s.vxid, b"");
+    sh.seg.log(&s.log);
+    conn.close().await;
+}
+
+/// A session whose task panicked: its connection is gone (closed when the
+/// task was dropped); say so in the log and the counters. The records the
+/// session had gathered went with it.
+pub fn failed(sh: &Shared, peer: SocketAddr, why: &str) {
+    let vxid = sh.next_vxid();
+    let mut log = Batch::with_reclen(sh.params().vsl_reclen);
+    log.rec(Tag::Begin, LogSide::Client, vxid, b"sess 0 HTTP/1");
+    log.recf(Tag::Error, LogSide::Client, vxid, format_args!("request task failed ({} {}): {why}", peer.ip(), peer.port()));
+    log.rec(Tag::SessClose, LogSide::Client, vxid, b"VCL_FAILURE 0.000");
+    log.rec(Tag::End, LogSide::Client, vxid, b"");
+    sh.seg.log(&log);
+    sh.seg.add(C::SessClosedErr, 1);
+    sh.seg.add(Reason::VclFailure.counter(), 1);
+}
+
+/// Serve one request; Some(reason) when the session must end.
+async fn request<T: Transport>(s: &mut Sess, conn: &mut T, head: crate::http1::head::Head, t_start: f64) -> Option<Reason> {
+    let sh = &s.sh;
+    if sh.debug_panic_request.load(std::sync::atomic::Ordering::Relaxed)
+        && sh.debug_panic_request.swap(false, std::sync::atomic::Ordering::Relaxed)
+    {
+        panic!("Don't panic (debug.panic.request was asked to)");
+    }
+    match recv::admit(s, conn, head, t_start).await {
+        Ok(mut r) => run(&mut r).await,
+        Err(reason) => Some(reason),
+    }
+}
+
+/// The client-side state machine: only this loop moves between steps.
+pub async fn run<T: Transport>(r: &mut Request<'_, T>) -> Option<Reason> {
+    let mut step = Step::Recv;
+    loop {
+        step = match step {
+            Step::Recv => recv::recv(r).await,
+            Step::Purge(key) => recv::purge(r, &key),
+            Step::Lookup(key) => lookup::lookup(r, key).await,
+            Step::Hit { oc, guard } => lookup::hit(r, oc, guard),
+            Step::Miss { guard, stale } => lookup::miss(r, guard, stale).await,
+            Step::Pass => pass::vcl_pass(r),
+            Step::PassFetch => pass::fetch(r).await,
+            Step::Pipe => pipe::pipe(r).await,
+            Step::Deliver { oc, hit } => deliver::deliver(r, &oc, hit).await,
+            Step::DeliverSynthetic { resp, body } => synth::deliver_synthetic(r, resp, body).await,
+            Step::Synth { status, reason } => synth::vcl_synth(r, status, &reason).await,
+            Step::Restart => {
+                r.req.restarts += 1;
+                r.stamp("Restart");
+                Step::Recv
+            }
+            Step::Done(reason) => return reason,
+        };
+    }
+}

@@ -1,0 +1,165 @@
+//! Pass: vcl_pass, then a fetch for this request alone — the request body
+//! streamed to the backend, the response streamed to the client, nothing
+//! stored.
+
+use common::counters::C;
+use common::vsl::{Side as LogSide, Tag};
+use tokio::io::AsyncWriteExt;
+
+use crate::error::{Error, Side};
+use crate::fetch::steps::{self, BeTxn, Fetched};
+use crate::fetch::txn::{Fetch, Response};
+use crate::http1::body::{self, Transfer};
+use crate::http1::head::Framing;
+use crate::req::reason::{close_reason, Reason};
+use crate::req::recv::bad_body;
+use crate::req::state::{divert, Request, RespHead, Step, With};
+use crate::req::transport::Transport;
+use crate::vcl::model::{Action, Bereq, Beresp, Resp, Sub};
+
+/// Request body bytes read before a pass takes a backend connection.
+const PREFILL: usize = 64 * 1024;
+
+/// A body this small that arrived with the response head goes out in the
+/// same write.
+const INLINE: u64 = 64 * 1024;
+
+/// vcl_pass.
+pub fn vcl_pass<T: Transport>(r: &mut Request<'_, T>) -> Step {
+    match r.call(Sub::Pass, With::default()) {
+        Action::Fetch => Step::PassFetch,
+        other => divert(other),
+    }
+}
+
+/// The fetch for a pass, and its delivery.
+pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
+    let sh = r.sh.clone();
+    // A body that is still on its way is waited for here, before a backend
+    // connection is taken for it.
+    if let Err(e) = r.conn.prefill(r.framing, PREFILL, sh.params().timeout_idle).await {
+        return bad_body(r, &e).await;
+    }
+    sh.seg.add(C::SPass, 1);
+    let bxid = sh.next_vxid();
+    r.log.recf(Tag::Link, LogSide::Client, r.rxid, format_args!("bereq {bxid} pass"));
+    let mut fetch = Fetch::new(&sh, bxid, r.rxid, "pass");
+    let mut bereq = Bereq::from_req(&r.req, bxid);
+    bereq.uncacheable = true;
+    let framing = r.framing;
+    let fetched = {
+        let mut t = BeTxn {
+            sh: &sh,
+            policy: &*r.active.policy,
+            f: &mut fetch,
+            bereq: &mut bereq,
+            client: Some(&mut *r.conn),
+            framing,
+            addrs: (r.sess.peer, r.sess.local),
+            stale: None,
+        };
+        steps::run(&mut t).await
+    };
+    if framing != Framing::None && (fetch.req_body_rx > 0 || fetch.body_tx > 0) {
+        r.body_rx += fetch.req_body_rx;
+        r.framing = Framing::None;
+        r.body_consumed = true;
+    }
+    match fetched {
+        Fetched::Resp { resp, beresp, .. } => deliver(r, fetch, resp, beresp).await,
+        Fetched::Synthetic { beresp, body, .. } => {
+            fetch.done(Some(body.len() as u64), None);
+            r.stamp("Fetch");
+            let resp = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: false };
+            Step::DeliverSynthetic { resp, body }
+        }
+        Fetched::Abandoned(e) => {
+            fetch.note(&e);
+            fetch.done(None, None);
+            Step::Synth { status: 503, reason: "Backend fetch failed".into() }
+        }
+        Fetched::Client(e) => {
+            fetch.error(&e);
+            fetch.done(None, None);
+            bad_body(r, &e).await
+        }
+    }
+}
+
+/// vcl_deliver on the backend's response, then its body streamed through.
+/// Every exit ends the backend transaction (`fetch` is dropped, or done
+/// with what was delivered).
+async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: Response, beresp: Beresp) -> Step {
+    let mut keep = r.keep && r.framing == Framing::None;
+    r.stamp("Fetch");
+    let backend_close = resp.head.minor == 0 || resp.head.has_token("connection", "close");
+    let streamed = matches!(resp.framing, Framing::Chunked | Framing::Eof);
+    let chunk_out = streamed && r.req.minor >= 1;
+    if streamed && !chunk_out {
+        keep = false; // HTTP/1.0 client: the body ends at close.
+    }
+    let mut out = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: true };
+    out.headers.unset("x-varnish");
+    let action = r.call(Sub::Deliver, With { resp: Some(&mut out), ..With::default() });
+    if action != Action::Deliver {
+        drop(fetch);
+        return divert(action);
+    }
+    let mut wire = std::mem::take(&mut r.sess.wire);
+    let framing = match resp.framing {
+        Framing::Length(n) => Some((&b"Content-Length"[..], n.to_string())),
+        Framing::Chunked | Framing::Eof if chunk_out => Some((&b"Transfer-Encoding"[..], "chunked".to_string())),
+        _ => None,
+    };
+    let head =
+        RespHead { status: out.status, reason: &out.reason, headers: &out.headers, obj_vxid: None, framing, keep, accept_ranges: false };
+    r.write_head(&mut wire, &head);
+    r.stamp("Process");
+    let hdr_tx = wire.len() as u64;
+    let mut be = resp.conn;
+    let inline = match resp.framing {
+        Framing::Length(n) if n <= INLINE && be.buf.len() as u64 >= n => n,
+        _ => 0,
+    };
+    wire.extend_from_slice(&be.buf.split_to(inline as usize));
+    r.arm_send();
+    let head_sent = r.conn.out().write_all(&wire).await;
+    r.sess.wire = wire;
+    if head_sent.is_err() {
+        fetch.error(&Error::new(Side::Client, "client closed before the response head was sent"));
+        drop(fetch);
+        r.end((0, 0));
+        return Step::Done(Some(Reason::TxError));
+    }
+    let t = Transfer {
+        framing: if inline > 0 { Framing::Length(0) } else { resp.framing },
+        chunk_out,
+        src_side: Side::Backend,
+        dst_side: Side::Client,
+        read_timeout: r.sh.params().between_bytes_timeout,
+        pace: None,
+    };
+    let moved = body::transfer(&mut be, r.conn.out(), &t, &mut r.sess.scratch).await.map(|mut m| {
+        m.rx += inline;
+        m.tx += inline;
+        m.payload += inline;
+        m
+    });
+    match moved {
+        Ok(m) => {
+            let reusable = !backend_close && resp.framing != Framing::Eof;
+            fetch.done(Some(m.payload), Some((be, reusable)));
+            r.end((hdr_tx, m.tx));
+            Step::Done(close_reason(keep, &r.req))
+        }
+        Err(e) => {
+            // Never end a body cleanly that did not arrive whole: close.
+            if e.side == Side::Backend {
+                fetch.error(&e);
+            }
+            drop(fetch);
+            r.end((hdr_tx, 0));
+            Step::Done(Some(if e.side == Side::Backend { Reason::RespClose } else { Reason::TxError }))
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! Pipe: hand the connection to the backend and relay bytes both ways until
+//! either side closes (vcl_pipe), as Varnish does for unknown methods.
+
+use common::counters::{Vbe, C};
+use common::vsl::{Side as LogSide, Tag};
+use tokio::io::AsyncWriteExt;
+
+use crate::fetch::txn::Fetch;
+use crate::http1::head::Framing;
+use crate::req::reason::Reason;
+use crate::req::state::{Request, Step, With};
+use crate::req::synth::refuse;
+use crate::req::transport::Transport;
+use crate::vcl::model::{Action, Bereq, Sub};
+
+/// vcl_pipe, then the pipe; the session ends with it.
+pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
+    let sh = r.sh.clone();
+    let (rxid, side) = (r.rxid, LogSide::Client);
+    let bxid = sh.next_vxid();
+    // The body, if any, is relayed raw: keep the client's framing headers.
+    let mut bereq = Bereq::from_req(&r.req, bxid);
+    let action = r.call(Sub::Pipe, With { bereq: Some(&mut bereq), ..With::default() });
+    if action != Action::Pipe {
+        let (status, reason) = match action {
+            Action::Synth(st, reason) => (st, reason),
+            _ => (503, "VCL failed".to_string()),
+        };
+        // vcl_synth can only deliver here: a restart after pipe is not possible.
+        r.keep = false;
+        r.piped = true;
+        return Step::Synth { status, reason };
+    }
+    sh.seg.add(C::SPipe, 1);
+    r.log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} pipe"));
+    let mut f = Fetch::new(&sh, bxid, rxid, "pipe");
+    let framing = match (bereq.headers.get("content-length"), bereq.headers.get("transfer-encoding")) {
+        (_, Some(_)) => Framing::Chunked,
+        (Some(n), None) => std::str::from_utf8(n).ok().and_then(|n| n.trim().parse().ok()).map_or(Framing::None, Framing::Length),
+        _ => Framing::None,
+    };
+    bereq.headers.set("Connection", bytes::Bytes::from_static(b"close"));
+    let mut wire = std::mem::take(&mut r.sess.wire);
+    f.build_request(&bereq.method.clone(), &bereq, framing, r.sess.peer.ip(), &mut wire);
+    // build_request drops Connection as hop-by-hop; the pipe asks to close.
+    wire.truncate(wire.len() - 2);
+    wire.extend_from_slice(b"Connection: close\r\n\r\n");
+    f.be = r
+        .active
+        .policy
+        .backend(bereq.backend.as_deref(), bereq.hash.as_deref().unwrap_or(&bereq.url))
+        .unwrap_or_else(|| sh.backend.clone());
+    let backend = f.be.clone();
+    let mut be = match backend.connect(backend.cfg.connect_timeout.unwrap_or(sh.params().connect_timeout)).await {
+        Ok(b) => {
+            sh.seg.add(C::BackendConn, 1);
+            backend.count(Vbe::Req, 1);
+            b
+        }
+        Err(e) => {
+            sh.seg.add(C::BackendFail, 1);
+            backend.count_fail(&e);
+            r.sess.wire = wire;
+            f.error(&e);
+            f.end_unsent();
+            let tx = refuse(r.sess, r.conn, &mut r.log, rxid, 503, "Backend fetch failed").await;
+            r.body_rx = 0;
+            r.end(tx);
+            return Step::Done(Some(Reason::TxError));
+        }
+    };
+    f.open_record(&be, false);
+    let bereq_hdr = wire.len() as u64;
+    let mut ok = be.io.write_all(&wire).await.is_ok();
+    let pending = r.conn.take_buffered();
+    ok = ok && be.io.write_all(&pending).await.is_ok();
+    r.sess.wire = wire;
+    r.stamp("Pipe");
+    let (mut to_be, mut to_client) = (pending.len() as u64, 0);
+    if ok {
+        // Relay both ways; when either side closes, the pipe is over, and
+        // when nothing moves either way for pipe_timeout, it is closed.
+        let t = r.conn.tunnel(&mut be.io, sh.params().pipe_timeout).await;
+        if t.idle_out {
+            r.log.rec(Tag::Error, side, rxid, b"pipe_timeout: nothing moved either way");
+        }
+        to_be += t.to_backend;
+        to_client += t.to_client;
+    }
+    r.stamp("PipeSess");
+    let hdr_rx = r.hdr_rx;
+    r.log.recf(Tag::PipeAcct, side, rxid, format_args!("{hdr_rx} {bereq_hdr} {to_be} {to_client}"));
+    sh.seg.add(C::SPipeHdrbytes, hdr_rx);
+    sh.seg.add(C::SPipeIn, to_be);
+    sh.seg.add(C::SPipeOut, to_client);
+    for (c, n) in [(Vbe::PipeHdrbytes, bereq_hdr), (Vbe::PipeOut, to_be), (Vbe::PipeIn, to_client)] {
+        backend.count(c, n);
+    }
+    f.done(None, None);
+    r.log.rec(Tag::End, side, rxid, b"");
+    sh.seg.log(&r.log);
+    Step::Done(Some(Reason::TxPipe))
+}

@@ -1,0 +1,226 @@
+//! A request arrives: its head is checked and logged, the request object
+//! built ([`admit`]); then vcl_recv and vcl_hash decide where it goes
+//! ([`recv`]), and a purge is carried out ([`purge`]). Requests too
+//! malformed for the policy get the built-in 400 or 417 here.
+
+use bytes::Bytes;
+use common::counters::C;
+use common::vsl::{Side as LogSide, Tag};
+
+use crate::error::Error;
+use crate::error::Side;
+use crate::http1::body::Pace;
+use crate::http1::head::{self, Framing, Head, HeadError};
+use crate::req::reason::Reason;
+use crate::req::state::{divert, end_log, Request, Sess, Step, With};
+use crate::req::synth::refuse;
+use crate::req::transport::Transport;
+use crate::vcl::model::{Action, Headers, Req, Sub};
+
+/// Check and log a request head and build the request; Err(reason) when
+/// it was refused and the session ends.
+pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Head, t_start: f64) -> Result<Request<'a, T>, Reason> {
+    let sh = s.sh.clone();
+    let (rxid, mut log, mut clock) = s.begin_req(t_start);
+    let side = LogSide::Client;
+    log.rec(Tag::ReqMethod, side, rxid, head.method());
+    log.rec(Tag::ReqUrl, side, rxid, head.url());
+    log.rec(Tag::ReqProtocol, side, rxid, head.protocol().as_bytes());
+    for (n, v) in head.iter() {
+        log.rec_parts(Tag::ReqHeader, side, rxid, &[n, b": ", v]);
+    }
+    let hdr_rx = head.wire_len() as u64;
+    let checked = match checks(&head, sh.params().http_req_hdr_len) {
+        Err(why) => {
+            sh.seg.add(C::ClientReq400, 1);
+            log.rec(Tag::Error, side, rxid, why.as_bytes());
+            Err((400, "Bad Request"))
+        }
+        Ok(_) if expect_unknown(&head) => {
+            sh.seg.add(C::ClientReq417, 1);
+            Err((417, "Expectation Failed"))
+        }
+        Ok(framing) => Ok(framing),
+    };
+    let framing = match checked {
+        Ok(f) => f,
+        Err((status, reason)) => {
+            let tx = refuse(s, conn, &mut log, rxid, status, reason).await;
+            end_log(&sh, &mut log, &mut clock, rxid, (hdr_rx, 0), tx);
+            return Err(Reason::RxJunk);
+        }
+    };
+    // Expect: 100-continue is answered now if the body is not on its way.
+    if head.get("expect").is_some() && framing != Framing::None && conn.buffered().is_empty() {
+        let p = sh.params();
+        conn.arm_send(p.send_timeout, p.idle_send_timeout);
+        if tokio::io::AsyncWriteExt::write_all(conn.out(), b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() {
+            return Err(Reason::TxError);
+        }
+    }
+    sh.seg.add(C::ClientReq, 1);
+    sh.seg.add(C::SReqHdrbytes, hdr_rx);
+    // HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 only
+    // when asked to (ApacheBench -k).
+    let keep = match head.minor {
+        0 => head.has_token("connection", "keep-alive") && !head.has_token("connection", "close"),
+        _ => !head.has_token("connection", "close"),
+    };
+    let req = request_of(&head, &mut log, rxid, s);
+    s.http10 = head.minor == 0;
+    // This request runs on the policy active now, to its end.
+    let active = sh.policy();
+    log.rec(Tag::VclUse, side, rxid, active.name.as_bytes());
+    let p = sh.params();
+    // How fast the body must arrive; every reader of it keeps to this.
+    conn.set_pace(Some(Pace::new(p.timeout_reqbody, p.reqbody_min_rate)));
+    let head_only = &req.method[..] == b"HEAD";
+    drop(p);
+    Ok(Request {
+        sess: s,
+        conn,
+        sh,
+        active,
+        req,
+        log,
+        clock,
+        rxid,
+        hdr_rx,
+        body_rx: 0,
+        keep,
+        head_only,
+        framing,
+        body_consumed: false,
+        piped: false,
+    })
+}
+
+/// The head's body framing, if the head is acceptable: framing headers,
+/// header lengths, Host.
+fn checks(head: &Head, hdr_len: usize) -> Result<Framing, &'static str> {
+    head::request_framing(head).and_then(|f| match head.iter().any(|(n, v)| n.len() + 2 + v.len() > hdr_len) {
+        true => Err("a header is longer than http_req_hdr_len"),
+        false => head::request_checks(head).map(|()| f),
+    })
+}
+
+/// Expect: only 100-continue is known.
+fn expect_unknown(head: &Head) -> bool {
+    head.get("expect").is_some_and(|e| !e.trim_ascii().eq_ignore_ascii_case(b"100-continue"))
+}
+
+/// The request as the policy sees it. An absolute-form target's authority
+/// becomes Host and the URL keeps the path (as Varnish), so the cache key
+/// is the same as for the origin-form request.
+fn request_of(head: &Head, log: &mut common::vsl::Batch, rxid: u32, s: &Sess) -> Req {
+    let side = LogSide::Client;
+    let mut headers = Headers(head.headers.iter().map(|(n, v)| (head.raw.slice(n.clone()), head.raw.slice(v.clone()))).collect());
+    let mut url = head.raw.slice(head.url.clone());
+    if let Some((host, path)) = head::absolute_form(head.url()) {
+        let (host, path) = (head.raw.slice_ref(host), head.raw.slice_ref(path));
+        if headers.has("host") {
+            log.rec(Tag::ReqUnset, side, rxid, &[b"Host: ", &headers.get("host").cloned().unwrap_or_default()[..]].concat());
+        }
+        log.rec_parts(Tag::ReqHeader, side, rxid, &[b"Host: ", &host]);
+        headers.set("Host", host);
+        url = path;
+    }
+    Req {
+        method: head.raw.slice(head.first.clone()),
+        url,
+        minor: head.minor,
+        headers,
+        server_ip: s.local.ip().to_string(),
+        client_ip: Some(s.peer.ip()),
+        xid: rxid,
+        ..Req::default()
+    }
+}
+
+/// vcl_recv, then vcl_hash, and where they lead.
+pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
+    let action = if r.req.restarts > r.sh.params().max_restarts {
+        r.log.rec(Tag::VclError, LogSide::Client, r.rxid, b"Too many restarts");
+        Action::Synth(503, "Too many restarts".into())
+    } else {
+        r.call(Sub::Recv, With::default())
+    };
+    r.head_only = &r.req.method[..] == b"HEAD";
+    // vcl_hash runs whatever vcl_recv chose (as in Varnish), except
+    // after fail or restart; its fail fails the request.
+    let mut key = Vec::with_capacity(r.req.url.len() + 32);
+    let mut action = action;
+    if !matches!(action, Action::Fail | Action::Restart) {
+        if r.call(Sub::Hash, With { key: Some(&mut key), ..With::default() }) == Action::Fail {
+            action = Action::Fail;
+        }
+        r.req.hash = Some(Bytes::copy_from_slice(&key));
+    }
+    match action {
+        // The body was read by an earlier pass: nothing to pipe.
+        Action::Pipe if r.body_consumed => Step::Synth { status: 503, reason: "Service Unavailable".into() },
+        Action::Pipe => Step::Pipe,
+        Action::Pass => Step::Pass,
+        Action::Purge | Action::Hash => {
+            if let Err(e) = discard_body(r).await {
+                return bad_body(r, &e).await;
+            }
+            if action == Action::Purge {
+                Step::Purge(key)
+            } else {
+                Step::Lookup(key)
+            }
+        }
+        other => divert(other),
+    }
+}
+
+/// Purge every object under `key`, then vcl_purge.
+pub fn purge<T: Transport>(r: &mut Request<'_, T>, key: &[u8]) -> Step {
+    let n = r.sh.cache.purge(key);
+    r.sh.seg.add(C::NPurges, 1);
+    r.sh.seg.add(C::NObjPurged, n as u64);
+    divert(r.call(Sub::Purge, With::default()))
+}
+
+/// Read and drop a request body the cache path does not forward (a GET
+/// with a body).
+async fn discard_body<T: Transport>(r: &mut Request<'_, T>) -> Result<(), Error> {
+    if r.framing == Framing::None {
+        return Ok(());
+    }
+    let idle = r.sh.params().timeout_idle;
+    let m = r.conn.copy_body(r.framing, false, &mut tokio::io::sink(), Side::Internal, idle).await?;
+    r.sh.seg.add(C::SReqBodybytes, m.rx);
+    r.body_rx += m.rx;
+    r.framing = Framing::None;
+    r.body_consumed = true;
+    Ok(())
+}
+
+/// The request body could not be read: a malformed body (bad chunk
+/// framing) gets 400; a client that went away gets nothing.
+pub async fn bad_body<T: Transport>(r: &mut Request<'_, T>, e: &Error) -> Step {
+    r.log.recf(Tag::Error, LogSide::Client, r.rxid, format_args!("request body: {e}"));
+    let tx = if e.io.is_none() {
+        r.sh.seg.add(C::ClientReq400, 1);
+        refuse(r.sess, r.conn, &mut r.log, r.rxid, 400, "Bad Request").await
+    } else {
+        (0, 0)
+    };
+    r.end(tx);
+    Step::Done(Some(Reason::RxBody))
+}
+
+/// A head that does not parse: 400, counted and logged, then the session
+/// ends.
+pub async fn bad_request<T: Transport>(s: &mut Sess, conn: &mut T, err: HeadError, t_start: f64) {
+    let (rxid, mut log, mut clock) = s.begin_req(t_start);
+    s.sh.seg.add(C::ClientReq400, 1);
+    let n = conn.buffered().len();
+    log.rec(Tag::HttpGarbage, LogSide::Client, rxid, conn.buffered());
+    log.rec(Tag::Error, LogSide::Client, rxid, err.text().as_bytes());
+    let tx = refuse(s, conn, &mut log, rxid, 400, "Bad Request").await;
+    let sh = s.sh.clone();
+    end_log(&sh, &mut log, &mut clock, rxid, (n as u64, 0), tx);
+}

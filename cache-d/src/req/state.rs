@@ -1,0 +1,275 @@
+//! What a request carries through the client-side steps: the connection's
+//! context ([`Sess`]), the request in progress ([`Request`], Varnish's
+//! `struct req`), its timestamps ([`Clock`]) and the steps themselves
+//! ([`Step`]).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use common::counters::C;
+use common::vsl::{Batch, Side as LogSide, Tag};
+
+use crate::cache::{BusyGuard, Kind, ObjCore};
+use crate::http1::head::{Framing, HeadOut};
+use crate::req::reason::Reason;
+use crate::req::transport::Transport;
+use crate::shared::{Active, Shared};
+use crate::util::now;
+use crate::vcl::model::{Action, Bereq, Headers, ObjView, Req, Resp, Sub, Task};
+use crate::vcl::policy::run_sub;
+
+/// Session records are flushed to the log once this many bytes gather.
+const SESSION_LOG_FLUSH: usize = 4096;
+
+/// One connection's context.
+pub struct Sess {
+    pub sh: Arc<Shared>,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub listen: Arc<str>,
+    pub vxid: u32,
+    /// The session's own records (Link req..., SessClose).
+    pub log: Batch,
+    /// Reusable buffers: response heads and body framing.
+    pub wire: Vec<u8>,
+    pub scratch: Vec<u8>,
+    /// The current request is HTTP/1.0: a kept connection says so.
+    pub http10: bool,
+}
+
+impl Sess {
+    /// A request begins: its vxid, its log (Begin, Start, ReqStart) and
+    /// clock; the session links to it.
+    pub fn begin_req(&mut self, t_start: f64) -> (u32, Batch, Clock) {
+        let rxid = self.sh.next_vxid();
+        self.log.recf(Tag::Link, LogSide::Client, self.vxid, format_args!("req {rxid} rxreq"));
+        // A long keep-alive session would grow its record buffer without
+        // bound: flush it in pieces, as Varnish's vsl_buffer does (readers
+        // gather a transaction's records by vxid until its End).
+        if self.log.len() >= SESSION_LOG_FLUSH {
+            self.sh.seg.log(&self.log);
+            self.log.clear();
+        }
+        let mut log = Batch::with_reclen(self.sh.params().vsl_reclen);
+        log.recf(Tag::Begin, LogSide::Client, rxid, format_args!("req {} rxreq", self.vxid));
+        log.recf(Tag::Timestamp, LogSide::Client, rxid, format_args!("Start: {t_start:.6} 0.000000 0.000000"));
+        let mut clock = Clock { start: t_start, last: t_start };
+        clock.stamp(&mut log, rxid, "Req");
+        log.recf(Tag::ReqStart, LogSide::Client, rxid, format_args!("{} {} {}", self.peer.ip(), self.peer.port(), self.listen));
+        (rxid, log, clock)
+    }
+}
+
+/// Timestamps of one request.
+pub struct Clock {
+    start: f64,
+    last: f64,
+}
+
+impl Clock {
+    pub fn stamp(&mut self, log: &mut Batch, vxid: u32, label: &str) {
+        let t = now();
+        log.recf(Tag::Timestamp, LogSide::Client, vxid, format_args!("{label}: {t:.6} {:.6} {:.6}", t - self.start, t - self.last));
+        self.last = t;
+    }
+}
+
+/// The steps of the client side. Each step function returns the next;
+/// only the loop in [`crate::req`] moves between them.
+pub enum Step {
+    /// vcl_recv and vcl_hash.
+    Recv,
+    /// Purge the objects under this hash key, then vcl_purge.
+    Purge(Vec<u8>),
+    /// Look the hash key up in the cache.
+    Lookup(Vec<u8>),
+    /// vcl_hit on a found object; `guard` when this request refreshes a
+    /// stale one in the background.
+    Hit { oc: Arc<ObjCore>, guard: Option<BusyGuard> },
+    /// vcl_miss, then the fetch for the cache.
+    Miss { guard: BusyGuard, stale: Option<Arc<ObjCore>> },
+    /// vcl_pass.
+    Pass,
+    /// The fetch for this request alone, streamed through.
+    PassFetch,
+    /// vcl_pipe, then the pipe.
+    Pipe,
+    /// vcl_deliver and the object's delivery; `hit` when it came from the
+    /// cache (X-Varnish shows its vxid).
+    Deliver { oc: Arc<ObjCore>, hit: bool },
+    /// A pass's vcl_backend_error page, through vcl_deliver.
+    DeliverSynthetic { resp: Resp, body: Vec<u8> },
+    /// vcl_synth and the synthetic response.
+    Synth { status: u16, reason: String },
+    /// Back to vcl_recv.
+    Restart,
+    /// The response went out (or could not): the session goes on (None)
+    /// or ends for this reason.
+    Done(Option<Reason>),
+}
+
+/// Where a subroutine's restart, synth or fail leads.
+pub fn divert(action: Action) -> Step {
+    match action {
+        Action::Restart => Step::Restart,
+        Action::Synth(status, reason) => Step::Synth { status, reason },
+        _ => Step::Synth { status: 503, reason: "VCL failed".into() },
+    }
+}
+
+/// One request on its way through the steps.
+pub struct Request<'a, T> {
+    pub sess: &'a mut Sess,
+    pub conn: &'a mut T,
+    pub sh: Arc<Shared>,
+    /// The program this request runs on, to its end (vcl.use does not
+    /// change it mid-request; held here so vcl.list's busy count is exact).
+    pub active: Arc<Active>,
+    pub req: Req,
+    pub log: Batch,
+    pub clock: Clock,
+    pub rxid: u32,
+    /// Bytes received: head, and body read so far.
+    pub hdr_rx: u64,
+    pub body_rx: u64,
+    /// May the connection stay open after this response?
+    pub keep: bool,
+    pub head_only: bool,
+    /// The request body's framing; None once it has been read.
+    pub framing: Framing,
+    /// The body was read (and is gone: a restart cannot send it again).
+    pub body_consumed: bool,
+    /// vcl_pipe chose synth: vcl_synth cannot restart.
+    pub piped: bool,
+}
+
+/// What a client-side subroutine sees besides `req`.
+#[derive(Default)]
+pub struct With<'x> {
+    pub resp: Option<&'x mut Resp>,
+    pub obj: Option<&'x ObjView>,
+    pub key: Option<&'x mut Vec<u8>>,
+    pub body: Option<&'x mut Vec<u8>>,
+    pub bereq: Option<&'x mut Bereq>,
+}
+
+/// A response head to write.
+pub struct RespHead<'h> {
+    pub status: u16,
+    pub reason: &'h [u8],
+    pub headers: &'h Headers,
+    /// The object's vxid, on hits (X-Varnish shows both).
+    pub obj_vxid: Option<u32>,
+    /// Content-Length or Transfer-Encoding.
+    pub framing: Option<(&'h [u8], String)>,
+    pub keep: bool,
+    pub accept_ranges: bool,
+}
+
+impl<T: Transport> Request<'_, T> {
+    /// Run a client-side subroutine of the request's program.
+    pub fn call(&mut self, sub: Sub, with: With<'_>) -> Action {
+        let mut t = Task::new(&*self.sh);
+        t.log = Some((&mut self.log, self.rxid, LogSide::Client));
+        t.client = Some(self.sess.peer);
+        t.local = Some(self.sess.local);
+        t.req = Some(&mut self.req);
+        t.resp = with.resp;
+        t.obj = with.obj;
+        t.key = with.key;
+        t.body = with.body;
+        t.bereq = with.bereq;
+        run_sub(&*self.active.policy, sub, &mut t)
+    }
+
+    pub fn stamp(&mut self, label: &str) {
+        self.clock.stamp(&mut self.log, self.rxid, label);
+    }
+
+    /// A response (or 100 Continue) starts: its writes must be done within
+    /// send_timeout, none blocked longer than idle_send_timeout.
+    pub fn arm_send(&mut self) {
+        let p = self.sh.params();
+        self.conn.arm_send(p.send_timeout, p.idle_send_timeout);
+    }
+
+    /// Write a response head into `wire` and log it.
+    pub fn write_head(&mut self, wire: &mut Vec<u8>, head: &RespHead<'_>) {
+        write_head(wire, &mut self.log, self.rxid, &self.sh.via, self.sess.http10, head);
+    }
+
+    /// The request is over: Resp timestamp, ReqAcct, End, byte counters.
+    pub fn end(&mut self, tx: (u64, u64)) {
+        end_log(&self.sh, &mut self.log, &mut self.clock, self.rxid, (self.hdr_rx, self.body_rx), tx);
+    }
+
+    /// The connection stays open after a response only if the request's
+    /// body (if any) has been read.
+    pub fn close_after(&self) -> bool {
+        !self.keep || self.framing != Framing::None
+    }
+}
+
+/// Write a response head into `wire` (cleared first) and log it: status
+/// line, `headers`, then X-Varnish (with the object's vxid on hits), Via,
+/// Accept-Ranges, the framing header, and Connection as needed.
+pub fn write_head(wire: &mut Vec<u8>, log: &mut Batch, rxid: u32, via: &str, http10: bool, h: &RespHead<'_>) {
+    use std::io::Write as _;
+    let side = LogSide::Client;
+    wire.clear();
+    let _ = write!(wire, "HTTP/1.1 {} ", h.status);
+    wire.extend_from_slice(h.reason);
+    wire.extend_from_slice(b"\r\n");
+    log.rec(Tag::RespProtocol, side, rxid, b"HTTP/1.1");
+    log.recf(Tag::RespStatus, side, rxid, format_args!("{}", h.status));
+    log.rec(Tag::RespReason, side, rxid, h.reason);
+    let mut out = HeadOut { wire, log, tag: Tag::RespHeader, side, vxid: rxid };
+    for (n, v) in h.headers.iter() {
+        out.header(n, v);
+    }
+    let xv = match h.obj_vxid {
+        Some(o) => format!("{rxid} {o}"),
+        None => rxid.to_string(),
+    };
+    out.header(b"X-Varnish", xv.as_bytes());
+    out.header(b"Via", via.as_bytes());
+    if h.accept_ranges {
+        out.header(b"Accept-Ranges", b"bytes");
+    }
+    if let Some((n, v)) = &h.framing {
+        out.header(n, v.as_bytes());
+    }
+    if !h.keep {
+        out.header(b"Connection", b"close");
+    } else if http10 {
+        out.header(b"Connection", b"keep-alive");
+    }
+    out.wire.extend_from_slice(b"\r\n");
+}
+
+/// Log the end of a request: Resp timestamp, ReqAcct, End; add the byte
+/// counters.
+pub fn end_log(sh: &Shared, log: &mut Batch, clock: &mut Clock, rxid: u32, rx: (u64, u64), tx: (u64, u64)) {
+    clock.stamp(log, rxid, "Resp");
+    log.recf(Tag::ReqAcct, LogSide::Client, rxid, format_args!("{} {} {} {} {} {}", rx.0, rx.1, rx.0 + rx.1, tx.0, tx.1, tx.0 + tx.1));
+    log.rec(Tag::End, LogSide::Client, rxid, b"");
+    sh.seg.add(C::SRespHdrbytes, tx.0);
+    sh.seg.add(C::SRespBodybytes, tx.1);
+    sh.seg.log(log);
+}
+
+/// A cached object as vcl_hit (`full`) or vcl_deliver sees it.
+pub fn obj_view(oc: &ObjCore, t: f64, full: bool) -> ObjView {
+    let life = &oc.obj.life;
+    ObjView {
+        status: oc.obj.status,
+        reason: oc.obj.reason.clone(),
+        headers: if full { oc.obj.headers.to_headers() } else { Headers::default() },
+        ttl: life.ttl_left(t),
+        grace: life.grace,
+        keep: life.keep,
+        age: (t - life.t_origin).max(0.0),
+        hits: oc.hits(),
+        uncacheable: oc.obj.kind != Kind::Normal || !oc.stored(),
+    }
+}

@@ -1,0 +1,133 @@
+//! Synthetic responses: vcl_synth and the page it builds, the built-in
+//! error page for requests too malformed for the policy, and
+//! vcl_backend_error's page delivered to a pass.
+
+use bytes::Bytes;
+use common::counters::C;
+use common::vsl::{Batch, Side as LogSide};
+use tokio::io::AsyncWriteExt;
+
+use crate::req::reason::Reason;
+use crate::req::state::{divert, write_head, Request, RespHead, Sess, Step, With};
+use crate::req::transport::Transport;
+use crate::util::{http_date, now};
+use crate::vcl::builtin;
+use crate::vcl::model::{Action, Headers, NoEnv, Req, Resp, Sub, Task};
+use crate::vcl::policy::{run_sub, Builtin};
+
+/// A synthetic response's start: status, reason, Date and Server.
+fn synthetic(status: u16, reason: &str) -> Resp {
+    Resp {
+        status,
+        reason: Bytes::copy_from_slice(reason.as_bytes()),
+        headers: Headers(vec![
+            (Bytes::from_static(b"Date"), Bytes::from(http_date(now()))),
+            (Bytes::from_static(b"Server"), Bytes::from_static(b"cachekit")),
+        ]),
+        is_streaming: false,
+    }
+}
+
+/// vcl_synth, then the synthetic response. The connection stays open only
+/// if the request's body (if any) has been read.
+pub async fn vcl_synth<T: Transport>(r: &mut Request<'_, T>, status: u16, reason: &str) -> Step {
+    r.sh.seg.add(C::SSynth, 1);
+    let mut resp = synthetic(status % 1000, reason);
+    if resp.status < 100 {
+        resp.status = 503;
+    }
+    let mut body = Vec::new();
+    let action = r.call(Sub::Synth, With { resp: Some(&mut resp), body: Some(&mut body), ..With::default() });
+    match action {
+        // After vcl_pipe, vcl_synth can only deliver.
+        Action::Restart if r.req.restarts < r.sh.params().max_restarts && r.piped => return Step::Done(Some(Reason::RespClose)),
+        Action::Restart if r.req.restarts < r.sh.params().max_restarts => return Step::Restart,
+        Action::Deliver => {}
+        _ => {
+            // fail (or a restart too many): the built-in page.
+            resp = Resp { status: 503, reason: Bytes::from_static(b"VCL failed"), headers: Headers::default(), is_streaming: false };
+            let mut t = Task::new(&NoEnv);
+            t.req = Some(&mut r.req);
+            t.resp = Some(&mut resp);
+            t.body = Some(&mut body);
+            builtin::builtin(Sub::Synth, &mut t);
+        }
+    }
+    send(r, &resp, &body).await
+}
+
+/// Deliver vcl_backend_error's page to a pass: through vcl_deliver.
+pub async fn deliver_synthetic<T: Transport>(r: &mut Request<'_, T>, mut resp: Resp, body: Vec<u8>) -> Step {
+    let action = r.call(Sub::Deliver, With { resp: Some(&mut resp), ..With::default() });
+    if action != Action::Deliver {
+        return divert(action);
+    }
+    send(r, &resp, &body).await
+}
+
+/// Send a synthetic response and end the request.
+async fn send<T: Transport>(r: &mut Request<'_, T>, resp: &Resp, body: &[u8]) -> Step {
+    let close = r.close_after();
+    let tx = send_synth(r.sess, r.conn, &mut r.log, r.rxid, Page { resp, body, close, head_only: r.head_only }).await;
+    r.end(tx);
+    Step::Done(if !close && tx.0 > 0 { None } else { Some(Reason::RespClose) })
+}
+
+/// Send the built-in error page without running the policy (requests too
+/// malformed for it), closing the connection; returns the (header, body)
+/// bytes written, zeros if the client was gone.
+pub async fn refuse<T: Transport>(s: &mut Sess, conn: &mut T, log: &mut Batch, rxid: u32, status: u16, reason: &str) -> (u64, u64) {
+    let mut resp = synthetic(status, reason);
+    let mut body = Vec::new();
+    let mut r = Req { xid: rxid, ..Req::default() };
+    {
+        let mut t = Task::new(&NoEnv);
+        t.log = Some((log, rxid, LogSide::Client));
+        t.req = Some(&mut r);
+        t.resp = Some(&mut resp);
+        t.body = Some(&mut body);
+        run_sub(&Builtin, Sub::Synth, &mut t);
+    }
+    send_synth(s, conn, log, rxid, Page { resp: &resp, body: &body, close: true, head_only: false }).await
+}
+
+/// A response with its body in hand.
+struct Page<'p> {
+    resp: &'p Resp,
+    body: &'p [u8],
+    /// Close the connection after it.
+    close: bool,
+    /// A HEAD request: the head only.
+    head_only: bool,
+}
+
+/// Write a response with a body in hand; returns the (header, body) bytes
+/// written, zeros if the client was gone.
+async fn send_synth<T: Transport>(s: &mut Sess, conn: &mut T, log: &mut Batch, rxid: u32, page: Page<'_>) -> (u64, u64) {
+    let Page { resp, body, close, head_only } = page;
+    let mut wire = std::mem::take(&mut s.wire);
+    let mut headers = resp.headers.clone();
+    headers.unset("content-length");
+    let head = RespHead {
+        status: resp.status,
+        reason: &resp.reason,
+        headers: &headers,
+        obj_vxid: None,
+        framing: Some((b"Content-Length", body.len().to_string())),
+        keep: !close,
+        accept_ranges: false,
+    };
+    write_head(&mut wire, log, rxid, &s.sh.via, s.http10, &head);
+    let hdr = wire.len() as u64;
+    let body = if head_only { &[][..] } else { body };
+    wire.extend_from_slice(body);
+    let p = s.sh.params();
+    conn.arm_send(p.send_timeout, p.idle_send_timeout);
+    let ok = conn.out().write_all(&wire).await.is_ok();
+    s.wire = wire;
+    if ok {
+        (hdr, body.len() as u64)
+    } else {
+        (0, 0)
+    }
+}

@@ -1,0 +1,95 @@
+//! The seam between the request state machine and the protocol it is
+//! spoken in (Varnish's `struct transport`). The steps read a request's
+//! head and body and write its response only through these traits; HTTP/1
+//! implements them now (`crate::http1::transport`), an HTTP/2 stream or a
+//! TLS connection implements them later without touching the steps.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::error::Error;
+use crate::error::Side;
+use crate::http1::body::{Moved, Pace};
+use crate::http1::head::{Framing, Head, HeadError};
+use crate::params::Params;
+use crate::req::reason::Reason;
+
+/// Why no request head came.
+pub enum ReadErr {
+    /// The session ends without a request (closed, idle, timed out).
+    Closed(Reason),
+    /// Bytes came that are not a request: answered with 400.
+    Bad { err: HeadError, t_start: f64 },
+}
+
+/// What a pipe moved before it ended.
+pub struct Tunnel {
+    pub to_backend: u64,
+    pub to_client: u64,
+    /// Nothing moved either way for pipe_timeout.
+    pub idle_out: bool,
+}
+
+/// A request body, as the fetch that forwards it reads it.
+#[allow(async_fn_in_trait)]
+pub trait ReqBody {
+    /// Copy the body (framed as `framing` says) to `dst`, chunked again on
+    /// the way out when `chunk_out`. A read may wait `read_timeout`, and
+    /// the whole body keeps to the request's pace.
+    async fn copy_body<W: AsyncWrite + Unpin>(
+        &mut self,
+        framing: Framing,
+        chunk_out: bool,
+        dst: &mut W,
+        dst_side: Side,
+        read_timeout: Duration,
+    ) -> Result<Moved, Error>;
+}
+
+/// A client connection the state machine serves requests on.
+#[allow(async_fn_in_trait)]
+pub trait Transport: ReqBody {
+    /// Where a response's bytes go (with the send deadlines armed by
+    /// [`Transport::arm_send`]).
+    type Out: AsyncWrite + Unpin;
+
+    /// Wait for the next request head: within `timeout_idle` for its
+    /// first byte, `timeout_req` for the rest; an idle connection also
+    /// ends when `stop` turns true.
+    async fn read_head(&mut self, p: &Params, stop: &mut watch::Receiver<bool>) -> Result<(Head, f64), ReadErr>;
+    /// The connection's descriptor (SessOpen shows it).
+    fn fd(&self) -> i32;
+    /// Bytes received and not consumed yet (a bad head, the start of a
+    /// body, pipelined requests).
+    fn buffered(&self) -> &[u8];
+    /// Take those bytes (a pipe forwards them first).
+    fn take_buffered(&mut self) -> BytesMut;
+    /// How fast the current request's body must arrive.
+    fn set_pace(&mut self, pace: Option<Pace>);
+    /// A response starts: all of it within `total`, no write blocked
+    /// longer than `idle`.
+    fn arm_send(&mut self, total: Duration, idle: Duration);
+    /// The response's byte sink.
+    fn out(&mut self) -> &mut Self::Out;
+    /// Read until `limit` bytes of the body (or all of a smaller one) are
+    /// buffered.
+    async fn prefill(&mut self, framing: Framing, limit: usize, read_timeout: Duration) -> Result<(), Error>;
+    /// Relay bytes both ways with `backend` until either side closes, or
+    /// nothing moves for `idle` (0: never); then close our side.
+    async fn tunnel(&mut self, backend: &mut TcpStream, idle: Duration) -> Tunnel;
+    /// The session is over: close the connection.
+    async fn close(&mut self);
+}
+
+/// No request body (a fetch for the cache): reading it moves nothing.
+pub struct NoBody;
+
+impl ReqBody for NoBody {
+    async fn copy_body<W: AsyncWrite + Unpin>(&mut self, _: Framing, _: bool, _: &mut W, _: Side, _: Duration) -> Result<Moved, Error> {
+        Ok(Moved::default())
+    }
+}

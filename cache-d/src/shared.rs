@@ -1,0 +1,104 @@
+//! What every connection of the child shares: the segment, parameters,
+//! the default backend, the cache, the active policy and the transaction
+//! ids (mini-redis keeps its `Db` apart from its `Listener` the same way).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use common::segment::SegmentWriter;
+
+use crate::backend::pool::Backend;
+use crate::cache::Cache;
+use crate::params::Params;
+use crate::vcl::policy::{Builtin, Policy};
+
+/// State every connection shares.
+pub struct Shared {
+    pub seg: Arc<SegmentWriter>,
+    /// Parameters, swapped whole when the manager changes one.
+    params: ArcSwap<Params>,
+    /// The default backend (-b, or the boot program's first).
+    pub backend: Arc<Backend>,
+    pub cache: Cache,
+    /// The active policy (built-in, or a compiled VCL), swapped whole by
+    /// vcl.use; a request keeps the one it started with.
+    policy: ArcSwap<Active>,
+    /// Our Via value: `1.1 <host> (cachekit/<version>)`.
+    pub via: String,
+    vxid: AtomicU32,
+    /// `debug.panic.request`: the next request's task panics (to test that
+    /// such a panic fails that request alone).
+    pub debug_panic_request: std::sync::atomic::AtomicBool,
+}
+
+impl Shared {
+    pub fn new(seg: Arc<SegmentWriter>, params: Params, backend: Backend) -> Shared {
+        let via = format!("1.1 {} (cachekit/{})", crate::util::hostname(), env!("CARGO_PKG_VERSION"));
+        let cache = Cache::new(params.storage, Some(seg.clone()));
+        let policy = ArcSwap::from_pointee(Active { name: "boot".into(), policy: Arc::new(Builtin) });
+        Shared {
+            seg,
+            params: ArcSwap::from_pointee(params),
+            backend: Arc::new(backend),
+            cache,
+            policy,
+            via,
+            vxid: AtomicU32::new(1),
+            debug_panic_request: Default::default(),
+        }
+    }
+
+    /// The policy for a request starting now.
+    pub fn policy(&self) -> Arc<Active> {
+        self.policy.load_full()
+    }
+
+    /// Make `policy` the active one for requests that start from now on.
+    pub fn set_policy(&self, name: &str, policy: Arc<dyn Policy>) {
+        self.set_active(Arc::new(Active { name: name.to_string(), policy }));
+    }
+
+    /// Make a loaded program the active one (vcl.use).
+    pub fn set_active(&self, a: Arc<Active>) {
+        self.policy.store(a);
+    }
+
+    /// The parameters in force (cheap: an atomic load).
+    pub fn params(&self) -> arc_swap::Guard<Arc<Params>> {
+        self.params.load()
+    }
+
+    /// Put new parameters in force for requests that start from now on.
+    pub fn set_params(&self, p: Params) {
+        self.params.store(Arc::new(p));
+    }
+
+    /// A new transaction id (30 bits, never 0).
+    pub fn next_vxid(&self) -> u32 {
+        loop {
+            let v = self.vxid.fetch_add(1, Ordering::Relaxed) & common::vsl::VXID_MASK;
+            if v != 0 {
+                return v;
+            }
+        }
+    }
+}
+
+/// What a policy may ask of the engine: backend health, bans.
+impl crate::vcl::model::Env for Shared {
+    fn healthy(&self, _backend: Option<&str>) -> bool {
+        // One backend until directors land: every name is the default one.
+        self.backend.healthy()
+    }
+    fn ban(&self, spec: &str) -> Result<(), String> {
+        let args = common::adm::tokenize(spec).map_err(|e| e.to_string())?;
+        self.cache.ban(&args, crate::util::now(), self.params().ban_dups).map(|_| ()).map_err(|e| e.to_string())
+    }
+}
+
+/// The active policy and its name (for VCL_use records and vcl.list).
+pub struct Active {
+    pub name: String,
+    pub policy: Arc<dyn Policy>,
+}

@@ -1,0 +1,280 @@
+//! The built-in policy, as `varnishd -x builtin` describes it (7.x): what
+//! each subroutine does when the VCL does not decide, and the error page.
+
+use bytes::Bytes;
+
+use crate::vcl::model::{Action, Bereq, Beresp, Headers, Req, Sub, Task};
+
+const KNOWN_METHODS: [&[u8]; 8] = [b"GET", b"HEAD", b"PUT", b"POST", b"TRACE", b"OPTIONS", b"DELETE", b"PATCH"];
+
+/// The built-in subroutines (`varnishd -x builtin`, 7.x).
+pub fn builtin(sub: Sub, t: &mut Task<'_>) -> Action {
+    match sub {
+        Sub::Recv => match t.req.as_deref_mut() {
+            Some(req) => builtin_recv(req),
+            None => Action::Fail,
+        },
+        Sub::Hash => {
+            if let (Some(req), Some(key)) = (t.req.as_deref(), t.key.as_deref_mut()) {
+                builtin_hash(req, key);
+            }
+            Action::Lookup
+        }
+        Sub::Pipe => Action::Pipe,
+        Sub::Pass | Sub::Miss | Sub::BackendFetch => Action::Fetch,
+        Sub::Purge => Action::Synth(200, "Purged".into()),
+        Sub::Hit | Sub::Deliver => Action::Deliver,
+        Sub::Synth => {
+            let xid = t.req.as_deref().map_or(0, |r| r.xid);
+            if let Some(resp) = t.resp.as_deref_mut() {
+                error_page(&mut resp.headers, resp.status, &resp.reason, xid, t.body.as_deref_mut());
+            }
+            Action::Deliver
+        }
+        Sub::BackendResponse => match (t.bereq.as_deref(), t.beresp.as_deref_mut()) {
+            (Some(bereq), Some(b)) => builtin_backend_response(bereq, b),
+            _ => Action::Deliver,
+        },
+        Sub::BackendError => {
+            let xid = t.bereq.as_deref().map_or(0, |r| r.xid);
+            if let Some(b) = t.beresp.as_deref_mut() {
+                error_page(&mut b.headers, b.status, &b.reason, xid, t.body.as_deref_mut());
+            }
+            Action::Deliver
+        }
+        Sub::Init | Sub::Fini => Action::Ok,
+    }
+}
+
+/// What [`builtin`] returns for `sub` when nothing made it decide
+/// otherwise (the final `return` of each built-in subroutine).
+pub fn fallthrough(sub: Sub) -> Action {
+    match sub {
+        Sub::Recv => Action::Hash,
+        Sub::Hash => Action::Lookup,
+        Sub::Pipe => Action::Pipe,
+        Sub::Pass | Sub::Miss | Sub::BackendFetch => Action::Fetch,
+        Sub::Purge => Action::Synth(200, "Purged".into()),
+        Sub::Hit | Sub::Deliver | Sub::Synth | Sub::BackendResponse | Sub::BackendError => Action::Deliver,
+        Sub::Init | Sub::Fini => Action::Ok,
+    }
+}
+
+/// The standard reason phrase of a status code.
+pub fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        101 => "Switching Protocols",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        203 => "Non-Authoritative Information",
+        204 => "No Content",
+        205 => "Reset Content",
+        206 => "Partial Content",
+        300 => "Multiple Choices",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        305 => "Use Proxy",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        402 => "Payment Required",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        406 => "Not Acceptable",
+        407 => "Proxy Authentication Required",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        410 => "Gone",
+        411 => "Length Required",
+        412 => "Precondition Failed",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        415 => "Unsupported Media Type",
+        416 => "Range Not Satisfiable",
+        417 => "Expectation Failed",
+        421 => "Misdirected Request",
+        422 => "Unprocessable Content",
+        426 => "Upgrade Required",
+        428 => "Precondition Required",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        451 => "Unavailable For Legal Reasons",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "Unknown HTTP Status",
+    }
+}
+
+/// vcl_synth's and vcl_backend_error's built-in half: the error page and
+/// its headers.
+fn error_page(headers: &mut Headers, status: u16, reason: &Bytes, xid: u32, body: Option<&mut Vec<u8>>) {
+    headers.set("Content-Type", Bytes::from_static(b"text/html; charset=utf-8"));
+    headers.set("Retry-After", Bytes::from_static(b"5"));
+    if let Some(b) = body {
+        *b = guru_page(status, &String::from_utf8_lossy(reason), xid).into_bytes();
+    }
+}
+
+/// The built-in error page ("Guru Meditation").
+pub fn guru_page(status: u16, reason: &str, xid: u32) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html>\n  <head>\n    <title>{status} {reason}</title>\n  </head>\n  <body>\n    <h1>Error {status} {reason}</h1>\n    <p>{reason}</p>\n    <h3>Guru Meditation:</h3>\n    <p>XID: {xid}</p>\n    <hr>\n    <p>cachekit cache server</p>\n  </body>\n</html>\n"
+    )
+}
+
+pub fn builtin_recv(req: &mut Req) -> Action {
+    if let Some(h) = req.headers.get("host") {
+        if h.iter().any(u8::is_ascii_uppercase) {
+            let lower = Bytes::from(h.to_ascii_lowercase());
+            req.headers.set("host", lower);
+        }
+    }
+    if &req.method[..] == b"PRI" {
+        return Action::Synth(405, "Method Not Allowed".into());
+    }
+    if !req.headers.has("host") && req.minor >= 1 {
+        return Action::Synth(400, "Bad Request".into());
+    }
+    if !KNOWN_METHODS.contains(&&req.method[..]) {
+        return Action::Pipe;
+    }
+    if &req.method[..] != b"GET" && &req.method[..] != b"HEAD" {
+        return Action::Pass;
+    }
+    if req.headers.has("authorization") || req.headers.has("cookie") {
+        return Action::Pass;
+    }
+    Action::Hash
+}
+
+pub fn builtin_hash(req: &Req, key: &mut Vec<u8>) {
+    key.extend_from_slice(&req.url);
+    key.push(0);
+    match req.headers.get("host") {
+        Some(h) => key.extend_from_slice(h),
+        None => key.extend_from_slice(req.server_ip.as_bytes()),
+    }
+    key.push(0);
+}
+
+/// vcl_backend_response's built-in half: responses that must not be
+/// shared become hit-for-miss for 120 s.
+pub fn builtin_backend_response(bereq: &Bereq, b: &mut Beresp) -> Action {
+    if bereq.uncacheable {
+        return Action::Deliver;
+    }
+    let h = &b.headers;
+    let surrogate = h.has("surrogate-control");
+    let cc_uncacheable = ["no-cache", "no-store", "private"].iter().any(|d| h.contains_ci("cache-control", d));
+    let vary_star = h.get("vary").is_some_and(|v| v.trim_ascii() == b"*");
+    if b.ttl <= 0.0
+        || h.has("set-cookie")
+        || (surrogate && h.contains_ci("surrogate-control", "no-store"))
+        || (!surrogate && cc_uncacheable)
+        || vary_star
+    {
+        b.ttl = 120.0;
+        b.uncacheable = true;
+    }
+    Action::Deliver
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vcl::model::{NoEnv, Resp};
+    use crate::vcl::policy::{Builtin, Policy};
+
+    fn req(method: &str, hdrs: &[(&str, &str)]) -> Req {
+        Req {
+            method: Bytes::copy_from_slice(method.as_bytes()),
+            url: Bytes::from_static(b"/x"),
+            minor: 1,
+            headers: Headers(
+                hdrs.iter().map(|(n, v)| (Bytes::copy_from_slice(n.as_bytes()), Bytes::copy_from_slice(v.as_bytes()))).collect(),
+            ),
+            server_ip: "127.0.0.1".into(),
+            ..Req::default()
+        }
+    }
+
+    fn recv(mut r: Req) -> Action {
+        let mut t = Task::new(&NoEnv);
+        t.req = Some(&mut r);
+        Builtin.call(Sub::Recv, &mut t)
+    }
+
+    #[test]
+    fn builtin_recv_decisions() {
+        assert_eq!(recv(req("GET", &[("Host", "a")])), Action::Hash);
+        assert_eq!(recv(req("HEAD", &[("Host", "a")])), Action::Hash);
+        assert_eq!(recv(req("POST", &[("Host", "a")])), Action::Pass);
+        assert_eq!(recv(req("GET", &[("Host", "a"), ("Cookie", "x=1")])), Action::Pass);
+        assert_eq!(recv(req("GET", &[("Host", "a"), ("Authorization", "Basic x")])), Action::Pass);
+        assert_eq!(recv(req("BREW", &[("Host", "a")])), Action::Pipe);
+        assert_eq!(recv(req("PRI", &[("Host", "a")])), Action::Synth(405, "Method Not Allowed".into()));
+        assert_eq!(recv(req("GET", &[])), Action::Synth(400, "Bad Request".into()));
+        let mut r = req("GET", &[("Host", "Example.COM")]);
+        builtin_recv(&mut r);
+        assert_eq!(r.headers.get("host").unwrap(), &b"example.com"[..]);
+    }
+
+    #[test]
+    fn builtin_hash_is_url_then_host() {
+        let mut k = Vec::new();
+        builtin_hash(&req("GET", &[("Host", "a")]), &mut k);
+        assert_eq!(k, b"/x\0a\0");
+        let mut k = Vec::new();
+        builtin_hash(&req("GET", &[]), &mut k);
+        assert_eq!(k, b"/x\x00127.0.0.1\x00");
+    }
+
+    #[test]
+    fn builtin_backend_response_decisions() {
+        let check = |hdrs: &[(&str, &str)], ttl: f64| {
+            let mut b = Beresp { status: 200, headers: req("GET", hdrs).headers, ttl, grace: 10.0, ..Beresp::default() };
+            let a = builtin_backend_response(&Bereq::default(), &mut b);
+            assert_eq!(a, Action::Deliver);
+            (b.uncacheable, b.ttl)
+        };
+        assert_eq!(check(&[], 120.0), (false, 120.0));
+        assert_eq!(check(&[], 0.0), (true, 120.0));
+        assert_eq!(check(&[("Set-Cookie", "a=b")], 60.0), (true, 120.0));
+        assert_eq!(check(&[("Cache-Control", "private, max-age=60")], 60.0), (true, 120.0));
+        assert_eq!(check(&[("Cache-Control", "No-Store")], 60.0), (true, 120.0));
+        // Surrogate-Control takes precedence over Cache-Control.
+        assert_eq!(check(&[("Surrogate-Control", "max-age=60"), ("Cache-Control", "no-cache")], 60.0), (false, 60.0));
+        assert_eq!(check(&[("Surrogate-Control", "no-store")], 60.0), (true, 120.0));
+        assert_eq!(check(&[("Vary", "*")], 60.0), (true, 120.0));
+        // A pass is delivered as it is.
+        let mut b = Beresp { status: 200, ttl: 0.0, ..Beresp::default() };
+        let pass = Bereq { uncacheable: true, ..Bereq::default() };
+        assert_eq!(builtin_backend_response(&pass, &mut b), Action::Deliver);
+        assert!(!b.uncacheable);
+    }
+
+    #[test]
+    fn builtin_synth_and_backend_error_build_the_error_page() {
+        let mut resp = Resp { status: 503, reason: Bytes::from_static(b"Service Unavailable"), ..Resp::default() };
+        let mut r = Req { xid: 42, ..Req::default() };
+        let mut body = Vec::new();
+        let mut t = Task::new(&NoEnv);
+        t.req = Some(&mut r);
+        t.resp = Some(&mut resp);
+        t.body = Some(&mut body);
+        assert_eq!(Builtin.call(Sub::Synth, &mut t), Action::Deliver);
+        let page = String::from_utf8(body).unwrap();
+        assert!(page.contains("<h1>Error 503 Service Unavailable</h1>") && page.contains("XID: 42"), "{page}");
+        assert_eq!(resp.headers.get("retry-after").unwrap(), &b"5"[..]);
+    }
+}

@@ -1,0 +1,28 @@
+//! Loading the `-f` file at start: parse, compile, and the backend it
+//! names (or `-b`'s).
+
+use std::sync::Arc;
+
+use crate::cli::Args;
+use crate::error::StartError;
+use crate::vcl::policy::Policy;
+
+/// Load and compile the `-f` file: the policy and the backend address
+/// (from `-b`, else the VCL's first backend).
+pub fn load_policy(args: &Args) -> Result<(Option<Arc<dyn Policy>>, String), StartError> {
+    let Some(path) = &args.vcl else {
+        let b = args.backend.clone().ok_or_else(|| StartError::Config("give -b or -f".into()))?;
+        return Ok((None, b));
+    };
+    let prog = crate::vcl::parse_file(path).map_err(|e| StartError::Config(format!("VCL compilation failed:\n{e}")))?;
+    let compiled = crate::vcl::compile::compile(&prog)
+        .map_err(|e| StartError::Config(format!("VCL compilation failed:\n{}", e.render(&prog.files))))?;
+    let backend = match (&args.backend, &compiled.backend) {
+        (Some(b), _) => b.clone(),
+        (None, Some(b)) => b.clone(),
+        (None, None) => return Err(StartError::Config(format!("{}: declares no backend, and no -b was given", path.display()))),
+    };
+    let p = crate::vcl::compile::VclPolicy::load("boot", compiled).map_err(StartError::Config)?;
+    let p: Arc<dyn Policy> = Arc::new(p);
+    Ok((Some(p), backend))
+}

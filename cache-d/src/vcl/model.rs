@@ -1,0 +1,356 @@
+//! The VCL object model: what a subroutine sees and changes (`req`,
+//! `bereq`, `beresp`, `obj`, `resp` and their headers), the subroutines
+//! the engine calls ([`Sub`]), what they return ([`Action`]), and one
+//! call's context ([`Task`]) with what the engine lends it ([`Env`]).
+
+use bytes::Bytes;
+use common::vsl::{Batch, Side, Tag};
+
+/// Headers as a policy sees and edits them: owned, in wire order, with
+/// their case preserved.
+#[derive(Clone, Debug, Default)]
+pub struct Headers(pub Vec<(Bytes, Bytes)>);
+
+impl Headers {
+    pub fn get(&self, name: &str) -> Option<&Bytes> {
+        self.0.iter().find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes())).map(|(_, v)| v)
+    }
+    pub fn has(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+    /// Replace every `name` header with one (or add it).
+    pub fn set(&mut self, name: &str, value: Bytes) {
+        match self.0.iter().position(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes())) {
+            Some(i) => {
+                self.0[i].1 = value;
+                let mut j = i + 1;
+                while j < self.0.len() {
+                    if self.0[j].0.eq_ignore_ascii_case(name.as_bytes()) {
+                        self.0.remove(j);
+                    } else {
+                        j += 1;
+                    }
+                }
+            }
+            None => self.0.push((Bytes::copy_from_slice(name.as_bytes()), value)),
+        }
+    }
+    pub fn unset(&mut self, name: &str) {
+        self.0.retain(|(n, _)| !n.eq_ignore_ascii_case(name.as_bytes()));
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
+        self.0.iter().map(|(n, v)| (&n[..], &v[..]))
+    }
+    /// Does any `name` header match `pred` (case-insensitive contains)?
+    pub fn contains_ci(&self, name: &str, needle: &str) -> bool {
+        self.0
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .any(|(_, v)| v.to_ascii_lowercase().windows(needle.len()).any(|w| w == needle.as_bytes()))
+    }
+}
+
+/// The client request as the policy sees it (VCL's `req`).
+#[derive(Clone, Debug, Default)]
+pub struct Req {
+    pub method: Bytes,
+    pub url: Bytes,
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub minor: u8,
+    pub headers: Headers,
+    pub server_ip: String,
+    /// The client's address (for ACLs); None where it is not known.
+    pub client_ip: Option<std::net::IpAddr>,
+    /// The transaction id (req.xid).
+    pub xid: u32,
+    /// How often vcl_* returned restart for this request.
+    pub restarts: u32,
+    /// req.ttl / req.grace: upper bounds on the age of what a hit may
+    /// serve (None: no bound).
+    pub ttl: Option<f64>,
+    pub grace: Option<f64>,
+    pub hash_always_miss: bool,
+    pub hash_ignore_busy: bool,
+    /// The lookup found a hit-for-miss / hit-for-pass marker.
+    pub is_hitmiss: bool,
+    pub is_hitpass: bool,
+    /// req.backend_hint, by name; None is the default backend.
+    pub backend_hint: Option<String>,
+    /// What vcl_hash hashed (None before it ran): a shard director's
+    /// `by=HASH` key.
+    pub hash: Option<Bytes>,
+}
+
+/// The backend request (VCL's `bereq`).
+#[derive(Clone, Debug, Default)]
+pub struct Bereq {
+    pub method: Bytes,
+    pub url: Bytes,
+    pub minor: u8,
+    pub headers: Headers,
+    pub xid: u32,
+    /// A pass (or hit-for-pass): the response is never stored.
+    pub uncacheable: bool,
+    pub retries: u32,
+    pub is_bgfetch: bool,
+    /// bereq.backend by name; None is the default backend.
+    pub backend: Option<String>,
+    /// The client request's hash inputs (None for a pipe before vcl_hash).
+    pub hash: Option<Bytes>,
+}
+
+impl Bereq {
+    /// The backend request for a client request.
+    pub fn from_req(req: &Req, xid: u32) -> Bereq {
+        Bereq {
+            method: req.method.clone(),
+            url: req.url.clone(),
+            minor: 1,
+            headers: req.headers.clone(),
+            xid,
+            backend: req.backend_hint.clone(),
+            hash: req.hash.clone(),
+            ..Bereq::default()
+        }
+    }
+}
+
+/// The backend response (VCL's `beresp`), and the synthetic one that
+/// vcl_backend_error builds.
+#[derive(Clone, Debug, Default)]
+pub struct Beresp {
+    pub status: u16,
+    pub reason: Bytes,
+    pub headers: Headers,
+    pub ttl: f64,
+    pub grace: f64,
+    pub keep: f64,
+    /// Deliver, but do not store; with return (deliver) outside a pass this
+    /// makes a hit-for-miss marker that lives `ttl`.
+    pub uncacheable: bool,
+    pub was_304: bool,
+    pub do_stream: bool,
+    /// The name of the backend that answered.
+    pub backend: String,
+    /// The object's age when it arrived (from Age).
+    pub age: f64,
+}
+
+/// A cached object as vcl_hit and vcl_deliver see it (VCL's `obj`).
+#[derive(Clone, Debug, Default)]
+pub struct ObjView {
+    pub status: u16,
+    pub reason: Bytes,
+    pub headers: Headers,
+    /// Time to live left (negative once stale).
+    pub ttl: f64,
+    pub grace: f64,
+    pub keep: f64,
+    pub age: f64,
+    pub hits: u64,
+    pub uncacheable: bool,
+}
+
+/// The client response (VCL's `resp`), in vcl_deliver and vcl_synth.
+#[derive(Clone, Debug, Default)]
+pub struct Resp {
+    pub status: u16,
+    pub reason: Bytes,
+    pub headers: Headers,
+    pub is_streaming: bool,
+}
+
+/// The subroutines: where the engine calls into the policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Sub {
+    Recv,
+    Pipe,
+    Pass,
+    Hash,
+    Purge,
+    Hit,
+    Miss,
+    Deliver,
+    Synth,
+    BackendFetch,
+    BackendResponse,
+    BackendError,
+    Init,
+    Fini,
+}
+
+impl Sub {
+    pub const ALL: [Sub; 14] = [
+        Sub::Recv,
+        Sub::Pipe,
+        Sub::Pass,
+        Sub::Hash,
+        Sub::Purge,
+        Sub::Hit,
+        Sub::Miss,
+        Sub::Deliver,
+        Sub::Synth,
+        Sub::BackendFetch,
+        Sub::BackendResponse,
+        Sub::BackendError,
+        Sub::Init,
+        Sub::Fini,
+    ];
+    /// The VCL name (`vcl_recv`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Sub::Recv => "vcl_recv",
+            Sub::Pipe => "vcl_pipe",
+            Sub::Pass => "vcl_pass",
+            Sub::Hash => "vcl_hash",
+            Sub::Purge => "vcl_purge",
+            Sub::Hit => "vcl_hit",
+            Sub::Miss => "vcl_miss",
+            Sub::Deliver => "vcl_deliver",
+            Sub::Synth => "vcl_synth",
+            Sub::BackendFetch => "vcl_backend_fetch",
+            Sub::BackendResponse => "vcl_backend_response",
+            Sub::BackendError => "vcl_backend_error",
+            Sub::Init => "vcl_init",
+            Sub::Fini => "vcl_fini",
+        }
+    }
+    /// The VCL_call record's word (`RECV`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Sub::Recv => "RECV",
+            Sub::Pipe => "PIPE",
+            Sub::Pass => "PASS",
+            Sub::Hash => "HASH",
+            Sub::Purge => "PURGE",
+            Sub::Hit => "HIT",
+            Sub::Miss => "MISS",
+            Sub::Deliver => "DELIVER",
+            Sub::Synth => "SYNTH",
+            Sub::BackendFetch => "BACKEND_FETCH",
+            Sub::BackendResponse => "BACKEND_RESPONSE",
+            Sub::BackendError => "BACKEND_ERROR",
+            Sub::Init => "INIT",
+            Sub::Fini => "FINI",
+        }
+    }
+    pub fn from_name(n: &str) -> Option<Sub> {
+        Sub::ALL.into_iter().find(|s| s.name() == n)
+    }
+    /// Runs on the backend side (bereq/beresp), not the client side.
+    pub fn is_backend(self) -> bool {
+        matches!(self, Sub::BackendFetch | Sub::BackendResponse | Sub::BackendError)
+    }
+}
+
+/// What a subroutine returns: `return (action)`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    Ok,
+    Fail,
+    Synth(u16, String),
+    Pass,
+    Pipe,
+    Hash,
+    Purge,
+    Restart,
+    Fetch,
+    Lookup,
+    Deliver,
+    Miss,
+    Abandon,
+    Retry,
+    Error(u16, String),
+    /// vcl_backend_response's `return (pass(DURATION))`: hit-for-pass.
+    PassFor(f64),
+}
+
+impl Action {
+    /// The VCL_return word.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Action::Ok => "ok",
+            Action::Fail => "fail",
+            Action::Synth(..) => "synth",
+            Action::Pass | Action::PassFor(_) => "pass",
+            Action::Pipe => "pipe",
+            Action::Hash => "hash",
+            Action::Purge => "purge",
+            Action::Restart => "restart",
+            Action::Fetch => "fetch",
+            Action::Lookup => "lookup",
+            Action::Deliver => "deliver",
+            Action::Miss => "miss",
+            Action::Abandon => "abandon",
+            Action::Retry => "retry",
+            Action::Error(..) => "error",
+        }
+    }
+}
+
+/// What the engine lends a policy besides the request: backend health and
+/// the ban list.
+pub trait Env: Sync {
+    /// Is the named backend (None: the default one) healthy?
+    fn healthy(&self, _backend: Option<&str>) -> bool {
+        true
+    }
+    /// Add a ban (`ban()` in VCL); the error says why it was refused.
+    fn ban(&self, _spec: &str) -> Result<(), String> {
+        Err("bans are not available here".into())
+    }
+}
+
+/// An engine that lends nothing (unit tests, benchmarks, vcl_init).
+pub struct NoEnv;
+impl Env for NoEnv {}
+
+/// One call of a subroutine: what it can see and change. Which of these
+/// are present depends on the subroutine (VCL's rules on which variables
+/// exist where; the compiler checks them before anything runs).
+pub struct Task<'a> {
+    pub req: Option<&'a mut Req>,
+    pub bereq: Option<&'a mut Bereq>,
+    pub beresp: Option<&'a mut Beresp>,
+    pub obj: Option<&'a ObjView>,
+    pub resp: Option<&'a mut Resp>,
+    /// vcl_hash's hash inputs.
+    pub key: Option<&'a mut Vec<u8>>,
+    /// The synthetic body (vcl_synth, vcl_backend_error).
+    pub body: Option<&'a mut Vec<u8>>,
+    /// Where std.log and runtime VCL errors go: the transaction's log.
+    pub log: Option<(&'a mut Batch, u32, Side)>,
+    /// The client's and our end of the connection.
+    pub client: Option<std::net::SocketAddr>,
+    pub local: Option<std::net::SocketAddr>,
+    pub env: &'a dyn Env,
+    /// Set by a runtime error (logged as VCL_Error): the subroutine stops
+    /// and returns fail.
+    pub failed: Option<String>,
+}
+
+impl<'a> Task<'a> {
+    /// A task with nothing in it.
+    pub fn new(env: &'a dyn Env) -> Task<'a> {
+        Task {
+            req: None,
+            bereq: None,
+            beresp: None,
+            obj: None,
+            resp: None,
+            key: None,
+            body: None,
+            log: None,
+            client: None,
+            local: None,
+            env,
+            failed: None,
+        }
+    }
+    /// Log a record to the transaction (VCL_Log, VCL_Error).
+    pub fn record(&mut self, tag: Tag, text: &[u8]) {
+        if let Some((log, vxid, side)) = self.log.as_mut() {
+            log.rec(tag, *side, *vxid, text);
+        }
+    }
+}
