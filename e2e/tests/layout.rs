@@ -26,7 +26,13 @@ fn crates() -> Vec<(String, PathBuf)> {
 
 /// Functions allowed past 100 lines: the VCL front end's dispatch (one
 /// arm per token, statement, variable or call, read best as one match).
-const LONG_ALLOWED: &[(&str, &str)] = &[];
+const LONG_ALLOWED: &[(&str, &str)] = &[
+    ("cache-d/src/vcl/lex.rs", "lex"),
+    ("cache-d/src/vcl/parse.rs", "stmt"),
+    ("cache-d/src/vcl/check.rs", "check"),
+    ("cache-d/src/vcl/compile/mod.rs", "stmt"),
+    ("cache-d/src/vcl/compile/funcs.rs", "call"),
+];
 
 #[test]
 fn no_import_circles() {

@@ -193,7 +193,6 @@ pub fn builtin_backend_response(bereq: &Bereq, b: &mut Beresp) -> Action {
 mod tests {
     use super::*;
     use crate::vcl::model::{NoEnv, Resp};
-    use crate::vcl::policy::{Builtin, Policy};
 
     fn req(method: &str, hdrs: &[(&str, &str)]) -> Req {
         Req {
@@ -211,7 +210,7 @@ mod tests {
     fn recv(mut r: Req) -> Action {
         let mut t = Task::new(&NoEnv);
         t.req = Some(&mut r);
-        Builtin.call(Sub::Recv, &mut t)
+        builtin(Sub::Recv, &mut t)
     }
 
     #[test]
@@ -272,7 +271,7 @@ mod tests {
         t.req = Some(&mut r);
         t.resp = Some(&mut resp);
         t.body = Some(&mut body);
-        assert_eq!(Builtin.call(Sub::Synth, &mut t), Action::Deliver);
+        assert_eq!(builtin(Sub::Synth, &mut t), Action::Deliver);
         let page = String::from_utf8(body).unwrap();
         assert!(page.contains("<h1>Error 503 Service Unavailable</h1>") && page.contains("XID: 42"), "{page}");
         assert_eq!(resp.headers.get("retry-after").unwrap(), &b"5"[..]);

@@ -10,6 +10,17 @@ pub struct VclError {
     pub pos: Pos,
 }
 
+/// Fail compiling with `msg` at `pos`.
+pub fn err<T>(msg: impl Into<String>, pos: Pos) -> Result<T, VclError> {
+    Err(VclError { msg: msg.into(), pos })
+}
+
+/// A construct cache-d does not implement yet: a compile error that says
+/// so, never a silent no-op.
+pub fn unsupported<T>(what: &str, pos: Pos) -> Result<T, VclError> {
+    Err(VclError { msg: format!("{what} is not supported yet by cache-d's VCL"), pos })
+}
+
 /// Line (1-based), column (1-based) and the text of the line holding `at`.
 pub fn line_col(src: &str, at: usize) -> (usize, usize, &str) {
     let at = at.min(src.len());

@@ -1,7 +1,9 @@
 //! Backend and probe declarations: their checks, their settings, and the
 //! directors `new` makes.
 
-use super::*;
+use crate::vcl::ast::*;
+use crate::vcl::diag::{err, unsupported, VclError};
+use std::collections::HashMap;
 
 /// A declared backend: where it is and its settings.
 #[derive(Clone, Debug)]

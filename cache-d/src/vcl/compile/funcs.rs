@@ -1,6 +1,13 @@
 //! Functions: the built-in ones, vmod_std's, and the directors' methods.
 
-use super::*;
+use super::program::*;
+use crate::vcl::ast::*;
+use crate::vcl::compile::vars::*;
+use crate::vcl::diag::{err, unsupported, VclError};
+use crate::vcl::model::*;
+use bytes::Bytes;
+use common::vsl::Tag;
+use regex::Regex;
 
 /// std.querysort: the query string's parameters in sorted order (so
 /// equivalent URLs hash alike); empty parameters are dropped.
@@ -49,7 +56,7 @@ pub(super) fn one_arg(args: &[Expr], name: &str, n: usize, pos: Pos, sc: &Scope<
     if args.len() != n {
         return err(format!("{name}() takes {n} argument(s), not {}", args.len()), pos);
     }
-    args.iter().map(|a| expr(a, sc)).collect()
+    args.iter().map(|a| sc.expr(a)).collect()
 }
 
 pub(super) fn only_in(name: &str, allowed: u32, pos: Pos, sc: &Scope<'_>) -> Result<(), VclError> {
@@ -114,7 +121,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             }
             let re = regex_arg(&args[1])?;
             let all = name == "regsuball";
-            let (src, sub) = (expr(&args[0], sc)?, expr(&args[2], sc)?);
+            let (src, sub) = (sc.expr(&args[0])?, sc.expr(&args[2])?);
             Box::new(move |t, c| {
                 let s = src(t, c).text();
                 let rep = vcl_replacement(&sub(t, c).text());
@@ -206,7 +213,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             if args.len() != 2 && args.len() != 3 {
                 return err("std.ip() takes 2 or 3 arguments", pos);
             }
-            let (x, fb) = (expr(&args[0], sc)?, expr(&args[1], sc)?);
+            let (x, fb) = (sc.expr(&args[0])?, sc.expr(&args[1])?);
             Box::new(move |t, c| match x(t, c).ip() {
                 Some(ip) => Val::Ip(ip, 0),
                 None => match fb(t, c) {
@@ -247,7 +254,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             let Some((w, hname)) = header_prefix(h) else { return err("std.collect() takes a header", *hpos) };
             let hname = hname.to_string();
             let sep = match args.get(1) {
-                Some(e) => Some(expr(e, sc)?),
+                Some(e) => Some(sc.expr(e)?),
                 None => None,
             };
             Box::new(move |t, c| {
@@ -277,7 +284,7 @@ fn director_call(
     sc: &Scope<'_>,
 ) -> Result<ExprFn, VclError> {
     use crate::backend::director::Kind;
-    let a: Vec<ExprFn> = args.iter().map(|x| expr(x, sc)).collect::<Result<_, _>>()?;
+    let a: Vec<ExprFn> = args.iter().map(|x| sc.expr(x)).collect::<Result<_, _>>()?;
     let obj_name = obj.to_string();
     let obj = obj.to_string();
     let with = move |c: &Compiled| c.directors().get(&obj).cloned();
@@ -377,10 +384,10 @@ fn shard_backend(obj: &str, args: &[Expr], names: &[Option<String>], pos: Pos, s
         let n = n.as_deref().or_else(|| POSITIONAL.get(i).copied()).unwrap_or("");
         match n {
             "by" => by = enum_arg(a, &["HASH", "URL", "KEY", "BLOB"], "by")?,
-            "key" | "key_blob" => key = Some(expr(a, sc)?),
-            "alt" => alt = Some(expr(a, sc)?),
-            "warmup" => warmup = Some(expr(a, sc)?),
-            "rampup" => rampup = Some(expr(a, sc)?),
+            "key" | "key_blob" => key = Some(sc.expr(a)?),
+            "alt" => alt = Some(sc.expr(a)?),
+            "warmup" => warmup = Some(sc.expr(a)?),
+            "rampup" => rampup = Some(sc.expr(a)?),
             // Sick members are always skipped (healthy=CHOSEN is the default).
             "healthy" => drop(enum_arg(a, &["CHOSEN", "IGNORE", "ALL"], "healthy")?),
             "resolve" => lazy = enum_arg(a, &["NOW", "LAZY"], "resolve")? == "LAZY",

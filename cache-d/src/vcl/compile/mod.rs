@@ -12,18 +12,17 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use common::vsl::Tag;
-use regex::Regex;
 
 use super::ast::*;
-use super::diag::VclError;
+use super::diag::{err, unsupported, VclError};
 use crate::vcl::builtin;
-use crate::vcl::model::{Action, Headers, NoEnv, Sub, Task};
+use crate::vcl::model::{Action, NoEnv, Sub, Task};
 use crate::vcl::policy::Policy;
 
 mod decls;
 mod funcs;
+mod program;
 #[cfg(test)]
 mod tests;
 mod vars;
@@ -32,205 +31,9 @@ pub use decls::BackendSpec;
 use decls::*;
 use funcs::*;
 pub use funcs::{querysort, variables, FUNCTIONS};
+use program::*;
+pub use program::{Compiled, Val};
 use vars::*;
-
-/// A value at run time.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Val {
-    Str(String),
-    Bool(bool),
-    Int(i64),
-    Real(f64),
-    Dur(f64),
-    Bytes(u64),
-    /// Seconds since the epoch.
-    Time(f64),
-    Ip(IpAddr, u16),
-    Backend(String),
-    /// An unset header or variable.
-    None,
-}
-
-impl Val {
-    pub fn text(&self) -> String {
-        match self {
-            Val::Str(s) => s.clone(),
-            Val::Bool(b) => b.to_string(),
-            Val::Int(i) => i.to_string(),
-            Val::Real(d) | Val::Dur(d) => format!("{d:.3}"),
-            Val::Bytes(b) => b.to_string(),
-            Val::Time(t) => common::httpdate::format(*t),
-            Val::Ip(ip, _) => ip.to_string(),
-            Val::Backend(b) => b.clone(),
-            Val::None => String::new(),
-        }
-    }
-    /// In a boolean context: a string (header) is true when it is set.
-    fn truthy(&self) -> bool {
-        match self {
-            Val::Bool(b) => *b,
-            Val::Int(i) => *i != 0,
-            Val::Real(d) | Val::Dur(d) => *d != 0.0,
-            Val::Bytes(b) => *b != 0,
-            Val::None => false,
-            _ => true,
-        }
-    }
-    fn num(&self) -> Option<f64> {
-        match self {
-            Val::Int(i) => Some(*i as f64),
-            Val::Real(d) | Val::Dur(d) | Val::Time(d) => Some(*d),
-            Val::Bytes(b) => Some(*b as f64),
-            Val::Str(s) => s.trim().parse().ok(),
-            _ => None,
-        }
-    }
-    fn is_numeric(&self) -> bool {
-        matches!(self, Val::Int(_) | Val::Real(_) | Val::Dur(_) | Val::Bytes(_) | Val::Time(_))
-    }
-    fn ip(&self) -> Option<IpAddr> {
-        match self {
-            Val::Ip(ip, _) => Some(*ip),
-            Val::Str(s) => s.trim().parse().ok(),
-            _ => None,
-        }
-    }
-}
-
-enum Flow {
-    Next,
-    Return(Action),
-}
-
-type ExprFn = Box<dyn Fn(&mut Task<'_>, &Compiled) -> Val + Send + Sync>;
-type StmtFn = Box<dyn Fn(&mut Task<'_>, &Compiled) -> Flow + Send + Sync>;
-type SetFn = Box<dyn Fn(&mut Task<'_>, Val) + Send + Sync>;
-
-struct Acl {
-    entries: Vec<(bool, IpAddr, u8)>,
-}
-
-impl Acl {
-    fn matches(&self, ip: IpAddr) -> bool {
-        let mut verdict = false;
-        let mut best = -1i32;
-        for (neg, net, mask) in &self.entries {
-            if in_net(ip, *net, *mask) && *mask as i32 > best {
-                best = *mask as i32;
-                verdict = !neg;
-            }
-        }
-        verdict
-    }
-}
-
-fn in_net(ip: IpAddr, net: IpAddr, mask: u8) -> bool {
-    match (ip, net) {
-        (IpAddr::V4(a), IpAddr::V4(b)) => {
-            let m = if mask == 0 { 0 } else { u32::MAX << (32 - mask.min(32) as u32) };
-            u32::from(a) & m == u32::from(b) & m
-        }
-        (IpAddr::V6(a), IpAddr::V6(b)) => {
-            let m = if mask == 0 { 0 } else { u128::MAX << (128 - mask.min(128) as u32) };
-            u128::from(a) & m == u128::from(b) & m
-        }
-        (IpAddr::V6(a), IpAddr::V4(_)) => a.to_ipv4_mapped().is_some_and(|v4| in_net(IpAddr::V4(v4), net, mask)),
-        _ => false,
-    }
-}
-
-/// A compiled program.
-pub struct Compiled {
-    subs: HashMap<String, Vec<StmtFn>>,
-    defined: [bool; Sub::ALL.len()],
-    acls: HashMap<String, Acl>,
-    /// The backends declared, in order; the first is the default.
-    pub backends: Vec<String>,
-    /// Each backend's address and settings, in order.
-    pub backend_specs: Vec<BackendSpec>,
-    /// The backends themselves, made when the program is loaded.
-    runtime: std::sync::OnceLock<HashMap<String, Arc<crate::backend::pool::Backend>>>,
-    /// The directors vcl_init made.
-    directors: std::sync::Mutex<HashMap<String, Arc<crate::backend::director::Director>>>,
-    /// The first backend's host and port, if the program declares one.
-    pub backend: Option<String>,
-}
-
-impl Compiled {
-    fn directors(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<crate::backend::director::Director>>> {
-        self.directors.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The healthy backend `name` stands for: itself if it is a backend,
-    /// what a director picks (nested directors followed) if it is one; a
-    /// shard director picks by `key`'s point on its ring.
-    pub fn resolve(&self, name: &str, depth: usize, key: &[u8]) -> Option<Arc<crate::backend::pool::Backend>> {
-        if let Some(b) = self.runtime.get().and_then(|r| r.get(name)) {
-            return b.healthy().then(|| b.clone());
-        }
-        let d = self.directors().get(name).cloned()?;
-        if depth > 8 {
-            return None;
-        }
-        let picked = match d.kind {
-            crate::backend::director::Kind::Shard => {
-                self.shard_pick(&d, crate::backend::director::point(key), Default::default(), depth + 1)?
-            }
-            _ => d.pick(None, &|m| self.usable(m, depth + 1))?,
-        };
-        self.resolve(&picked, depth + 1, key)
-    }
-
-    /// A shard director's member for the key at point `p` (members back
-    /// from sick ramp up by how long they have been healthy).
-    pub(super) fn shard_pick(
-        &self,
-        d: &crate::backend::director::Director,
-        p: u32,
-        opts: crate::backend::director::ShardOpts,
-        depth: usize,
-    ) -> Option<String> {
-        let state = |m: &str| match self.runtime.get().and_then(|r| r.get(m)) {
-            Some(b) => crate::backend::director::MemberState { usable: b.healthy(), healthy_for: b.healthy_for() },
-            None => crate::backend::director::MemberState { usable: self.usable(m, depth), healthy_for: f64::INFINITY },
-        };
-        d.pick_shard(&d.member_list(), p, opts, &state)
-    }
-
-    /// Could `name` take a request now? (A director: could one of its
-    /// members; asking changes no director's state.)
-    pub(super) fn usable(&self, name: &str, depth: usize) -> bool {
-        if let Some(b) = self.runtime.get().and_then(|r| r.get(name)) {
-            return b.healthy();
-        }
-        let Some(d) = self.directors().get(name).cloned() else { return false };
-        depth <= 8 && d.member_names().iter().any(|m| self.usable(m, depth + 1))
-    }
-
-    /// Like [`resolve`], but a backend is returned even when sick (so the
-    /// fetch fails as "sick" rather than "no backend").
-    fn backend_named(&self, name: &str, key: &[u8]) -> Option<Arc<crate::backend::pool::Backend>> {
-        self.runtime.get().and_then(|r| r.get(name).cloned()).or_else(|| self.resolve(name, 0, key))
-    }
-}
-
-fn unsupported<T>(what: &str, pos: Pos) -> Result<T, VclError> {
-    Err(VclError { msg: format!("{what} is not supported yet by cache-d's VCL"), pos })
-}
-
-fn err<T>(msg: impl Into<String>, pos: Pos) -> Result<T, VclError> {
-    Err(VclError { msg: msg.into(), pos })
-}
-
-/// What a statement or expression is compiled against: the subroutines it
-/// can run in, the ACLs and backends declared.
-struct Scope<'a> {
-    ctx: Vec<Sub>,
-    acls: &'a HashMap<String, Acl>,
-    backends: &'a [String],
-    /// Objects made with `new` (directors), by name.
-    objects: &'a HashMap<String, crate::backend::director::Kind>,
-}
 
 /// Compile a parsed program; checks first.
 pub fn compile(p: &Program) -> Result<Compiled, VclError> {
@@ -306,8 +109,13 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
     }
     for item in &p.items {
         if let Item::Sub { name, body, .. } = item {
-            let scope =
-                Scope { ctx: contexts.get(name).cloned().unwrap_or_default(), acls: &c.acls, backends: &c.backends, objects: &objects };
+            let scope = Scope {
+                ctx: contexts.get(name).cloned().unwrap_or_default(),
+                acls: &c.acls,
+                backends: &c.backends,
+                objects: &objects,
+                compile_expr: expr,
+            };
             let mut stmts = block(body, &scope)?;
             c.subs.entry(name.clone()).or_default().append(&mut stmts);
             if let Some(s) = Sub::from_name(name) {
@@ -467,24 +275,6 @@ fn ret(action: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<StmtFn, 
         (other, n) => return err(format!("return ({other}) does not take {n} argument(s)"), pos),
     };
     Ok(Box::new(move |_, _| Flow::Return(fixed.clone())))
-}
-
-fn run(body: &[StmtFn], t: &mut Task<'_>, c: &Compiled) -> Flow {
-    for s in body {
-        if let Flow::Return(a) = s(t, c) {
-            return Flow::Return(a);
-        }
-        if t.failed.is_some() {
-            return Flow::Return(Action::Fail);
-        }
-    }
-    Flow::Next
-}
-
-/// A runtime failure: logged (VCL_Error); the subroutine returns fail.
-fn fail(t: &mut Task<'_>, msg: String) {
-    t.record(Tag::VclError, msg.as_bytes());
-    t.failed.get_or_insert(msg);
 }
 
 /// A backend name on the right of `set req.backend_hint =` / `set

@@ -1,8 +1,11 @@
 //! The compiler's unit tests.
 
+use super::program::in_net;
 use super::*;
+use crate::vcl::model::Headers;
 use crate::vcl::model::{Bereq, Beresp, ObjView, Req, Resp};
 use crate::vcl::parse_source;
+use bytes::Bytes;
 use std::sync::Mutex;
 
 fn load(vcl: &str) -> VclPolicy {

@@ -1,7 +1,11 @@
 //! Variables: where each can be read and written (vcl-var(7)), and the
 //! closures that read and write them.
 
-use super::*;
+use super::program::*;
+use crate::vcl::ast::*;
+use crate::vcl::diag::{err, unsupported, VclError};
+use crate::vcl::model::*;
+use bytes::Bytes;
 
 pub(super) const fn mask(subs: &[Sub]) -> u32 {
     let mut m = 0;
@@ -369,7 +373,7 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         "beresp.do_stream" => set!(beresp, |t, b, v| b.do_stream = v.truthy()),
         "resp.status" => set!(resp, |t, r, v| if let Some(s) = status_val(t, &v) {
             r.status = s;
-            r.reason = Bytes::from_static(builtin::reason_phrase(s).as_bytes());
+            r.reason = Bytes::from_static(crate::vcl::builtin::reason_phrase(s).as_bytes());
         }),
         "resp.reason" => set!(resp, |t, r, v| if let Some(b) = wire_text(t, "resp.reason", &v) {
             r.reason = b
