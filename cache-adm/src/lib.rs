@@ -2,128 +2,16 @@
 //! runs commands and prints the answers; drives cache-d and varnishd alike.
 
 pub mod cli;
+pub mod conn;
 pub mod shell;
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, Write};
 use std::time::Duration;
 
-use common::adm::{self, status};
+use common::adm::status;
 
 use crate::cli::Args;
-
-/// Where to connect, how to authenticate, and what to call it in output.
-#[derive(Clone, Debug)]
-pub struct Target {
-    pub label: String,
-    pub addrs: Vec<String>,
-    pub secret: Option<PathBuf>,
-}
-
-/// Why a target could not be used (exit status 2).
-#[derive(Debug)]
-pub struct ConnectError(pub String);
-
-impl std::fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// Read a cache-d instance's `_.admin` file.
-pub fn target_from_dir(dir: &Path) -> Result<Target, ConnectError> {
-    let path = dir.join("_.admin");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| ConnectError(format!("{}: {e} (is cache-d running with -n {}?)", path.display(), dir.display())))?;
-    let addrs: Vec<String> = text.lines().filter_map(|l| l.strip_prefix("T ")).map(|a| a.replacen(' ', ":", 1)).collect();
-    if addrs.is_empty() {
-        return Err(ConnectError(format!("{}: the admin socket is disabled (-T none)", path.display())));
-    }
-    let secret = text.lines().find_map(|l| l.strip_prefix("S ")).map(PathBuf::from);
-    Ok(Target { label: dir.display().to_string(), addrs, secret })
-}
-
-/// An authenticated admin connection.
-pub struct Conn {
-    w: TcpStream,
-    r: BufReader<TcpStream>,
-}
-
-impl Conn {
-    /// Connect to the first address that answers and authenticate.
-    pub fn open(t: &Target, timeout: Duration) -> Result<Conn, ConnectError> {
-        let mut last = String::from("no address");
-        for a in &t.addrs {
-            let sock = match a.to_socket_addrs().map(|mut i| i.next()) {
-                Ok(Some(s)) => s,
-                _ => {
-                    last = format!("{a}: not an address");
-                    continue;
-                }
-            };
-            match TcpStream::connect_timeout(&sock, timeout) {
-                Ok(s) => return Conn::handshake(s, t, timeout),
-                Err(e) => last = format!("{a}: {e}"),
-            }
-        }
-        Err(ConnectError(format!("{}: could not connect: {last}", t.label)))
-    }
-
-    fn handshake(s: TcpStream, t: &Target, timeout: Duration) -> Result<Conn, ConnectError> {
-        let err = |e: std::io::Error| ConnectError(format!("{}: {e}", t.label));
-        s.set_read_timeout(Some(timeout)).map_err(err)?;
-        s.set_write_timeout(Some(timeout)).map_err(err)?;
-        let mut c = Conn { w: s.try_clone().map_err(err)?, r: BufReader::new(s) };
-        let (code, body) = adm::read_response(&mut c.r).map_err(|e| ConnectError(format!("{}: {e}", t.label)))?;
-        match code {
-            status::OK => Ok(c),
-            status::AUTH => {
-                let path = t.secret.as_ref().ok_or_else(|| ConnectError(format!("{}: Authentication required (give -S)", t.label)))?;
-                let secret = std::fs::read(path).map_err(|e| ConnectError(format!("{}: {e}", path.display())))?;
-                let challenge = body.get(..adm::CHALLENGE_LEN).ok_or_else(|| ConnectError(format!("{}: bad challenge", t.label)))?;
-                let (code, _) = c
-                    .call_line(&format!("auth {}", adm::auth_response(challenge, &secret)))
-                    .map_err(|e| ConnectError(format!("{}: {e}", t.label)))?;
-                if code != status::OK {
-                    return Err(ConnectError(format!("{}: Rejected {code}", t.label)));
-                }
-                Ok(c)
-            }
-            other => Err(ConnectError(format!("{}: Rejected {other}", t.label))),
-        }
-    }
-
-    /// Send one raw command line and read its answer.
-    pub fn call_line(&mut self, line: &str) -> Result<(u16, String), adm::ReadError> {
-        self.w.write_all(line.as_bytes())?;
-        self.w.write_all(b"\n")?;
-        adm::read_response(&mut self.r)
-    }
-}
-
-/// The line to send for command words given on our command line.
-pub fn command_line(words: &[String]) -> String {
-    match words {
-        [one] if one.contains(char::is_whitespace) => one.clone(),
-        _ => words.iter().map(|w| adm::quote(w)).collect::<Vec<_>>().join(" "),
-    }
-}
-
-/// Targets from the arguments (the default instance when none is given).
-pub fn targets(args: &Args) -> Result<Vec<Target>, ConnectError> {
-    let mut out = Vec::new();
-    for n in &args.name {
-        out.push(target_from_dir(&common::instance::resolve(Some(n)))?);
-    }
-    for t in &args.target {
-        out.push(Target { label: t.clone(), addrs: vec![t.clone()], secret: args.secret.clone() });
-    }
-    if out.is_empty() {
-        out.push(target_from_dir(&common::instance::resolve(None))?);
-    }
-    Ok(out)
-}
+use crate::conn::{command_line, targets, Conn};
 
 /// Run; returns the exit status (0 all OK, 1 a command failed, 2 a target
 /// could not be reached or authenticated).
@@ -195,17 +83,4 @@ pub fn run(args: Args, out: &mut impl Write, err: &mut impl Write) -> i32 {
         }
     }
     worst
-}
-
-#[cfg(test)]
-mod tests {
-    use super::command_line;
-
-    #[test]
-    fn command_lines() {
-        let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(command_line(&w(&["ping"])), "ping");
-        assert_eq!(command_line(&w(&["ban req.url ~ \"/a b\""])), "ban req.url ~ \"/a b\"");
-        assert_eq!(command_line(&w(&["ban", "req.url", "~", "/a b"])), "ban req.url ~ \"/a b\"");
-    }
 }

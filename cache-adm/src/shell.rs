@@ -8,7 +8,7 @@ use rustyline::error::ReadlineError;
 use rustyline::history::FileHistory;
 use rustyline::{Context, Editor};
 
-use crate::{Conn, Target};
+use crate::conn::{Conn, Target};
 
 #[derive(rustyline::Helper, rustyline::Hinter, rustyline::Highlighter, rustyline::Validator)]
 struct Names {

@@ -450,12 +450,12 @@ pub fn coordinate(
             }
         }));
     }
-    let progress = crate::run::Progress::new(quiet, length);
+    let progress = crate::local::Progress::new(quiet, length);
     let n_agents = readers.len();
     let mut stopped = false;
     while readers.iter().any(|h| !h.is_finished()) {
         std::thread::sleep(Duration::from_millis(200));
-        if crate::run::interrupted() && !stopped {
+        if crate::local::interrupted() && !stopped {
             // End the run early everywhere; the agents still report.
             for (w, keys) in writers.iter_mut() {
                 let _ = keys.send(w, json!({ "stop": true }));

@@ -6,6 +6,7 @@ pub mod checks;
 pub mod cli;
 pub mod dist;
 pub mod engine;
+pub mod local;
 pub mod origin;
 pub mod plan;
 pub mod plot;

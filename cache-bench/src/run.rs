@@ -3,7 +3,6 @@
 //! and judge the thresholds. Exit status: 0 pass, 1 a threshold, the
 //! baseline or an agent failed, 2 usage or setup error.
 
-use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,30 +10,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
+use crate::checks::{self, Check};
 use crate::cli::RunArgs;
-use crate::engine::{self, Live, Tick};
+use crate::local::{catch_interrupts, interrupted, run_local};
 use crate::plan::{self, Pick, Plan};
 use crate::report::{self, Meta, ServerSecond};
 use crate::stats::Recorder;
-
-/// Set by SIGINT/SIGTERM: end the run early, still report.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-pub fn catch_interrupts() {
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
-}
-
-pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
-}
 
 /// The plan the command line asks for.
 pub fn plan_of(a: &RunArgs) -> Result<Plan> {
@@ -152,54 +133,6 @@ fn sample_server(
     }))
 }
 
-/// A progress line on a terminal (stderr), nothing otherwise.
-pub struct Progress {
-    on: bool,
-    length: Option<f64>,
-}
-
-impl Progress {
-    pub fn new(quiet: bool, length: Option<f64>) -> Progress {
-        Progress { on: !quiet && std::io::stderr().is_terminal(), length }
-    }
-    pub fn tick(&self, t: &Tick, extra: &str) {
-        if !self.on {
-            return;
-        }
-        let of = self.length.map(|l| format!("/{l:.0}s")).unwrap_or_default();
-        let mut e = std::io::stderr();
-        let _ = write!(
-            e,
-            "\r\x1b[K  {:>5.1}s{of}  {:>10.0} req/s  {:>10} requests  {:>6} errors{extra}",
-            t.elapsed, t.rps, t.requests, t.errors
-        );
-        let _ = e.flush();
-    }
-    pub fn done(&self) {
-        if self.on {
-            let _ = write!(std::io::stderr(), "\r\x1b[K");
-        }
-    }
-}
-
-/// Run `plan` here, with progress and Ctrl-C; returns the measurements
-/// and the wall time from start to end.
-pub fn run_local(plan: &Plan, quiet: bool) -> Result<(Recorder, f64, Instant)> {
-    let live = Arc::new(Live::default());
-    let progress = Progress::new(quiet, plan.length_s());
-    let start = Instant::now() + Duration::from_millis(20);
-    let l = live.clone();
-    let rec = engine::run(plan, Some(start), live, &mut |t| {
-        if interrupted() {
-            l.stop.store(true, Ordering::Relaxed);
-        }
-        progress.tick(&t, "");
-    })?;
-    progress.done();
-    let elapsed = Instant::now().saturating_duration_since(start).as_secs_f64();
-    Ok((rec, elapsed, start))
-}
-
 /// The run's duration for rates: its planned length, or the wall time
 /// when it ran by count or was cut short.
 fn duration_of(plan: &Plan, elapsed: f64) -> f64 {
@@ -209,97 +142,35 @@ fn duration_of(plan: &Plan, elapsed: f64) -> f64 {
     }
 }
 
+/// What a run measured, here or on agents.
+struct Measured {
+    rec: Recorder,
+    elapsed: f64,
+    agents: Vec<(String, Recorder, f64)>,
+    lost: Vec<String>,
+}
+
 pub fn run(a: &RunArgs) -> Result<i32> {
     let plan = plan_of(a)?;
     catch_interrupts();
     if let Some(bound) = &a.max_rate {
         return crate::search::max_rate(&plan, bound, a);
     }
-    let checks: Vec<crate::checks::Check> = a.fail_if.iter().map(|c| crate::checks::parse(c)).collect::<Result<_>>()?;
-    let tolerance = crate::checks::parse_tolerance(&a.tolerance)?;
+    let checks: Vec<Check> = a.fail_if.iter().map(|c| checks::parse(c)).collect::<Result<_>>()?;
+    let tolerance = checks::parse_tolerance(&a.tolerance)?;
     let target = {
         let (h, p, _) = plan::split_url(&plan.urls[0])?;
         format!("http://{h}:{p}")
     };
     let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    // Refuse a check that names no metric, or an unreadable baseline,
-    // before the run rather than after it.
-    {
-        let meta = Meta { label: String::new(), target: target.clone(), started: started.clone(), duration_s: 1.0, plan: plan.clone() };
-        let empty = report::summary(&meta, &Recorder::default(), &[], a.stat.as_ref().map(|_| &[][..]));
-        for c in &checks {
-            c.judge(&empty)?;
-        }
-        if let Some(b) = &a.baseline {
-            crate::checks::against_baseline(b, &empty, tolerance)?;
-        }
-    }
+    precheck(a, &plan, &checks, tolerance, &target, &started)?;
     let server = Arc::new(Mutex::new(Vec::new()));
-    let stop_sampling = Arc::new(AtomicBool::new(false));
-    let (rec, elapsed, agents, lost) = match &a.agents {
-        Some(list) => {
-            let secret = crate::dist::read_secret(a.secret_file.as_deref())?;
-            let agents: Vec<String> = list.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
-            let mut sampler = None;
-            let (stop, srv) = (stop_sampling.clone(), server.clone());
-            let mut on_start = |start: Instant| -> Result<()> {
-                if let Some(n) = &a.stat {
-                    sampler = Some(sample_server(common::instance::resolve(Some(n)), start, stop.clone(), srv.clone())?);
-                }
-                Ok(())
-            };
-            let out = crate::dist::coordinate(&plan, &agents, &secret, &a.label.clone().unwrap_or_default(), a.quiet, &mut on_start)?;
-            stop_sampling.store(true, Ordering::Relaxed);
-            if let Some(s) = sampler {
-                let _ = s.join();
-            }
-            (out.total, out.elapsed, out.agents, out.lost)
-        }
-        None => {
-            let start_hint = Instant::now() + Duration::from_millis(20);
-            let sampler = match &a.stat {
-                Some(n) => Some(sample_server(common::instance::resolve(Some(n)), start_hint, stop_sampling.clone(), server.clone())?),
-                None => None,
-            };
-            let (rec, elapsed, _) = run_local(&plan, a.quiet)?;
-            stop_sampling.store(true, Ordering::Relaxed);
-            if let Some(s) = sampler {
-                let _ = s.join();
-            }
-            (rec, elapsed, Vec::new(), Vec::new())
-        }
-    };
+    let m = measure(a, &plan, &server)?;
     let meta =
-        Meta { label: a.label.clone().unwrap_or_default(), target, started, duration_s: duration_of(&plan, elapsed), plan: plan.clone() };
-    // One sample per row of the series; what the server counted after the
-    // last row (requests in flight at the end) goes in it.
-    let server = a.stat.as_ref().map(|_| {
-        let mut s = server.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let rows = rec.seconds.len().max(1);
-        s.resize_with(s.len().max(rows), ServerSecond::default);
-        let tail: Vec<ServerSecond> = s.drain(rows..).collect();
-        let last = &mut s[rows - 1];
-        for t in tail {
-            last.client_req += t.client_req;
-            last.cache_hit += t.cache_hit;
-            last.cache_miss += t.cache_miss;
-            last.backend_req += t.backend_req;
-        }
-        s
-    });
-    let mut summary = report::summary(&meta, &rec, &agents, server.as_deref());
-    // Judge.
-    let mut results: Vec<Value> = Vec::new();
-    for c in &checks {
-        let (v, failed) = c.judge(&summary)?;
-        results.push(json!({ "check": c.text, "value": v, "failed": failed }));
-    }
-    if let Some(b) = &a.baseline {
-        results.extend(crate::checks::against_baseline(b, &summary, tolerance)?);
-    }
-    for l in &lost {
-        results.push(json!({ "check": format!("agent {l}"), "failed": true, "reason": "the agent was lost before it reported" }));
-    }
+        Meta { label: a.label.clone().unwrap_or_default(), target, started, duration_s: duration_of(&plan, m.elapsed), plan: plan.clone() };
+    let server = a.stat.as_ref().map(|_| server_series(server.lock().unwrap_or_else(|e| e.into_inner()).clone(), m.rec.seconds.len()));
+    let mut summary = report::summary(&meta, &m.rec, &m.agents, server.as_deref());
+    let results = judge(a, &checks, tolerance, &summary, &m.lost)?;
     let passed = results.iter().all(|r| r["failed"] == false);
     let o = summary.as_object_mut().expect("an object");
     o.insert("checks".into(), json!(results));
@@ -308,28 +179,114 @@ pub fn run(a: &RunArgs) -> Result<i32> {
         o.insert("interrupted".into(), json!(true));
     }
     if let Some(csv) = &a.csv {
-        report::write_csv(csv, &rec, server.as_deref())?;
+        report::write_csv(csv, &m.rec, server.as_deref())?;
     }
     if let Some(h) = &a.history {
         report::append_history(h, &summary)?;
     }
     if a.json {
-        crate::report::out(&(serde_json::to_string_pretty(&summary)? + "\n"));
+        report::out(&(serde_json::to_string_pretty(&summary)? + "\n"));
     } else {
-        report::out(&report::text(&meta, &rec, &agents, server.as_deref()));
-        if interrupted() {
-            report::out("  (interrupted: ended early by a signal)\n");
-        }
-        for r in &results {
-            let verdict = if r["failed"] == true { "FAILED" } else { "ok" };
-            match r.get("value") {
-                Some(v) => report::out(&format!("  check {}: {verdict} (measured {v})\n", r["check"].as_str().unwrap_or(""))),
-                None => report::out(&format!("  check {}: {verdict}\n", r["check"].as_str().unwrap_or(""))),
-            }
-        }
+        print_text(&meta, &m, server.as_deref(), &results);
     }
-    for l in &lost {
+    for l in &m.lost {
         eprintln!("cache-bench: agent {l} was lost before it reported: the run failed");
     }
     Ok(if passed { 0 } else { 1 })
+}
+
+/// Refuse a check that names no metric, or an unreadable baseline, before
+/// the run rather than after it.
+fn precheck(a: &RunArgs, plan: &Plan, checks: &[Check], tolerance: f64, target: &str, started: &str) -> Result<()> {
+    let meta = Meta { label: String::new(), target: target.to_string(), started: started.to_string(), duration_s: 1.0, plan: plan.clone() };
+    let empty = report::summary(&meta, &Recorder::default(), &[], a.stat.as_ref().map(|_| &[][..]));
+    for c in checks {
+        c.judge(&empty)?;
+    }
+    if let Some(b) = &a.baseline {
+        checks::against_baseline(b, &empty, tolerance)?;
+    }
+    Ok(())
+}
+
+/// Run the plan (on the agents, or here), sampling the server's counters
+/// into `server` meanwhile when asked to.
+fn measure(a: &RunArgs, plan: &Plan, server: &Arc<Mutex<Vec<ServerSecond>>>) -> Result<Measured> {
+    let stop_sampling = Arc::new(AtomicBool::new(false));
+    let mut sampler = None;
+    let m = match &a.agents {
+        Some(list) => {
+            let secret = crate::dist::read_secret(a.secret_file.as_deref())?;
+            let agents: Vec<String> = list.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+            let (stop, srv) = (stop_sampling.clone(), server.clone());
+            let mut on_start = |start: Instant| -> Result<()> {
+                if let Some(n) = &a.stat {
+                    sampler = Some(sample_server(common::instance::resolve(Some(n)), start, stop.clone(), srv.clone())?);
+                }
+                Ok(())
+            };
+            let out = crate::dist::coordinate(plan, &agents, &secret, &a.label.clone().unwrap_or_default(), a.quiet, &mut on_start)?;
+            Measured { rec: out.total, elapsed: out.elapsed, agents: out.agents, lost: out.lost }
+        }
+        None => {
+            let start_hint = Instant::now() + Duration::from_millis(20);
+            if let Some(n) = &a.stat {
+                sampler = Some(sample_server(common::instance::resolve(Some(n)), start_hint, stop_sampling.clone(), server.clone())?);
+            }
+            let (rec, elapsed, _) = run_local(plan, a.quiet)?;
+            Measured { rec, elapsed, agents: Vec::new(), lost: Vec::new() }
+        }
+    };
+    stop_sampling.store(true, Ordering::Relaxed);
+    if let Some(s) = sampler {
+        let _ = s.join();
+    }
+    Ok(m)
+}
+
+/// One sample per row of the series; what the server counted after the
+/// last row (requests in flight at the end) goes in it.
+fn server_series(mut s: Vec<ServerSecond>, rows: usize) -> Vec<ServerSecond> {
+    let rows = rows.max(1);
+    s.resize_with(s.len().max(rows), ServerSecond::default);
+    let tail: Vec<ServerSecond> = s.drain(rows..).collect();
+    let last = &mut s[rows - 1];
+    for t in tail {
+        last.client_req += t.client_req;
+        last.cache_hit += t.cache_hit;
+        last.cache_miss += t.cache_miss;
+        last.backend_req += t.backend_req;
+    }
+    s
+}
+
+/// The thresholds, the baseline and the lost agents, each a verdict.
+fn judge(a: &RunArgs, checks: &[Check], tolerance: f64, summary: &Value, lost: &[String]) -> Result<Vec<Value>> {
+    let mut results: Vec<Value> = Vec::new();
+    for c in checks {
+        let (v, failed) = c.judge(summary)?;
+        results.push(json!({ "check": c.text, "value": v, "failed": failed }));
+    }
+    if let Some(b) = &a.baseline {
+        results.extend(checks::against_baseline(b, summary, tolerance)?);
+    }
+    for l in lost {
+        results.push(json!({ "check": format!("agent {l}"), "failed": true, "reason": "the agent was lost before it reported" }));
+    }
+    Ok(results)
+}
+
+/// The text report and each verdict.
+fn print_text(meta: &Meta, m: &Measured, server: Option<&[ServerSecond]>, results: &[Value]) {
+    report::out(&report::text(meta, &m.rec, &m.agents, server));
+    if interrupted() {
+        report::out("  (interrupted: ended early by a signal)\n");
+    }
+    for r in results {
+        let verdict = if r["failed"] == true { "FAILED" } else { "ok" };
+        match r.get("value") {
+            Some(v) => report::out(&format!("  check {}: {verdict} (measured {v})\n", r["check"].as_str().unwrap_or(""))),
+            None => report::out(&format!("  check {}: {verdict}\n", r["check"].as_str().unwrap_or(""))),
+        }
+    }
 }

@@ -19,7 +19,7 @@ fn step(plan: &Plan, rate: Option<f64>, secs: f64, quiet: bool) -> Result<(Value
     p.stages.clear();
     p.count = None;
     p.duration_s = Some(secs);
-    let (rec, elapsed, _) = crate::run::run_local(&p, quiet)?;
+    let (rec, elapsed, _) = crate::local::run_local(&p, quiet)?;
     let meta =
         Meta { label: String::new(), target: String::new(), started: String::new(), duration_s: secs.min(elapsed.max(secs)), plan: p };
     Ok((report::summary(&meta, &rec, &[], None), rec.requests as f64 / secs))
@@ -52,7 +52,7 @@ pub fn max_rate(plan: &Plan, bound: &str, a: &RunArgs) -> Result<i32> {
     let mut best: Option<(f64, Value)> = None;
     for _ in 0..STEPS {
         let rate = if best.is_none() && lo == 0.0 && steps.is_empty() { capacity * 0.5 } else { (lo + hi) / 2.0 };
-        if crate::run::interrupted() {
+        if crate::local::interrupted() {
             break;
         }
         let (s, achieved) = step(plan, Some(rate.max(1.0)), secs, a.quiet)?;

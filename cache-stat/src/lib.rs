@@ -4,6 +4,7 @@
 //! stdout is not one.
 
 pub mod cli;
+pub mod filter;
 pub mod model;
 pub mod prom;
 pub mod tui;
@@ -13,40 +14,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::counters::{Format, Kind};
-use common::glob;
 use common::segment::{CounterInfo, Segment, SegmentError};
 
 use crate::cli::Args;
-
-/// varnishstat's `-f` rules: patterns tried in order, the first match
-/// decides (`^` excludes); unmatched counters are shown only when no
-/// include pattern was given.
-pub struct Filter {
-    patterns: Vec<(bool, String)>,
-    any_include: bool,
-}
-
-impl Filter {
-    pub fn new(args: &[String]) -> Filter {
-        let patterns: Vec<(bool, String)> = args
-            .iter()
-            .map(|p| match p.strip_prefix('^') {
-                Some(x) => (false, x.to_string()),
-                None => (true, p.clone()),
-            })
-            .collect();
-        let any_include = patterns.iter().any(|(inc, _)| *inc);
-        Filter { patterns, any_include }
-    }
-    pub fn shows(&self, name: &str) -> bool {
-        for (inc, p) in &self.patterns {
-            if glob::matches(p, name) {
-                return *inc;
-            }
-        }
-        !self.any_include
-    }
-}
+pub use crate::filter::Filter;
 
 /// Attach, waiting up to `wait` (None = forever) for a daemon to appear.
 pub fn attach(dir: &Path, wait: Option<Duration>) -> Result<Segment, SegmentError> {

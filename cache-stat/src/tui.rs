@@ -19,8 +19,8 @@ use ratatui::widgets::{Axis, Block, Borders, Cell, Chart, Clear, Dataset, GraphT
 use ratatui::Frame;
 use regex::Regex;
 
+use crate::filter::Filter;
 use crate::model::{dhms, History, Reading, Source, CHART_SAMPLES};
-use crate::Filter;
 
 /// The `/` filter: a glob when it has `*` or `?`, else a regular
 /// expression searched anywhere in the name.

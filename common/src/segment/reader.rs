@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use memmap2::{Mmap, MmapOptions};
 
-use super::*;
+use super::layout::*;
 use crate::counters::{Format, Kind, Level};
 use crate::instance;
 use crate::ring::RawRing;

@@ -1,8 +1,9 @@
 //! The segment's unit tests.
 
 use super::*;
-use crate::counters::{Kind, C};
+use crate::counters::{self, Kind, C};
 use crate::instance;
+use crate::ring;
 use std::fs;
 
 #[cfg(target_endian = "little")]

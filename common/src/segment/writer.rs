@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use memmap2::MmapMut;
 
-use super::*;
+use super::layout::*;
+use super::reader::Segment;
 use crate::counters::{self, C};
 use crate::instance;
 use crate::ring::{self, RawRing};
