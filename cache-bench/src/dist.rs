@@ -373,6 +373,60 @@ pub struct Outcome {
     pub lost: Vec<String>,
 }
 
+/// A connection to an agent: its name, writer, reader and keys.
+type AgentConn = (String, TcpStream, BufReader<TcpStream>, Keys);
+
+/// Connect to agent `a`, check its version and hand it share `i` of `n`
+/// of the plan.
+fn hand_out(plan: &Plan, i: usize, n: usize, a: &str, secret: &Arc<Vec<u8>>, label: &str) -> Result<AgentConn> {
+    let addr = a.to_socket_addrs().with_context(|| format!("agent {a}"))?.next().ok_or_else(|| anyhow!("agent {a}: no address"))?;
+    let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).with_context(|| format!("cannot reach agent {a}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut w = s.try_clone()?;
+    let mut r = BufReader::new(s);
+    let hello = recv(&mut r, MAX_PLAN_LINE).with_context(|| format!("agent {a} did not greet"))?;
+    if hello["hello"] != "cache-bench" {
+        bail!("{a} is not a cache-bench agent");
+    }
+    let v = hello["version"].as_str().unwrap_or("?");
+    if v != env!("CARGO_PKG_VERSION") || hello["proto"].as_u64() != Some(PROTO) {
+        bail!("agent {a} runs cache-bench {v}, this is {}: use the same release everywhere", env!("CARGO_PKG_VERSION"));
+    }
+    let share = serde_json::to_value(plan.share(i, n))?;
+    let keys = Keys { secret: secret.clone(), nonce: hello["nonce"].as_str().unwrap_or("").to_string(), me: "c" };
+    keys.send(&mut w, json!({ "plan": share, "label": label, "name": a }))?;
+    Ok((a.to_string(), w, r, keys))
+}
+
+/// Read agent `i`'s ticks (into `ticks`) until its result comes; None if
+/// it was lost first.
+fn read_agent(
+    a: String,
+    i: usize,
+    mut r: BufReader<TcpStream>,
+    keys: Keys,
+    ticks: &Mutex<Vec<engine::Tick>>,
+) -> (String, Option<ResultFile>) {
+    loop {
+        match recv(&mut r, MAX_LINE).and_then(|v| keys.open(v)) {
+            Ok(m) => {
+                if let Some(t) = m.get("tick") {
+                    let mut all = ticks.lock().unwrap_or_else(|e| e.into_inner());
+                    all[i] = engine::Tick {
+                        elapsed: t["elapsed"].as_f64().unwrap_or(0.0),
+                        requests: t["requests"].as_u64().unwrap_or(0),
+                        errors: t["errors"].as_u64().unwrap_or(0),
+                        rps: t["rps"].as_f64().unwrap_or(0.0),
+                    };
+                } else if let Some(res) = m.get("result") {
+                    return (a, serde_json::from_value(res.clone()).ok());
+                }
+            }
+            Err(_) => return (a, None),
+        }
+    }
+}
+
 /// Run `plan` split over `agents`, all starting at one instant;
 /// `on_start` learns that instant (to sample the server alongside).
 pub fn coordinate(
@@ -387,26 +441,9 @@ pub fn coordinate(
         bail!("--agents: no agent given");
     }
     let secret = Arc::new(secret.to_vec());
-    // Connect, check versions, hand out the plans.
     let mut conns = Vec::new();
     for (i, a) in agents.iter().enumerate() {
-        let addr = a.to_socket_addrs().with_context(|| format!("agent {a}"))?.next().ok_or_else(|| anyhow!("agent {a}: no address"))?;
-        let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).with_context(|| format!("cannot reach agent {a}"))?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        let mut w = s.try_clone()?;
-        let mut r = BufReader::new(s);
-        let hello = recv(&mut r, MAX_PLAN_LINE).with_context(|| format!("agent {a} did not greet"))?;
-        if hello["hello"] != "cache-bench" {
-            bail!("{a} is not a cache-bench agent");
-        }
-        let v = hello["version"].as_str().unwrap_or("?");
-        if v != env!("CARGO_PKG_VERSION") || hello["proto"].as_u64() != Some(PROTO) {
-            bail!("agent {a} runs cache-bench {v}, this is {}: use the same release everywhere", env!("CARGO_PKG_VERSION"));
-        }
-        let share = serde_json::to_value(plan.share(i, agents.len()))?;
-        let keys = Keys { secret: secret.clone(), nonce: hello["nonce"].as_str().unwrap_or("").to_string(), me: "c" };
-        keys.send(&mut w, json!({ "plan": share, "label": label, "name": a }))?;
-        conns.push((a.clone(), w, r, keys));
+        conns.push(hand_out(plan, i, agents.len(), a, &secret, label)?);
     }
     for (a, _, r, keys) in conns.iter_mut() {
         let m = recv(r, MAX_LINE).with_context(|| format!("agent {a} did not answer the plan"))?;
@@ -425,30 +462,11 @@ pub fn coordinate(
         Arc::new(Mutex::new(vec![engine::Tick { elapsed: 0.0, requests: 0, errors: 0, rps: 0.0 }; conns.len()]));
     let mut readers = Vec::new();
     let mut writers = Vec::new();
-    for (i, (a, w, mut r, keys)) in conns.into_iter().enumerate() {
+    for (i, (a, w, r, keys)) in conns.into_iter().enumerate() {
         writers.push((w, keys.clone()));
         let ticks = ticks.clone();
         r.get_ref().set_read_timeout(Some(wait))?;
-        readers.push(std::thread::spawn(move || -> (String, Option<ResultFile>) {
-            loop {
-                match recv(&mut r, MAX_LINE).and_then(|v| keys.open(v)) {
-                    Ok(m) => {
-                        if let Some(t) = m.get("tick") {
-                            let mut all = ticks.lock().unwrap_or_else(|e| e.into_inner());
-                            all[i] = engine::Tick {
-                                elapsed: t["elapsed"].as_f64().unwrap_or(0.0),
-                                requests: t["requests"].as_u64().unwrap_or(0),
-                                errors: t["errors"].as_u64().unwrap_or(0),
-                                rps: t["rps"].as_f64().unwrap_or(0.0),
-                            };
-                        } else if let Some(res) = m.get("result") {
-                            return (a, serde_json::from_value(res.clone()).ok());
-                        }
-                    }
-                    Err(_) => return (a, None),
-                }
-            }
-        }));
+        readers.push(std::thread::spawn(move || read_agent(a, i, r, keys, &ticks)));
     }
     let progress = crate::local::Progress::new(quiet, length);
     let n_agents = readers.len();

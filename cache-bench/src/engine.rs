@@ -216,6 +216,50 @@ pub fn zipf_cdf(n: usize, s: f64) -> Vec<f64> {
         .collect()
 }
 
+/// When the next request is due, and the time its latency runs from;
+/// None when the run is over. In the closed loop it is now. With a rate,
+/// it is its slot's time: a request that had to wait for a free
+/// connection runs from its due time (the server's slowness delayed it);
+/// one whose connection was free early and slept until the due time runs
+/// from when it left, so the timer's millisecond grain is not charged to
+/// the server.
+async fn next_due(ctx: &Ctx) -> Option<Instant> {
+    let Some(s) = &ctx.schedule else {
+        return ctx.take().then(Instant::now);
+    };
+    if ctx.stopped() {
+        return None;
+    }
+    let i = ctx.next_slot.get();
+    let due = ctx.start + Duration::from_secs_f64(s.time_of(i)?);
+    if ctx.deadline.is_some_and(|d| due > d) {
+        return None;
+    }
+    ctx.next_slot.set(i + 1);
+    let slept = due > Instant::now();
+    if slept {
+        tokio::time::sleep_until(due.into()).await;
+    }
+    let now = Instant::now();
+    ctx.rec.borrow_mut().lag(now.saturating_duration_since(due).as_micros() as u64);
+    Some(if slept { now } else { due })
+}
+
+/// A response the plan expects (status, size), or the error it counts as.
+fn expected(plan: &Plan, r: Resp) -> Result<Resp, ErrorKind> {
+    let status_ok = match plan.expect_status {
+        Some(s) => r.status == s,
+        None => (200..400).contains(&r.status),
+    };
+    if !status_ok {
+        Err(ErrorKind::Status)
+    } else if plan.expect_size.is_some_and(|s| s != r.body) {
+        Err(ErrorKind::ShortBody)
+    } else {
+        Ok(r)
+    }
+}
+
 async fn connection(ctx: Rc<Ctx>, index: usize) {
     let n_urls = ctx.target.requests.len();
     let mut rng = Rng::new(ctx.plan.seed ^ (index as u64 + 1));
@@ -224,43 +268,7 @@ async fn connection(ctx: Rc<Ctx>, index: usize) {
     let mut used = 0u64;
     let timeout = Duration::from_secs_f64(ctx.plan.timeout_s.max(0.001));
     loop {
-        // When this request is due: now (closed loop) or its slot's time;
-        // and the time its latency runs from. A request that had to wait
-        // for a free connection runs from its due time (the server's
-        // slowness delayed it); one whose connection was free early and
-        // slept until the due time runs from when it left, so the timer's
-        // millisecond grain is not charged to the server.
-        let base = match &ctx.schedule {
-            Some(s) => {
-                if ctx.stopped() {
-                    break;
-                }
-                let i = ctx.next_slot.get();
-                let Some(t) = s.time_of(i) else { break };
-                let due = ctx.start + Duration::from_secs_f64(t);
-                if ctx.deadline.is_some_and(|d| due > d) {
-                    break;
-                }
-                ctx.next_slot.set(i + 1);
-                let slept = due > Instant::now();
-                if slept {
-                    tokio::time::sleep_until(due.into()).await;
-                }
-                let now = Instant::now();
-                ctx.rec.borrow_mut().lag(now.saturating_duration_since(due).as_micros() as u64);
-                if slept {
-                    now
-                } else {
-                    due
-                }
-            }
-            None => {
-                if !ctx.take() {
-                    break;
-                }
-                Instant::now()
-            }
-        };
+        let Some(base) = next_due(&ctx).await else { break };
         let url = match (&ctx.zipf, ctx.plan.pick) {
             (Some(cdf), _) => {
                 let u = rng.unit();
@@ -301,17 +309,7 @@ async fn connection(ctx: Rc<Ctx>, index: usize) {
                 if r.close || ctx.plan.requests_per_conn.is_some_and(|n| used >= n) {
                     conn = None;
                 }
-                let status_ok = match ctx.plan.expect_status {
-                    Some(s) => r.status == s,
-                    None => (200..400).contains(&r.status),
-                };
-                if !status_ok {
-                    Err(ErrorKind::Status)
-                } else if ctx.plan.expect_size.is_some_and(|s| s != r.body) {
-                    Err(ErrorKind::ShortBody)
-                } else {
-                    Ok(r)
-                }
+                expected(&ctx.plan, r)
             }
         };
         match outcome {
@@ -385,9 +383,26 @@ impl Conn {
     async fn exchange(&mut self, req: &[u8], head_only: bool) -> Result<Resp, ErrorKind> {
         self.s.write_all(req).await.map_err(|_| ErrorKind::Io)?;
         let mut read = 0u64;
+        let (status, framing, hit, close, first_byte) = self.read_head(head_only, &mut read).await?;
+        let body = match framing {
+            Framing::None => 0,
+            Framing::Length(n) => self.read_length(n, &mut read).await?,
+            Framing::Chunked => self.read_chunked(&mut read).await?,
+            Framing::Close => self.read_to_close(&mut read).await?,
+        };
+        if self.at == self.len {
+            self.at = 0;
+            self.len = 0;
+        }
+        Ok(Resp { status, body, bytes: read, hit, close: close || framing == Framing::Close, first_byte })
+    }
+
+    /// The response head (interim 1xx responses skipped): status, framing,
+    /// whether it was a hit, whether the server closes, and when its first
+    /// byte came.
+    async fn read_head(&mut self, head_only: bool, read: &mut u64) -> Result<(u16, Framing, bool, bool, Instant), ErrorKind> {
         let mut first_byte = None;
-        // The head.
-        let (used, status, framing, hit, close) = loop {
+        loop {
             if self.len > self.at {
                 let mut headers = [httparse::EMPTY_HEADER; 64];
                 let mut r = httparse::Response::new(&mut headers);
@@ -395,13 +410,13 @@ impl Conn {
                     Ok(httparse::Status::Complete(n)) => {
                         let status = r.code.unwrap_or(0);
                         let (framing, hit, close) = head_facts(&r, status, head_only);
+                        self.at += n;
                         if (100..200).contains(&status) {
                             // An interim response: skip it, wait for the real one.
-                            self.at += n;
-                            read += n as u64;
+                            *read += n as u64;
                             continue;
                         }
-                        break (n, status, framing, hit, close);
+                        return Ok((status, framing, hit, close, first_byte.unwrap_or_else(Instant::now)));
                     }
                     Ok(httparse::Status::Partial) => {}
                     Err(_) => return Err(ErrorKind::Io),
@@ -409,91 +424,92 @@ impl Conn {
             }
             let n = self.fill().await?;
             first_byte.get_or_insert_with(Instant::now);
-            read += n as u64;
-        };
-        self.at += used;
-        let first_byte = first_byte.unwrap_or_else(Instant::now);
-        // The body.
+            *read += n as u64;
+        }
+    }
+
+    /// A body of `left` bytes.
+    async fn read_length(&mut self, mut left: u64, read: &mut u64) -> Result<u64, ErrorKind> {
         let mut body = 0u64;
-        match framing {
-            Framing::None => {}
-            Framing::Length(mut left) => loop {
-                let have = (self.len - self.at) as u64;
-                let take = have.min(left);
+        loop {
+            let have = (self.len - self.at) as u64;
+            let take = have.min(left);
+            self.at += take as usize;
+            body += take;
+            left -= take;
+            if left == 0 {
+                return Ok(body);
+            }
+            self.at = 0;
+            self.len = 0;
+            match self.s.read(&mut self.buf[..]).await {
+                Ok(0) | Err(_) => return Err(ErrorKind::ShortBody),
+                Ok(n) => {
+                    self.len = n;
+                    *read += n as u64;
+                }
+            }
+        }
+    }
+
+    /// A chunked body (trailers skipped); its payload length.
+    async fn read_chunked(&mut self, read: &mut u64) -> Result<u64, ErrorKind> {
+        let mut body = 0u64;
+        loop {
+            // A size line.
+            let line_end = loop {
+                if let Some(p) = self.buf[self.at..self.len].windows(2).position(|w| w == b"\r\n") {
+                    break self.at + p;
+                }
+                *read += self.fill().await.map_err(|_| ErrorKind::ShortBody)? as u64;
+            };
+            let line = std::str::from_utf8(&self.buf[self.at..line_end]).map_err(|_| ErrorKind::Io)?;
+            let size = u64::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16).map_err(|_| ErrorKind::Io)?;
+            self.at = line_end + 2;
+            if size == 0 {
+                // Trailers up to an empty line.
+                loop {
+                    if let Some(p) = self.buf[self.at..self.len].windows(2).position(|w| w == b"\r\n") {
+                        self.at += p + 2;
+                        if p == 0 {
+                            return Ok(body);
+                        }
+                        continue;
+                    }
+                    *read += self.fill().await.map_err(|_| ErrorKind::ShortBody)? as u64;
+                }
+            }
+            // The data and its CRLF.
+            let mut left = size.saturating_add(2);
+            loop {
+                let take = ((self.len - self.at) as u64).min(left);
                 self.at += take as usize;
-                body += take;
                 left -= take;
                 if left == 0 {
                     break;
                 }
-                self.at = 0;
-                self.len = 0;
-                match self.s.read(&mut self.buf[..]).await {
-                    Ok(0) | Err(_) => return Err(ErrorKind::ShortBody),
-                    Ok(n) => {
-                        self.len = n;
-                        read += n as u64;
-                    }
-                }
-            },
-            Framing::Chunked => loop {
-                // A size line.
-                let line_end = loop {
-                    if let Some(p) = self.buf[self.at..self.len].windows(2).position(|w| w == b"\r\n") {
-                        break self.at + p;
-                    }
-                    read += self.fill().await.map_err(|_| ErrorKind::ShortBody)? as u64;
-                };
-                let line = std::str::from_utf8(&self.buf[self.at..line_end]).map_err(|_| ErrorKind::Io)?;
-                let size = u64::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16).map_err(|_| ErrorKind::Io)?;
-                self.at = line_end + 2;
-                if size == 0 {
-                    // Trailers up to an empty line.
-                    loop {
-                        if let Some(p) = self.buf[self.at..self.len].windows(2).position(|w| w == b"\r\n") {
-                            let empty = p == 0;
-                            self.at += p + 2;
-                            if empty {
-                                break;
-                            }
-                            continue;
-                        }
-                        read += self.fill().await.map_err(|_| ErrorKind::ShortBody)? as u64;
-                    }
-                    break;
-                }
-                // The data and its CRLF.
-                let mut left = size.saturating_add(2);
-                loop {
-                    let take = ((self.len - self.at) as u64).min(left);
-                    self.at += take as usize;
-                    left -= take;
-                    if left == 0 {
-                        break;
-                    }
-                    read += self.fill().await.map_err(|_| ErrorKind::ShortBody)? as u64;
-                }
-                body = body.saturating_add(size);
-            },
-            Framing::Close => loop {
-                body += (self.len - self.at) as u64;
-                self.at = 0;
-                self.len = 0;
-                match self.s.read(&mut self.buf[..]).await {
-                    Ok(0) => break,
-                    Err(_) => return Err(ErrorKind::Io),
-                    Ok(n) => {
-                        self.len = n;
-                        read += n as u64;
-                    }
-                }
-            },
+                *read += self.fill().await.map_err(|_| ErrorKind::ShortBody)? as u64;
+            }
+            body = body.saturating_add(size);
         }
-        if self.at == self.len {
+    }
+
+    /// A body that ends when the server closes.
+    async fn read_to_close(&mut self, read: &mut u64) -> Result<u64, ErrorKind> {
+        let mut body = 0u64;
+        loop {
+            body += (self.len - self.at) as u64;
             self.at = 0;
             self.len = 0;
+            match self.s.read(&mut self.buf[..]).await {
+                Ok(0) => return Ok(body),
+                Err(_) => return Err(ErrorKind::Io),
+                Ok(n) => {
+                    self.len = n;
+                    *read += n as u64;
+                }
+            }
         }
-        Ok(Resp { status, body, bytes: read, hit, close: close || framing == Framing::Close, first_byte })
     }
 }
 

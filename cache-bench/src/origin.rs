@@ -122,6 +122,29 @@ fn num(req: &Request<()>, key: &str) -> Result<Option<u64>, String> {
     }
 }
 
+/// What the query and path ask of a response.
+struct Params {
+    delay: Option<u64>,
+    max_age: Option<u64>,
+    status: Option<u64>,
+    abort_after: Option<u64>,
+    stall_ms: Option<u64>,
+    size: u64,
+}
+
+fn params(req: &Request<()>, path: &str) -> Result<Params, String> {
+    let n = |k| num(req, k);
+    let (delay, max_age, status, abort_after, stall_ms) = (n("delay_ms")?, n("max_age")?, n("status")?, n("abort_after")?, n("stall_ms")?);
+    let size = match path.strip_prefix("/size/") {
+        Some(s) => match s.parse::<u64>() {
+            Ok(v) if v <= MAX_SIZE => v,
+            _ => return Err(format!("bad size \"{s}\" (0..={MAX_SIZE})\n")),
+        },
+        None => 0,
+    };
+    Ok(Params { delay, max_age, status, abort_after, stall_ms, size })
+}
+
 async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Result<Response<OriginBody>, Infallible> {
     let path = req.uri().path().to_string();
     if path == "/__pause" {
@@ -152,24 +175,13 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
         r.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
         return Ok(r);
     }
-    let parsed = (|| {
-        let n = |k| num(&req, k);
-        Ok::<_, String>((n("delay_ms")?, n("max_age")?, n("status")?, n("abort_after")?, n("stall_ms")?))
-    })();
-    let (delay, max_age, status, abort_after, stall_ms) = match parsed {
+    let Params { delay, max_age, status, abort_after, stall_ms, size } = match params(&req, &path) {
         Ok(x) => x,
         Err(e) => return Ok(text(StatusCode::BAD_REQUEST, e)),
     };
     if let Some(ms) = delay {
         tokio::time::sleep(Duration::from_millis(ms.min(600_000))).await;
     }
-    let size = match path.strip_prefix("/size/") {
-        Some(s) => match s.parse::<u64>() {
-            Ok(v) if v <= MAX_SIZE => v,
-            _ => return Ok(text(StatusCode::BAD_REQUEST, format!("bad size \"{s}\" (0..={MAX_SIZE})\n"))),
-        },
-        None => 0,
-    };
     let etag = format!("\"{size:x}-{started:x}\"");
     let status = match status.map(|s| StatusCode::from_u16(s as u16)) {
         None => StatusCode::OK,
@@ -205,15 +217,23 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
     } else {
         text(status, format!("cachekit test origin: request {n} for {path}\n"))
     };
+    decorate(&mut resp, &req, &etag, received, started, max_age);
+    Ok(resp)
+}
+
+/// The headers every answer carries (ETag, Last-Modified, the request
+/// body's size) and the ones the query asks for (cache_control, max_age,
+/// vary, header=NAME:VALUE).
+fn decorate(resp: &mut Response<OriginBody>, req: &Request<()>, etag: &str, received: usize, started: u64, max_age: Option<u64>) {
     let h = resp.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(&etag) {
+    if let Ok(v) = HeaderValue::from_str(etag) {
         h.insert(ETAG, v);
     }
     h.insert("x-request-body-bytes", HeaderValue::from(received));
     if let Ok(v) = HeaderValue::from_str(&common::httpdate::format(started as f64)) {
         h.insert(LAST_MODIFIED, v);
     }
-    let cc = match (query(&req, "cache_control"), max_age) {
+    let cc = match (query(req, "cache_control"), max_age) {
         (Some(cc), _) => Some(cc),
         (None, Some(a)) => Some(format!("public, max-age={a}")),
         (None, None) => None,
@@ -221,7 +241,7 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
     if let Some(v) = cc.and_then(|c| HeaderValue::from_str(&c).ok()) {
         h.insert(CACHE_CONTROL, v);
     }
-    if let Some(v) = query(&req, "vary").and_then(|c| HeaderValue::from_str(&c).ok()) {
+    if let Some(v) = query(req, "vary").and_then(|c| HeaderValue::from_str(&c).ok()) {
         h.insert(hyper::header::VARY, v);
     }
     // header=NAME:VALUE (repeatable), any response header a test needs.
@@ -239,7 +259,6 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
             }
         }
     }
-    Ok(resp)
 }
 
 /// Serve on `listener` forever.
