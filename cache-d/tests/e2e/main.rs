@@ -1,17 +1,13 @@
-//! End-to-end tests: real cache-d, test origin and reader processes on
-//! loopback. One test binary, as ripgrep does.
+//! End-to-end tests of cache-d: real daemons, the test origin and real
+//! clients on loopback. One test binary, as ripgrep does. The other tools'
+//! end-to-end tests are in the workspace's `e2e` crate.
 
 mod backends;
-mod bench;
 mod caching;
-mod cli;
 mod hooks;
 mod hostile;
 mod lifecycle;
-mod logfiles;
 mod mgt;
 mod proxy;
-mod readers;
-mod stat;
 mod util;
 mod vcl;
