@@ -27,7 +27,7 @@ pub struct Args {
     pub secret: Option<PathBuf>,
 
     /// Timeout in seconds for connecting and for each answer.
-    #[arg(short = 't', value_name = "SECONDS", default_value_t = 5.0, value_parser = common::follow::seconds_upto_a_day)]
+    #[arg(short = 't', value_name = "SECONDS", default_value_t = 5.0, value_parser = common::log::follow::seconds_upto_a_day)]
     pub timeout: f64,
 
     /// Print each answer's raw status line ("%-3u %-8u") before its body.

@@ -77,7 +77,7 @@ impl Shared {
     /// A new transaction id (30 bits, never 0).
     pub fn next_vxid(&self) -> u32 {
         loop {
-            let v = self.vxid.fetch_add(1, Ordering::Relaxed) & common::vsl::VXID_MASK;
+            let v = self.vxid.fetch_add(1, Ordering::Relaxed) & common::log::vsl::VXID_MASK;
             if v != 0 {
                 return v;
             }

@@ -1,7 +1,7 @@
 //! Command line of cache-log (varnishlog's letters).
 
 use clap::Parser;
-use common::group::Grouping;
+use common::log::group::Grouping;
 
 /// cache-log: read the request log of a cache-d instance from shared memory.
 #[derive(Parser, Debug, Clone)]
@@ -90,7 +90,7 @@ pub struct Args {
     pub selection: Vec<(char, String)>,
 
     /// Seconds to wait for an incomplete transaction before showing it.
-    #[arg(short = 'T', value_name = "SECONDS", default_value_t = 120.0, value_parser = common::follow::seconds_upto_a_day)]
+    #[arg(short = 'T', value_name = "SECONDS", default_value_t = 120.0, value_parser = common::log::follow::seconds_upto_a_day)]
     pub timeout: f64,
 
     /// Seconds to wait for cache-d to appear before giving up ("off" waits

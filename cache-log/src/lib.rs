@@ -5,9 +5,9 @@ pub mod cli;
 use std::io::Write;
 use std::time::Duration;
 
-use common::follow;
-use common::group::{Group, Grouping, OwnedRecord};
-use common::vsl::Tag;
+use common::log::follow;
+use common::log::group::{Group, Grouping, OwnedRecord};
+use common::log::vsl::Tag;
 
 use crate::cli::Args;
 
@@ -185,11 +185,11 @@ pub fn write_json(out: &mut (impl Write + ?Sized), g: &Group, filter: &Filter) -
 
 /// -b / -c: the transactions of that side (call only when one is set).
 fn sides(g: &Group, backend: bool) -> Option<Group> {
-    let txs: Vec<(usize, common::group::Tx)> = g
+    let txs: Vec<(usize, common::log::group::Tx)> = g
         .txs
         .iter()
         .filter(|(_, t)| {
-            use common::group::TxKind;
+            use common::log::group::TxKind;
             match t.kind {
                 TxKind::BeReq => backend,
                 TxKind::Request => !backend,
@@ -218,7 +218,7 @@ impl Write for VslOut {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         if common::background::REOPEN.swap(false, std::sync::atomic::Ordering::SeqCst) {
             self.w.flush()?;
-            self.w = common::vslfile::create(&self.path, true).map_err(std::io::Error::other)?;
+            self.w = common::log::vslfile::create(&self.path, true).map_err(std::io::Error::other)?;
         }
         self.w.write_all(buf)?;
         Ok(buf.len())
@@ -238,11 +238,11 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
         args.selection.clone()
     };
     let filter = Filter::new(&selection)?;
-    let query = args.query.as_deref().map(common::query::Query::parse).transpose().map_err(|e| e.to_string())?;
+    let query = args.query.as_deref().map(common::log::query::Query::parse).transpose().map_err(|e| e.to_string())?;
     let raw = args.grouping == Grouping::Raw;
     let mut shown = 0u64;
     let mut file = match args.write.as_deref() {
-        Some(p) => Some(VslOut { w: common::vslfile::create(p, args.append)?, path: p.to_path_buf() }),
+        Some(p) => Some(VslOut { w: common::log::vslfile::create(p, args.append)?, path: p.to_path_buf() }),
         None => None,
     };
     let writing = file.is_some();
@@ -273,7 +273,7 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
             eprintln!("cache-log: incomplete transaction(s) {} (no End record seen)", v.join(" "));
         }
         match () {
-            _ if writing => common::vslfile::write_group(out, g),
+            _ if writing => common::log::vslfile::write_group(out, g),
             _ if args.json => write_json(out, g, &filter),
             _ => write_group(out, g, raw, args.verbose, &filter),
         }
@@ -285,7 +285,7 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
         None => out,
     };
     let res = match &args.read {
-        Some(path) => common::vslfile::read_groups(path, args.grouping, out, |o, g| emit(o, g)),
+        Some(path) => common::log::vslfile::read_groups(path, args.grouping, out, |o, g| emit(o, g)),
         None => {
             let dir = common::instance::resolve(args.name.as_deref());
             let opts = follow::Options { dump: args.dump, wait: follow::parse_wait(args.wait.as_deref())? };

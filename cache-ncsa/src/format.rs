@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use chrono::{Local, TimeZone};
-use common::group::Tx;
-use common::vsl::Tag;
+use common::log::group::Tx;
+use common::log::vsl::Tag;
 
 /// One piece of a format.
 #[derive(Debug, Clone, PartialEq)]
@@ -397,13 +397,13 @@ struct Fields<'a> {
     pipe_acct: Option<&'a str>,
 }
 
-fn text(r: &common::group::OwnedRecord) -> &str {
+fn text(r: &common::log::group::OwnedRecord) -> &str {
     std::str::from_utf8(&r.payload).unwrap_or("-")
 }
 
 impl<'a> Fields<'a> {
     fn of(tx: &'a Tx) -> Option<Fields<'a>> {
-        use common::group::TxKind;
+        use common::log::group::TxKind;
         let backend = match tx.kind {
             TxKind::Request if tx.is_client() => false,
             TxKind::BeReq => true,
@@ -537,8 +537,8 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use common::group::{Grouper, Grouping};
-    use common::vsl::{Batch, Records, Side};
+    use common::log::group::{Grouper, Grouping};
+    use common::log::vsl::{Batch, Records, Side};
 
     fn tx(extra: &[(Tag, &str)]) -> Tx {
         let mut b = Batch::new();

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::follow;
-use common::group::Grouping;
+use common::log::follow;
+use common::log::group::Grouping;
 
 use crate::cli::Args;
 use crate::format::Format;
@@ -48,8 +48,8 @@ struct Sides {
 /// Write the lines of one group (when it matches the query).
 fn emit(
     out: &mut (impl Write + ?Sized),
-    g: &common::group::Group,
-    query: Option<&common::query::Query>,
+    g: &common::log::group::Group,
+    query: Option<&common::log::query::Query>,
     format: &Format,
     json: bool,
     sides: Sides,
@@ -58,7 +58,7 @@ fn emit(
         return Ok(());
     }
     for (_, tx) in &g.txs {
-        let backend = tx.kind == common::group::TxKind::BeReq;
+        let backend = tx.kind == common::log::group::TxKind::BeReq;
         if (backend && !sides.backend) || (!backend && !sides.client) {
             continue;
         }
@@ -115,7 +115,7 @@ impl Write for LogFile {
 pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let (text, json) = format_of(&args)?;
     let format = Format::parse(&text)?;
-    let query = args.query.as_deref().map(common::query::Query::parse).transpose().map_err(|e| e.to_string())?;
+    let query = args.query.as_deref().map(common::log::query::Query::parse).transpose().map_err(|e| e.to_string())?;
     let mut file = args.write.as_deref().map(|p| LogFile::open(p, args.append)).transpose()?;
     let grouping = if args.grouping == "request" { Grouping::Request } else { Grouping::Vxid };
     // As varnishncsa: client lines by default, backend lines with -b (and
@@ -131,7 +131,7 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
         None => out,
     };
     let res = if let Some(path) = &args.read {
-        common::vslfile::read_groups(path, grouping, out, |o, g| emit(o, g, query.as_ref(), &format, json, sides))
+        common::log::vslfile::read_groups(path, grouping, out, |o, g| emit(o, g, query.as_ref(), &format, json, sides))
     } else {
         let dir = common::instance::resolve(args.name.as_deref());
         let opts = follow::Options { dump: args.dump, wait: follow::parse_wait(args.wait.as_deref())? };

@@ -51,5 +51,5 @@ pub struct Args {
 }
 
 fn parse_interval(s: &str) -> Result<f64, String> {
-    common::follow::seconds(s, 0.1, 3600.0).map_err(|_| format!("\"{s}\" is not an interval between 0.1 and 3600 seconds"))
+    common::log::follow::seconds(s, 0.1, 3600.0).map_err(|_| format!("\"{s}\" is not an interval between 0.1 and 3600 seconds"))
 }

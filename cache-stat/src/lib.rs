@@ -106,7 +106,7 @@ pub fn write_list(out: &mut impl Write, rows: &[Reading<'_>]) -> std::io::Result
 
 /// Run cache-stat; errors are returned as messages for main.
 pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
-    let wait = common::follow::parse_wait(Some(&args.wait))?;
+    let wait = common::log::follow::parse_wait(Some(&args.wait))?;
     let dir = common::instance::resolve(args.name.as_deref());
     // Before the screen takes the terminal: a segment truncated under us
     // then gives the terminal back as it is now.

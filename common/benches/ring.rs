@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::counters::C;
+use common::log::vsl::{Batch, Side, Tag};
 use common::segment::SegmentWriter;
-use common::vsl::{Batch, Side, Tag};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 /// The records of one client transaction, roughly as cache-d logs them.

@@ -1,7 +1,7 @@
 //! What a log reader needs to run as a service (`-D`, `-P`, signals), shared
 //! by cache-log and cache-ncsa: detach, keep a pid file, and turn SIGHUP and
 //! SIGUSR1 into flags and SIGTERM/SIGINT into a clean stop of
-//! [`crate::follow::follow_groups`].
+//! [`crate::log::follow::follow_groups`].
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,7 +18,7 @@ extern "C" fn on_usr1(_: libc::c_int) {
     FLUSH.store(true, Ordering::SeqCst);
 }
 extern "C" fn on_stop(_: libc::c_int) {
-    crate::follow::STOP_REQUESTED.store(true, Ordering::SeqCst);
+    crate::log::follow::STOP_REQUESTED.store(true, Ordering::SeqCst);
 }
 
 /// Detach from the terminal (`-D`): keep the working directory so relative

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use common::ring::{Poll, Reader, MIN_RING};
+use common::log::ring::{Poll, Reader, MIN_RING};
+use common::log::vsl::{Batch, Records, Side, Tag};
 use common::segment::{Segment, SegmentWriter};
-use common::vsl::{Batch, Records, Side, Tag};
 
 const WRITERS: u32 = 3;
 const PER_WRITER: u32 = 20_000;
@@ -27,7 +27,7 @@ fn tx(b: &mut Batch, w: u32, seq: u32) {
 }
 
 /// Check one record against the encoding above; returns (writer, seq) at End.
-fn check(rec: &common::vsl::Record<'_>) -> Option<(u32, u32)> {
+fn check(rec: &common::log::vsl::Record<'_>) -> Option<(u32, u32)> {
     let (w, seq) = (rec.vxid >> 24, rec.vxid & 0xff_ffff);
     assert!(w < WRITERS, "bad writer in vxid {}", rec.vxid);
     let text = rec.text();

@@ -6,9 +6,9 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    match common::query::Query::parse(&text) {
+    match common::log::query::Query::parse(&text) {
         Ok(q) => {
-            let _ = q.matches(&common::group::Group { txs: Vec::new() });
+            let _ = q.matches(&common::log::group::Group { txs: Vec::new() });
         }
         Err(e) => {
             let _ = e.to_string();

@@ -1,8 +1,8 @@
 //! Log records from arbitrary bytes: decoding and grouping never panic.
 #![no_main]
 
-use common::group::{Grouper, Grouping};
-use common::vsl::Records;
+use common::log::group::{Grouper, Grouping};
+use common::log::vsl::Records;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

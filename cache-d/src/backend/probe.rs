@@ -10,8 +10,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::log::vsl::{Batch, Side, Tag};
 use common::segment::SegmentWriter;
-use common::vsl::{Batch, Side, Tag};
 
 use crate::backend::health::{Outcome, ProbeSpec, ProbeState};
 use crate::backend::pool::{Admin, Backend};

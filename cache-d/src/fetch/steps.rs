@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use common::counters::C;
-use common::vsl::{Side as LogSide, Tag};
+use common::log::vsl::{Side as LogSide, Tag};
 
 use crate::cache::object::Object;
 use crate::cache::ttl::{self, Lifetime};

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 
 use common::counters::{Vbe, C};
-use common::vsl::{Batch, Side as LogSide, Tag};
+use common::log::vsl::{Batch, Side as LogSide, Tag};
 use tokio::io::AsyncWriteExt;
 
 use std::sync::Arc;

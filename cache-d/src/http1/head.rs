@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
-use common::vsl::{Batch, Side as LogSide, Tag};
+use common::log::vsl::{Batch, Side as LogSide, Tag};
 
 /// A parsed message head. The raw bytes are kept; fields are ranges into them.
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use common::counters::C;
-use common::vsl::{Side as LogSide, Tag};
+use common::log::vsl::{Side as LogSide, Tag};
 
 use crate::cache::{BusyGuard, BusyState, Lookup, ObjCore};
 use crate::fetch::miss::{self, MissSpec};

@@ -30,7 +30,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use common::counters::C;
-use common::vsl::{Batch, Side as LogSide, Tag};
+use common::log::vsl::{Batch, Side as LogSide, Tag};
 use tokio::sync::watch;
 
 use self::reason::Reason;

@@ -3,7 +3,7 @@
 //! stored.
 
 use common::counters::C;
-use common::vsl::{Side as LogSide, Tag};
+use common::log::vsl::{Side as LogSide, Tag};
 use tokio::io::AsyncWriteExt;
 
 use crate::error::{Error, Side};

@@ -2,7 +2,7 @@
 //! either side closes (vcl_pipe), as Varnish does for unknown methods.
 
 use common::counters::{Vbe, C};
-use common::vsl::{Side as LogSide, Tag};
+use common::log::vsl::{Side as LogSide, Tag};
 use tokio::io::AsyncWriteExt;
 
 use crate::fetch::txn::Fetch;

@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 use common::counters::C;
-use common::vsl::{Side as LogSide, Tag};
+use common::log::vsl::{Side as LogSide, Tag};
 
 use crate::error::Error;
 use crate::error::Side;
@@ -112,7 +112,7 @@ fn expect_unknown(head: &Head) -> bool {
 /// The request as the policy sees it. An absolute-form target's authority
 /// becomes Host and the URL keeps the path (as Varnish), so the cache key
 /// is the same as for the origin-form request.
-fn request_of(head: &Head, log: &mut common::vsl::Batch, rxid: u32, s: &Sess) -> Req {
+fn request_of(head: &Head, log: &mut common::log::vsl::Batch, rxid: u32, s: &Sess) -> Req {
     let side = LogSide::Client;
     let mut headers = Headers(head.headers.iter().map(|(n, v)| (head.raw.slice(n.clone()), head.raw.slice(v.clone()))).collect());
     let mut url = head.raw.slice(head.url.clone());

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use common::counters::C;
-use common::vsl::{Batch, Side as LogSide, Tag};
+use common::log::vsl::{Batch, Side as LogSide, Tag};
 
 use crate::cache::{BusyGuard, Kind, ObjCore};
 use crate::http1::head::{Framing, HeadOut};

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use common::counters::C;
-use common::vsl::{Batch, Side as LogSide};
+use common::log::vsl::{Batch, Side as LogSide};
 use tokio::io::AsyncWriteExt;
 
 use crate::req::reason::Reason;

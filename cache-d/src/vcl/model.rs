@@ -4,7 +4,7 @@
 //! call's context ([`Task`]) with what the engine lends it ([`Env`]).
 
 use bytes::Bytes;
-use common::vsl::{Batch, Side, Tag};
+use common::log::vsl::{Batch, Side, Tag};
 
 /// Headers as a policy sees and edits them: owned, in wire order, with
 /// their case preserved.

@@ -3,7 +3,7 @@
 //! ([`crate::vcl::compile`]) implements [`Policy`] and falls back to the
 //! built-in subroutines ([`crate::vcl::builtin`]) when one does not return.
 
-use common::vsl::Tag;
+use common::log::vsl::Tag;
 
 use crate::backend::pool::Backend;
 use crate::vcl::builtin::builtin;

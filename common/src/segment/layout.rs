@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::counters;
-use crate::ring;
+use crate::log::ring;
 
 pub const MAGIC: [u8; 8] = *b"CKITSEG\0";
 pub const LAYOUT_VERSION: u32 = 2;

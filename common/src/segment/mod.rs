@@ -42,7 +42,7 @@
 //! Counter values: `shards` arrays of u64, each `stride` bytes (a multiple of
 //! 64). Each writer thread adds to its own shard, so hot-path increments never
 //! share a cache line between cores; readers sum the shards (wrapping).
-//! The log section is described in [`crate::ring`].
+//! The log section is described in [`crate::log::ring`].
 
 mod layout;
 mod reader;

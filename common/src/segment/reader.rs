@@ -10,7 +10,7 @@ use memmap2::{Mmap, MmapOptions};
 use super::layout::*;
 use crate::counters::{Format, Kind, Level};
 use crate::instance;
-use crate::ring::RawRing;
+use crate::log::ring::RawRing;
 
 /// A counter as the segment describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]

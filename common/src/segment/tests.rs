@@ -3,7 +3,7 @@
 use super::*;
 use crate::counters::{self, Kind, C};
 use crate::instance;
-use crate::ring;
+use crate::log::ring;
 use std::fs;
 
 #[cfg(target_endian = "little")]
@@ -64,8 +64,8 @@ fn writer_and_reader_agree() {
     let child = SegmentWriter::attach(dir.path()).unwrap();
     child.add(C::ClientReq, 1);
     child.log(&{
-        let mut b = crate::vsl::Batch::new();
-        b.rec(crate::vsl::Tag::Cli, crate::vsl::Side::None, 0, b"Rd ping");
+        let mut b = crate::log::vsl::Batch::new();
+        b.rec(crate::log::vsl::Tag::Cli, crate::log::vsl::Side::None, 0, b"Rd ping");
         b
     });
     assert_eq!(r.value_of("MAIN.client_req"), Some(13));

@@ -12,7 +12,7 @@ use super::layout::*;
 use super::reader::Segment;
 use crate::counters::{self, C};
 use crate::instance;
-use crate::ring::{self, RawRing};
+use crate::log::ring::{self, RawRing};
 
 /// The daemon's side: creates the segment and writes counters and the log.
 pub struct SegmentWriter {
@@ -258,7 +258,7 @@ impl SegmentWriter {
     }
 
     /// Append a transaction's records in one step and count it.
-    pub fn log(&self, batch: &crate::vsl::Batch) {
+    pub fn log(&self, batch: &crate::log::vsl::Batch) {
         if batch.is_empty() {
             return;
         }

@@ -6,7 +6,7 @@ use crate::vcl::compile::vars::*;
 use crate::vcl::diag::{err, unsupported, VclError};
 use crate::vcl::model::*;
 use bytes::Bytes;
-use common::vsl::Tag;
+use common::log::vsl::Tag;
 use regex::Regex;
 
 /// std.querysort: the query string's parameters in sorted order (so

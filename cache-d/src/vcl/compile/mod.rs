@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use common::vsl::Tag;
+use common::log::vsl::Tag;
 
 use super::ast::*;
 use super::diag::{err, unsupported, VclError};

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use common::vsl::Tag;
+use common::log::vsl::Tag;
 
 use crate::vcl::ast::Expr;
 use crate::vcl::compile::decls::BackendSpec;

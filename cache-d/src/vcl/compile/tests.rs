@@ -261,19 +261,20 @@ fn ban_log_and_runtime_failures() {
         }"#,
     );
     let env = Recorder(Mutex::new(Vec::new()));
-    let mut log = common::vsl::Batch::with_reclen(255);
+    let mut log = common::log::vsl::Batch::with_reclen(255);
     let mut r = req("/news", &[]);
     r.method = Bytes::from_static(b"BAN");
     let a = {
         let mut t = Task::new(&env);
         t.req = Some(&mut r);
-        t.log = Some((&mut log, 7, common::vsl::Side::Client));
+        t.log = Some((&mut log, 7, common::log::vsl::Side::Client));
         pol.call(Sub::Recv, &mut t)
     };
     assert_eq!(a, Action::Synth(200, "Ban added".into()));
     assert_eq!(*env.0.lock().unwrap(), vec!["obj.http.x-url ~ /news".to_string()]);
-    let text: Vec<String> =
-        common::vsl::Records::new(log.as_bytes()).map(|r| format!("{} {}", r.tag.name(), String::from_utf8_lossy(r.payload))).collect();
+    let text: Vec<String> = common::log::vsl::Records::new(log.as_bytes())
+        .map(|r| format!("{} {}", r.tag.name(), String::from_utf8_lossy(r.payload)))
+        .collect();
     assert!(text.iter().any(|l| l == "VCL_Error ban(): expected an operator"), "{text:?}");
     assert!(text.iter().any(|l| l == "VCL_Log banned /news"), "{text:?}");
     // A header value with CR LF would split the message: fail.

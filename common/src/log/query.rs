@@ -22,8 +22,8 @@ use std::fmt;
 
 use regex::Regex;
 
-use crate::group::{Group, OwnedRecord};
-use crate::vsl::Tag;
+use crate::log::group::{Group, OwnedRecord};
+use crate::log::vsl::Tag;
 
 /// A query that failed to parse: what and where (a byte offset).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -422,8 +422,8 @@ fn test_record(t: &Test, r: &OwnedRecord) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group::{Tx, TxKind};
-    use crate::vsl::Side;
+    use crate::log::group::{Tx, TxKind};
+    use crate::log::vsl::Side;
 
     fn tx(vxid: u32, recs: &[(Tag, &str)]) -> Tx {
         let mut t = Tx::detached(vxid, TxKind::Request);

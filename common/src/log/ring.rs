@@ -24,7 +24,7 @@
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::vsl;
+use crate::log::vsl;
 
 /// Number of sync segments the ring is divided into.
 pub const N_SEG: u64 = 8;
@@ -319,7 +319,7 @@ impl Reader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vsl::{Batch, Records, Side, Tag};
+    use crate::log::vsl::{Batch, Records, Side, Tag};
 
     /// A heap-backed ring for tests.
     pub(crate) struct TestRing {

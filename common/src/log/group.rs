@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::vsl::{Record, Side, Tag};
+use crate::log::vsl::{Record, Side, Tag};
 
 /// The `-g` modes supported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -294,7 +294,7 @@ impl Grouper {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vsl::{Batch, Records};
+    use crate::log::vsl::{Batch, Records};
 
     fn feed_all(g: &mut Grouper, b: &Batch, out: &mut Vec<Group>) {
         let now = Instant::now();

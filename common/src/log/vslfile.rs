@@ -1,13 +1,13 @@
 //! Log files (`cache-log -w` / `-r`): the bytes `VSL\0`, then records in the
-//! same encoding as the ring ([`crate::vsl`]) — Varnish's own file format,
+//! same encoding as the ring ([`crate::log::vsl`]) — Varnish's own file format,
 //! so `varnishlog -r` reads our files and we read its.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 
-use crate::group::Group;
-use crate::vsl::{Batch, Record, Records, RECLEN_MAX};
+use crate::log::group::Group;
+use crate::log::vsl::{Batch, Record, Records, RECLEN_MAX};
 
 /// The four bytes a log file starts with.
 pub const FILE_ID: [u8; 4] = *b"VSL\0";
@@ -70,7 +70,7 @@ pub fn read(path: &Path, mut each: impl FnMut(&Record<'_>) -> bool) -> Result<()
         let used = recs.position();
         match recs.error() {
             // An incomplete record: wait for more bytes (or the end).
-            None | Some(crate::vsl::DecodeError::Short(_)) | Some(crate::vsl::DecodeError::Overlong { .. }) => {}
+            None | Some(crate::log::vsl::DecodeError::Short(_)) | Some(crate::log::vsl::DecodeError::Overlong { .. }) => {}
             Some(e) => return Err(format!("{}: bad record at byte {}: {e}", path.display(), offset + used as u64)),
         }
         offset += used as u64;
@@ -85,11 +85,11 @@ pub fn read(path: &Path, mut each: impl FnMut(&Record<'_>) -> bool) -> Result<()
 /// log); transactions the file leaves incomplete come out at its end.
 pub fn read_groups<W: Write + ?Sized>(
     path: &Path,
-    grouping: crate::group::Grouping,
+    grouping: crate::log::group::Grouping,
     out: &mut W,
     mut emit: impl FnMut(&mut W, &Group) -> std::io::Result<()>,
 ) -> Result<(), String> {
-    let mut grouper = crate::group::Grouper::new(grouping);
+    let mut grouper = crate::log::group::Grouper::new(grouping);
     let mut groups = Vec::new();
     let mut io_err: Option<std::io::Error> = None;
     let now = std::time::Instant::now();
@@ -100,7 +100,7 @@ pub fn read_groups<W: Write + ?Sized>(
         Ok(())
     };
     read(path, |r| {
-        if crate::follow::STOP_REQUESTED.load(std::sync::atomic::Ordering::SeqCst) {
+        if crate::log::follow::STOP_REQUESTED.load(std::sync::atomic::Ordering::SeqCst) {
             return false;
         }
         grouper.feed(r, now, &mut groups);
@@ -130,8 +130,8 @@ pub fn read_groups<W: Write + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group::{OwnedRecord, Tx, TxKind};
-    use crate::vsl::{Side, Tag};
+    use crate::log::group::{OwnedRecord, Tx, TxKind};
+    use crate::log::vsl::{Side, Tag};
 
     #[test]
     fn round_trip_append_and_bad_files() {

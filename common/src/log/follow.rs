@@ -7,10 +7,10 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::group::{Group, Grouper, Grouping};
-use crate::ring::{Poll, Reader};
+use crate::log::group::{Group, Grouper, Grouping};
+use crate::log::ring::{Poll, Reader};
+use crate::log::vsl::Records;
 use crate::segment::{Health, Segment, SegmentError};
-use crate::vsl::Records;
 
 /// How to follow.
 #[derive(Clone, Debug)]
