@@ -18,7 +18,7 @@ pub fn parse_storage(s: &str) -> Result<u64, String> {
         None => return Err("empty storage specification".into()),
     }
     let size = match parts.next() {
-        Some(sz) => parse_size(sz)?,
+        Some(sz) => parse_size(sz).map_err(|e| e.to_string())?,
         None => 100 << 20,
     };
     if parts.next().is_some() {
@@ -107,16 +107,16 @@ pub struct Args {
 pub fn params_from_args(args: &Args) -> Result<Params, StartError> {
     let mut params = Params::default();
     for (k, v) in &args.param {
-        params.set(k, v).map_err(StartError::Config)?;
+        params.set(k, v)?;
     }
     if let Some(t) = args.ttl {
-        params.set("default_ttl", &t.to_string()).map_err(StartError::Config)?;
+        params.set("default_ttl", &t.to_string())?;
     }
     if let Some(sz) = args.storage {
         params.storage = sz;
     }
     if let Some(l) = args.vsl_space {
-        params.set("vsl_space", &l.to_string()).map_err(StartError::Config)?;
+        params.set("vsl_space", &l.to_string())?;
     }
     Ok(params)
 }

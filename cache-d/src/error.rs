@@ -49,6 +49,8 @@ impl std::error::Error for Error {}
 pub enum StartError {
     #[error("{0}")]
     Config(String),
+    #[error(transparent)]
+    Param(#[from] crate::params::ParamError),
     #[error("could not listen on {addr}: {source}")]
     Listen { addr: String, source: std::io::Error },
     #[error(transparent)]

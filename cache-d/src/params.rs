@@ -85,8 +85,36 @@ pub fn names() -> impl Iterator<Item = &'static str> {
     DEFS.iter().map(|d| d.name)
 }
 
+/// Why a parameter value was refused (the texts are what param.set
+/// answers).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ParamError {
+    #[error("Unknown parameter \"{0}\".")]
+    Unknown(String),
+    #[error("\"{0}\" is not a size (use e.g. 512k, 80M)")]
+    NotASize(String),
+    #[error("size \"{0}\" is out of range")]
+    SizeOutOfRange(String),
+    #[error("\"{0}\" is not a boolean (use on or off)")]
+    NotABoolean(String),
+    #[error("\"{0}\" is not a number of seconds")]
+    NotSeconds(String),
+    #[error("\"{0}\" is not a whole number")]
+    NotAWholeNumber(String),
+    #[error("\"{0}\" is not a finite number")]
+    NotFinite(String),
+    #[error("Must be no more than {MAX_SECONDS:.0} seconds")]
+    TooLong,
+    #[error("Must be at least {0}")]
+    BelowMinimum(&'static str),
+    #[error("Must be no more than {0}")]
+    AboveMaximum(&'static str),
+    #[error("\"{0}\" is not of the form name=value")]
+    NotNameValue(String),
+}
+
 /// Parse a size with an optional b/k/M/G suffix (powers of 1024).
-pub fn parse_size(v: &str) -> Result<u64, String> {
+pub fn parse_size(v: &str) -> Result<u64, ParamError> {
     let v = v.trim();
     let (num, mult) = match v.char_indices().last() {
         Some((i, 'b' | 'B')) => (&v[..i], 1),
@@ -95,27 +123,27 @@ pub fn parse_size(v: &str) -> Result<u64, String> {
         Some((i, 'g' | 'G')) => (&v[..i], 1 << 30),
         _ => (v, 1),
     };
-    let n: f64 = num.trim().parse().map_err(|_| format!("\"{v}\" is not a size (use e.g. 512k, 80M)"))?;
+    let n: f64 = num.trim().parse().map_err(|_| ParamError::NotASize(v.to_string()))?;
     if !(0.0..=(1u64 << 50) as f64).contains(&n) {
-        return Err(format!("size \"{v}\" is out of range"));
+        return Err(ParamError::SizeOutOfRange(v.to_string()));
     }
     Ok((n * mult as f64) as u64)
 }
 
-fn parse_bool(v: &str) -> Result<bool, String> {
+fn parse_bool(v: &str) -> Result<bool, ParamError> {
     match v.to_ascii_lowercase().as_str() {
         "on" | "true" | "yes" | "enable" => Ok(true),
         "off" | "false" | "no" | "disable" => Ok(false),
-        _ => Err(format!("\"{v}\" is not a boolean (use on or off)")),
+        _ => Err(ParamError::NotABoolean(v.to_string())),
     }
 }
 
 /// A value as a number in the parameter's own unit.
-fn number(d: &ParamDef, v: &str) -> Result<f64, String> {
+fn number(d: &ParamDef, v: &str) -> Result<f64, ParamError> {
     match d.kind {
-        Kind::Seconds => v.trim().parse::<f64>().map_err(|_| format!("\"{v}\" is not a number of seconds")),
+        Kind::Seconds => v.trim().parse::<f64>().map_err(|_| ParamError::NotSeconds(v.to_string())),
         Kind::Bytes => parse_size(v).map(|n| n as f64),
-        Kind::Uint => v.trim().parse::<u64>().map(|n| n as f64).map_err(|_| format!("\"{v}\" is not a whole number")),
+        Kind::Uint => v.trim().parse::<u64>().map(|n| n as f64).map_err(|_| ParamError::NotAWholeNumber(v.to_string())),
         Kind::Bool => parse_bool(v).map(|b| b as u8 as f64),
     }
 }
@@ -124,23 +152,23 @@ fn number(d: &ParamDef, v: &str) -> Result<f64, String> {
 pub const MAX_SECONDS: f64 = 3.0e9;
 
 /// Check `v` against the definition's type and limits; the number.
-pub fn validate(d: &ParamDef, v: &str) -> Result<f64, String> {
+pub fn validate(d: &ParamDef, v: &str) -> Result<f64, ParamError> {
     let n = number(d, v)?;
     if !n.is_finite() {
-        return Err(format!("\"{v}\" is not a finite number"));
+        return Err(ParamError::NotFinite(v.to_string()));
     }
     // Durations past a century are a typo, and would overflow a deadline.
     if d.kind == Kind::Seconds && n > MAX_SECONDS {
-        return Err(format!("Must be no more than {MAX_SECONDS:.0} seconds"));
+        return Err(ParamError::TooLong);
     }
     if let Some(min) = d.min {
         if n < number(d, min)? {
-            return Err(format!("Must be at least {min}"));
+            return Err(ParamError::BelowMinimum(min));
         }
     }
     if let Some(max) = d.max {
         if n > number(d, max)? {
-            return Err(format!("Must be no more than {max}"));
+            return Err(ParamError::AboveMaximum(max));
         }
     }
     Ok(n)
@@ -234,8 +262,8 @@ impl Default for Params {
 
 impl Params {
     /// Set one parameter by name, validating type and limits.
-    pub fn set(&mut self, name: &str, v: &str) -> Result<(), String> {
-        let (i, d) = DEFS.iter().enumerate().find(|(_, d)| d.name == name).ok_or_else(|| format!("Unknown parameter \"{name}\"."))?;
+    pub fn set(&mut self, name: &str, v: &str) -> Result<(), ParamError> {
+        let (i, d) = DEFS.iter().enumerate().find(|(_, d)| d.name == name).ok_or_else(|| ParamError::Unknown(name.to_string()))?;
         let n = validate(d, v)?;
         let secs = || Duration::from_secs_f64(n.max(0.0));
         match name {
@@ -270,7 +298,7 @@ impl Params {
             "timeout_reqbody" => self.timeout_reqbody = secs(),
             "vsl_reclen" => self.vsl_reclen = n as usize,
             "vsl_space" => self.vsl_space = n as u64,
-            _ => return Err(format!("Unknown parameter \"{name}\".")),
+            _ => return Err(ParamError::Unknown(name.to_string())),
         }
         self.texts[i] = canonical(d, v, n);
         Ok(())
@@ -298,8 +326,8 @@ fn canonical(d: &ParamDef, v: &str, n: f64) -> String {
 }
 
 /// clap value parser for `-p name=value`: checks the name and the value.
-pub fn parse_param_arg(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s.split_once('=').ok_or_else(|| format!("\"{s}\" is not of the form name=value"))?;
+pub fn parse_param_arg(s: &str) -> Result<(String, String), ParamError> {
+    let (k, v) = s.split_once('=').ok_or_else(|| ParamError::NotNameValue(s.to_string()))?;
     Params::default().set(k, v)?;
     Ok((k.to_string(), v.to_string()))
 }
@@ -340,9 +368,9 @@ mod tests {
         p.set("timeout_idle", "1.5").unwrap();
         assert_eq!(p.timeout_idle, Duration::from_millis(1500));
         assert_eq!(p.get("timeout_idle"), Some("1.500"));
-        assert_eq!(p.set("http_max_hdr", "8"), Err("Must be at least 32".into()));
-        assert_eq!(p.set("http_max_hdr", "70000"), Err("Must be no more than 65535".into()));
-        assert!(p.set("nope", "1").unwrap_err().contains("Unknown parameter"));
+        assert_eq!(p.set("http_max_hdr", "8").map_err(|e| e.to_string()), Err("Must be at least 32".into()));
+        assert_eq!(p.set("http_max_hdr", "70000").map_err(|e| e.to_string()), Err("Must be no more than 65535".into()));
+        assert!(p.set("nope", "1").unwrap_err().to_string().contains("Unknown parameter"));
         assert!(p.set("auto_restart", "maybe").is_err());
         p.set("auto_restart", "off").unwrap();
         assert_eq!(p.get("auto_restart"), Some("off"));

@@ -15,9 +15,8 @@ pub struct Args {
     #[arg(short = 'g', value_name = "raw|vxid|request|session", default_value = "vxid")]
     pub grouping: Grouping,
 
-    /// Instance directory (as for cache-d -n).
-    #[arg(short = 'n', value_name = "DIR")]
-    pub name: Option<String>,
+    #[command(flatten)]
+    pub instance: common::args::Instance,
 
     /// Only show records with these tags (comma-separated; repeatable).
     #[arg(short = 'i', value_name = "TAGLIST")]
@@ -68,22 +67,8 @@ pub struct Args {
     #[arg(short = 'r', value_name = "FILE")]
     pub read: Option<std::path::PathBuf>,
 
-    /// Write the (selected) transactions to FILE in the binary log format
-    /// instead of printing them; read back with -r.
-    #[arg(short = 'w', value_name = "FILE")]
-    pub write: Option<std::path::PathBuf>,
-
-    /// With -w, append to FILE instead of overwriting it.
-    #[arg(short = 'a', requires = "write")]
-    pub append: bool,
-
-    /// Run in the background (with -w: SIGHUP reopens the file).
-    #[arg(short = 'D')]
-    pub daemon: bool,
-
-    /// Write the process id to FILE (removed at exit).
-    #[arg(short = 'P', value_name = "FILE")]
-    pub pid_file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub output: common::args::Output,
 
     /// -i/-x/-I/-X in command-line order (filled by main from argv).
     #[arg(skip)]

@@ -241,12 +241,12 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let query = args.query.as_deref().map(common::log::query::Query::parse).transpose().map_err(|e| e.to_string())?;
     let raw = args.grouping == Grouping::Raw;
     let mut shown = 0u64;
-    let mut file = match args.write.as_deref() {
-        Some(p) => Some(VslOut { w: common::log::vslfile::create(p, args.append)?, path: p.to_path_buf() }),
+    let mut file = match args.output.write.as_deref() {
+        Some(p) => Some(VslOut { w: common::log::vslfile::create(p, args.output.append)?, path: p.to_path_buf() }),
         None => None,
     };
     let writing = file.is_some();
-    let _pid = common::background::start(args.daemon, args.pid_file.as_deref())?;
+    let _pid = common::background::start(args.output.daemon, args.output.pid_file.as_deref())?;
     let mut emit = |out: &mut dyn Write, g: &Group| -> std::io::Result<()> {
         if query.as_ref().is_some_and(|q| !q.matches(g)) || args.keep.is_some_and(|k| shown >= k) {
             return Ok(());
@@ -287,7 +287,7 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let res = match &args.read {
         Some(path) => common::log::vslfile::read_groups(path, args.grouping, out, |o, g| emit(o, g)),
         None => {
-            let dir = common::instance::resolve(args.name.as_deref());
+            let dir = common::instance::resolve(args.instance.name.as_deref());
             let opts = follow::Options { dump: args.dump, wait: follow::parse_wait(args.wait.as_deref())? };
             let timeout = Duration::from_secs_f64(args.timeout.max(0.0));
             follow::follow_groups("cache-log", &dir, &opts, args.grouping, timeout, out, |o, g| emit(o, g))

@@ -14,9 +14,8 @@ pub struct Args {
     #[arg(short = 'd')]
     pub dump: bool,
 
-    /// Instance directory (as for cache-d -n).
-    #[arg(short = 'n', value_name = "DIR")]
-    pub name: Option<String>,
+    #[command(flatten)]
+    pub instance: common::args::Instance,
 
     /// Log format (see cache-ncsa(1) for the % specifiers); default:
     /// varnishncsa's (the "combined" preset).
@@ -37,21 +36,8 @@ pub struct Args {
     #[arg(short = 'j', long = "json")]
     pub json: bool,
 
-    /// Write to FILE instead of stdout; SIGHUP reopens it (for logrotate).
-    #[arg(short = 'w', value_name = "FILE")]
-    pub write: Option<std::path::PathBuf>,
-
-    /// With -w, append to FILE instead of truncating it.
-    #[arg(short = 'a', requires = "write")]
-    pub append: bool,
-
-    /// Run in the background (detach from the terminal).
-    #[arg(short = 'D')]
-    pub daemon: bool,
-
-    /// Write the process id to FILE (removed at exit).
-    #[arg(short = 'P', value_name = "FILE")]
-    pub pid_file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub output: common::args::Output,
 
     /// Only log requests that match this query (the language of
     /// cache-log(1)), e.g. 'RespStatus >= 500'.

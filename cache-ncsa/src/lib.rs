@@ -116,7 +116,7 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let (text, json) = format_of(&args)?;
     let format = Format::parse(&text)?;
     let query = args.query.as_deref().map(common::log::query::Query::parse).transpose().map_err(|e| e.to_string())?;
-    let mut file = args.write.as_deref().map(|p| LogFile::open(p, args.append)).transpose()?;
+    let mut file = args.output.write.as_deref().map(|p| LogFile::open(p, args.output.append)).transpose()?;
     let grouping = if args.grouping == "request" { Grouping::Request } else { Grouping::Vxid };
     // As varnishncsa: client lines by default, backend lines with -b (and
     // both with -b -c); request grouping logs every transaction of a group.
@@ -125,7 +125,7 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
         (false, false) => Sides { client: true, backend: false },
         (c, b) => Sides { client: c, backend: b },
     };
-    let _pid = common::background::start(args.daemon, args.pid_file.as_deref())?;
+    let _pid = common::background::start(args.output.daemon, args.output.pid_file.as_deref())?;
     let out: &mut dyn Write = match file.as_mut() {
         Some(f) => f,
         None => out,
@@ -133,7 +133,7 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let res = if let Some(path) = &args.read {
         common::log::vslfile::read_groups(path, grouping, out, |o, g| emit(o, g, query.as_ref(), &format, json, sides))
     } else {
-        let dir = common::instance::resolve(args.name.as_deref());
+        let dir = common::instance::resolve(args.instance.name.as_deref());
         let opts = follow::Options { dump: args.dump, wait: follow::parse_wait(args.wait.as_deref())? };
         follow::follow_groups("cache-ncsa", &dir, &opts, grouping, Duration::from_secs(120), out, |o, g| {
             emit(o, g, query.as_ref(), &format, json, sides)

@@ -27,9 +27,8 @@ pub struct Args {
     #[arg(short = 'f', value_name = "GLOB", allow_hyphen_values = true)]
     pub filter: Vec<String>,
 
-    /// Instance directory (as for cache-d -n).
-    #[arg(short = 'n', value_name = "DIR")]
-    pub name: Option<String>,
+    #[command(flatten)]
+    pub instance: common::args::Instance,
 
     /// Seconds to wait for cache-d to appear ("off" waits forever). The
     /// interactive and repeating modes always wait, and follow restarts.

@@ -107,7 +107,7 @@ pub fn write_list(out: &mut impl Write, rows: &[Reading<'_>]) -> std::io::Result
 /// Run cache-stat; errors are returned as messages for main.
 pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let wait = common::log::follow::parse_wait(Some(&args.wait))?;
-    let dir = common::instance::resolve(args.name.as_deref());
+    let dir = common::instance::resolve(args.instance.name.as_deref());
     // Before the screen takes the terminal: a segment truncated under us
     // then gives the terminal back as it is now.
     common::segment::exit_on_sigbus(&dir);
@@ -133,7 +133,7 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
         let tty = unsafe { libc::isatty(1) } == 1;
         let mut source = model::Source::new(&dir);
         if tty {
-            let name = args.name.clone().unwrap_or_else(|| dir.display().to_string());
+            let name = args.instance.name.clone().unwrap_or_else(|| dir.display().to_string());
             return tui::run(&mut source, tui::App::new(&name, filter, interval));
         }
         return repeat(&mut source, &filter, interval, out);

@@ -15,6 +15,7 @@
 //! * [`glob`] is the fnmatch-style matcher varnishstat's `-f` uses.
 
 pub mod adm;
+pub mod args;
 pub mod background;
 pub mod bounded;
 pub mod counters;

@@ -184,7 +184,7 @@ fn param_set(sh: &Shared, name: &str, value: &str) -> Reply {
             sh.set_params(p);
             (status::OK, String::new())
         }
-        Err(e) => (status::PARAM, e),
+        Err(e) => (status::PARAM, e.to_string()),
     }
 }
 

@@ -55,7 +55,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
     let mut params = Params::default();
     for line in std::env::var(ENV_PARAMS).unwrap_or_default().lines() {
         if let Some((k, v)) = line.split_once('=') {
-            params.set(k, v).map_err(StartError::Config)?;
+            params.set(k, v)?;
         }
     }
     if let Some(sz) = args.storage {

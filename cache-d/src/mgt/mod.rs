@@ -150,10 +150,10 @@ pub fn run(args: Args) -> Result<(), StartError> {
     if let Some(r) = ready {
         match &first {
             Ok(()) => r.succeed(),
-            Err(e) => r.fail(e),
+            Err(e) => r.fail(&e.to_string()),
         }
     }
-    first.map_err(StartError::Config)?;
+    first.map_err(|e| StartError::Config(e.to_string()))?;
     mgr.supervise();
     mgr.shutdown();
     Ok(())

@@ -29,6 +29,16 @@ pub const ADMIN_FILE: &str = "_.admin";
 /// The generated secret, when `-S` is not given.
 pub const SECRET_FILE: &str = "_.secret";
 
+/// Why the child could not be started or stopped (the texts are what
+/// `start` and `stop` answer).
+#[derive(Debug, thiserror::Error)]
+pub enum ChildError {
+    #[error("Child in state {}", .0.word())]
+    State(ChildState),
+    #[error("{0}: {1}")]
+    Io(&'static str, std::io::Error),
+}
+
 /// The child's lifecycle, as `status` reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChildState {
@@ -144,14 +154,14 @@ impl Mgr {
     }
 
     /// Start a child (if none runs).
-    pub fn start_child(&self) -> Result<(), String> {
+    pub fn start_child(&self) -> Result<(), ChildError> {
         let mut slot = self.slot();
         if slot.proc.is_some() {
-            return Err(format!("Child in state {}", slot.state.word()));
+            return Err(ChildError::State(slot.state));
         }
         slot.state = ChildState::Starting;
         slot.wanted = true;
-        let (mine, theirs) = UnixStream::pair().map_err(|e| format!("control socket: {e}"))?;
+        let (mine, theirs) = UnixStream::pair().map_err(|e| ChildError::Io("control socket", e))?;
         let mut fds = vec![format!("ctl:{}", theirs.as_raw_fd())];
         clear_cloexec(theirs.as_raw_fd());
         for l in &self.listeners {
@@ -160,7 +170,7 @@ impl Mgr {
         }
         let params: String = self.params().all().map(|(d, v)| format!("{}={v}\n", d.name)).collect();
         self.seg.new_generation(|name| name.starts_with("MGT."));
-        let exe = std::env::current_exe().map_err(|e| format!("cannot find our own binary: {e}"))?;
+        let exe = std::env::current_exe().map_err(|e| ChildError::Io("cannot find our own binary", e))?;
         let mut cmd = Command::new(exe);
         cmd.arg("--child").arg("-n").arg(&self.dir);
         if let Some(b) = &self.args.backend {
@@ -176,9 +186,9 @@ impl Mgr {
             // caller's) pipes open.
             cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         }
-        let proc = cmd.spawn().map_err(|e| format!("could not start the child: {e}"))?;
+        let proc = cmd.spawn().map_err(|e| ChildError::Io("could not start the child", e))?;
         drop(theirs);
-        let reader = BufReader::new(mine.try_clone().map_err(|e| e.to_string())?);
+        let reader = BufReader::new(mine.try_clone().map_err(|e| ChildError::Io("control socket", e))?);
         slot.proc = Some(proc);
         slot.ctl = Some((mine, reader));
         slot.state = ChildState::Running;
@@ -219,11 +229,11 @@ impl Mgr {
     }
 
     /// Ask the child to stop and wait for it (up to `deadline`).
-    pub fn stop_child(&self, deadline: Duration) -> Result<(), String> {
+    pub fn stop_child(&self, deadline: Duration) -> Result<(), ChildError> {
         let mut slot = self.slot();
         slot.wanted = false;
         let Some(mut proc) = slot.proc.take() else {
-            return Err(format!("Child in state {}", slot.state.word()));
+            return Err(ChildError::State(slot.state));
         };
         slot.state = ChildState::Stopping;
         slot.ctl = None;

@@ -54,14 +54,14 @@ pub fn status(c: &Call) -> Reply {
 pub fn start(c: &Call) -> Reply {
     match c.mgr.start_child() {
         Ok(()) => (status::OK, String::new()),
-        Err(e) => (status::CANT, e),
+        Err(e) => (status::CANT, e.to_string()),
     }
 }
 
 pub fn stop(c: &Call) -> Reply {
     match c.mgr.stop_child(Duration::from_secs(5)) {
         Ok(()) => (status::OK, String::new()),
-        Err(e) => (status::CANT, e),
+        Err(e) => (status::CANT, e.to_string()),
     }
 }
 
