@@ -125,8 +125,17 @@ impl Admin {
     }
 }
 
+/// Why a backend address could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error("backend \"{0}\": {1}")]
+    Lookup(String, std::io::Error),
+    #[error("backend \"{0}\" resolves to no address")]
+    NoAddress(String),
+}
+
 /// Resolve `-b host[:port]` (port 8080 by default).
-pub fn resolve(spec: &str) -> Result<Vec<SocketAddr>, String> {
+pub fn resolve(spec: &str) -> Result<Vec<SocketAddr>, ResolveError> {
     let with_port = if spec.starts_with('[') {
         if spec.contains("]:") {
             spec.to_string()
@@ -140,9 +149,9 @@ pub fn resolve(spec: &str) -> Result<Vec<SocketAddr>, String> {
     } else {
         format!("{spec}:8080")
     };
-    let addrs: Vec<SocketAddr> = with_port.to_socket_addrs().map_err(|e| format!("backend \"{spec}\": {e}"))?.collect();
+    let addrs: Vec<SocketAddr> = with_port.to_socket_addrs().map_err(|e| ResolveError::Lookup(spec.to_string(), e))?.collect();
     if addrs.is_empty() {
-        return Err(format!("backend \"{spec}\" resolves to no address"));
+        return Err(ResolveError::NoAddress(spec.to_string()));
     }
     Ok(addrs)
 }

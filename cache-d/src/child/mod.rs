@@ -78,7 +78,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
     let seg = Arc::new(SegmentWriter::attach(&dir)?);
     seg.set(C::NBackend, 1);
     let (policy, be) = crate::vcl::load::load_policy(&args)?;
-    let addrs = pool::resolve(&be).map_err(StartError::Config)?;
+    let addrs = pool::resolve(&be).map_err(|e| StartError::Config(e.to_string()))?;
     let shared = Shared::new(seg.clone(), params, Backend::new("default", addrs));
     if let Some(p) = policy {
         seg.set(C::NBackend, p.backends().len().max(1) as u64);

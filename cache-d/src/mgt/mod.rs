@@ -69,7 +69,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
         Some(f) => std::fs::read_to_string(f).unwrap_or_default(),
         None => "// The built-in policy (no -f was given): see cache-d(1).\n".to_string(),
     };
-    crate::backend::pool::resolve(&backend).map_err(StartError::Config)?;
+    crate::backend::pool::resolve(&backend).map_err(|e| StartError::Config(e.to_string()))?;
     let dir = instance::resolve(args.name.as_deref());
     let ready = if args.foreground || args.debug { None } else { Some(daemon::fork()?) };
     let started = (|| {
