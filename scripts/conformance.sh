@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The differential conformance suite: every scenario in tests/conformance
+# (varnishtest files: a scripted origin and clients, the proxy a black box)
+# run once against varnishd and once against cache-d. A scenario that fails
+# on varnishd is wrong; one that fails on cache-d is a difference to fix.
+# Usage: scripts/conformance.sh [varnishd|cache-d|both] [scenario.vtc...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+which=${1:-both}; shift || true
+files=("$@"); [ ${#files[@]} -gt 0 ] || files=(tests/conformance/*.vtc)
+command -v varnishtest >/dev/null || { echo "conformance: needs varnishtest (apt-get install varnish)" >&2; exit 2; }
+bin=$(pwd)/${CARGO_TARGET_DIR:-target}/debug
+[ -x "$bin/cache-d" ] || { echo "conformance: build first (cargo build --workspace)" >&2; exit 2; }
+kinds=(varnishd cache-d); [ "$which" = both ] || kinds=("$which")
+export CONFORMANCE_PIDS; CONFORMANCE_PIDS=$(mktemp)
+trap 'xargs -r kill 2>/dev/null <"$CONFORMANCE_PIDS"; rm -f "$CONFORMANCE_PIDS"' EXIT
+free_port() {
+    local p
+    while :; do
+        p=$((20000 + RANDOM % 40000))
+        (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+    done
+}
+failed=(); n=0
+for kind in "${kinds[@]}"; do
+    for f in "${files[@]}"; do
+        port=$(free_port); n=$((n + 1))
+        if varnishtest -q -t 60 -D "proxy=$(pwd)/tests/conformance/proxy.sh $kind $bin $port" \
+            -D "paddr=127.0.0.1 $port" -D "kind=$kind" "$f" >"$CONFORMANCE_PIDS.out" 2>&1; then
+            printf 'ok    %-8s %s\n' "$kind" "$f"
+        else
+            printf 'FAIL  %-8s %s\n' "$kind" "$f"; sed 's/^/      /' "$CONFORMANCE_PIDS.out" | tail -25
+            failed+=("$kind $f")
+        fi
+        xargs -r kill 2>/dev/null <"$CONFORMANCE_PIDS" || true; : >"$CONFORMANCE_PIDS"
+    done
+done
+rm -f "$CONFORMANCE_PIDS.out"
+echo "conformance: $((n - ${#failed[@]})) of $n runs passed"
+[ ${#failed[@]} -eq 0 ]

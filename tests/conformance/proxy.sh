@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The proxy under test, for the conformance scenarios: started, stopped and
+# administered the same way whether it is varnishd or cache-d.
+#   proxy.sh KIND BIN PORT start DIR [proxy flags...]   (VCL on stdin if no -b)
+#   proxy.sh KIND BIN PORT stop DIR
+#   proxy.sh KIND BIN PORT adm DIR COMMAND...
+# KIND is varnishd or cache-d; BIN the directory holding cache-d and
+# cache-adm; PORT the listening port the runner chose. Every proxy started
+# is recorded in $CONFORMANCE_PIDS (the runner kills leftovers).
+set -euo pipefail
+kind=$1 bin=$2 port=$3 cmd=$4 dir=$5; shift 5
+mkdir -p "$dir"
+case "$cmd" in
+start)
+    args=("$@")
+    if ! printf '%s\n' "${args[@]}" | grep -qx -- '-b'; then
+        cat >"$dir/proxy.vcl"
+        args+=(-f "$dir/proxy.vcl")
+    fi
+    if [ "$kind" = varnishd ]; then
+        varnishd -j none -a "127.0.0.1:$port" -n "$dir/inst" -P "$dir/pid" -T 127.0.0.1:0 "${args[@]}" >"$dir/proxy.log" 2>&1
+    else
+        "$bin/cache-d" -a "127.0.0.1:$port" -n "$dir/inst" -P "$dir/pid" "${args[@]}" >"$dir/proxy.log" 2>&1
+    fi
+    echo "$(cat "$dir/pid")" >>"${CONFORMANCE_PIDS:-/dev/null}"
+    for _ in $(seq 200); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && exit 0
+        sleep 0.05
+    done
+    echo "proxy.sh: $kind did not listen on $port" >&2; cat "$dir/proxy.log" >&2; exit 1
+    ;;
+stop)
+    [ -s "$dir/pid" ] && kill "$(cat "$dir/pid")" 2>/dev/null || true
+    ;;
+adm)
+    if [ "$kind" = varnishd ]; then varnishadm -n "$dir/inst" "$@"; else "$bin/cache-adm" -n "$dir/inst" "$@"; fi
+    ;;
+*) echo "proxy.sh: unknown command $cmd" >&2; exit 2 ;;
+esac
