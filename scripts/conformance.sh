@@ -25,11 +25,13 @@ failed=(); n=0
 for kind in "${kinds[@]}"; do
     for f in "${files[@]}"; do
         port=$(free_port); n=$((n + 1))
-        if varnishtest -q -t 60 -D "proxy=$(pwd)/tests/conformance/proxy.sh $kind $bin $port" \
+        if varnishtest -v -t 60 -D "proxy=$(pwd)/tests/conformance/proxy.sh $kind $bin $port" \
             -D "paddr=127.0.0.1 $port" -D "kind=$kind" "$f" >"$CONFORMANCE_PIDS.out" 2>&1; then
             printf 'ok    %-8s %s\n' "$kind" "$f"
         else
-            printf 'FAIL  %-8s %s\n' "$kind" "$f"; sed 's/^/      /' "$CONFORMANCE_PIDS.out" | tail -25
+            printf 'FAIL  %-8s %s\n' "$kind" "$f"
+            # What failed: the failure line, and the last expectations before it.
+            grep -E '^---- |EXPECT|FAILED|shell_out|proxy.sh' "$CONFORMANCE_PIDS.out" | tail -8 | sed 's/^/      /'
             failed+=("$kind $f")
         fi
         xargs -r kill 2>/dev/null <"$CONFORMANCE_PIDS" || true; : >"$CONFORMANCE_PIDS"

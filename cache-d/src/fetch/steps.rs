@@ -217,7 +217,11 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&Object>
             (resp.head.status, Bytes::copy_from_slice(resp.head.reason()), h)
         }
     };
-    let h = Headers(headers);
+    let mut h = Headers(headers);
+    // A response without a Date gets one, as Varnish adds it on fetch.
+    if !h.has("date") {
+        h.0.push((Bytes::from_static(b"Date"), Bytes::from(http_date(t))));
+    }
     let p = sh.params();
     let defaults = ttl::Defaults { ttl: p.default_ttl, grace: p.default_grace, keep: p.default_keep, clock_skew: 10.0 };
     let life = ttl::compute(status, h.iter(), t, &defaults);

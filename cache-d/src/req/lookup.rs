@@ -115,7 +115,10 @@ pub fn hit<T: Transport>(r: &mut Request<'_, T>, oc: Arc<ObjCore>, guard: Option
                 g.release();
             }
             match other {
-                Action::Pass => Step::Pass,
+                Action::Pass => {
+                    r.hit_pass = true;
+                    Step::Pass
+                }
                 other => divert(other),
             }
         }

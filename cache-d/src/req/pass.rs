@@ -111,8 +111,9 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
         Framing::Chunked | Framing::Eof if chunk_out => Some((&b"Transfer-Encoding"[..], "chunked".to_string())),
         _ => None,
     };
-    let head =
-        RespHead { status: out.status, reason: &out.reason, headers: &out.headers, obj_vxid: None, framing, keep, accept_ranges: false };
+    // A pass vcl_hit chose shows its fetch's vxid, as Varnish does.
+    let obj_vxid = r.hit_pass.then_some(fetch.vxid);
+    let head = RespHead { status: out.status, reason: &out.reason, headers: &out.headers, obj_vxid, framing, keep, accept_ranges: false };
     r.write_head(&mut wire, &head);
     r.stamp("Process");
     let hdr_tx = wire.len() as u64;

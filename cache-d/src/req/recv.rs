@@ -92,6 +92,7 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
         framing,
         body_consumed: false,
         piped: false,
+        hit_pass: false,
     })
 }
 
@@ -139,6 +140,7 @@ fn request_of(head: &Head, log: &mut common::log::vsl::Batch, rxid: u32, s: &Ses
 
 /// vcl_recv, then vcl_hash, and where they lead.
 pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
+    r.hit_pass = false;
     let action = if r.req.restarts > r.sh.params().max_restarts {
         r.log.rec(Tag::VclError, LogSide::Client, r.rxid, b"Too many restarts");
         Action::Synth(503, "Too many restarts".into())

@@ -141,6 +141,8 @@ pub struct Request<'a, T> {
     pub body_consumed: bool,
     /// vcl_pipe chose synth: vcl_synth cannot restart.
     pub piped: bool,
+    /// vcl_hit chose pass: X-Varnish shows the pass's fetch too.
+    pub hit_pass: bool,
 }
 
 /// What a client-side subroutine sees besides `req`.

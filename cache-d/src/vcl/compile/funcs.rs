@@ -15,7 +15,8 @@ pub fn querysort(url: &str) -> String {
     let Some((path, query)) = url.split_once('?') else { return url.to_string() };
     let mut params: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
     if params.is_empty() {
-        return path.to_string();
+        // As Varnish: "/a?&" sorts to "/a?".
+        return format!("{path}?");
     }
     params.sort_unstable();
     format!("{path}?{}", params.join("&"))

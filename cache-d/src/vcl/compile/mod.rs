@@ -84,7 +84,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
                 check_backend(name, fields, *pos)?;
                 c.backends.push(name.clone());
                 c.backend_specs.push(backend_spec(name, fields, &probes, *pos)?);
-                if c.backend.is_none() {
+                if c.backend.is_none() || name == "default" {
                     let get = |n: &str| {
                         fields.iter().find(|f| f.name == n).and_then(|f| match &f.value {
                             FieldValue::Expr(Expr::Str(s, _)) => Some(s.clone()),
@@ -494,7 +494,7 @@ impl Policy for VclPolicy {
     fn backend(&self, name: Option<&str>, key: &[u8]) -> Option<Arc<crate::backend::pool::Backend>> {
         match name {
             Some(n) => self.prog.backend_named(n, key),
-            None => self.prog.backends.first().and_then(|n| self.prog.backend_named(n, key)),
+            None => self.prog.default_backend().and_then(|n| self.prog.backend_named(n, key)),
         }
     }
     fn backends(&self) -> Vec<Arc<crate::backend::pool::Backend>> {

@@ -131,11 +131,18 @@ pub struct Compiled {
     pub(super) runtime: std::sync::OnceLock<HashMap<String, Arc<crate::backend::pool::Backend>>>,
     /// The directors vcl_init made.
     pub(super) directors: std::sync::Mutex<HashMap<String, Arc<crate::backend::director::Director>>>,
-    /// The first backend's host and port, if the program declares one.
+    /// The default backend's host and port (the one named `default`,
+    /// else the first declared), if the program declares one.
     pub backend: Option<String>,
 }
 
 impl Compiled {
+    /// The default backend's name: the one named `default` if there is
+    /// one, else the first declared (as Varnish 7 chooses).
+    pub fn default_backend(&self) -> Option<&str> {
+        default_backend(&self.backends)
+    }
+
     pub(super) fn directors(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<crate::backend::director::Director>>> {
         self.directors.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -229,4 +236,10 @@ pub(super) fn run(body: &[StmtFn], t: &mut Task<'_>, c: &Compiled) -> Flow {
 pub(super) fn fail(t: &mut Task<'_>, msg: String) {
     t.record(Tag::VclError, msg.as_bytes());
     t.failed.get_or_insert(msg);
+}
+
+/// The backend a program uses when none is chosen: the one named
+/// `default` if there is one, else the first declared (Varnish 7).
+pub(super) fn default_backend(backends: &[String]) -> Option<&str> {
+    backends.iter().find(|b| *b == "default").or(backends.first()).map(String::as_str)
 }

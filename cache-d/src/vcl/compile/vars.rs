@@ -267,7 +267,7 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "req.hash_always_miss" => get!(req, |r| Val::Bool(r.hash_always_miss)),
         "req.hash_ignore_busy" => get!(req, |r| Val::Bool(r.hash_ignore_busy)),
         "req.backend_hint" => {
-            let default = sc.backends.first().cloned().unwrap_or_else(|| "default".into());
+            let default = default_backend(sc.backends).unwrap_or("default").to_string();
             Box::new(move |t, _| {
                 t.req.as_deref().map(|r| Val::Backend(r.backend_hint.clone().unwrap_or_else(|| default.clone()))).unwrap_or(Val::None)
             })
@@ -280,7 +280,7 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "bereq.uncacheable" => get!(bereq, |r| Val::Bool(r.uncacheable)),
         "bereq.is_bgfetch" => get!(bereq, |r| Val::Bool(r.is_bgfetch)),
         "bereq.backend" => {
-            let default = sc.backends.first().cloned().unwrap_or_else(|| "default".into());
+            let default = default_backend(sc.backends).unwrap_or("default").to_string();
             Box::new(move |t, _| {
                 t.bereq.as_deref().map(|r| Val::Backend(r.backend.clone().unwrap_or_else(|| default.clone()))).unwrap_or(Val::None)
             })
