@@ -34,9 +34,9 @@ pub struct Args {
     #[arg(short = 'p')]
     pub raw: bool,
 
-    /// The command and its arguments. One argument with spaces in it is
-    /// sent as typed (varnishadm's habit: 'ban req.url ~ "/a b"'); several
-    /// arguments are each quoted as needed.
+    /// The command and its arguments, joined with spaces as varnishadm
+    /// joins them ('ban req.url ~ ^/a/' and ban 'req.url ~ ^/a/' both
+    /// work); quote inside an argument what must stay one word.
     #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }

@@ -99,12 +99,12 @@ impl Conn {
     }
 }
 
-/// The line to send for command words given on our command line.
+/// The line to send for command words given on our command line: the
+/// words joined with spaces, as varnishadm joins them, so runbook lines
+/// (`ban 'req.url ~ ^/a/'`) work unchanged; quote inside an argument what
+/// must stay one word (`vcl.inline x '"vcl 4.1; ..."'`).
 pub fn command_line(words: &[String]) -> String {
-    match words {
-        [one] if one.contains(char::is_whitespace) => one.clone(),
-        _ => words.iter().map(|w| adm::quote(w)).collect::<Vec<_>>().join(" "),
-    }
+    words.join(" ")
 }
 
 /// Targets from the arguments (the default instance when none is given).
@@ -131,6 +131,8 @@ mod tests {
         let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(command_line(&w(&["ping"])), "ping");
         assert_eq!(command_line(&w(&["ban req.url ~ \"/a b\""])), "ban req.url ~ \"/a b\"");
-        assert_eq!(command_line(&w(&["ban", "req.url", "~", "/a b"])), "ban req.url ~ \"/a b\"");
+        // As varnishadm: joined with spaces, nothing quoted.
+        assert_eq!(command_line(&w(&["ban", "req.url ~ ^/a/"])), "ban req.url ~ ^/a/");
+        assert_eq!(command_line(&w(&["ban", "req.url", "~", "\"/a b\""])), "ban req.url ~ \"/a b\"");
     }
 }

@@ -338,7 +338,14 @@ sub vcl_recv {{
     // them away, and the first program's stay.
     let o = run(
         "cache-adm",
-        &["-n", &ds, "vcl.inline", "two", &format!("vcl 4.1; backend z {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}", origin.port)],
+        // Words are joined as varnishadm joins them: the source is quoted.
+        &[
+            "-n",
+            &ds,
+            "vcl.inline",
+            "two",
+            &common::adm::quote(&format!("vcl 4.1; backend z {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}", origin.port)),
+        ],
     );
     assert!(o.status.success(), "{}", stdout(&o));
     assert_eq!(stat_counters(&ds, "VBE.two.z.*").len(), 20);

@@ -262,7 +262,10 @@ fn bans_remove_exactly_the_matching_objects() {
     assert_eq!(counter(&once, "MAIN.bans_obj_killed"), Some(2), "{once}");
     // An object ban: the lurker applies it with no traffic at all.
     let before = counter(&once, "MAIN.n_object").unwrap();
-    let o = run("cache-adm", &["-n", ds, "ban", "obj.http.etag", "==", &etags[2]]);
+    // The words are joined as varnishadm joins them: an ETag's quotes are
+    // escaped inside a quoted argument.
+    let etag = format!("\"{}\"", etags[2].replace('"', "\\\""));
+    let o = run("cache-adm", &["-n", ds, "ban", "obj.http.etag", "==", &etag]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let once = wait_for(10, "the lurker", || {
         let once = stat(&d.dir);
@@ -415,10 +418,11 @@ fn vcl_use_switches_under_load_and_survives_a_child_restart() {
     let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
     let ds = d.dir.to_str().unwrap().to_string();
     let tagged = "vcl 4.1; sub vcl_deliver { set resp.http.X-Policy = \"tagged\"; }";
-    let o = run("cache-adm", &["-n", &ds, "vcl.inline", "tagged", tagged]);
+    // Words are joined as varnishadm joins them: the source is quoted.
+    let o = run("cache-adm", &["-n", &ds, "vcl.inline", "tagged", &common::adm::quote(tagged)]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
     // A broken program is refused with the compiler's message; nothing changes.
-    let o = run("cache-adm", &["-n", &ds, "vcl.inline", "broken", "vcl 4.1; sub vcl_recv { return (deliver); }"]);
+    let o = run("cache-adm", &["-n", &ds, "vcl.inline", "broken", &common::adm::quote("vcl 4.1; sub vcl_recv { return (deliver); }")]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).contains("Invalid return \"deliver\" in vcl_recv"), "{}", stdout(&o));
     // Traffic runs in the background while the program switches.

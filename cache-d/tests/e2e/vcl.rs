@@ -204,7 +204,8 @@ fn vcl_labels_state_and_busy_counts() {
         (o.status.code(), stdout(&o))
     };
     let tagged = "vcl 4.1; sub vcl_deliver { set resp.http.X-Policy = \"tagged\"; }";
-    assert_eq!(adm(&["vcl.inline", "tagged", tagged]).0, Some(0));
+    // Words are joined as varnishadm joins them: the source is quoted.
+    assert_eq!(adm(&["vcl.inline", "tagged", &common::adm::quote(tagged)]).0, Some(0));
     assert_eq!(adm(&["vcl.label", "prod", "tagged"]).0, Some(0));
     let (rc, out) = adm(&["vcl.label", "prod2", "prod"]);
     assert!(rc != Some(0) && out.contains("label"), "a label of a label: {out}");
