@@ -84,9 +84,40 @@ pub fn parse(s: &str) -> Option<f64> {
     Some((days * 86400 + t) as f64)
 }
 
+/// Parse an HTTP date as Varnish's VTIM_parse does: the same three
+/// formats, but names exactly as the RFCs spell them (`Wed`, `Oct`,
+/// `GMT`) and the weekday matching the date. What this refuses, Varnish
+/// ignores (an Expires it cannot parse is as if absent).
+pub fn parse_strict(s: &str) -> Option<f64> {
+    const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+    const LONG: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let s = s.trim();
+    let (day, rest_ok) = match s.split_once(", ") {
+        Some((w, rest)) => {
+            let f: Vec<&str> = rest.split([' ', '-']).filter(|x| !x.is_empty()).collect();
+            let names_ok = f.len() == 5 && f[4] == "GMT" && MONTHS.contains(&f[1]);
+            (DAYS.iter().position(|d| *d == w).or_else(|| LONG.iter().position(|d| *d == w)), names_ok)
+        }
+        None => {
+            let f: Vec<&str> = s.split(' ').filter(|x| !x.is_empty()).collect();
+            let names_ok = f.len() == 5 && MONTHS.contains(&f[1]);
+            (f.first().and_then(|w| DAYS.iter().position(|d| d == w)), names_ok)
+        }
+    };
+    let (day, t) = (day?, parse(s)?);
+    if !rest_ok {
+        return None;
+    }
+    // 1970-01-01 was a Thursday.
+    let weekday = ((t / 86400.0).floor() as i64 + 4).rem_euclid(7) as usize;
+    (weekday == day).then_some(t)
+}
+
 #[cfg(test)]
 mod parse_tests {
     use super::{format, parse};
+
 
     #[test]
     fn three_formats() {
@@ -101,5 +132,19 @@ mod parse_tests {
         assert_eq!(parse("Sun, 06 Nov 1994 25:49:37 GMT"), None);
         assert_eq!(parse("Sun, 06 Nov 1994 08:49:37 PST"), None);
         assert_eq!(parse(""), None);
+    }
+
+    #[test]
+    fn strict_as_varnish() {
+        use super::parse_strict;
+        assert_eq!(parse_strict("Sun, 06 Nov 1994 08:49:37 GMT"), Some(784111777.0));
+        assert_eq!(parse_strict("Sunday, 06-Nov-94 08:49:37 GMT"), Some(784111777.0));
+        assert_eq!(parse_strict("Sun Nov  6 08:49:37 1994"), Some(784111777.0));
+        // Wrong case, or a weekday that is not the date's: refused.
+        assert_eq!(parse_strict("sun, 06 Nov 1994 08:49:37 GMT"), None);
+        assert_eq!(parse_strict("Sun, 06 nov 1994 08:49:37 GMT"), None);
+        assert_eq!(parse_strict("Sun, 06 Nov 1994 08:49:37 gmt"), None);
+        assert_eq!(parse_strict("Mon, 06 Nov 1994 08:49:37 GMT"), None);
+        assert_eq!(parse_strict("0"), None);
     }
 }

@@ -84,7 +84,9 @@ where
     let age = get("age").and_then(|v| text(v).parse::<u64>().ok()).unwrap_or(0) as f64;
     let date = get("date").and_then(|v| common::httpdate::parse(&text(v))).unwrap_or(0.0);
     // A present but invalid Expires means "already expired" (RFC 9111 §5.3).
-    let expires = get("expires").map(|v| common::httpdate::parse(&text(v)).unwrap_or(1.0)).unwrap_or(0.0);
+    // An Expires that does not parse (as Varnish's VTIM_parse reads dates:
+    // exact names, the weekday matching) is ignored, as Varnish ignores it.
+    let expires = get("expires").and_then(|v| common::httpdate::parse_strict(&text(v))).unwrap_or(0.0);
     let mut l = Lifetime { t_origin: now - age, ttl: d.ttl, grace: d.grace, keep: d.keep, date, expires, max_age: -1.0 };
     match status {
         302 | 307 => l.ttl = -1.0,
@@ -163,8 +165,11 @@ mod tests {
         // Expires before Date: already expired.
         let l = life(200, &[("Date", &date(NOW)), ("Expires", &date(NOW - 10.0))]);
         assert_eq!(l.ttl, 0.0);
-        // Invalid Expires (e.g. "0") means already expired (§5.3).
-        assert_eq!(life(200, &[("Expires", "0")]).ttl, 0.0);
+        // An invalid Expires (e.g. "0", or a wrong-case name) is ignored,
+        // as Varnish ignores it (RFC 9111 §5.3 would say expired): the
+        // default TTL applies (tests/conformance/c0109-expires-invalid.vtc).
+        assert_eq!(life(200, &[("Expires", "0")]).ttl, life(200, &[]).ttl);
+        assert_eq!(life(200, &[("Expires", "wed, 21 Oct 2015 07:28:00 GMT")]).ttl, life(200, &[]).ttl);
         // Expires without Date.
         assert_eq!(life(200, &[("Expires", &date(NOW + 50.0))]).ttl_left(NOW), 50.0);
         // Age counts against an Expires lifetime too (§4.2.3: current_age).
