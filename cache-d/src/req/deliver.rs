@@ -67,22 +67,47 @@ fn strip_weak(t: &[u8]) -> &[u8] {
 }
 
 /// Does the client's cached copy match (If-None-Match, else
-/// If-Modified-Since)? Only for 200 responses to GET and HEAD.
-pub fn not_modified(req: &Req, obj: &Object) -> bool {
-    if obj.status != 200 || !(&req.method[..] == b"GET" || &req.method[..] == b"HEAD") {
+/// If-Modified-Since), judged on the response vcl_deliver leaves, as
+/// Varnish judges it? Only for 200 responses to GET and HEAD. With a
+/// Range, If-None-Match compares strongly (a weak ETag never matches), so
+/// the range is served instead.
+pub fn not_modified(req: &Req, resp: &Resp) -> bool {
+    if resp.status != 200 || !(&req.method[..] == b"GET" || &req.method[..] == b"HEAD") {
         return false;
     }
     if let Some(inm) = req.headers.get("if-none-match") {
-        let Some(etag) = obj.header("etag") else { return false };
-        return inm.split(|&c| c == b',').any(|t| t.trim_ascii() == b"*" || strip_weak(t) == strip_weak(&etag));
+        let Some(etag) = resp.headers.get("etag") else { return false };
+        let strong = req.headers.has("range");
+        let weak_tag = |t: &[u8]| t.trim_ascii().starts_with(b"W/");
+        return inm.split(|&c| c == b',').any(|t| {
+            t.trim_ascii() == b"*" || (strip_weak(t) == strip_weak(etag) && !(strong && (weak_tag(t) || weak_tag(etag))))
+        });
     }
     if let Some(ims) = req.headers.get("if-modified-since") {
-        let parse = |v: &[u8]| std::str::from_utf8(v).ok().and_then(common::httpdate::parse);
-        if let (Some(ims), Some(lm)) = (parse(ims), obj.header("last-modified").and_then(|v| parse(&v))) {
-            return lm <= ims;
-        }
+        let parse = |v: &[u8]| std::str::from_utf8(v).ok().and_then(common::httpdate::parse_strict);
+        let Some(ims) = parse(ims).filter(|ims| *ims <= now()) else { return false };
+        return resp.headers.get("last-modified").and_then(|v| parse(v)).is_some_and(|lm| lm <= ims);
     }
     false
+}
+
+/// Does If-Range allow the range (RFC 9110 §13.1.5, strong validation, as
+/// Varnish checks it)? No If-Range: yes. An ETag: the same strong ETag.
+/// A date: exactly the Last-Modified, which is at least a second older
+/// than Date.
+fn if_range_ok(req: &Req, resp: &Resp) -> bool {
+    let Some(ir) = req.headers.get("if-range") else { return true };
+    let ir = ir.trim_ascii();
+    if ir.starts_with(b"W/") {
+        return false;
+    }
+    if ir.starts_with(b"\"") {
+        return resp.headers.get("etag").is_some_and(|e| !e.starts_with(b"W/") && e.trim_ascii() == ir);
+    }
+    let parse = |v: &[u8]| std::str::from_utf8(v).ok().and_then(common::httpdate::parse_strict);
+    let (Some(ir), Some(lm)) = (parse(ir), resp.headers.get("last-modified").and_then(|v| parse(v))) else { return false };
+    let strong = resp.headers.get("date").and_then(|d| parse(d)).is_none_or(|d| lm <= d - 1.0);
+    strong && lm == ir
 }
 
 /// What goes out for a delivery, once vcl_deliver and the client's
@@ -160,7 +185,7 @@ fn plan<'o>(req: &Req, obj: &Object, resp: &'o Resp, head_only: bool, keep: bool
         chunked: false,
         keep,
     };
-    if p.status == obj.status && not_modified(req, obj) {
+    if not_modified(req, resp) {
         (p.status, p.reason) = (304, b"Not Modified");
         p.headers.unset("content-length");
         p.send_body = false;
@@ -168,7 +193,7 @@ fn plan<'o>(req: &Req, obj: &Object, resp: &'o Resp, head_only: bool, keep: bool
     }
     let len = obj.body.known_len();
     let range = match (p.status, req.headers.get("range"), len) {
-        (200, Some(r), Some(n)) => parse_range(r, n),
+        (200, Some(r), Some(n)) if if_range_ok(req, resp) => parse_range(r, n),
         _ => RangeReq::Whole,
     };
     let total = len.unwrap_or(0);
