@@ -118,7 +118,6 @@ pub fn parse_strict(s: &str) -> Option<f64> {
 mod parse_tests {
     use super::{format, parse};
 
-
     #[test]
     fn three_formats() {
         assert_eq!(parse("Sun, 06 Nov 1994 08:49:37 GMT"), Some(784111777.0));

@@ -79,9 +79,9 @@ pub fn not_modified(req: &Req, resp: &Resp) -> bool {
         let Some(etag) = resp.headers.get("etag") else { return false };
         let strong = req.headers.has("range");
         let weak_tag = |t: &[u8]| t.trim_ascii().starts_with(b"W/");
-        return inm.split(|&c| c == b',').any(|t| {
-            t.trim_ascii() == b"*" || (strip_weak(t) == strip_weak(etag) && !(strong && (weak_tag(t) || weak_tag(etag))))
-        });
+        return inm
+            .split(|&c| c == b',')
+            .any(|t| t.trim_ascii() == b"*" || (strip_weak(t) == strip_weak(etag) && !(strong && (weak_tag(t) || weak_tag(etag)))));
     }
     if let Some(ims) = req.headers.get("if-modified-since") {
         let parse = |v: &[u8]| std::str::from_utf8(v).ok().and_then(common::httpdate::parse_strict);

@@ -15,7 +15,7 @@ use crate::req::reason::{close_reason, Reason};
 use crate::req::recv::bad_body;
 use crate::req::state::{divert, Request, RespHead, Step, With};
 use crate::req::transport::Transport;
-use crate::vcl::model::{Action, Bereq, Beresp, Resp, Sub};
+use crate::vcl::model::{Action, Bereq, Beresp, Headers, ObjView, Resp, Sub};
 
 /// Request body bytes read before a pass takes a backend connection.
 const PREFILL: usize = 64 * 1024;
@@ -98,9 +98,21 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     if streamed && !chunk_out {
         keep = false; // HTTP/1.0 client: the body ends at close.
     }
+    // The pass's private object, as vcl_deliver sees it (never hit).
+    let view = r.active.policy.defines(Sub::Deliver).then(|| ObjView {
+        status: beresp.status,
+        reason: beresp.reason.clone(),
+        headers: Headers::default(),
+        ttl: beresp.ttl,
+        grace: beresp.grace,
+        keep: beresp.keep,
+        age: 0.0,
+        hits: 0,
+        uncacheable: true,
+    });
     let mut out = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: true };
     out.headers.unset("x-varnish");
-    let action = r.call(Sub::Deliver, With { resp: Some(&mut out), ..With::default() });
+    let action = r.call(Sub::Deliver, With { resp: Some(&mut out), obj: view.as_ref(), ..With::default() });
     if action != Action::Deliver {
         drop(fetch);
         return divert(action);
