@@ -5,3 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --workspace --locked --all-targets
 cargo test --workspace --locked
+# The differential conformance scenarios: each against varnishd (proving
+# the scenario right) and against cache-d.
+if command -v varnishtest >/dev/null; then
+    bash scripts/conformance.sh both
+else
+    echo "test.sh: varnishtest not installed (apt-get install varnish): conformance scenarios skipped" >&2
+fi
