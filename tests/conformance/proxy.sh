@@ -18,9 +18,11 @@ start)
         args+=(-f "$dir/proxy.vcl")
     fi
     if [ "$kind" = varnishd ]; then
-        varnishd -j none -a "127.0.0.1:$port" -n "$dir/inst" -P "$dir/pid" -T 127.0.0.1:0 "${args[@]}" >"$dir/proxy.log" 2>&1
+        varnishd -j none -a "127.0.0.1:$port" -n "$dir/inst" -P "$dir/pid" -T 127.0.0.1:0 "${args[@]}" >"$dir/proxy.log" 2>&1 ||
+            { cat "$dir/proxy.log"; exit 1; }
     else
-        "$bin/cache-d" -a "127.0.0.1:$port" -n "$dir/inst" -P "$dir/pid" "${args[@]}" >"$dir/proxy.log" 2>&1
+        "$bin/cache-d" -a "127.0.0.1:$port" -n "$dir/inst" -P "$dir/pid" "${args[@]}" >"$dir/proxy.log" 2>&1 ||
+            { cat "$dir/proxy.log"; exit 1; }
     fi
     echo "$(cat "$dir/pid")" >>"${CONFORMANCE_PIDS:-/dev/null}"
     for _ in $(seq 200); do

@@ -47,9 +47,19 @@ pub(super) fn vcl_replacement(s: &str) -> String {
 }
 
 pub(super) fn regex_arg(e: &Expr) -> Result<Regex, VclError> {
+    match literal(e) {
+        Some(s) => Regex::new(&s).map_err(|err| VclError { msg: format!("Regexp compilation error: {err}"), pos: e.pos() }),
+        None => Err(VclError { msg: "Expected a regular expression literal (a string)".into(), pos: e.pos() }),
+    }
+}
+
+/// A string literal, or string literals joined with `+` (Varnish 7.1
+/// accepts `"^/static/" + "[a-z]+$"` where a regex is expected).
+fn literal(e: &Expr) -> Option<String> {
     match e {
-        Expr::Str(s, pos) => Regex::new(s).map_err(|err| VclError { msg: format!("Regexp compilation error: {err}"), pos: *pos }),
-        other => Err(VclError { msg: "Expected a regular expression literal (a string)".into(), pos: other.pos() }),
+        Expr::Str(s, _) => Some(s.clone()),
+        Expr::Binary { op: "+", left, right, .. } => Some(literal(left)? + &literal(right)?),
+        _ => None,
     }
 }
 

@@ -38,7 +38,8 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("client.identity", CLIENT | BACKEND, CLIENT),
     ("req.method", CLIENT, CLIENT),
     ("req.url", CLIENT, CLIENT),
-    ("req.proto", CLIENT, CLIENT),
+    // Read only, as in Varnish 7.1.
+    ("req.proto", CLIENT, 0),
     ("req.http.", CLIENT, CLIENT),
     ("req.xid", CLIENT, 0),
     ("req.restarts", CLIENT, 0),
@@ -53,7 +54,7 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("req.backend_hint", CLIENT, CLIENT),
     ("bereq.method", BEREQ, BEREQ),
     ("bereq.url", BEREQ, BEREQ),
-    ("bereq.proto", BEREQ, BEREQ),
+    ("bereq.proto", BEREQ, 0),
     ("bereq.http.", BEREQ, BEREQ),
     ("bereq.xid", BACKEND, 0),
     ("bereq.retries", BACKEND, 0),
@@ -206,14 +207,6 @@ fn proto(minor: u8) -> Val {
     Val::Str(if minor == 0 { "HTTP/1.0" } else { "HTTP/1.1" }.into())
 }
 
-fn parse_proto(v: &Val) -> u8 {
-    if v.text().eq_ignore_ascii_case("HTTP/1.0") {
-        0
-    } else {
-        1
-    }
-}
-
 macro_rules! get {
     ($field:ident, |$x:ident| $e:expr) => {
         Box::new(|t: &mut Task<'_>, _: &Compiled| t.$field.as_deref().map(|$x| $e).unwrap_or(Val::None))
@@ -347,7 +340,6 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         "req.url" => set!(req, |t, r, v| if let Some(b) = wire_token(t, "req.url", &v) {
             r.url = b
         }),
-        "req.proto" => set!(req, |t, r, v| r.minor = parse_proto(&v)),
         "req.ttl" => set!(req, |t, r, v| r.ttl = dur(&v)),
         "req.grace" => set!(req, |t, r, v| r.grace = dur(&v)),
         "req.hash_always_miss" => set!(req, |t, r, v| r.hash_always_miss = v.truthy()),
@@ -360,7 +352,6 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         "bereq.url" => set!(bereq, |t, r, v| if let Some(b) = wire_token(t, "bereq.url", &v) {
             r.url = b
         }),
-        "bereq.proto" => set!(bereq, |t, r, v| r.minor = parse_proto(&v)),
         "bereq.backend" => set!(bereq, |t, r, v| r.backend = Some(v.text())),
         "beresp.status" => set!(beresp, |t, b, v| if let Some(s) = status_val(t, &v) {
             b.status = s
