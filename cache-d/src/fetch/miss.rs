@@ -266,7 +266,7 @@ async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, body: &Arc<Body>
         chunk_out: false,
         src_side: Side::Backend,
         dst_side: Side::Internal,
-        read_timeout: sh.params().between_bytes_timeout,
+        read_timeout: f.timeout(2),
         pace: None,
     };
     let mut sink = BodySink { body, cache: &sh.cache, oc };

@@ -129,6 +129,7 @@ async fn send<B: ReqBody>(t: &mut BeTxn<'_, B>) -> Step {
     if let (None, Some(h)) = (bereq.headers.get("host"), t.f.be.cfg.host_header.clone()) {
         bereq.headers.set("Host", Bytes::from(h));
     }
+    t.f.vcl_timeouts = [bereq.connect_timeout, bereq.first_byte_timeout, bereq.between_bytes_timeout];
     let mut wire = Vec::with_capacity(1024);
     t.f.build_request(&bereq.method.clone(), bereq, t.framing, t.addrs.0.ip(), &mut wire);
     match t.f.send(t.framing, t.client.as_deref_mut(), &mut wire).await {

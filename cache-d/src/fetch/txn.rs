@@ -43,6 +43,9 @@ pub struct Fetch {
     pub be: Arc<Backend>,
     /// The connection in use, counted against .max_connections.
     slot: Option<Slot>,
+    /// Connect, first-byte and between-bytes timeouts VCL set on bereq:
+    /// they win over the backend's, which win over the parameters.
+    pub vcl_timeouts: [Option<f64>; 3],
     sh: Arc<Shared>,
     /// The transaction's End has been logged.
     ended: bool,
@@ -74,8 +77,24 @@ impl Fetch {
             is_head: false,
             be: sh.backend.clone(),
             slot: None,
+            vcl_timeouts: [None; 3],
             sh: sh.clone(),
             ended: false,
+        }
+    }
+
+    /// The connect (0), first-byte (1) or between-bytes (2) timeout in
+    /// force: bereq's (VCL), else the backend's, else the parameter.
+    pub fn timeout(&self, which: usize) -> std::time::Duration {
+        let p = self.sh.params();
+        let (cfg, param) = match which {
+            0 => (self.be.cfg.connect_timeout, p.connect_timeout),
+            1 => (self.be.cfg.first_byte_timeout, p.first_byte_timeout),
+            _ => (self.be.cfg.between_bytes_timeout, p.between_bytes_timeout),
+        };
+        match self.vcl_timeouts[which.min(2)] {
+            Some(s) => std::time::Duration::from_secs_f64(s.clamp(0.0, crate::params::MAX_SECONDS)),
+            None => cfg.unwrap_or(param),
         }
     }
 
@@ -115,7 +134,7 @@ impl Fetch {
             }
             let (mut conn, reused) = match be.take_idle(p.backend_idle_timeout) {
                 Some(c) => (c, true),
-                None => match be.connect(be.cfg.connect_timeout.unwrap_or(p.connect_timeout)).await {
+                None => match be.connect(self.timeout(0)).await {
                     Ok(c) => {
                         sh.seg.add(C::BackendConn, 1);
                         (c, false)
@@ -262,11 +281,7 @@ impl Fetch {
                 }
                 Parsed::Partial => {
                     let first = conn.buf.is_empty() && self.hdr_rx == 0;
-                    let timeout = if first {
-                        self.be.cfg.first_byte_timeout.unwrap_or(p.first_byte_timeout)
-                    } else {
-                        self.be.cfg.between_bytes_timeout.unwrap_or(p.between_bytes_timeout)
-                    };
+                    let timeout = if first { self.timeout(1) } else { self.timeout(2) };
                     match conn.fill(timeout).await {
                         Ok(0) => return Err((Error::new(Side::Backend, "backend closed the connection before a response"), first)),
                         Ok(_) => {}

@@ -149,7 +149,7 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
         chunk_out,
         src_side: Side::Backend,
         dst_side: Side::Client,
-        read_timeout: r.sh.params().between_bytes_timeout,
+        read_timeout: fetch.timeout(2),
         pace: None,
     };
     let moved = body::transfer(&mut be, r.conn.out(), &t, &mut r.sess.scratch).await.map(|mut m| {

@@ -51,7 +51,8 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
         .backend(bereq.backend.as_deref(), bereq.hash.as_deref().unwrap_or(&bereq.url))
         .unwrap_or_else(|| sh.backend.clone());
     let backend = f.be.clone();
-    let mut be = match backend.connect(backend.cfg.connect_timeout.unwrap_or(sh.params().connect_timeout)).await {
+    f.vcl_timeouts[0] = bereq.connect_timeout;
+    let mut be = match backend.connect(f.timeout(0)).await {
         Ok(b) => {
             sh.seg.add(C::BackendConn, 1);
             backend.count(Vbe::Req, 1);

@@ -97,6 +97,11 @@ pub struct Bereq {
     pub backend: Option<String>,
     /// The client request's hash inputs (None for a pipe before vcl_hash).
     pub hash: Option<Bytes>,
+    /// Timeouts set in VCL (seconds): they win over the backend's and the
+    /// parameters.
+    pub connect_timeout: Option<f64>,
+    pub first_byte_timeout: Option<f64>,
+    pub between_bytes_timeout: Option<f64>,
 }
 
 impl Bereq {

@@ -58,6 +58,9 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("bereq.http.", BEREQ, BEREQ),
     ("bereq.xid", BACKEND, 0),
     ("bereq.retries", BACKEND, 0),
+    ("bereq.connect_timeout", BEREQ, BEREQ),
+    ("bereq.first_byte_timeout", BACKEND, BACKEND),
+    ("bereq.between_bytes_timeout", BACKEND, BACKEND),
     ("bereq.uncacheable", BACKEND, 0),
     ("bereq.is_bgfetch", BACKEND, 0),
     ("bereq.backend", BEREQ, BEREQ),
@@ -272,6 +275,10 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "bereq.proto" => get!(bereq, |r| proto(r.minor)),
         "bereq.xid" => get!(bereq, |r| Val::Int(r.xid as i64)),
         "bereq.retries" => get!(bereq, |r| Val::Int(r.retries as i64)),
+        // Until VCL sets them they read as 0, as in Varnish 7.1.
+        "bereq.connect_timeout" => get!(bereq, |r| Val::Dur(r.connect_timeout.unwrap_or(0.0))),
+        "bereq.first_byte_timeout" => get!(bereq, |r| Val::Dur(r.first_byte_timeout.unwrap_or(0.0))),
+        "bereq.between_bytes_timeout" => get!(bereq, |r| Val::Dur(r.between_bytes_timeout.unwrap_or(0.0))),
         "bereq.uncacheable" => get!(bereq, |r| Val::Bool(r.uncacheable)),
         "bereq.is_bgfetch" => get!(bereq, |r| Val::Bool(r.is_bgfetch)),
         "bereq.backend" => {
@@ -353,6 +360,9 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
             r.url = b
         }),
         "bereq.backend" => set!(bereq, |t, r, v| r.backend = Some(v.text())),
+        "bereq.connect_timeout" => set!(bereq, |t, r, v| r.connect_timeout = dur(&v).map(|d| d.max(0.0))),
+        "bereq.first_byte_timeout" => set!(bereq, |t, r, v| r.first_byte_timeout = dur(&v).map(|d| d.max(0.0))),
+        "bereq.between_bytes_timeout" => set!(bereq, |t, r, v| r.between_bytes_timeout = dur(&v).map(|d| d.max(0.0))),
         "beresp.status" => set!(beresp, |t, b, v| if let Some(s) = status_val(t, &v) {
             b.status = s
         }),
