@@ -109,6 +109,21 @@ pub struct AclEntry {
     pub pos: Pos,
 }
 
+/// An ACL's flags (`acl name +log -pedantic { ... }`, Varnish 7.1's).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AclFlags {
+    /// Log a VCL_acl record for each match test.
+    pub log: bool,
+    /// An entry with bits set past its mask is an error (the default).
+    pub pedantic: bool,
+}
+
+impl Default for AclFlags {
+    fn default() -> AclFlags {
+        AclFlags { log: false, pedantic: true }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Item {
     Version { version: String, pos: Pos },
@@ -116,7 +131,7 @@ pub enum Item {
     Include { path: String, pos: Pos },
     Backend { name: String, fields: Vec<Field>, pos: Pos },
     Probe { name: String, fields: Vec<Field>, pos: Pos },
-    Acl { name: String, entries: Vec<AclEntry>, pos: Pos },
+    Acl { name: String, flags: AclFlags, entries: Vec<AclEntry>, pos: Pos },
     Sub { name: String, body: Vec<Stmt>, pos: Pos },
 }
 

@@ -145,7 +145,8 @@ impl<'a> Parser<'a> {
             }
             "acl" => {
                 let (name, _) = self.ident("an ACL name")?;
-                Ok(Item::Acl { name, entries: self.acl()?, pos })
+                let flags = self.acl_flags()?;
+                Ok(Item::Acl { name, flags, entries: self.acl()?, pos })
             }
             "sub" => {
                 let (name, _) = self.ident("a subroutine name")?;
@@ -191,6 +192,25 @@ impl<'a> Parser<'a> {
         }
         self.expect("}")?;
         Ok(out)
+    }
+
+    /// `+log`, `-pedantic`, `+table`... before an ACL's body (`table` only
+    /// chooses Varnish's compiled form: accepted, no effect here).
+    fn acl_flags(&mut self) -> R<AclFlags> {
+        let mut flags = AclFlags::default();
+        while self.is("+") || self.is("-") {
+            let on = self.is("+");
+            let pos = self.pos();
+            self.next();
+            let (flag, _) = self.ident("an ACL flag")?;
+            match flag.as_str() {
+                "log" => flags.log = on,
+                "pedantic" => flags.pedantic = on,
+                "table" => {}
+                _ => return Err(VclError { msg: format!("Unknown ACL flag: {flag}"), pos }),
+            }
+        }
+        Ok(flags)
     }
 
     fn acl(&mut self) -> R<Vec<AclEntry>> {

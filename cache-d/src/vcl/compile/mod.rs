@@ -55,7 +55,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
                 check_probe(fields)?;
                 probes.insert(name.clone(), probe_spec(fields));
             }
-            Item::Acl { name, entries, pos } => {
+            Item::Acl { name, flags, entries, pos } => {
                 if c.acls.contains_key(name) {
                     return err(format!("ACL '{name}' redefined"), *pos);
                 }
@@ -72,10 +72,15 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
                     }
                     for ip in ips {
                         let full = if ip.is_ipv4() { 32 } else { 128 };
-                        list.push((e.negated, ip, e.mask.unwrap_or(full)));
+                        let mask = e.mask.unwrap_or(full);
+                        let net = masked(ip, mask);
+                        if flags.pedantic && net != ip {
+                            return err(format!("Non-zero bits in masked part, (maybe use {net}/{mask} ?)"), e.pos);
+                        }
+                        list.push((e.negated, net, mask));
                     }
                 }
-                c.acls.insert(name.clone(), Acl { entries: list });
+                c.acls.insert(name.clone(), Acl { entries: list, log: flags.log });
             }
             Item::Backend { name, fields, pos } => {
                 if c.backends.contains(name) {
@@ -413,8 +418,10 @@ fn expr(e: &Expr, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
                             let ip = l(t, c).ip();
                             let hit = ip.is_some_and(|ip| c.acls.get(&acl).is_some_and(|a| a.matches(ip)));
                             if let Some(ip) = ip {
-                                let verdict = if hit == want { "MATCH" } else { "NO_MATCH" };
-                                t.record(Tag::VclAcl, format!("{verdict} {acl} {ip}").as_bytes());
+                                if c.acls.get(&acl).is_some_and(|a| a.log) {
+                                    let verdict = if hit == want { "MATCH" } else { "NO_MATCH" };
+                                    t.record(Tag::VclAcl, format!("{verdict} {acl} {ip}").as_bytes());
+                                }
                             }
                             Val::Bool(hit == want)
                         }));

@@ -87,6 +87,8 @@ pub(super) type SetFn = Box<dyn Fn(&mut Task<'_>, Val) + Send + Sync>;
 
 pub(super) struct Acl {
     pub(super) entries: Vec<(bool, IpAddr, u8)>,
+    /// `+log`: a VCL_acl record for each test.
+    pub(super) log: bool,
 }
 
 impl Acl {
@@ -100,6 +102,20 @@ impl Acl {
             }
         }
         verdict
+    }
+}
+
+/// `ip` with the bits past `mask` cleared.
+pub(super) fn masked(ip: IpAddr, mask: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(a) => {
+            let m = if mask == 0 { 0 } else { u32::MAX << (32 - mask.min(32) as u32) };
+            IpAddr::V4((u32::from(a) & m).into())
+        }
+        IpAddr::V6(a) => {
+            let m = if mask == 0 { 0 } else { u128::MAX << (128 - mask.min(128) as u32) };
+            IpAddr::V6((u128::from(a) & m).into())
+        }
     }
 }
 
