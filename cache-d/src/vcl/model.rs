@@ -79,6 +79,8 @@ pub struct Req {
     /// What vcl_hash hashed (None before it ran): a shard director's
     /// `by=HASH` key.
     pub hash: Option<Bytes>,
+    /// Why the last std.ban() of this request failed ("" if it did not).
+    pub ban_error: String,
 }
 
 /// The backend request (VCL's `bereq`).
@@ -102,6 +104,8 @@ pub struct Bereq {
     pub connect_timeout: Option<f64>,
     pub first_byte_timeout: Option<f64>,
     pub between_bytes_timeout: Option<f64>,
+    /// Why the last std.ban() of this fetch failed ("" if it did not).
+    pub ban_error: String,
 }
 
 impl Bereq {

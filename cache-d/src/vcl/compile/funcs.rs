@@ -78,13 +78,15 @@ pub(super) fn only_in(name: &str, allowed: u32, pos: Pos, sc: &Scope<'_>) -> Res
 }
 
 /// The functions [`call`] knows (documented in cache-vcl(7)).
-pub const FUNCTIONS: [&str; 19] = [
+pub const FUNCTIONS: [&str; 21] = [
     "regsub",
     "regsuball",
     "hash_data",
     "synthetic",
     "ban",
     "std.ban",
+    "std.ban_error",
+    "std.syntax",
     "std.log",
     "std.syslog",
     "std.tolower",
@@ -168,10 +170,14 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             Box::new(move |t, c| {
                 let spec = x(t, c).text();
                 match t.env.ban(&spec) {
-                    Ok(()) => Val::Bool(true),
+                    Ok(()) => {
+                        set_ban_error(t, String::new());
+                        Val::Bool(true)
+                    }
                     Err(e) => {
                         // A bad ban is logged and the subroutine goes on.
                         t.record(Tag::VclError, format!("ban(): {e}").as_bytes());
+                        set_ban_error(t, e);
                         if returns {
                             Val::Bool(false)
                         } else {
@@ -180,6 +186,18 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
                     }
                 }
             })
+        }
+        "std.ban_error" => {
+            one_arg(args, name, 0, pos, sc)?;
+            Box::new(|t, _| {
+                let e = t.req.as_deref().map(|r| &r.ban_error).or(t.bereq.as_deref().map(|r| &r.ban_error));
+                Val::Str(e.cloned().unwrap_or_default())
+            })
+        }
+        "std.syntax" => {
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            let version = sc.version;
+            Box::new(move |t, c| Val::Bool(x(t, c).num().is_some_and(|want| version >= want - 1e-9)))
         }
         "std.log" => {
             let x = one_arg(args, name, 1, pos, sc)?.remove(0);
@@ -442,4 +460,13 @@ fn shard_backend(obj: &str, args: &[Expr], names: &[Option<String>], pos: Pos, s
             None => Val::Backend(obj.clone()),
         }
     }))
+}
+
+/// Remember why this task's last std.ban() failed (std.ban_error()).
+fn set_ban_error(t: &mut Task<'_>, e: String) {
+    if let Some(r) = t.req.as_deref_mut() {
+        r.ban_error = e;
+    } else if let Some(r) = t.bereq.as_deref_mut() {
+        r.ban_error = e;
+    }
 }

@@ -106,6 +106,11 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
     }
     // Objects are declared by `new` in vcl_init; collected first so every
     // subroutine can call them.
+    let version = p.items.iter().find_map(|i| match i {
+        Item::Version { version, .. } => version.parse::<f64>().ok(),
+        _ => None,
+    });
+    let version = version.unwrap_or(4.0);
     let mut objects: HashMap<String, crate::backend::director::Kind> = HashMap::new();
     for item in &p.items {
         if let Item::Sub { body, .. } = item {
@@ -119,6 +124,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
                 acls: &c.acls,
                 backends: &c.backends,
                 objects: &objects,
+                version,
                 compile_expr: expr,
             };
             let mut stmts = block(body, &scope)?;

@@ -224,6 +224,8 @@ pub(super) struct Scope<'a> {
     pub(super) backends: &'a [String],
     /// Objects made with `new` (directors), by name.
     pub(super) objects: &'a HashMap<String, crate::backend::director::Kind>,
+    /// The program's VCL version (`vcl 4.1;` is 4.1), for std.syntax().
+    pub(super) version: f64,
     /// The expression compiler (handed in, so that calls can compile their
     /// arguments without this module depending back on it).
     pub(super) compile_expr: fn(&Expr, &Scope<'_>) -> Result<ExprFn, VclError>,
