@@ -171,7 +171,8 @@ impl Format {
                         }
                         None => out.push_str("http://localhost"),
                     }
-                    escape(&mut out, f.url.unwrap_or("-"));
+                    // No URL (a restarted transaction): nothing, as varnishncsa.
+                    escape(&mut out, f.url.unwrap_or(""));
                     out.push(' ');
                     escape(&mut out, f.protocol.unwrap_or("HTTP/1.0"));
                 }
@@ -294,7 +295,7 @@ impl Format {
                         Some(h) => format!("http://{h}"),
                         None => "http://localhost".into(),
                     };
-                    let r = format!("{} {host}{} {}", f.method.unwrap_or("-"), f.url.unwrap_or("-"), f.protocol.unwrap_or("HTTP/1.0"));
+                    let r = format!("{} {host}{} {}", f.method.unwrap_or("-"), f.url.unwrap_or(""), f.protocol.unwrap_or("HTTP/1.0"));
                     ("request".into(), json!(r))
                 }
                 Item::Status => ("status".into(), num(f.status.and_then(|v| v.parse().ok()))),

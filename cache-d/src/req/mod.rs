@@ -134,8 +134,7 @@ pub async fn run<T: Transport>(r: &mut Request<'_, T>) -> Option<Reason> {
             Step::DeliverSynthetic { resp, body } => synth::deliver_synthetic(r, resp, body).await,
             Step::Synth { status, reason } => synth::vcl_synth(r, status, &reason).await,
             Step::Restart => {
-                r.req.restarts += 1;
-                r.stamp("Restart");
+                r.restart();
                 Step::Recv
             }
             Step::Done(reason) => return reason,

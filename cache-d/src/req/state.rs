@@ -67,6 +67,13 @@ pub struct Clock {
 }
 
 impl Clock {
+    /// A restarted transaction's first timestamp: Start at the time of the
+    /// last one (times stay relative to the request's first start).
+    pub fn restart(&mut self, log: &mut Batch, vxid: u32) {
+        let t = self.last;
+        log.recf(Tag::Timestamp, LogSide::Client, vxid, format_args!("Start: {t:.6} {:.6} 0.000000", t - self.start));
+    }
+
     pub fn stamp(&mut self, log: &mut Batch, vxid: u32, label: &str) {
         let t = now();
         log.recf(Tag::Timestamp, LogSide::Client, vxid, format_args!("{label}: {t:.6} {:.6} {:.6}", t - self.start, t - self.last));
@@ -186,6 +193,28 @@ impl<T: Transport> Request<'_, T> {
 
     pub fn stamp(&mut self, label: &str) {
         self.clock.stamp(&mut self.log, self.rxid, label);
+    }
+
+    /// A restart, as Varnish 7 does it: this transaction ends with a link
+    /// to a new one (`Link req N restart`), which begins `req OLD restart`
+    /// and carries on from vcl_recv with the new vxid (req.xid, X-Varnish).
+    pub fn restart(&mut self) {
+        self.req.restarts += 1;
+        if self.req.restarts > self.sh.params().max_restarts {
+            // vcl_recv says "Too many restarts"; no new transaction.
+            return;
+        }
+        let (old, new) = (self.rxid, self.sh.next_vxid());
+        let side = LogSide::Client;
+        self.stamp("Restart");
+        self.log.recf(Tag::Link, side, old, format_args!("req {new} restart"));
+        self.log.rec(Tag::End, side, old, b"");
+        self.sh.seg.log(&self.log);
+        self.log.clear();
+        self.rxid = new;
+        self.req.xid = new;
+        self.log.recf(Tag::Begin, side, new, format_args!("req {old} restart"));
+        self.clock.restart(&mut self.log, new);
     }
 
     /// A response (or 100 Continue) starts: its writes must be done within

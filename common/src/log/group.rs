@@ -96,6 +96,12 @@ pub struct Tx {
     /// vxids named by this transaction's `Link` records.
     pub links: Vec<u32>,
     pub complete: bool,
+    /// A request begun by another one (`Begin req N restart`, or an ESI
+    /// subrequest): part of its parent's request group, not a group of
+    /// its own.
+    pub linked: bool,
+    /// Begun by a restart: shown at its parent's level, as varnishlog does.
+    pub restart: bool,
     seen: Instant,
 }
 
@@ -106,7 +112,17 @@ impl Tx {
     }
 
     fn new(vxid: u32, now: Instant) -> Tx {
-        Tx { vxid, kind: TxKind::Record, parent: 0, records: Vec::new(), links: Vec::new(), complete: false, seen: now }
+        Tx {
+            vxid,
+            kind: TxKind::Record,
+            parent: 0,
+            records: Vec::new(),
+            links: Vec::new(),
+            complete: false,
+            linked: false,
+            restart: false,
+            seen: now,
+        }
     }
 
     /// First record with this tag.
@@ -166,6 +182,9 @@ impl Grouper {
                     _ => TxKind::Record,
                 };
                 tx.parent = f.next().and_then(|p| std::str::from_utf8(p).ok()?.parse().ok()).unwrap_or(0);
+                let reason = f.next();
+                tx.linked = tx.kind == TxKind::Request && matches!(reason, Some(b"restart" | b"esi"));
+                tx.restart = tx.kind == TxKind::Request && reason == Some(b"restart");
             }
             Tag::Link => {
                 if let Some(c) = rec.payload.split(|&b| b == b' ').nth(1) {
@@ -189,7 +208,7 @@ impl Grouper {
     fn is_root(&self, tx: &Tx) -> bool {
         match self.mode {
             Grouping::Session => matches!(tx.kind, TxKind::Session | TxKind::Record),
-            _ => matches!(tx.kind, TxKind::Request | TxKind::Record),
+            _ => (tx.kind == TxKind::Request && !tx.linked) || tx.kind == TxKind::Record,
         }
     }
 
@@ -236,8 +255,9 @@ impl Grouper {
         while let Some((v, level)) = stack.pop() {
             if let Some(tx) = self.done.remove(&v) {
                 for c in tx.links.iter().rev() {
+                    let same = self.done.get(c).is_some_and(|t| t.restart);
                     if level < 16 {
-                        stack.push((*c, level + 1));
+                        stack.push((*c, if same { level } else { level + 1 }));
                     }
                 }
                 txs.push((level, tx));

@@ -315,3 +315,48 @@ fn cache_log_in_the_background_rotates_its_file() {
     assert!(!requests(&rotated).contains("/size/2") && requests(&rotated).contains("/size/1"));
     assert!(!requests(&f).contains("/size/1"));
 }
+
+#[test]
+fn restarts_log_linked_transactions_as_varnish_7() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let vcl = tmp.path().join("restart.vcl");
+    std::fs::write(
+        &vcl,
+        format!(
+            "vcl 4.1;\nbackend default {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\n\
+             sub vcl_recv {{ if (req.restarts == 0 && req.url ~ \"^/r\") {{ set req.url = \"/size/3\"; return (restart); }} }}\n",
+            origin.port
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start_args(&tmp.path().join("i"), &["-f", vcl.to_str().unwrap()]);
+    let ds = d.dir.to_str().unwrap();
+    // One connection each, closed, so both sessions are complete.
+    assert_eq!(Client::connect(d.port).get("/r1", "").status, 200);
+    Client::connect(d.port).get("/size/1", "");
+    wait_for(10, "both sessions to close", || {
+        (stdout(&run("cache-log", &["-d", "-g", "raw", "-i", "SessClose", "-n", ds])).lines().count() == 2).then_some(())
+    });
+    let f = tmp.path().join("cap.vsl");
+    let fs = f.to_str().unwrap();
+    run("cache-log", &["-d", "-w", fs, "-n", ds]);
+    // The restart ends the first transaction with a link to a new one,
+    // which begins "req <first> restart"; -g request shows both at level 1.
+    let grouped = stdout(&run("cache-log", &["-r", fs, "-g", "request", "-i", "Begin,Link"]));
+    let first = grouped.lines().position(|l| l.contains("Link") && l.ends_with("restart")).expect(&grouped);
+    let link = grouped.lines().nth(first).unwrap().to_string();
+    let new: u32 = link.split_whitespace().nth(3).unwrap().parse().unwrap();
+    assert!(grouped.contains(&format!("*   << Request  >> {new}")), "the restart at level 1:\n{grouped}");
+    assert!(grouped.lines().any(|l| l.contains("Begin") && l.ends_with("restart")), "{grouped}");
+    // The same text as varnishlog and varnishncsa give for this file.
+    for (tool, ours, args) in [
+        ("varnishlog", "cache-log", &["-g", "request", "-r", fs][..]),
+        ("varnishlog", "cache-log", &["-g", "session", "-r", fs][..]),
+        ("varnishncsa", "cache-ncsa", &["-r", fs][..]),
+    ] {
+        if let Some(want) = reference(tool, args) {
+            assert_eq!(stdout(&run(ours, args)), want, "{ours} {args:?} differs from {tool}");
+        }
+    }
+}
