@@ -109,15 +109,27 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
     };
     let obj = object(bxid, &got.beresp, got.life, got.body.clone(), &req);
     let oc = store(&sh, &mut f, guard, obj, &got);
-    let _ = tx.send(Ok(oc.clone()));
-    let (was_304, body) = (got.beresp.was_304, got.body);
+    let (was_304, body, stream) = (got.beresp.was_304, got.body, got.beresp.do_stream);
     match got.resp {
-        None => f.done(Some(body.known_len().unwrap_or(0)), None),
+        None => {
+            let _ = tx.send(Ok(oc.clone()));
+            f.done(Some(body.known_len().unwrap_or(0)), None);
+        }
         Some(resp) if was_304 => {
+            let _ = tx.send(Ok(oc.clone()));
             let reusable = !resp.head.has_token("connection", "close");
             f.done(Some(0), Some((resp.conn, reusable)));
         }
-        Some(resp) => stream_body(&sh, f, resp, &body, &oc).await,
+        Some(resp) if stream => {
+            let _ = tx.send(Ok(oc.clone()));
+            stream_body(&sh, f, resp, &body, &oc).await;
+        }
+        // beresp.do_stream = false: the request is answered once the
+        // whole body is in; a body that fails is a failed fetch (503).
+        Some(resp) => {
+            let whole = stream_body(&sh, f, resp, &body, &oc).await;
+            let _ = tx.send(if whole { Ok(oc) } else { Err(Error::new(Side::Backend, "backend body ended early or failed")) });
+        }
     }
 }
 
@@ -257,8 +269,8 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -
 }
 
 /// Stream the body into the object as it arrives, charging the cache; a
-/// body that fails or ends early kills the object.
-async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, body: &Arc<Body>, oc: &Arc<ObjCore>) {
+/// body that fails or ends early kills the object. True if it came whole.
+async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, body: &Arc<Body>, oc: &Arc<ObjCore>) -> bool {
     let mut be = resp.conn;
     let backend_close = resp.head.minor == 0 || resp.head.has_token("connection", "close");
     let tr = Transfer {
@@ -276,12 +288,14 @@ async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, body: &Arc<Body>
             f.log.rec(Tag::FetchBody, LogSide::Backend, f.vxid, b"3 length stream");
             let reusable = !backend_close && resp.framing != Framing::Eof;
             f.done(Some(m.payload), Some((be, reusable)));
+            true
         }
         Ok(_) | Err(_) => {
             body.fail();
             sh.cache.kill(oc);
             f.error(&Error::new(Side::Backend, "backend body ended early or failed"));
             f.done(None, None);
+            false
         }
     }
 }
