@@ -158,7 +158,9 @@ fn cache_bereq(req: &Req, bxid: u32, reason: &str, stale: Option<&ObjCore>) -> B
 fn failed(fetched: &Fetched) -> bool {
     match fetched {
         Fetched::Abandoned(_) | Fetched::Client(_) => true,
-        Fetched::Synthetic { beresp, .. } => beresp.status >= 500,
+        // vcl_backend_error's page counts as a failure unless the policy
+        // gave it a TTL: then it is the answer, stored and served (Varnish).
+        Fetched::Synthetic { beresp, .. } => beresp.status >= 500 && beresp.ttl <= 0.0,
         Fetched::Resp { beresp, .. } => beresp.status >= 500 && !beresp.was_304,
     }
 }
