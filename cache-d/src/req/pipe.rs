@@ -52,9 +52,16 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
         .unwrap_or_else(|| sh.backend.clone());
     let backend = f.be.clone();
     f.vcl_timeouts[0] = bereq.connect_timeout;
-    let mut be = match backend.connect(f.timeout(0)).await {
+    // An idle pooled connection is used first, as Varnish's pipe does.
+    let idle = backend.take_idle(sh.params().backend_idle_timeout);
+    let reused = idle.is_some();
+    let connected = match idle {
+        Some(c) => Ok(c),
+        None => backend.connect(f.timeout(0)).await,
+    };
+    let mut be = match connected {
         Ok(b) => {
-            sh.seg.add(C::BackendConn, 1);
+            sh.seg.add(if reused { C::BackendReuse } else { C::BackendConn }, 1);
             backend.count(Vbe::Req, 1);
             b
         }
@@ -70,7 +77,7 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
             return Step::Done(Some(Reason::TxError));
         }
     };
-    f.open_record(&be, false);
+    f.open_record(&be, reused);
     let bereq_hdr = wire.len() as u64;
     let mut ok = be.io.write_all(&wire).await.is_ok();
     let pending = r.conn.take_buffered();
