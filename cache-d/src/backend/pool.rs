@@ -24,7 +24,9 @@ pub struct Backend {
     pub addrs: Vec<SocketAddr>,
     /// Per-backend settings; None follows the parameter.
     pub cfg: BackendCfg,
-    idle: Mutex<Vec<(BeConn, Instant)>>,
+    /// Idle keep-alive connections, shared by every backend with the same
+    /// addresses (as Varnish shares a TCP pool per endpoint across VCLs).
+    idle: Arc<IdlePool>,
     /// Admin health (backend.set_health) and when it last changed.
     admin: Mutex<(Admin, f64)>,
     /// When it was made (the first "last change").
@@ -134,6 +136,29 @@ pub enum ResolveError {
     NoAddress(String),
 }
 
+/// Idle connections to one endpoint.
+pub struct IdlePool {
+    conns: Mutex<Vec<(BeConn, Instant)>>,
+}
+
+type Pools = Mutex<std::collections::HashMap<Vec<SocketAddr>, std::sync::Weak<IdlePool>>>;
+
+impl IdlePool {
+    /// The pool for `addrs`: the one other backends to them use, else a
+    /// new one (gone when its last backend is).
+    fn for_endpoint(addrs: &[SocketAddr]) -> Arc<IdlePool> {
+        static POOLS: std::sync::OnceLock<Pools> = std::sync::OnceLock::new();
+        let mut pools = POOLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+        pools.retain(|_, p| p.strong_count() > 0);
+        if let Some(p) = pools.get(addrs).and_then(std::sync::Weak::upgrade) {
+            return p;
+        }
+        let p = Arc::new(IdlePool { conns: Mutex::new(Vec::new()) });
+        pools.insert(addrs.to_vec(), Arc::downgrade(&p));
+        p
+    }
+}
+
 /// Resolve `-b host[:port]` (port 8080 by default).
 pub fn resolve(spec: &str) -> Result<Vec<SocketAddr>, ResolveError> {
     let with_port = if spec.starts_with('[') {
@@ -163,12 +188,13 @@ impl Backend {
 
     pub fn with_cfg(vcl: &str, name: &str, addrs: Vec<SocketAddr>, cfg: BackendCfg) -> Backend {
         let created = crate::util::now();
+        let idle = IdlePool::for_endpoint(&addrs);
         Backend {
             created,
             name: name.to_string(),
             vcl: vcl.to_string(),
             addrs,
-            idle: Mutex::new(Vec::new()),
+            idle,
             admin: Mutex::new((Admin::Auto, created)),
             busy: Arc::new(AtomicUsize::new(0)),
             probe: Mutex::new(cfg_probe_state(&cfg)),
@@ -265,7 +291,7 @@ impl Backend {
     /// An idle connection younger than `max_idle` that the backend has not
     /// closed (nor sent stray bytes on), if any.
     pub fn take_idle(&self, max_idle: Duration) -> Option<BeConn> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.idle.conns.lock().unwrap_or_else(|e| e.into_inner());
         while let Some((c, since)) = idle.pop() {
             if since.elapsed() >= max_idle {
                 continue;
@@ -297,7 +323,7 @@ impl Backend {
 
     /// Close the idle connections older than `max_idle`.
     pub fn reap_idle(&self, max_idle: Duration) {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.idle.conns.lock().unwrap_or_else(|e| e.into_inner());
         idle.retain(|(_, since)| since.elapsed() < max_idle);
     }
 
@@ -306,7 +332,7 @@ impl Backend {
         if !c.buf.is_empty() {
             return; // Stray bytes after a response: not safe to reuse.
         }
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.idle.conns.lock().unwrap_or_else(|e| e.into_inner());
         idle.push((c, Instant::now()));
     }
 }

@@ -152,7 +152,7 @@ fn vcl_backend_response<B>(t: &mut BeTxn<'_, B>, resp: Response) -> Step {
             life.keep = beresp.keep;
             return Step::Done(Fetched::Resp { resp, beresp, life, action });
         }
-        _ => t.f.close(),
+        _ => t.f.release(resp),
     }
     match action {
         Action::Retry if t.can_retry() => t.retry(),

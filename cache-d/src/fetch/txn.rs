@@ -325,9 +325,17 @@ impl Fetch {
         }
     }
 
-    /// Close the connection of a response that is not used (a retry).
-    pub fn close(&mut self) {
-        self.close_record("close", false);
+    /// A response that is not used (a retry, an error, abandon): its
+    /// connection goes back to the pool when nothing of it is left to read
+    /// (no body), as Varnish does; else it is closed.
+    pub fn release(&mut self, resp: Response) {
+        let empty = matches!(resp.framing, Framing::None | Framing::Length(0));
+        if empty && resp.head.minor >= 1 && !resp.head.has_token("connection", "close") {
+            self.close_record("recycle", true);
+            self.be.recycle(resp.conn);
+        } else {
+            self.close_record("close", false);
+        }
     }
 
     fn close_record(&mut self, how: &str, recycled: bool) {
