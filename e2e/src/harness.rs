@@ -133,10 +133,21 @@ impl Varnishd {
 
     /// With more arguments (-T, -S...).
     pub fn start_args(dir: &Path, backend: &str, extra: &[&str]) -> Varnishd {
+        let mut args = vec!["-b", backend];
+        args.extend_from_slice(extra);
+        Varnishd::start_with(dir, &args)
+    }
+
+    /// With a VCL file instead of -b.
+    pub fn start_vcl(dir: &Path, vcl: &Path) -> Varnishd {
+        Varnishd::start_with(dir, &["-f", vcl.to_str().unwrap()])
+    }
+
+    fn start_with(dir: &Path, args: &[&str]) -> Varnishd {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = Command::new("varnishd")
-            .args(["-j", "none", "-F", "-a", &format!("127.0.0.1:{port}"), "-b", backend])
-            .args(extra)
+            .args(["-j", "none", "-F", "-a", &format!("127.0.0.1:{port}")])
+            .args(args)
             .arg("-n")
             .arg(dir)
             .stdout(Stdio::null())

@@ -543,3 +543,42 @@ sub vcl_backend_response {{ set beresp.http.X-Be = beresp.backend.name; }}
     assert_eq!(rr.iter().filter(|b| *b == "a").count(), 2, "{rr:?}");
     drop(b);
 }
+
+#[test]
+fn hash_and_shard_directors_map_keys_as_varnishd() {
+    if !have("varnishd") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let vcl = tmp.path().join("directors.vcl");
+    let mut src = String::from("vcl 4.1;\nimport directors;\n");
+    for i in 1..=4 {
+        src += &format!("backend b{i} {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\n", 9000 + i);
+    }
+    src += "sub vcl_init {\n\tnew h = directors.hash();\n\tnew s = directors.shard();\n";
+    for i in 1..=4 {
+        src += &format!("\th.add_backend(b{i}, 1.0);\n\ts.add_backend(b{i});\n");
+    }
+    src += "\ts.reconfigure();\n}\n\
+            sub vcl_recv {\n\
+            \tif (req.url ~ \"^/h/\") { set req.backend_hint = h.backend(req.url); }\n\
+            \telse { set req.backend_hint = s.backend(by=KEY, key=s.key(req.url)); }\n\
+            \treturn (synth(200));\n}\n\
+            sub vcl_synth { set resp.http.x-be = req.backend_hint; }\n";
+    std::fs::write(&vcl, src).unwrap();
+    let d = Daemon::start_args(&tmp.path().join("c"), &["-f", vcl.to_str().unwrap()]);
+    let v = Varnishd::start_vcl(&tmp.path().join("v"), &vcl);
+    let (mut ours, mut theirs) = (Client::connect(d.port), Client::connect(v.port));
+    let mut differ = Vec::new();
+    for kind in ["h", "s"] {
+        for k in 0..10_000 {
+            let url = format!("/{kind}/key-{k}");
+            let (a, b) = (ours.get(&url, "").header("x-be").map(str::to_string), theirs.get(&url, "").header("x-be").map(str::to_string));
+            assert!(b.is_some(), "varnishd answered without x-be for {url}");
+            if a != b {
+                differ.push(format!("{url}: cache-d {a:?}, varnishd {b:?}"));
+            }
+        }
+    }
+    assert!(differ.is_empty(), "{} of 20,000 keys map differently, e.g.:\n{}", differ.len(), differ[..differ.len().min(10)].join("\n"));
+}
