@@ -59,7 +59,9 @@ pub fn scan(src: &str, toks: &[Token]) -> Vec<Finding> {
                 let new = SUBS.iter().find(|(old, _)| *old == s).map(|(_, n)| *n).unwrap_or_default();
                 find(format!("sub {s}"), new);
             }
-            "purge" | "purge_url" | "purge_hash" if next == Some(&Tok::Punct("(")) => find(format!("{w}()"), "ban(\"...\") or return (purge) in vcl_recv"),
+            "purge" | "purge_url" | "purge_hash" if next == Some(&Tok::Punct("(")) => {
+                find(format!("{w}()"), "ban(\"...\") or return (purge) in vcl_recv")
+            }
             "error" if matches!(next, Some(Tok::Int(_))) => find("error NNN \"reason\"".into(), "return (synth(NNN, \"reason\"))"),
             "esi" if next == Some(&Tok::Punct(";")) => find("esi;".into(), "set beresp.do_esi = true;"),
             "remove" => find("remove".into(), "unset"),

@@ -10,6 +10,7 @@ pub mod builtin;
 pub mod check;
 pub mod compile;
 pub mod diag;
+pub mod legacy;
 pub mod lex;
 pub mod load;
 pub mod model;
@@ -44,6 +45,12 @@ fn parse_into(prog: &mut Program, name: String, src: String, dir: Option<&Path>,
     let src = prog.files[file].1.clone();
     let toks = lex::lex(&src).map_err(|e| VclError { msg: e.msg, pos: Pos { file, at: e.at, len: e.len } })?;
     if depth == 0 && !matches!(toks.first().map(|t| &t.tok), Some(lex::Tok::Ident(w)) if w == "vcl") {
+        // A Varnish 2 or 3 file: everything to rewrite, in one message.
+        let old = legacy::scan(&src, &toks);
+        if !old.is_empty() {
+            let name = prog.files[file].0.clone();
+            return Err(VclError { msg: legacy::render(&name, &src, &old), pos: Pos { file, at: old[0].at, len: 1 } });
+        }
         return Err(VclError {
             msg: "VCL version declaration missing: VCL 4 files start with \"vcl 4.1;\" (is this a Varnish 2 or 3 file? see cache-vcl(7) for the 4.1 spellings)".into(),
             pos: Pos { file, at: 0, len: 1 },

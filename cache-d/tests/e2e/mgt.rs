@@ -394,7 +394,9 @@ fn bad_and_old_vcl_fail_with_positions_and_hints() {
     let o = run("cache-d", &["-C", "-f", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
-    assert!(err.contains("VCL version declaration missing") && err.contains("Line 1"), "{err}");
+    // Every construct to rewrite, each with its line and 4.1 spelling, at once.
+    assert!(err.contains("Varnish 2 or 3 file") && err.contains("4 construct(s)"), "{err}");
+    assert!(err.contains("Line 5 Pos 9) req.request -> req.method") && err.contains("Line 9 Pos 5) lookup; -> return (hash);"), "{err}");
     // With the version line, the first old construct gets its 4.1 spelling.
     let src = std::fs::read_to_string(&f).unwrap();
     std::fs::write(&f, format!("vcl 4.1;\n{src}")).unwrap();
