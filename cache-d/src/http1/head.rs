@@ -139,8 +139,17 @@ fn head_len(r: httparse::Result<usize>, buffered: usize, max_size: usize) -> Res
     }
 }
 
-/// Parse a request head at the start of `buf`, splitting it off when complete.
+/// Parse a request head at the start of `buf`, splitting it off when
+/// complete. A head with folded header lines (obs-fold) is unfolded and
+/// parsed again, as Varnish unfolds them; the common path parses once.
 pub fn parse_request(buf: &mut BytesMut, max_headers: usize, max_size: usize) -> Result<Parsed, HeadError> {
+    match parse_request_once(buf, max_headers, max_size) {
+        Err(_) if unfold(buf) => parse_request_once(buf, max_headers, max_size),
+        r => r,
+    }
+}
+
+fn parse_request_once(buf: &mut BytesMut, max_headers: usize, max_size: usize) -> Result<Parsed, HeadError> {
     let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
     let mut heap = Vec::new();
     let mut req = httparse::Request::new(header_slots(&mut stack, &mut heap, max_headers));
@@ -154,8 +163,16 @@ pub fn parse_request(buf: &mut BytesMut, max_headers: usize, max_size: usize) ->
     Ok(Parsed::Complete(Head { raw, first, url, minor, status: 0, headers }))
 }
 
-/// Parse a response head at the start of `buf`, splitting it off when complete.
+/// Parse a response head at the start of `buf`, splitting it off when
+/// complete; folded header lines are unfolded as for requests.
 pub fn parse_response(buf: &mut BytesMut, max_headers: usize, max_size: usize) -> Result<Parsed, HeadError> {
+    match parse_response_once(buf, max_headers, max_size) {
+        Err(_) if unfold(buf) => parse_response_once(buf, max_headers, max_size),
+        r => r,
+    }
+}
+
+fn parse_response_once(buf: &mut BytesMut, max_headers: usize, max_size: usize) -> Result<Parsed, HeadError> {
     let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
     let mut heap = Vec::new();
     let mut resp = httparse::Response::new(header_slots(&mut stack, &mut heap, max_headers));
@@ -167,6 +184,35 @@ pub fn parse_response(buf: &mut BytesMut, max_headers: usize, max_size: usize) -
     let headers = resp.headers.iter().map(|h| (offset(base, h.name.as_bytes()), offset(base, h.value))).collect();
     let raw = buf.split_to(n).freeze();
     Ok(Parsed::Complete(Head { raw, first, url: 0..0, minor, status, headers }))
+}
+
+/// Unfold obs-fold continuation lines in the head at the start of `buf`,
+/// in place, as Varnish does: a header line followed by a line starting
+/// with SP or HT is one line, the line break and the continuation's
+/// leading whitespace becoming spaces (so offsets and the head's length do
+/// not change). The line after the start line is not a continuation (a
+/// first header starting with whitespace stays an error). True if
+/// anything was unfolded.
+pub fn unfold(buf: &mut [u8]) -> bool {
+    let Some(first) = buf.iter().position(|&c| c == b'\n') else { return false };
+    let sp = |c: u8| c == b' ' || c == b'\t';
+    let mut changed = false;
+    let mut line = first + 1;
+    while line < buf.len() && buf[line] != b'\r' && buf[line] != b'\n' {
+        let Some(nl) = buf[line..].iter().position(|&c| c == b'\n').map(|p| p + line) else { break };
+        if !buf.get(nl + 1).is_some_and(|&c| sp(c)) {
+            line = nl + 1;
+            continue;
+        }
+        // The same line goes on: blank the break and the indentation.
+        let mut k = if nl > line && buf[nl - 1] == b'\r' { nl - 1 } else { nl };
+        while k < buf.len() && (k <= nl || sp(buf[k])) {
+            buf[k] = b' ';
+            k += 1;
+        }
+        changed = true;
+    }
+    changed
 }
 
 /// How a message body is delimited.

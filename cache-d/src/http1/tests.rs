@@ -137,3 +137,18 @@ async fn short_bodies_blame_the_sender() {
     let e = transfer(&mut src, &mut Vec::new(), &t, &mut Vec::new()).await.unwrap_err();
     assert_eq!(e.side, Side::Backend);
 }
+
+#[test]
+fn folded_headers_are_unfolded_as_varnish_does() {
+    let mut b = BytesMut::from("GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n  b\r\n\tc\r\nX-B: 2\r\n\r\n");
+    let Ok(Parsed::Complete(h)) = parse_request(&mut b, 64, 32768) else { panic!("not unfolded") };
+    assert_eq!(h.get("x-a"), Some(&b"a    b   c"[..]));
+    assert_eq!(h.get("x-b"), Some(&b"2"[..]));
+    // Whitespace before the first header is not a continuation.
+    let mut b = BytesMut::from("GET / HTTP/1.1\r\n  Host: x\r\n\r\n");
+    assert!(parse_request(&mut b, 64, 32768).is_err());
+    // Responses too.
+    let mut b = BytesMut::from("HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 0\r\n\r\n");
+    let Ok(Parsed::Complete(h)) = parse_response(&mut b, 64, 32768) else { panic!("not unfolded") };
+    assert_eq!(h.get("x-a"), Some(&b"a   b"[..]));
+}
