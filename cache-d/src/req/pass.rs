@@ -37,6 +37,9 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
     let sh = r.sh.clone();
     // A body that is still on its way is waited for here, before a backend
     // connection is taken for it.
+    if !r.send_continue().await {
+        return Step::Done(Some(crate::req::reason::Reason::TxError));
+    }
     if let Err(e) = r.conn.prefill(r.framing, PREFILL, sh.params().timeout_idle).await {
         return bad_body(r, &e).await;
     }

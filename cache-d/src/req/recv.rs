@@ -50,14 +50,10 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
             return Err(Reason::RxJunk);
         }
     };
-    // Expect: 100-continue is answered now if the body is not on its way.
-    if head.get("expect").is_some() && framing != Framing::None && conn.buffered().is_empty() {
-        let p = sh.params();
-        conn.arm_send(p.send_timeout, p.idle_send_timeout);
-        if tokio::io::AsyncWriteExt::write_all(conn.out(), b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() {
-            return Err(Reason::TxError);
-        }
-    }
+    // Expect: 100-continue, and the body is not on its way: answered after
+    // vcl_recv (or, with std.late_100_continue(true), when the body is
+    // read), as Varnish does.
+    let continue_pending = head.get("expect").is_some() && framing != Framing::None && conn.buffered().is_empty();
     sh.seg.add(C::ClientReq, 1);
     sh.seg.add(C::SReqHdrbytes, hdr_rx);
     // HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 only
@@ -93,6 +89,7 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
         body_consumed: false,
         piped: false,
         hit_pass: false,
+        continue_pending,
     })
 }
 
@@ -147,6 +144,9 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
     } else {
         r.call(Sub::Recv, With::default())
     };
+    if !r.req.late_100_continue && !r.send_continue().await {
+        return Step::Done(Some(Reason::TxError));
+    }
     r.head_only = &r.req.method[..] == b"HEAD";
     // vcl_hash runs whatever vcl_recv chose (as in Varnish), except
     // after fail or restart; its fail fails the request.
@@ -190,6 +190,9 @@ pub fn purge<T: Transport>(r: &mut Request<'_, T>, key: &[u8]) -> Step {
 async fn discard_body<T: Transport>(r: &mut Request<'_, T>) -> Result<(), Error> {
     if r.framing == Framing::None {
         return Ok(());
+    }
+    if !r.send_continue().await {
+        return Err(Error::new(Side::Client, "client closed before 100 Continue"));
     }
     let idle = r.sh.params().timeout_idle;
     let m = r.conn.copy_body(r.framing, false, &mut tokio::io::sink(), Side::Internal, idle).await?;

@@ -150,6 +150,8 @@ pub struct Request<'a, T> {
     pub piped: bool,
     /// vcl_hit chose pass: X-Varnish shows the pass's fetch too.
     pub hit_pass: bool,
+    /// The client asked for 100 Continue and it has not been sent.
+    pub continue_pending: bool,
 }
 
 /// What a client-side subroutine sees besides `req`.
@@ -232,6 +234,17 @@ impl<T: Transport> Request<'_, T> {
     /// The request is over: Resp timestamp, ReqAcct, End, byte counters.
     pub fn end(&mut self, tx: (u64, u64)) {
         end_log(&self.sh, &mut self.log, &mut self.clock, self.rxid, (self.hdr_rx, self.body_rx), tx);
+    }
+
+    /// Send the 100 Continue the client waits for, if it is still owed;
+    /// false if the client is gone.
+    pub async fn send_continue(&mut self) -> bool {
+        if !self.continue_pending {
+            return true;
+        }
+        self.continue_pending = false;
+        self.arm_send();
+        tokio::io::AsyncWriteExt::write_all(self.conn.out(), b"HTTP/1.1 100 Continue\r\n\r\n").await.is_ok()
     }
 
     /// The connection stays open after a response only if the request's

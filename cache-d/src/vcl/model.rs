@@ -81,6 +81,9 @@ pub struct Req {
     pub hash: Option<Bytes>,
     /// Why the last std.ban() of this request failed ("" if it did not).
     pub ban_error: String,
+    /// std.late_100_continue(true) in vcl_recv: 100 Continue waits until
+    /// the body is read.
+    pub late_100_continue: bool,
 }
 
 /// The backend request (VCL's `bereq`).

@@ -78,7 +78,7 @@ pub(super) fn only_in(name: &str, allowed: u32, pos: Pos, sc: &Scope<'_>) -> Res
 }
 
 /// The functions [`call`] knows (documented in cache-vcl(7)).
-pub const FUNCTIONS: [&str; 21] = [
+pub const FUNCTIONS: [&str; 22] = [
     "regsub",
     "regsuball",
     "hash_data",
@@ -87,6 +87,7 @@ pub const FUNCTIONS: [&str; 21] = [
     "std.ban",
     "std.ban_error",
     "std.syntax",
+    "std.late_100_continue",
     "std.log",
     "std.syslog",
     "std.tolower",
@@ -192,6 +193,16 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             Box::new(|t, _| {
                 let e = t.req.as_deref().map(|r| &r.ban_error).or(t.bereq.as_deref().map(|r| &r.ban_error));
                 Val::Str(e.cloned().unwrap_or_default())
+            })
+        }
+        "std.late_100_continue" => {
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            Box::new(move |t, c| {
+                let late = x(t, c).truthy();
+                if let Some(r) = t.req.as_deref_mut() {
+                    r.late_100_continue = late;
+                }
+                Val::None
             })
         }
         "std.syntax" => {
