@@ -56,6 +56,9 @@ pub struct Response {
     pub conn: BeConn,
     pub head: Head,
     pub framing: Framing,
+    /// The body was read ahead to its end and the connection is done
+    /// (it was close-delimited): never recycle it.
+    pub spent: bool,
 }
 
 impl Fetch {
@@ -154,7 +157,7 @@ impl Fetch {
             sh.seg.add(C::BackendReq, 1);
             be.count(Vbe::Req, 1);
             match self.exchange(&mut conn, wire, req_framing, client.as_deref_mut()).await {
-                Ok((head, framing)) => return Ok(Response { conn, head, framing }),
+                Ok((head, framing)) => return Ok(Response { conn, head, framing, spent: false }),
                 // A reused connection the backend had closed: try once more
                 // on a fresh one, if the request can be sent again.
                 Err((e, nothing_back)) if reused && nothing_back && !retried && req_framing == Framing::None && e.side == Side::Backend => {

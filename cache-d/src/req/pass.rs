@@ -69,6 +69,16 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
         r.body_consumed = true;
     }
     match fetched {
+        // beresp.do_stream = false: the whole body first (a body that
+        // fails is a 503, as Varnish), then delivered with its length.
+        Fetched::Resp { mut resp, beresp, .. } if !beresp.do_stream => match read_ahead(&mut resp, fetch.timeout(2)).await {
+            Ok(()) => deliver(r, fetch, resp, beresp).await,
+            Err(e) => {
+                fetch.error(&e);
+                drop(fetch);
+                Step::Synth { status: 503, reason: "Backend fetch failed".into() }
+            }
+        },
         Fetched::Resp { resp, beresp, .. } => deliver(r, fetch, resp, beresp).await,
         Fetched::Synthetic { beresp, body, .. } => {
             fetch.done(Some(body.len() as u64), None);
@@ -87,6 +97,26 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
             bad_body(r, &e).await
         }
     }
+}
+
+/// Read the whole body of `resp` into its connection's buffer, so that it
+/// is delivered as a body of known length.
+async fn read_ahead(resp: &mut Response, read_timeout: std::time::Duration) -> Result<(), Error> {
+    let t =
+        Transfer { framing: resp.framing, chunk_out: false, src_side: Side::Backend, dst_side: Side::Internal, read_timeout, pace: None };
+    let mut body = Vec::new();
+    let m = body::transfer(&mut resp.conn, &mut body, &t, &mut Vec::new()).await?;
+    if let Framing::Length(n) = resp.framing {
+        if m.payload != n {
+            return Err(Error::new(Side::Backend, "backend body ended early"));
+        }
+    }
+    resp.spent = resp.framing == Framing::Eof;
+    let rest = resp.conn.buf.split();
+    resp.conn.buf.extend_from_slice(&body);
+    resp.conn.buf.extend_from_slice(&rest);
+    resp.framing = Framing::Length(body.len() as u64);
+    Ok(())
 }
 
 /// vcl_deliver on the backend's response, then its body streamed through.
@@ -163,7 +193,7 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     });
     match moved {
         Ok(m) => {
-            let reusable = !backend_close && resp.framing != Framing::Eof;
+            let reusable = !backend_close && !resp.spent && resp.framing != Framing::Eof;
             fetch.done(Some(m.payload), Some((be, reusable)));
             r.end((hdr_tx, m.tx));
             Step::Done(close_reason(keep, &r.req))
