@@ -13,7 +13,7 @@ bin=$(pwd)/${CARGO_TARGET_DIR:-target}/debug
 [ -x "$bin/cache-d" ] || { echo "conformance: build first (cargo build --workspace)" >&2; exit 2; }
 kinds=(varnishd cache-d); [ "$which" = both ] || kinds=("$which")
 export CONFORMANCE_PIDS; CONFORMANCE_PIDS=$(mktemp)
-trap 'xargs -r kill 2>/dev/null <"$CONFORMANCE_PIDS"; rm -f "$CONFORMANCE_PIDS"' EXIT
+trap 'xargs -r kill 2>/dev/null <"$CONFORMANCE_PIDS"; rm -f "$CONFORMANCE_PIDS" "$CONFORMANCE_PIDS.out"' EXIT
 # A port below Linux's ephemeral range (32768 and up: outgoing connections
 # take those) that nothing listens on.
 free_port() {
