@@ -102,7 +102,7 @@ impl<B> BeTxn<'_, B> {
 
     /// May the request be sent again? (Not if its body was streamed.)
     fn can_retry(&self) -> bool {
-        self.bereq.retries < self.sh.params().max_retries && self.framing == Framing::None
+        self.bereq.retries < self.sh.params().max_retries && (self.framing == Framing::None || self.f.replayable)
     }
 
     /// Start over from vcl_backend_fetch.

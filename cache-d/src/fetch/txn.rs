@@ -46,6 +46,9 @@ pub struct Fetch {
     /// Connect, first-byte and between-bytes timeouts VCL set on bereq:
     /// they win over the backend's, which win over the parameters.
     pub vcl_timeouts: [Option<f64>; 3],
+    /// The request body is in memory (std.cache_req_body): the request
+    /// can be sent again.
+    pub replayable: bool,
     sh: Arc<Shared>,
     /// The transaction's End has been logged.
     ended: bool,
@@ -81,6 +84,7 @@ impl Fetch {
             be: sh.backend.clone(),
             slot: None,
             vcl_timeouts: [None; 3],
+            replayable: false,
             sh: sh.clone(),
             ended: false,
         }
@@ -160,7 +164,13 @@ impl Fetch {
                 Ok((head, framing)) => return Ok(Response { conn, head, framing, spent: false }),
                 // A reused connection the backend had closed: try once more
                 // on a fresh one, if the request can be sent again.
-                Err((e, nothing_back)) if reused && nothing_back && !retried && req_framing == Framing::None && e.side == Side::Backend => {
+                Err((e, nothing_back))
+                    if reused
+                        && nothing_back
+                        && !retried
+                        && (req_framing == Framing::None || self.replayable)
+                        && e.side == Side::Backend =>
+                {
                     self.close_record("close", false);
                     sh.seg.add(C::BackendRetry, 1);
                     retried = true;

@@ -14,7 +14,7 @@ use crate::http1::head::Framing;
 use crate::req::reason::{close_reason, Reason};
 use crate::req::recv::bad_body;
 use crate::req::state::{divert, Request, RespHead, Step, With};
-use crate::req::transport::Transport;
+use crate::req::transport::{CachedBody, Transport};
 use crate::vcl::model::{Action, Bereq, Beresp, Headers, ObjView, Resp, Sub};
 
 /// Request body bytes read before a pass takes a backend connection.
@@ -50,18 +50,36 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
     let mut bereq = Bereq::from_req(&r.req, bxid);
     bereq.uncacheable = true;
     let framing = r.framing;
-    let fetched = {
-        let mut t = BeTxn {
-            sh: &sh,
-            policy: &*r.active.policy,
-            f: &mut fetch,
-            bereq: &mut bereq,
-            client: Some(&mut *r.conn),
-            framing,
-            addrs: (r.sess.peer, r.sess.local),
-            stale: None,
-        };
-        steps::run(&mut t).await
+    let fetched = match r.cached_body.clone() {
+        // A body std.cache_req_body() read: sent from memory, retries allowed.
+        Some(b) => {
+            let mut body = CachedBody(b);
+            fetch.replayable = true;
+            let mut t = BeTxn {
+                sh: &sh,
+                policy: &*r.active.policy,
+                f: &mut fetch,
+                bereq: &mut bereq,
+                framing: Framing::Length(body.0.len() as u64),
+                client: Some(&mut body),
+                addrs: (r.sess.peer, r.sess.local),
+                stale: None,
+            };
+            steps::run(&mut t).await
+        }
+        None => {
+            let mut t = BeTxn {
+                sh: &sh,
+                policy: &*r.active.policy,
+                f: &mut fetch,
+                bereq: &mut bereq,
+                client: Some(&mut *r.conn),
+                framing,
+                addrs: (r.sess.peer, r.sess.local),
+                stale: None,
+            };
+            steps::run(&mut t).await
+        }
     };
     if framing != Framing::None && (fetch.req_body_rx > 0 || fetch.body_tx > 0) {
         r.body_rx += fetch.req_body_rx;

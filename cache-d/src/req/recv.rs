@@ -62,7 +62,12 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
         0 => head.has_token("connection", "keep-alive") && !head.has_token("connection", "close"),
         _ => !head.has_token("connection", "close"),
     };
-    let req = request_of(&head, &mut log, rxid, s);
+    let mut req = request_of(&head, &mut log, rxid, s);
+    req.body_size = match framing {
+        Framing::None | Framing::Eof => None,
+        Framing::Length(n) => Some(Some(n)),
+        Framing::Chunked => Some(None),
+    };
     s.http10 = head.minor == 0;
     // This request runs on the policy active now, to its end.
     let active = sh.policy();
@@ -90,6 +95,7 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
         piped: false,
         hit_pass: false,
         continue_pending,
+        cached_body: None,
     })
 }
 
@@ -147,6 +153,11 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
     if !r.req.late_100_continue && !r.send_continue().await {
         return Step::Done(Some(Reason::TxError));
     }
+    if r.req.cache_body && r.cached_body.is_none() && r.framing != Framing::None {
+        if let Err(e) = cache_body(r).await {
+            return bad_body(r, &e).await;
+        }
+    }
     r.head_only = &r.req.method[..] == b"HEAD";
     // vcl_hash runs whatever vcl_recv chose (as in Varnish), except
     // after fail or restart; its fail fails the request.
@@ -160,7 +171,7 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
     }
     match action {
         // The body was read by an earlier pass: nothing to pipe.
-        Action::Pipe if r.body_consumed => Step::Synth { status: 503, reason: "Service Unavailable".into() },
+        Action::Pipe if r.body_consumed || r.cached_body.is_some() => Step::Synth { status: 503, reason: "Service Unavailable".into() },
         Action::Pipe => Step::Pipe,
         Action::Pass => Step::Pass,
         Action::Purge | Action::Hash => {
@@ -183,6 +194,22 @@ pub fn purge<T: Transport>(r: &mut Request<'_, T>, key: &[u8]) -> Step {
     r.sh.seg.add(C::NPurges, 1);
     r.sh.seg.add(C::NObjPurged, n as u64);
     divert(r.call(Sub::Purge, With::default()))
+}
+
+/// std.cache_req_body(): read the body into memory once, so every fetch
+/// (retries, restarts) can send it.
+async fn cache_body<T: Transport>(r: &mut Request<'_, T>) -> Result<(), Error> {
+    if !r.send_continue().await {
+        return Err(Error::new(Side::Client, "client closed before 100 Continue"));
+    }
+    let idle = r.sh.params().timeout_idle;
+    let mut body = Vec::new();
+    let m = r.conn.copy_body(r.framing, false, &mut body, Side::Internal, idle).await?;
+    r.sh.seg.add(C::SReqBodybytes, m.rx);
+    r.body_rx += m.rx;
+    r.framing = Framing::None;
+    r.cached_body = Some(Bytes::from(body));
+    Ok(())
 }
 
 /// Read and drop a request body the cache path does not forward (a GET

@@ -152,6 +152,8 @@ pub struct Request<'a, T> {
     pub hit_pass: bool,
     /// The client asked for 100 Continue and it has not been sent.
     pub continue_pending: bool,
+    /// The body, read into memory by std.cache_req_body().
+    pub cached_body: Option<bytes::Bytes>,
 }
 
 /// What a client-side subroutine sees besides `req`.

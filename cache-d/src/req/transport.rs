@@ -85,6 +85,25 @@ pub trait Transport: ReqBody {
     async fn close(&mut self);
 }
 
+/// A request body read into memory (std.cache_req_body): it can be sent
+/// as often as needed.
+pub struct CachedBody(pub bytes::Bytes);
+
+impl ReqBody for CachedBody {
+    async fn copy_body<W: AsyncWrite + Unpin>(
+        &mut self,
+        _: Framing,
+        _: bool,
+        dst: &mut W,
+        dst_side: Side,
+        _: Duration,
+    ) -> Result<Moved, Error> {
+        tokio::io::AsyncWriteExt::write_all(dst, &self.0).await.map_err(|e| Error::io(dst_side, "writing body", e))?;
+        let n = self.0.len() as u64;
+        Ok(Moved { rx: 0, tx: n, payload: n })
+    }
+}
+
 /// No request body (a fetch for the cache): reading it moves nothing.
 pub struct NoBody;
 

@@ -84,6 +84,12 @@ pub struct Req {
     /// std.late_100_continue(true) in vcl_recv: 100 Continue waits until
     /// the body is read.
     pub late_100_continue: bool,
+    /// The request body as vcl_recv sees it: None without one, the length
+    /// for Content-Length, Some(None) for chunked.
+    pub body_size: Option<Option<u64>>,
+    /// std.cache_req_body() said yes: the body is read into memory after
+    /// vcl_recv, so it can be sent again (retries, restarts).
+    pub cache_body: bool,
 }
 
 /// The backend request (VCL's `bereq`).

@@ -78,7 +78,7 @@ pub(super) fn only_in(name: &str, allowed: u32, pos: Pos, sc: &Scope<'_>) -> Res
 }
 
 /// The functions [`call`] knows (documented in cache-vcl(7)).
-pub const FUNCTIONS: [&str; 22] = [
+pub const FUNCTIONS: [&str; 23] = [
     "regsub",
     "regsuball",
     "hash_data",
@@ -88,6 +88,7 @@ pub const FUNCTIONS: [&str; 22] = [
     "std.ban_error",
     "std.syntax",
     "std.late_100_continue",
+    "std.cache_req_body",
     "std.log",
     "std.syslog",
     "std.tolower",
@@ -193,6 +194,23 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             Box::new(|t, _| {
                 let e = t.req.as_deref().map(|r| &r.ban_error).or(t.bereq.as_deref().map(|r| &r.ban_error));
                 Val::Str(e.cloned().unwrap_or_default())
+            })
+        }
+        "std.cache_req_body" => {
+            only_in(name, mask(&[Sub::Recv]), pos, sc)?;
+            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
+            Box::new(move |t, c| {
+                let limit = x(t, c).num().unwrap_or(0.0);
+                let Some(r) = t.req.as_deref_mut() else { return Val::Bool(false) };
+                // A body of known length that fits is cached (read after
+                // vcl_recv); a chunked one is not (its size is unknown).
+                let fits = match r.body_size {
+                    None => true,
+                    Some(Some(n)) => (n as f64) <= limit,
+                    Some(None) => false,
+                };
+                r.cache_body |= fits && r.body_size.is_some();
+                Val::Bool(fits)
             })
         }
         "std.late_100_continue" => {

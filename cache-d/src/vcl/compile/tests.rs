@@ -437,6 +437,7 @@ fn every_listed_function_compiles() {
         "std.ban_error" => "",
         "std.syntax" => "4.1",
         "std.late_100_continue" => "true",
+        "std.cache_req_body" => "10KB",
         _ => "\"x\"",
     };
     for f in FUNCTIONS {
