@@ -49,6 +49,9 @@ pub struct Fetch {
     /// The request body is in memory (std.cache_req_body): the request
     /// can be sent again.
     pub replayable: bool,
+    /// VCL set `bereq.http.Connection: close`: sent, and the connection
+    /// is not reused after the response.
+    close_after: bool,
     sh: Arc<Shared>,
     /// The transaction's End has been logged.
     ended: bool,
@@ -85,6 +88,7 @@ impl Fetch {
             slot: None,
             vcl_timeouts: [None; 3],
             replayable: false,
+            close_after: false,
             sh: sh.clone(),
             ended: false,
         }
@@ -215,6 +219,12 @@ impl Fetch {
         if !xff_done {
             out.header(b"X-Forwarded-For", ip.as_bytes());
         }
+        // Connection is hop-by-hop, but a `close` VCL put on bereq is
+        // honoured, as Varnish does: sent, and the connection not reused.
+        self.close_after = req.headers.iter().any(|(n, v)| n.eq_ignore_ascii_case(b"connection") && head::has_close(v));
+        if self.close_after {
+            out.header(b"Connection", b"close");
+        }
         out.header(b"Via", self.sh.via.as_bytes());
         out.header(b"X-Varnish", v.to_string().as_bytes());
         match framing {
@@ -330,11 +340,11 @@ impl Fetch {
             format_args!("{} {} {} {} {} {}", self.hdr_tx, self.body_tx, self.hdr_tx + self.body_tx, self.hdr_rx, rx, self.hdr_rx + rx),
         );
         match conn {
-            Some((c, true)) => {
+            Some((c, true)) if !self.close_after => {
                 self.close_record("recycle", true);
                 self.be.recycle(c);
             }
-            Some((_, false)) | None => self.close_record("close", false),
+            _ => self.close_record("close", false),
         }
     }
 
@@ -343,7 +353,7 @@ impl Fetch {
     /// (no body), as Varnish does; else it is closed.
     pub fn release(&mut self, resp: Response) {
         let empty = matches!(resp.framing, Framing::None | Framing::Length(0));
-        if empty && resp.head.minor >= 1 && !resp.head.has_token("connection", "close") {
+        if empty && !self.close_after && resp.head.minor >= 1 && !resp.head.has_token("connection", "close") {
             self.close_record("recycle", true);
             self.be.recycle(resp.conn);
         } else {

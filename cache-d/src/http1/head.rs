@@ -318,6 +318,11 @@ fn content_length(h: &Head) -> Result<Option<u64>, &'static str> {
     Ok(found)
 }
 
+/// Does a Connection header's value name `close`?
+pub fn has_close(v: &[u8]) -> bool {
+    v.split(|&c| c == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+}
+
 /// Headers a proxy must not forward (RFC 9110 §7.6.1), plus framing headers
 /// it sets itself.
 pub fn is_hop_by_hop(name: &[u8]) -> bool {

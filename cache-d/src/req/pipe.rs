@@ -41,10 +41,8 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
     };
     bereq.headers.set("Connection", bytes::Bytes::from_static(b"close"));
     let mut wire = std::mem::take(&mut r.sess.wire);
+    // build_request sends the Connection: close set above.
     f.build_request(&bereq.method.clone(), &bereq, framing, r.sess.peer.ip(), &mut wire);
-    // build_request drops Connection as hop-by-hop; the pipe asks to close.
-    wire.truncate(wire.len() - 2);
-    wire.extend_from_slice(b"Connection: close\r\n\r\n");
     f.be = r
         .active
         .policy

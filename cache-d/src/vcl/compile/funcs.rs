@@ -34,11 +34,17 @@ pub(super) fn vcl_replacement(s: &str) -> String {
                     out.push_str(&format!("${{{d}}}"));
                     chars.next();
                 }
-                Some('\\') => {
-                    out.push('\\');
+                // As Varnish: a backslash before anything else stands for
+                // that character (`\\` is one backslash, `\&` is `&`).
+                Some(o) => {
                     chars.next();
+                    if o == '$' {
+                        out.push_str("$$");
+                    } else {
+                        out.push(o);
+                    }
                 }
-                _ => out.push('\\'),
+                None => out.push('\\'),
             },
             c => out.push(c),
         }
