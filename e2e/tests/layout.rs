@@ -113,18 +113,3 @@ fn the_checker_sees_circles_and_long_functions() {
     let f = layout::functions(Path::new("x.rs"), &text);
     assert_eq!(f.iter().map(|f| (f.name.as_str(), f.lines)).collect::<Vec<_>>(), [("long", 103), ("short", 3)]);
 }
-
-#[test]
-#[ignore]
-fn print_graph() {
-    let want = std::env::var("CRATE").unwrap_or_default();
-    for (name, src) in crates() {
-        if name != want {
-            continue;
-        }
-        let mods = layout::modules(&name, &src);
-        for (m, to) in layout::use_graph(&mods) {
-            println!("{m:?} -> {to:?}");
-        }
-    }
-}

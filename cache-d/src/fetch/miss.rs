@@ -70,16 +70,8 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
     sh.seg.add(if reason == "bgfetch" { C::SBgfetch } else { C::SFetch }, 1);
     let mut bereq = cache_bereq(&req, bxid, reason, stale.as_deref());
     let fetched = {
-        let mut t = BeTxn::<NoBody> {
-            sh: &sh,
-            policy: &*policy,
-            f: &mut f,
-            bereq: &mut bereq,
-            client: None,
-            framing: Framing::None,
-            addrs,
-            stale: stale.as_ref().map(|s| &s.obj),
-        };
+        let mut t = BeTxn::<NoBody>::new(&sh, &*policy, &mut f, &mut bereq, addrs);
+        t.stale = stale.as_ref().map(|s| &s.obj);
         steps::run(&mut t).await
     };
     // stale-if-error: a refresh that failed (or answered 5xx) leaves the

@@ -86,7 +86,13 @@ pub async fn run<B: ReqBody>(t: &mut BeTxn<'_, B>) -> Fetched {
     }
 }
 
-impl<B> BeTxn<'_, B> {
+impl<'a, B> BeTxn<'a, B> {
+    /// A transaction with no request body to send and nothing stale to
+    /// refresh (set `client`/`framing` or `stale` after).
+    pub fn new(sh: &'a Shared, policy: &'a dyn Policy, f: &'a mut Fetch, bereq: &'a mut Bereq, addrs: (SocketAddr, SocketAddr)) -> Self {
+        BeTxn { sh, policy, f, bereq, client: None, framing: Framing::None, addrs, stale: None }
+    }
+
     /// Run a backend-side subroutine; it sees bereq, and beresp and the
     /// synthetic body where given.
     fn call(&mut self, sub: Sub, beresp: Option<&mut Beresp>, body: Option<&mut Vec<u8>>) -> Action {

@@ -221,7 +221,7 @@ impl Fetch {
         }
         // Connection is hop-by-hop, but a `close` VCL put on bereq is
         // honoured, as Varnish does: sent, and the connection not reused.
-        self.close_after = req.headers.iter().any(|(n, v)| n.eq_ignore_ascii_case(b"connection") && head::has_close(v));
+        self.close_after = req.headers.iter().any(|(n, v)| n.eq_ignore_ascii_case(b"connection") && head::has_token(v, "close"));
         if self.close_after {
             out.header(b"Connection", b"close");
         }

@@ -52,10 +52,7 @@ impl Head {
     }
     /// Does any `name` header contain the comma-separated token `tok`?
     pub fn has_token(&self, name: &str, tok: &str) -> bool {
-        self.iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
-            .flat_map(|(_, v)| v.split(|&b| b == b','))
-            .any(|t| t.trim_ascii().eq_ignore_ascii_case(tok.as_bytes()))
+        self.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes())).any(|(_, v)| has_token(v, tok))
     }
     /// Bytes of the head on the wire.
     pub fn wire_len(&self) -> usize {
@@ -143,8 +140,14 @@ fn head_len(r: httparse::Result<usize>, buffered: usize, max_size: usize) -> Res
 /// complete. A head with folded header lines (obs-fold) is unfolded and
 /// parsed again, as Varnish unfolds them; the common path parses once.
 pub fn parse_request(buf: &mut BytesMut, max_headers: usize, max_size: usize) -> Result<Parsed, HeadError> {
-    match parse_request_once(buf, max_headers, max_size) {
-        Err(_) if unfold(buf) => parse_request_once(buf, max_headers, max_size),
+    unfolding(buf, |b| parse_request_once(b, max_headers, max_size))
+}
+
+/// Parse with `parse`; on failure, unfold the head and, if that changed
+/// anything, parse once more.
+fn unfolding(buf: &mut BytesMut, parse: impl Fn(&mut BytesMut) -> Result<Parsed, HeadError>) -> Result<Parsed, HeadError> {
+    match parse(buf) {
+        Err(_) if unfold(buf) => parse(buf),
         r => r,
     }
 }
@@ -166,10 +169,7 @@ fn parse_request_once(buf: &mut BytesMut, max_headers: usize, max_size: usize) -
 /// Parse a response head at the start of `buf`, splitting it off when
 /// complete; folded header lines are unfolded as for requests.
 pub fn parse_response(buf: &mut BytesMut, max_headers: usize, max_size: usize) -> Result<Parsed, HeadError> {
-    match parse_response_once(buf, max_headers, max_size) {
-        Err(_) if unfold(buf) => parse_response_once(buf, max_headers, max_size),
-        r => r,
-    }
+    unfolding(buf, |b| parse_response_once(b, max_headers, max_size))
 }
 
 fn parse_response_once(buf: &mut BytesMut, max_headers: usize, max_size: usize) -> Result<Parsed, HeadError> {
@@ -318,9 +318,9 @@ fn content_length(h: &Head) -> Result<Option<u64>, &'static str> {
     Ok(found)
 }
 
-/// Does a Connection header's value name `close`?
-pub fn has_close(v: &[u8]) -> bool {
-    v.split(|&c| c == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+/// Does a comma-separated header value list `tok` (case-insensitive)?
+pub fn has_token(v: &[u8], tok: &str) -> bool {
+    v.split(|&c| c == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(tok.as_bytes()))
 }
 
 /// Headers a proxy must not forward (RFC 9110 §7.6.1), plus framing headers

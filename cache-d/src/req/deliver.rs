@@ -66,6 +66,11 @@ fn strip_weak(t: &[u8]) -> &[u8] {
     t.strip_prefix(b"W/").unwrap_or(t)
 }
 
+/// A header's HTTP date, read as Varnish reads dates.
+fn http_date(v: &[u8]) -> Option<f64> {
+    std::str::from_utf8(v).ok().and_then(common::httpdate::parse_strict)
+}
+
 /// Does the client's cached copy match (If-None-Match, else
 /// If-Modified-Since), judged on the response vcl_deliver leaves, as
 /// Varnish judges it? Only for 200 responses to GET and HEAD. With a
@@ -84,9 +89,8 @@ pub fn not_modified(req: &Req, resp: &Resp) -> bool {
             .any(|t| t.trim_ascii() == b"*" || (strip_weak(t) == strip_weak(etag) && !(strong && (weak_tag(t) || weak_tag(etag)))));
     }
     if let Some(ims) = req.headers.get("if-modified-since") {
-        let parse = |v: &[u8]| std::str::from_utf8(v).ok().and_then(common::httpdate::parse_strict);
-        let Some(ims) = parse(ims).filter(|ims| *ims <= now()) else { return false };
-        return resp.headers.get("last-modified").and_then(|v| parse(v)).is_some_and(|lm| lm <= ims);
+        let Some(ims) = http_date(ims).filter(|ims| *ims <= now()) else { return false };
+        return resp.headers.get("last-modified").and_then(|v| http_date(v)).is_some_and(|lm| lm <= ims);
     }
     false
 }
@@ -104,9 +108,8 @@ fn if_range_ok(req: &Req, resp: &Resp) -> bool {
     if ir.starts_with(b"\"") {
         return resp.headers.get("etag").is_some_and(|e| !e.starts_with(b"W/") && e.trim_ascii() == ir);
     }
-    let parse = |v: &[u8]| std::str::from_utf8(v).ok().and_then(common::httpdate::parse_strict);
-    let (Some(ir), Some(lm)) = (parse(ir), resp.headers.get("last-modified").and_then(|v| parse(v))) else { return false };
-    let strong = resp.headers.get("date").and_then(|d| parse(d)).is_none_or(|d| lm <= d - 1.0);
+    let (Some(ir), Some(lm)) = (http_date(ir), resp.headers.get("last-modified").and_then(|v| http_date(v))) else { return false };
+    let strong = resp.headers.get("date").and_then(|v| http_date(v)).is_none_or(|d| lm <= d - 1.0);
     strong && lm == ir
 }
 

@@ -50,34 +50,20 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
     let mut bereq = Bereq::from_req(&r.req, bxid);
     bereq.uncacheable = true;
     let framing = r.framing;
+    let addrs = (r.sess.peer, r.sess.local);
     let fetched = match r.cached_body.clone() {
         // A body std.cache_req_body() read: sent from memory, retries allowed.
         Some(b) => {
             let mut body = CachedBody(b);
             fetch.replayable = true;
-            let mut t = BeTxn {
-                sh: &sh,
-                policy: &*r.active.policy,
-                f: &mut fetch,
-                bereq: &mut bereq,
-                framing: Framing::Length(body.0.len() as u64),
-                client: Some(&mut body),
-                addrs: (r.sess.peer, r.sess.local),
-                stale: None,
-            };
+            let mut t = BeTxn::new(&sh, &*r.active.policy, &mut fetch, &mut bereq, addrs);
+            t.framing = Framing::Length(body.0.len() as u64);
+            t.client = Some(&mut body);
             steps::run(&mut t).await
         }
         None => {
-            let mut t = BeTxn {
-                sh: &sh,
-                policy: &*r.active.policy,
-                f: &mut fetch,
-                bereq: &mut bereq,
-                client: Some(&mut *r.conn),
-                framing,
-                addrs: (r.sess.peer, r.sess.local),
-                stale: None,
-            };
+            let mut t = BeTxn::new(&sh, &*r.active.policy, &mut fetch, &mut bereq, addrs);
+            (t.client, t.framing) = (Some(&mut *r.conn), framing);
             steps::run(&mut t).await
         }
     };

@@ -59,3 +59,11 @@ pub fn json(ver: u32, args: &[String], data: serde_json::Value) -> String {
 pub fn too_few() -> Reply {
     (status::TOOFEW, "Too few parameters".into())
 }
+
+pub fn too_many() -> Reply {
+    (status::TOOMANY, "Too many parameters".into())
+}
+
+pub fn unknown() -> Reply {
+    (status::UNKNOWN, "Unknown request.\nType 'help' for more info.".into())
+}

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 
 use common::adm::status;
 
-use self::call::{Call, Reply};
+use self::call::{too_few, too_many, unknown, Call, Reply};
 use crate::mgt::state::Mgr;
 
 /// One admin command.
@@ -115,22 +115,22 @@ pub fn run(mgr: &Mgr, argv: &[String]) -> Reply {
         Some(c) => {
             let n = rest.len() - usize::from(call.json);
             if n < c.min {
-                return (status::TOOFEW, "Too few parameters".into());
+                return too_few();
             }
             if n > c.max {
-                return (status::TOOMANY, "Too many parameters".into());
+                return too_many();
             }
             (c.run)(&call)
         }
         // Debugging commands are the child's.
         None if name.starts_with("debug.") => mgr.relay(argv),
-        None => (status::UNKNOWN, "Unknown request.\nType 'help' for more info.".into()),
+        None => unknown(),
     }
 }
 
 /// `auth` once authenticated: Varnish answers as for an unknown request.
 fn already_authenticated(_: &Call) -> Reply {
-    (status::UNKNOWN, "Unknown request.\nType 'help' for more info.".into())
+    unknown()
 }
 
 fn help(c: &Call) -> Reply {
