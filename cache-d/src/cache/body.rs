@@ -2,7 +2,7 @@
 //! deliveries read them, each at its own pace, waiting only when caught up.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use bytes::Bytes;
 use tokio::sync::Notify;
@@ -23,7 +23,11 @@ pub struct Progress {
 }
 
 pub struct Body {
+    /// The chunks while the body streams in.
     chunks: Mutex<Vec<Bytes>>,
+    /// The chunks once the body is complete, moved out of `chunks` (and
+    /// sized to fit): hits read them without taking the lock.
+    whole: OnceLock<Box<[Bytes]>>,
     len: AtomicU64,
     /// 0 streaming, 1 complete, 2 failed.
     done: AtomicU8,
@@ -36,7 +40,14 @@ pub struct Body {
 
 impl Body {
     pub fn new(expected: Option<u64>) -> Body {
-        Body { chunks: Mutex::new(Vec::new()), len: AtomicU64::new(0), done: AtomicU8::new(0), more: Notify::new(), expected }
+        Body {
+            chunks: Mutex::new(Vec::new()),
+            whole: OnceLock::new(),
+            len: AtomicU64::new(0),
+            done: AtomicU8::new(0),
+            more: Notify::new(),
+            expected,
+        }
     }
 
     /// A body that is already whole.
@@ -61,12 +72,23 @@ impl Body {
     }
 
     pub fn finish(&self) {
-        let _ = self.done.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
+        {
+            // Under the lock, so a reader sees either the chunks in the
+            // lock or the complete state with `whole` set.
+            let mut chunks = self.chunks();
+            if self.done.load(Ordering::Acquire) == 0 {
+                let _ = self.whole.set(std::mem::take(&mut *chunks).into_boxed_slice());
+                self.done.store(1, Ordering::Release);
+            }
+        }
         self.more.notify_waiters();
     }
 
     pub fn fail(&self) {
-        let _ = self.done.compare_exchange(0, 2, Ordering::AcqRel, Ordering::Acquire);
+        {
+            let _chunks = self.chunks();
+            let _ = self.done.compare_exchange(0, 2, Ordering::AcqRel, Ordering::Acquire);
+        }
         self.more.notify_waiters();
     }
 
@@ -107,20 +129,29 @@ impl BodyReader<'_> {
     /// The next chunk if one is there now: Some(Ok(Some(chunk))), the end
     /// (Some(Ok(None))), a failure (Some(Err)), or None when it would wait.
     pub fn try_next(&mut self) -> Option<Result<Option<Bytes>, ()>> {
-        // State first, chunks second: a chunk pushed in between is seen
-        // below; the end is only reported once every chunk was read.
-        let done = self.body.state();
+        // A complete body is read without the lock.
+        if let Some(whole) = self.body.whole.get() {
+            self.idx += 1;
+            return Some(Ok(whole.get(self.idx - 1).cloned()));
+        }
+        let done;
         {
             let chunks = self.body.chunks();
+            // Looked at under the lock: `finish` moves the chunks out
+            // under it, so Complete here means `whole` is set.
+            done = self.body.state();
+            if done == Done::Complete {
+                drop(chunks);
+                return self.try_next();
+            }
             if self.idx < chunks.len() {
                 self.idx += 1;
                 return Some(Ok(Some(chunks[self.idx - 1].clone())));
             }
         }
         match done {
-            Done::Complete => Some(Ok(None)),
             Done::Failed => Some(Err(())),
-            Done::Streaming => None,
+            _ => None,
         }
     }
 

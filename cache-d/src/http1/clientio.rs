@@ -83,6 +83,21 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ClientIo<S> {
         }
     }
 
+    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let me = self.get_mut();
+        match Pin::new(&mut me.io).poll_write_vectored(cx, bufs) {
+            Poll::Ready(r) => {
+                me.blocked = false;
+                Poll::Ready(r)
+            }
+            Poll::Pending => me.poll_timer(cx),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let me = self.get_mut();
         match Pin::new(&mut me.io).poll_flush(cx) {

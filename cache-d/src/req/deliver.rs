@@ -2,7 +2,7 @@
 //! conditionals (304), byte ranges (206/416), HEAD, and streaming the body
 //! while it may still be arriving from the backend.
 
-use std::io::Write as _;
+use std::io::{IoSlice, Write as _};
 
 use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
@@ -15,9 +15,6 @@ use crate::req::state::{divert, obj_view, Request, RespHead, Step, With};
 use crate::req::transport::Transport;
 use crate::util::now;
 use crate::vcl::model::{Action, Headers, Req, Resp, Sub};
-
-/// Pieces smaller than this are gathered into one write.
-const GATHER: usize = 64 * 1024;
 
 /// A parsed `Range` request against a body of `len` bytes.
 #[derive(Debug, PartialEq, Eq)]
@@ -225,25 +222,98 @@ fn plan<'o>(req: &Req, obj: &Object, resp: &'o Resp, head_only: bool, keep: bool
     p
 }
 
-/// Write to the client (within the response's send deadlines); false if
-/// it failed or timed out.
-async fn send<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, bytes: &[u8]) -> bool {
-    out.write_all(bytes).await.is_ok()
+/// Body pieces smaller than this are copied next to the head and the
+/// chunk framing; larger ones go out from storage as they are.
+const COPY_BELOW: usize = 1024;
+/// Pieces gathered into one vectored write at most.
+const MAX_IOV: usize = 64;
+/// Small pieces copied together at most before they are sent.
+const MAX_COPIED: usize = 64 * 1024;
+
+/// What is ready to go out, in order: small bytes in `wire` (the head,
+/// chunk framing, small pieces) and stored body pieces, sent together
+/// with vectored writes, so a hit's body is never copied on its way to
+/// the socket.
+struct Gather<'w> {
+    wire: &'w mut Vec<u8>,
+    segs: Vec<Seg>,
+    /// Bytes of `wire` that `segs` already cover.
+    mark: usize,
+}
+
+enum Seg {
+    Wire(usize, usize),
+    Data(Bytes),
+}
+
+impl Gather<'_> {
+    fn piece(&mut self, b: Bytes) {
+        if b.len() < COPY_BELOW {
+            self.wire.extend_from_slice(&b);
+            return;
+        }
+        self.cut();
+        self.segs.push(Seg::Data(b));
+    }
+
+    /// The bytes added to `wire` since the last piece become a segment.
+    fn cut(&mut self) {
+        if self.wire.len() > self.mark {
+            self.segs.push(Seg::Wire(self.mark, self.wire.len()));
+            self.mark = self.wire.len();
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.segs.is_empty() && self.wire.is_empty()
+    }
+
+    /// Write everything gathered (within the response's send deadlines);
+    /// false if it failed or timed out.
+    async fn flush<W: tokio::io::AsyncWrite + Unpin>(&mut self, out: &mut W) -> bool {
+        self.cut();
+        let ok = {
+            let wire = &self.wire[..];
+            let mut iov: Vec<IoSlice<'_>> = self
+                .segs
+                .iter()
+                .map(|s| match s {
+                    Seg::Wire(a, b) => IoSlice::new(&wire[*a..*b]),
+                    Seg::Data(d) => IoSlice::new(d),
+                })
+                .collect();
+            write_all_vectored(out, &mut iov).await
+        };
+        self.segs.clear();
+        self.wire.clear();
+        self.mark = 0;
+        ok
+    }
+}
+
+async fn write_all_vectored<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, mut iov: &mut [IoSlice<'_>]) -> bool {
+    while !iov.is_empty() {
+        match out.write_vectored(iov).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => IoSlice::advance_slices(&mut iov, n),
+        }
+    }
+    true
 }
 
 /// Send the head already in `wire` and the body (the planned span of it,
-/// chunked if planned), as it becomes available; small pieces are
-/// gathered into one write. Returns the body bytes sent and whether the
-/// delivery failed.
+/// chunked if planned), as it becomes available. Returns the body bytes
+/// sent and whether the delivery failed.
 async fn send_body<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, wire: &mut Vec<u8>, body: &Body, plan: &Plan<'_>) -> (u64, bool) {
-    let (mut body_tx, mut failed) = if plan.send_body { send_parts(out, wire, body, plan).await } else { (0, false) };
+    let mut g = Gather { wire, segs: Vec::new(), mark: 0 };
+    let (mut body_tx, mut failed) = if plan.send_body { send_parts(out, &mut g, body, plan).await } else { (0, false) };
     if plan.chunked && !failed {
-        wire.extend_from_slice(b"0\r\n\r\n");
+        g.wire.extend_from_slice(b"0\r\n\r\n");
         body_tx += 5;
     }
     // What was gathered goes out even when the body failed: the client
     // gets what there was, then the connection closes.
-    if !wire.is_empty() && !send(out, wire).await {
+    if !g.is_empty() && !g.flush(out).await {
         failed = true;
     }
     (body_tx, failed)
@@ -251,8 +321,8 @@ async fn send_body<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, wire: &mut Vec
 
 /// The body's pieces (the planned span, chunked if planned) as they come;
 /// returns the bytes and whether it failed. The last pieces may be left
-/// in `wire`.
-async fn send_parts<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, wire: &mut Vec<u8>, body: &Body, plan: &Plan<'_>) -> (u64, bool) {
+/// gathered.
+async fn send_parts<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, g: &mut Gather<'_>, body: &Body, plan: &Plan<'_>) -> (u64, bool) {
     let (span, chunked) = (plan.span, plan.chunked);
     let mut reader = body.reader();
     let (mut pos, mut body_tx, mut failed) = (0u64, 0u64, false);
@@ -261,12 +331,9 @@ async fn send_parts<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, wire: &mut Ve
         let next = match reader.try_next() {
             Some(n) => n,
             None => {
-                if !wire.is_empty() {
-                    if !send(out, wire).await {
-                        failed = true;
-                        break;
-                    }
-                    wire.clear();
+                if !g.is_empty() && !g.flush(out).await {
+                    failed = true;
+                    break;
                 }
                 reader.next().await
             }
@@ -293,21 +360,17 @@ async fn send_parts<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, wire: &mut Ve
             }
         };
         if chunked {
-            let _ = write!(wire, "{:x}\r\n", part.len());
-        }
-        if wire.len() + part.len() <= GATHER {
-            wire.extend_from_slice(&part);
-        } else {
-            if !send(out, wire).await || !send(out, &part).await {
-                failed = true;
-                break;
-            }
-            wire.clear();
+            let _ = write!(g.wire, "{:x}\r\n", part.len());
         }
         body_tx += part.len() as u64;
+        g.piece(part);
         if chunked {
-            wire.extend_from_slice(b"\r\n");
+            g.wire.extend_from_slice(b"\r\n");
             body_tx += 2;
+        }
+        if (g.segs.len() >= MAX_IOV || g.wire.len() >= MAX_COPIED) && !g.flush(out).await {
+            failed = true;
+            break;
         }
         if span.is_some_and(|(_, b)| pos > b) {
             break;
