@@ -2,7 +2,7 @@
 //! deliveries read them, each at its own pace, waiting only when caught up.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use tokio::sync::Notify;
@@ -115,31 +115,75 @@ impl Body {
     }
 
     pub fn reader(&self) -> BodyReader<'_> {
-        BodyReader { body: self, idx: 0 }
+        BodyReader { src: Src::Live(self), idx: 0 }
+    }
+}
+
+/// A cached object's body: whole from the start (a body that was in
+/// with the head, packed with it in one allocation; a synthetic page), or
+/// one that streams in while it is delivered.
+#[derive(Clone)]
+pub enum ObjBody {
+    Whole(Bytes),
+    Live(Arc<Body>),
+}
+
+impl ObjBody {
+    pub fn progress(&self) -> Progress {
+        match self {
+            ObjBody::Whole(b) => Progress { len: b.len() as u64, done: Done::Complete },
+            ObjBody::Live(b) => b.progress(),
+        }
+    }
+
+    pub fn known_len(&self) -> Option<u64> {
+        match self {
+            ObjBody::Whole(b) => Some(b.len() as u64),
+            ObjBody::Live(b) => b.known_len(),
+        }
+    }
+
+    pub fn reader(&self) -> BodyReader<'_> {
+        match self {
+            ObjBody::Whole(b) => BodyReader { src: Src::Whole(b), idx: 0 },
+            ObjBody::Live(b) => b.reader(),
+        }
     }
 }
 
 /// One delivery's position in a body.
 pub struct BodyReader<'a> {
-    body: &'a Body,
+    src: Src<'a>,
     idx: usize,
+}
+
+enum Src<'a> {
+    Whole(&'a Bytes),
+    Live(&'a Body),
 }
 
 impl BodyReader<'_> {
     /// The next chunk if one is there now: Some(Ok(Some(chunk))), the end
     /// (Some(Ok(None))), a failure (Some(Err)), or None when it would wait.
     pub fn try_next(&mut self) -> Option<Result<Option<Bytes>, ()>> {
+        let body = match self.src {
+            Src::Whole(b) => {
+                self.idx += 1;
+                return Some(Ok((self.idx == 1 && !b.is_empty()).then(|| b.clone())));
+            }
+            Src::Live(body) => body,
+        };
         // A complete body is read without the lock.
-        if let Some(whole) = self.body.whole.get() {
+        if let Some(whole) = body.whole.get() {
             self.idx += 1;
             return Some(Ok(whole.get(self.idx - 1).cloned()));
         }
         let done;
         {
-            let chunks = self.body.chunks();
+            let chunks = body.chunks();
             // Looked at under the lock: `finish` moves the chunks out
             // under it, so Complete here means `whole` is set.
-            done = self.body.state();
+            done = body.state();
             if done == Done::Complete {
                 drop(chunks);
                 return self.try_next();
@@ -157,10 +201,14 @@ impl BodyReader<'_> {
 
     /// The next chunk; Ok(None) at the end; Err if the fetch failed.
     pub async fn next(&mut self) -> Result<Option<Bytes>, ()> {
+        let body = match self.src {
+            Src::Whole(_) => return self.try_next().unwrap_or(Ok(None)),
+            Src::Live(body) => body,
+        };
         loop {
             // Register for a wake-up before looking, so a push between the
             // look and the wait is not missed.
-            let notified = self.body.more.notified();
+            let notified = body.more.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             if let Some(r) = self.try_next() {
@@ -174,7 +222,6 @@ impl BodyReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     #[tokio::test]
     async fn readers_follow_a_streaming_body() {

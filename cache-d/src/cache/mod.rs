@@ -107,7 +107,8 @@ pub enum Lookup {
 
 #[derive(Default)]
 struct Head {
-    variants: Vec<Arc<ObjCore>>,
+    /// Almost always one: kept inline, no allocation of its own.
+    variants: smallvec::SmallVec<[Arc<ObjCore>; 1]>,
     busy: Option<Arc<Busy>>,
 }
 
@@ -452,7 +453,7 @@ impl Cache {
 
     /// Remove every variant under `key`; returns how many.
     pub fn purge(&self, key: &[u8]) -> usize {
-        let victims: Vec<Arc<ObjCore>> = self.inner.shard(key).get(key).map(|h| h.variants.clone()).unwrap_or_default();
+        let victims: Vec<Arc<ObjCore>> = self.inner.shard(key).get(key).map(|h| h.variants.to_vec()).unwrap_or_default();
         victims.iter().filter(|v| self.inner.remove(v)).count()
     }
 

@@ -6,13 +6,21 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::cache::body::Body;
+use crate::cache::body::ObjBody;
 use crate::cache::ttl::Lifetime;
 
-/// Bytes charged per object on top of its key, headers and body: the
-/// object and core structs, Arcs, index, LRU and expiry entries. Measured
-/// (see README: RSS after 100,000 objects), not guessed.
-pub const OBJ_OVERHEAD: u64 = 832;
+/// Bytes charged per object on top of its key and its packed head (and
+/// body, when it came whole with the head): the core struct and its Arc,
+/// the key's allocation, the index entry, the LRU and expiry entries,
+/// malloc's own overhead. Measured, not guessed: RSS after 100,000
+/// objects of 1 KiB minus what the objects charge otherwise
+/// (`scripts/bench-memory.sh`; README, Benchmarks).
+pub const OBJ_OVERHEAD: u64 = 536;
+/// A body that streams in (larger than what came with the head) costs
+/// its own struct, lock and wake-up list, and each stored chunk a handle
+/// and a shared count.
+pub const LIVE_BODY_OVERHEAD: u64 = 192;
+pub const CHUNK_OVERHEAD: u64 = 64;
 
 /// What kind of object sits in the cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,47 +33,118 @@ pub enum Kind {
     HitForPass,
 }
 
-/// Stored response headers: every name and value in one buffer, with
-/// 16 bytes of offsets per header (a cached object keeps these for its
-/// whole life, so they are packed).
-#[derive(Clone, Default)]
+/// A stored response head: the reason phrase and every header name and
+/// value in one buffer (a cached object keeps these for its whole life,
+/// so they are packed into a single allocation):
+///
+/// `[count u16][reason len u16][(name end u32, value end u32) × count][reason][name value name value …]`
+///
+/// Ends count from the start of the names and values.
+#[derive(Clone)]
 pub struct ObjHeaders {
     buf: Bytes,
-    spans: Box<[[u32; 4]]>,
+}
+
+impl Default for ObjHeaders {
+    fn default() -> ObjHeaders {
+        ObjHeaders::from_pairs(b"", std::iter::empty())
+    }
 }
 
 impl ObjHeaders {
-    pub fn from_pairs<'a>(pairs: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone) -> ObjHeaders {
-        let total: usize = pairs.clone().map(|(n, v)| n.len() + v.len()).sum();
-        let mut buf = Vec::with_capacity(total);
-        let mut spans = Vec::new();
-        for (n, v) in pairs {
-            let a = buf.len() as u32;
-            buf.extend_from_slice(n);
-            let b = buf.len() as u32;
-            buf.extend_from_slice(v);
-            spans.push([a, b, b, buf.len() as u32]);
+    /// Pack `reason` and the headers. A head too large for the layout
+    /// (more than 65,535 headers or a 64 KiB reason) keeps what fits; the
+    /// HTTP limits on heads are far below that.
+    pub fn from_pairs<'a>(reason: &[u8], pairs: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone) -> ObjHeaders {
+        ObjHeaders::with_body(reason, pairs, b"").0
+    }
+
+    /// Pack the head with a body after it, in the same allocation (a
+    /// small object costs one allocation); returns the body's slice.
+    pub fn with_body<'a>(reason: &[u8], pairs: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone, body: &[u8]) -> (ObjHeaders, Bytes) {
+        let pairs = pairs.take(u16::MAX as usize);
+        let reason = &reason[..reason.len().min(u16::MAX as usize)];
+        let (n, total) = pairs.clone().fold((0usize, 0usize), |(n, t), (a, b)| (n + 1, t + a.len() + b.len()));
+        let mut buf = Vec::with_capacity(4 + 8 * n + reason.len() + total + body.len());
+        buf.extend_from_slice(&(n as u16).to_le_bytes());
+        buf.extend_from_slice(&(reason.len() as u16).to_le_bytes());
+        let mut end = 0u32;
+        for (a, b) in pairs.clone() {
+            end += a.len() as u32;
+            buf.extend_from_slice(&end.to_le_bytes());
+            end += b.len() as u32;
+            buf.extend_from_slice(&end.to_le_bytes());
         }
-        ObjHeaders { buf: Bytes::from(buf), spans: spans.into_boxed_slice() }
+        buf.extend_from_slice(reason);
+        for (a, b) in pairs {
+            buf.extend_from_slice(a);
+            buf.extend_from_slice(b);
+        }
+        let at = buf.len();
+        buf.extend_from_slice(body);
+        let buf = Bytes::from(buf);
+        let body = if body.is_empty() { Bytes::new() } else { buf.slice(at..) };
+        (ObjHeaders { buf }, body)
     }
+
+    fn u16_at(&self, i: usize) -> usize {
+        u16::from_le_bytes([self.buf[i], self.buf[i + 1]]) as usize
+    }
+
+    fn count(&self) -> usize {
+        self.u16_at(0)
+    }
+
+    /// Where the names and values start.
+    fn data(&self) -> usize {
+        4 + 8 * self.count() + self.u16_at(2)
+    }
+
+    /// The spans of header `i`'s name and value in `buf`.
+    fn span(&self, i: usize) -> ((usize, usize), (usize, usize)) {
+        let at = |j: usize| u32::from_le_bytes(self.buf[j..j + 4].try_into().expect("4 bytes")) as usize;
+        let d = self.data();
+        let start = if i == 0 { 0 } else { at(4 + 8 * (i - 1) + 4) };
+        let (ne, ve) = (at(4 + 8 * i), at(4 + 8 * i + 4));
+        ((d + start, d + ne), (d + ne, d + ve))
+    }
+
+    /// The reason phrase.
+    pub fn reason(&self) -> Bytes {
+        let at = 4 + 8 * self.count();
+        self.buf.slice(at..at + self.u16_at(2))
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
-        self.spans.iter().map(|s| (&self.buf[s[0] as usize..s[1] as usize], &self.buf[s[2] as usize..s[3] as usize]))
+        (0..self.count()).map(|i| {
+            let ((a, b), (c, d)) = self.span(i);
+            (&self.buf[a..b], &self.buf[c..d])
+        })
     }
+
     /// First value of header `name` (case-insensitive).
     pub fn get(&self, name: &str) -> Option<Bytes> {
-        self.spans
-            .iter()
-            .find(|s| self.buf[s[0] as usize..s[1] as usize].eq_ignore_ascii_case(name.as_bytes()))
-            .map(|s| self.buf.slice(s[2] as usize..s[3] as usize))
+        (0..self.count())
+            .map(|i| self.span(i))
+            .find(|((a, b), _)| self.buf[*a..*b].eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, (c, d))| self.buf.slice(c..d))
     }
+
     /// As an editable list (slices of the same buffer, no copies).
     pub fn to_headers(&self) -> crate::vcl::model::Headers {
-        let span = |a: u32, b: u32| self.buf.slice(a as usize..b as usize);
-        crate::vcl::model::Headers(self.spans.iter().map(|s| (span(s[0], s[1]), span(s[2], s[3]))).collect())
+        crate::vcl::model::Headers(
+            (0..self.count())
+                .map(|i| {
+                    let ((a, b), (c, d)) = self.span(i);
+                    (self.buf.slice(a..b), self.buf.slice(c..d))
+                })
+                .collect(),
+        )
     }
-    /// Bytes held: the buffer and the offsets.
+
+    /// Bytes held (with a body packed after the head).
     pub fn bytes(&self) -> usize {
-        self.buf.len() + self.spans.len() * 16
+        self.buf.len()
     }
 }
 
@@ -74,10 +153,10 @@ pub struct Object {
     /// vxid of the backend transaction that made it.
     pub vxid: u32,
     pub status: u16,
-    pub reason: Bytes,
-    /// Response headers as stored (hop-by-hop and framing headers removed).
+    /// Reason phrase and response headers as stored (hop-by-hop and
+    /// framing headers removed).
     pub headers: ObjHeaders,
-    pub body: Arc<Body>,
+    pub body: ObjBody,
     pub life: Lifetime,
     pub kind: Kind,
     /// For each header named by Vary: its normalized request value.
@@ -89,10 +168,15 @@ impl Object {
         self.headers.get(name)
     }
 
+    pub fn reason(&self) -> Bytes {
+        self.headers.reason()
+    }
+
     /// Bytes this object holds, as charged to storage (body excluded while
     /// it streams: it is charged as it arrives).
     pub fn head_bytes(&self, key: &[u8]) -> u64 {
-        (key.len() + self.headers.bytes() + self.reason.len()) as u64 + OBJ_OVERHEAD
+        let live = if matches!(self.body, ObjBody::Live(_)) { LIVE_BODY_OVERHEAD } else { 0 };
+        (key.len() + self.headers.bytes()) as u64 + OBJ_OVERHEAD + live
     }
 }
 

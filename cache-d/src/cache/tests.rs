@@ -1,7 +1,7 @@
 //! Cache index, coalescing, storage and expiry, without sockets or sleeps.
 
 use super::*;
-use crate::cache::body::Body;
+use crate::cache::body::{Body, ObjBody};
 use crate::cache::ttl::Lifetime;
 use bytes::Bytes;
 
@@ -11,9 +11,8 @@ fn obj(ttl: f64, grace: f64, body: &[u8], kind: Kind) -> Object {
     Object {
         vxid: 7,
         status: 200,
-        reason: Bytes::from_static(b"OK"),
-        headers: ObjHeaders::from_pairs([(&b"Content-Type"[..], &b"text/plain"[..])].into_iter()),
-        body: Arc::new(Body::whole(Bytes::copy_from_slice(body))),
+        headers: ObjHeaders::from_pairs(b"OK", [(&b"Content-Type"[..], &b"text/plain"[..])].into_iter()),
+        body: ObjBody::Live(Arc::new(Body::whole(Bytes::copy_from_slice(body)))),
         life: Lifetime { t_origin: NOW, ttl, grace, keep: 0.0, date: 0.0, expires: 0.0, max_age: -1.0 },
         kind,
         vary: None,
@@ -114,7 +113,7 @@ fn vary_keeps_variants_apart() {
 
 #[test]
 fn lru_evicts_the_least_recently_used() {
-    let per = OBJ_OVERHEAD + 1 + 22 + 16 + 2 + 1000;
+    let per = obj(60.0, 0.0, b"", Kind::Normal).head_bytes(b"a") + 1000;
     let c = Cache::new(per * 3 + per / 2, None);
     insert(&c, b"a", obj(60.0, 0.0, &[b'a'; 1000], Kind::Normal));
     insert(&c, b"b", obj(60.0, 0.0, &[b'b'; 1000], Kind::Normal));
@@ -189,7 +188,7 @@ fn bans_kill_matching_objects_on_lookup() {
 fn the_lurker_applies_obj_bans_without_traffic_and_deletes_them() {
     let c = Cache::new(1 << 20, None);
     let mut tagged = obj(60.0, 0.0, b"x", Kind::Normal);
-    tagged.headers = ObjHeaders::from_pairs([(&b"X-Tag"[..], &b"blue"[..])].into_iter());
+    tagged.headers = ObjHeaders::from_pairs(b"OK", [(&b"X-Tag"[..], &b"blue"[..])].into_iter());
     insert(&c, b"a", tagged);
     insert(&c, b"b", obj(60.0, 0.0, b"x", Kind::Normal));
     c.ban(&args("obj.http.X-Tag == blue"), NOW, true).unwrap();
@@ -237,4 +236,21 @@ fn ten_thousand_bans_stay_cheap() {
     eprintln!("10,000 bans: add {:?} each; first lookup {first:?}; then {later:?} per lookup", add / 10_000);
     assert!(add < std::time::Duration::from_secs(10));
     assert!(later < first || later < std::time::Duration::from_micros(50));
+}
+
+#[test]
+fn packed_heads_keep_reason_and_headers_in_order() {
+    let pairs =
+        [(&b"Content-Type"[..], &b"text/plain"[..]), (&b"X-Empty"[..], &b""[..]), (&b"x-b"[..], &b"2"[..]), (&b"X-B"[..], &b"3"[..])];
+    let h = ObjHeaders::from_pairs(b"Not Quite OK", pairs.iter().copied());
+    assert_eq!(&h.reason()[..], b"Not Quite OK");
+    assert_eq!(h.iter().collect::<Vec<_>>(), pairs.to_vec());
+    assert_eq!(h.get("x-b").as_deref(), Some(&b"2"[..]));
+    assert_eq!(h.get("x-empty").as_deref(), Some(&b""[..]));
+    assert_eq!(h.get("missing"), None);
+    assert_eq!(h.to_headers().0.len(), 4);
+    let empty = ObjHeaders::default();
+    assert_eq!(empty.iter().count(), 0);
+    assert!(empty.reason().is_empty());
+    assert_eq!(empty.bytes(), 4);
 }

@@ -8,13 +8,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use common::counters::C;
 use common::log::vsl::{Side as LogSide, Tag};
 use tokio::io::AsyncWrite;
 use tokio::sync::oneshot;
 
-use crate::cache::body::Body;
+use crate::cache::body::{Body, ObjBody};
 use crate::cache::ttl::Lifetime;
 use crate::cache::{vary_value, BusyGuard, Cache, Kind, ObjCore, ObjHeaders, Object};
 use crate::error::{Error, Side};
@@ -61,8 +61,14 @@ struct Got {
     beresp: Beresp,
     life: Lifetime,
     action: Action,
-    body: Arc<Body>,
+    body: ObjBody,
+    /// A small body that came in whole with the head: packed with it.
+    inline: Option<BytesMut>,
 }
+
+/// Bodies up to this size that are already read with the head are stored
+/// in the head's allocation, whole, instead of streaming in.
+const INLINE_MAX: u64 = 64 * 1024;
 
 async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<ObjCore>, Error>>) {
     let MissSpec { req, guard, stale, bxid, rxid, reason, addrs, policy } = spec;
@@ -99,26 +105,38 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
             return;
         }
     };
-    let obj = object(bxid, &got.beresp, got.life, got.body.clone(), &req);
+    let obj = object(bxid, &got, &req);
     let oc = store(&sh, &mut f, guard, obj, &got);
-    let (was_304, body, stream) = (got.beresp.was_304, got.body, got.beresp.do_stream);
-    match got.resp {
-        None => {
+    let (was_304, stream) = (got.beresp.was_304, got.beresp.do_stream);
+    let body = match (got.inline, got.body) {
+        (Some(b), _) => Err(b.len() as u64),
+        (None, ObjBody::Live(b)) => Ok(b),
+        (None, whole) => Err(whole.known_len().unwrap_or(0)),
+    };
+    match (got.resp, body) {
+        (None, body) => {
             let _ = tx.send(Ok(oc.clone()));
-            f.done(Some(body.known_len().unwrap_or(0)), None);
+            f.done(Some(body.err().unwrap_or(0)), None);
         }
-        Some(resp) if was_304 => {
+        (Some(resp), _) if was_304 => {
             let _ = tx.send(Ok(oc.clone()));
             let reusable = !resp.head.has_token("connection", "close");
             f.done(Some(0), Some((resp.conn, reusable)));
         }
-        Some(resp) if stream => {
+        // The body came whole with the head.
+        (Some(resp), Err(len)) => {
+            let _ = tx.send(Ok(oc.clone()));
+            f.log.rec(Tag::FetchBody, LogSide::Backend, f.vxid, b"3 length stream");
+            let reusable = !(resp.head.minor == 0 || resp.head.has_token("connection", "close"));
+            f.done(Some(len), Some((resp.conn, reusable)));
+        }
+        (Some(resp), Ok(body)) if stream => {
             let _ = tx.send(Ok(oc.clone()));
             stream_body(&sh, f, resp, &body, &oc).await;
         }
         // beresp.do_stream = false: the request is answered once the
         // whole body is in; a body that fails is a failed fetch (503).
-        Some(resp) => {
+        (Some(resp), Ok(body)) => {
             let whole = stream_body(&sh, f, resp, &body, &oc).await;
             let _ = tx.send(if whole { Ok(oc) } else { Err(Error::new(Side::Backend, "backend body ended early or failed")) });
         }
@@ -162,26 +180,27 @@ fn failed(fetched: &Fetched) -> bool {
 /// page; the error when there is nothing.
 fn got(fetched: Fetched, stale: Option<&ObjCore>) -> Result<Got, Error> {
     match fetched {
-        Fetched::Resp { resp, beresp, life, action } => {
-            let body = match (stale, beresp.was_304) {
-                (Some(s), true) => s.obj.body.clone(),
-                _ => {
-                    let expected = match resp.framing {
-                        Framing::Length(n) => Some(n),
-                        Framing::None => Some(0),
-                        _ => None,
-                    };
-                    Arc::new(Body::new(expected))
-                }
+        Fetched::Resp { mut resp, beresp, life, action } => {
+            let expected = match resp.framing {
+                Framing::Length(n) => Some(n),
+                Framing::None => Some(0),
+                _ => None,
             };
-            Ok(Got { resp: Some(resp), beresp, life, action, body })
+            let (body, inline) = match (stale, beresp.was_304, expected) {
+                (Some(s), true, _) => (s.obj.body.clone(), None),
+                (_, _, Some(n)) if n <= INLINE_MAX && resp.conn.buf.len() as u64 >= n => {
+                    (ObjBody::Whole(Bytes::new()), Some(resp.conn.buf.split_to(n as usize)))
+                }
+                _ => (ObjBody::Live(Arc::new(Body::new(expected))), None),
+            };
+            Ok(Got { resp: Some(resp), beresp, life, action, body, inline })
         }
         Fetched::Synthetic { mut beresp, body, life } => {
             // An error object is kept only if the policy gave it a ttl.
             if beresp.ttl <= 0.0 {
                 beresp.uncacheable = true;
             }
-            Ok(Got { resp: None, beresp, life, action: Action::Deliver, body: Arc::new(Body::whole(Bytes::from(body))) })
+            Ok(Got { resp: None, beresp, life, action: Action::Deliver, body: ObjBody::Whole(Bytes::from(body)), inline: None })
         }
         Fetched::Abandoned(e) | Fetched::Client(e) => Err(e),
     }
@@ -189,7 +208,8 @@ fn got(fetched: Fetched, stale: Option<&ObjCore>) -> Result<Got, Error> {
 
 /// The object for `beresp`, with the Vary values of the request that
 /// fetched it.
-fn object(bxid: u32, beresp: &Beresp, life: Lifetime, body: Arc<Body>, req: &Req) -> Object {
+fn object(bxid: u32, got: &Got, req: &Req) -> Object {
+    let beresp = &got.beresp;
     let headers = &beresp.headers;
     let vary = headers.get("vary").map(|list| {
         let names: Vec<String> = list
@@ -199,16 +219,15 @@ fn object(bxid: u32, beresp: &Beresp, life: Lifetime, body: Arc<Body>, req: &Req
             .collect();
         names.into_iter().map(|n| (n.clone(), vary_value(req.headers.iter(), &n))).collect::<Vec<_>>()
     });
-    Object {
-        vxid: bxid,
-        status: beresp.status,
-        reason: beresp.reason.clone(),
-        headers: ObjHeaders::from_pairs(headers.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"content-length"))),
-        body,
-        life,
-        kind: Kind::Normal,
-        vary,
-    }
+    let pairs = headers.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"content-length"));
+    let (headers, body) = match &got.inline {
+        Some(b) => {
+            let (h, b) = ObjHeaders::with_body(&beresp.reason, pairs, b);
+            (h, ObjBody::Whole(b))
+        }
+        None => (ObjHeaders::from_pairs(&beresp.reason, pairs), got.body.clone()),
+    };
+    Object { vxid: bxid, status: beresp.status, headers, body, life: got.life, kind: Kind::Normal, vary }
 }
 
 /// Put the object in the cache (or hand it to this request alone, with a
@@ -248,9 +267,8 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -
             let marker = Object {
                 vxid: v,
                 status: obj.status,
-                reason: obj.reason.clone(),
-                headers: ObjHeaders::default(),
-                body: Arc::new(Body::whole(Bytes::new())),
+                headers: ObjHeaders::from_pairs(&obj.reason(), std::iter::empty()),
+                body: ObjBody::Whole(Bytes::new()),
                 life: marker_life,
                 kind,
                 vary: obj.vary.clone(),
@@ -304,7 +322,7 @@ struct BodySink<'a> {
 impl AsyncWrite for BodySink<'_> {
     fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         self.body.push(Bytes::copy_from_slice(buf));
-        self.cache.grow(self.oc, buf.len() as u64);
+        self.cache.grow(self.oc, buf.len() as u64 + crate::cache::object::CHUNK_OVERHEAD);
         Poll::Ready(Ok(buf.len()))
     }
     fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {

@@ -211,7 +211,7 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&Object>
     let (status, reason, headers) = match stale.filter(|_| was_304) {
         Some(s) => {
             sh.seg.add(C::Fetch304, 1);
-            (s.status, s.reason.clone(), merge_304(s, &fresh))
+            (s.status, s.reason(), merge_304(s, &fresh))
         }
         None => {
             let mut h = fresh;

@@ -7,7 +7,7 @@ use std::io::{IoSlice, Write as _};
 use bytes::Bytes;
 use tokio::io::AsyncWriteExt;
 
-use crate::cache::body::{Body, Done};
+use crate::cache::body::{Done, ObjBody};
 use crate::cache::{ObjCore, Object};
 use crate::http1::head::Framing;
 use crate::req::reason::{close_reason, Reason};
@@ -131,7 +131,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bo
     let t = now();
     let mut resp = Resp {
         status: obj.status,
-        reason: obj.reason.clone(),
+        reason: obj.reason(),
         headers: obj.headers.to_headers(),
         is_streaming: obj.body.progress().done == Done::Streaming,
     };
@@ -304,7 +304,7 @@ async fn write_all_vectored<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, mut i
 /// Send the head already in `wire` and the body (the planned span of it,
 /// chunked if planned), as it becomes available. Returns the body bytes
 /// sent and whether the delivery failed.
-async fn send_body<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, wire: &mut Vec<u8>, body: &Body, plan: &Plan<'_>) -> (u64, bool) {
+async fn send_body<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, wire: &mut Vec<u8>, body: &ObjBody, plan: &Plan<'_>) -> (u64, bool) {
     let mut g = Gather { wire, segs: Vec::new(), mark: 0 };
     let (mut body_tx, mut failed) = if plan.send_body { send_parts(out, &mut g, body, plan).await } else { (0, false) };
     if plan.chunked && !failed {
@@ -322,7 +322,7 @@ async fn send_body<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, wire: &mut Vec
 /// The body's pieces (the planned span, chunked if planned) as they come;
 /// returns the bytes and whether it failed. The last pieces may be left
 /// gathered.
-async fn send_parts<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, g: &mut Gather<'_>, body: &Body, plan: &Plan<'_>) -> (u64, bool) {
+async fn send_parts<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, g: &mut Gather<'_>, body: &ObjBody, plan: &Plan<'_>) -> (u64, bool) {
     let (span, chunked) = (plan.span, plan.chunked);
     let mut reader = body.reader();
     let (mut pos, mut body_tx, mut failed) = (0u64, 0u64, false);

@@ -309,7 +309,7 @@ pub fn obj_view(oc: &ObjCore, t: f64, full: bool) -> ObjView {
     let life = &oc.obj.life;
     ObjView {
         status: oc.obj.status,
-        reason: oc.obj.reason.clone(),
+        reason: oc.obj.reason(),
         headers: if full { oc.obj.headers.to_headers() } else { Headers::default() },
         ttl: life.ttl_left(t),
         grace: life.grace,
