@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# A regression guard for cache-d's performance (not a timed test: run it by
+# hand or from cron on one quiet machine). `save` records this build's
+# figures; `check` measures again and exits 1 when a figure lost more than
+# the tolerance against the saved ones:
+#   - hits/s (wrk -t1 -c50, median of rounds) on 1 B, 10 KiB, 100 KiB, 1 MiB;
+#   - anonymous memory per cached 1 KiB object (20,000 objects).
+# The usual use: `save` on main's build, then `check` on a change's.
+# Usage: scripts/bench-guard.sh save|check [FILE] [seconds] [rounds] [tolerance%]
+#   FILE defaults to target/bench-guard.tsv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-}; file=${2:-target/bench-guard.tsv}; secs=${3:-4}; rounds=${4:-5}; tol=${5:-10}
+case $mode in save|check) ;; *) echo "usage: scripts/bench-guard.sh save|check [FILE] [seconds] [rounds] [tolerance%]" >&2; exit 2 ;; esac
+command -v wrk >/dev/null || { echo "bench: needs wrk (apt-get install wrk)" >&2; exit 2; }
+if [ "$mode" = check ] && [ ! -s "$file" ]; then echo "bench-guard: no saved figures in $file (run save first)" >&2; exit 2; fi
+. scripts/stack.sh
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+out=$work/now.tsv
+for size in 1 10240 102400 1048576; do
+    url="http://$ip:$port/size/$size?max_age=3600"
+    curl -s -o /dev/null "$url"; wrk -t1 -c50 -d1s "$url" >/dev/null
+    for _ in $(seq "$rounds"); do wrk -t1 -c50 -d"${secs}s" "$url" | awk '/^Requests\/sec/ {print $2}'; done | median |
+        awk -v s="$size" '{printf "hits_per_s_%s\t%.0f\thigher\n", s, $1}' >>"$out"
+done
+# Anonymous memory per cached object: 20,000 objects of 1 KiB.
+child=$(pgrep -P "${pids[-1]}" | head -n1)
+before=$(awk '/^RssAnon/ {print $2}' "/proc/$child/status")
+cat >"$work/fill.lua" <<'LUA'
+local n = -1
+request = function()
+    n = n + 1
+    return wrk.format(nil, "/size/1024?max_age=3600&guard=" .. n)
+end
+LUA
+wrk -t1 -c1 -d3s -s "$work/fill.lua" "http://$ip:$port/" >/dev/null
+objs=$("$bin/cache-stat" -1 -n "$work/inst" -f MAIN.n_object | awk '{print $2}')
+after=$(awk '/^RssAnon/ {print $2}' "/proc/$child/status")
+awk -v a="$before" -v b="$after" -v n="$objs" 'BEGIN {printf "anon_bytes_per_object\t%.0f\tlower\n", (b-a)*1024/n}' >>"$out"
+
+if [ "$mode" = save ]; then
+    mkdir -p "$(dirname "$file")"; cp "$out" "$file"
+    echo "saved to $file:"; cut -f1,2 "$file"
+    exit 0
+fi
+# check: join saved and current figures by name.
+awk -F'\t' -v tol="$tol" '
+    NR == FNR {base[$1] = $2; next}
+    ($1 in base) {
+        b = base[$1]; v = $2
+        worse = ($3 == "higher") ? (v < b * (1 - tol/100)) : (v > b * (1 + tol/100))
+        printf "%-24s saved %10s  now %10s  %+6.1f%%  %s\n", $1, b, v, (v - b) * 100 / b, worse ? "REGRESSED" : "ok"
+        if (worse) bad = 1
+    }
+    END {exit bad}' "$file" "$out"
