@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Costs that must grow gently (issue 16), in one run:
+#  1. vcl.load of a generated ~5,000-line VCL (410 subroutines with a regex,
+#     a regsub and string work each) through the admin socket: cache-d
+#     (cache-adm) and varnishd (varnishadm, which compiles it to C);
+#  2. hits/s over random URLs among 1,000 cached objects, then among
+#     1,000,000 (cache-d, -s malloc,2g);
+#  3. hits/s on 1,000 cached objects before and after 10,000 bans were
+#     added (the objects tested against them once first; an older object
+#     never asked for keeps the bans on the list).
+# Usage: scripts/bench-growth.sh [seconds] [rounds] [objects]  (objects 0: skip part 2's fill)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-5}; rounds=${2:-3}; many=${3:-1000000}
+for t in wrk varnishd varnishadm; do
+    command -v "$t" >/dev/null || { echo "bench: needs $t (apt-get install wrk varnish)" >&2; exit 2; }
+done
+. scripts/bench-pair.sh
+start_pair "" 2g
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+secs_of() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N); awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b-a}'; }
+
+# 1. vcl.load of a 5,000-line VCL.
+awk -v port="${origin##*:}" 'BEGIN {
+    n = 410
+    print "vcl 4.1;"
+    print "backend default { .host = \"127.0.0.1\"; .port = \"" port "\"; }"
+    print "acl purgers { \"127.0.0.1\"; \"10.0.0.0\"/8; }"
+    for (i = 0; i < n; i++) {
+        print "sub route_" i " {"
+        print "    if (req.url ~ \"^/section" i "/[a-z]+/([0-9]+)$\") {"
+        print "        set req.http.X-Section = \"" i "\";"
+        print "        set req.url = regsub(req.url, \"^/section" i "/\", \"/s" i "/\");"
+        print "    } elsif (req.http.host == \"site" i ".example.com\") {"
+        print "        set req.http.X-Site = \"" i "\";"
+        print "        unset req.http.Cookie;"
+        print "    } else {"
+        print "        set req.http.X-Other = req.http.X-Other + \"" i "\";"
+        print "    }"
+        print "}"
+    }
+    print "sub vcl_recv {"
+    for (i = 0; i < n; i++) print "    call route_" i ";"
+    print "    if (req.method == \"PURGE\" && client.ip ~ purgers) { return (purge); }"
+    print "}"
+}' >"$work/big.vcl"
+chmod 644 "$work/big.vcl"
+lines=$(wc -l <"$work/big.vcl")
+c=$(for i in $(seq "$rounds"); do secs_of "$bin/cache-adm" -n "$c_inst" vcl.load "big$i" "$work/big.vcl"; echo; done | median)
+v=$(for i in $(seq "$rounds"); do secs_of varnishadm -n "$v_inst" vcl.load "big$i" "$work/big.vcl"; echo; done | median)
+printf 'vcl.load of a %d-line VCL: cache-d %.3f s, varnishd %.3f s  %s\n' "$lines" "$c" "$v" \
+    "$(awk -v c="$c" 'BEGIN {print (c < 1) ? "goal <1 s met" : "goal <1 s MISSED"}')"
+
+# 2. and 3.: hits over random URLs among the first N objects.
+randlua() { # n -> a wrk script asking for random objects 0..n-1
+    cat >"$work/rand$1.lua" <<LUA
+math.randomseed(42)
+request = function()
+    return wrk.format(nil, "/size/1?max_age=3600&n=" .. math.random(0, $1 - 1))
+end
+LUA
+}
+fill() { # n: request objects 0..n-1 once each, in order
+    local reqs=0
+    while [ "$reqs" -lt "$1" ]; do
+        cat >"$work/fill.lua" <<LUA
+local n = $reqs - 1
+request = function()
+    n = n + 1
+    return wrk.format(nil, "/size/1?max_age=3600&n=" .. (n % $1))
+end
+LUA
+        wrk -t1 -c8 -d2s -s "$work/fill.lua" "$c_url/" >"$work/fill.out"
+        reqs=$(( reqs + $(awk '/requests in/ {print $1}' "$work/fill.out") ))
+    done
+}
+hits() { # n -> median hits/s over random objects among the first n
+    for _ in $(seq "$rounds"); do
+        wrk -t1 -c50 -d"${secs}s" -s "$work/rand$1.lua" "$c_url/" | awk '/^Requests\/sec/ {print $2}'
+    done | median
+}
+objects() { "$bin/cache-stat" -1 -n "$c_inst" -f MAIN.n_object | awk '{print $2}'; }
+randlua 1000; [ "$many" -gt 0 ] && randlua "$many"
+# An object older than the bans that is never asked for again keeps them
+# all on the list (bans every object has been tested against are dropped).
+curl -s -o /dev/null "$c_url/size/1?max_age=3600&n=anchor"
+fill 1000
+few=$(hits 1000)
+
+# Bans: 10,000 that match nothing, added in one admin session.
+for i in $(seq 10000); do echo "ban req.url == /no-such-object-$i"; done | "$bin/cache-adm" -n "$c_inst" >/dev/null
+wrk -t1 -c8 -d2s -s "$work/rand1000.lua" "$c_url/" >/dev/null   # each object tests the bans once
+banned=$(hits 1000)
+bans=$("$bin/cache-stat" -1 -n "$c_inst" -f MAIN.bans | awk '{print $2}')
+awk -v a="$banned" -v b="$few" -v n="$bans" 'BEGIN {printf "hits/s on 1,000 objects: no bans %.0f, with %d bans on the list %.0f (%.2fx)  %s\n", b, n, a, a/b, (a >= 0.9*b) ? "goal within 10% met" : "goal within 10% MISSED"}'
+
+[ "$many" -gt 0 ] || exit 0
+echo "filling $many objects..." >&2
+fill "$many"
+lots=$(hits "$many")
+awk -v a="$lots" -v b="$few" -v n="$(objects)" 'BEGIN {printf "hits/s over random objects: among 1,000 %.0f, among %d %.0f (%.2fx)  %s\n", b, n, a, a/b, (a >= 0.9*b) ? "goal within 10% met" : "goal within 10% MISSED"}'
