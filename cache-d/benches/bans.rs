@@ -30,7 +30,7 @@ fn none() -> std::iter::Empty<(&'static [u8], &'static [u8])> {
 
 fn insert(c: &Cache, key: &[u8]) {
     if let Lookup::Miss { guard, .. } = c.lookup(key, none(), 1.0) {
-        c.insert(guard, obj(), 1.0);
+        c.insert(guard, obj());
     }
 }
 

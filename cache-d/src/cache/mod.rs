@@ -17,9 +17,6 @@ use tokio::sync::watch;
 
 pub use self::object::{vary_value, Kind, ObjCore, ObjHeaders, Object, OBJ_OVERHEAD};
 
-/// A hit moves an object in the LRU at most this often (Varnish's
-/// lru_interval), so hot objects do not contend on the LRU lock.
-const LRU_INTERVAL_MS: u64 = 2000;
 const SHARDS: usize = 64;
 
 /// Outcome of the fetch a busy marker stands for, as waiters see it.
@@ -116,8 +113,32 @@ struct Head {
 struct Store {
     used: u64,
     seq: u64,
+    /// Stored objects, oldest first.
     lru: BTreeMap<u64, Weak<ObjCore>>,
     expiry: BTreeMap<(u64, u64), Weak<ObjCore>>,
+}
+
+impl Store {
+    /// The object to evict, taken out of the LRU: the oldest, except
+    /// that one hit since it was last looked at goes to the young end
+    /// instead, once (CLOCK's second chance, an approximation of LRU whose
+    /// hits take no lock). `own` (the object being charged) is skipped.
+    /// Some(None) when the entry looked at was already gone; None when
+    /// there is nothing to evict.
+    fn victim(&mut self, own: u64) -> Option<Option<Arc<ObjCore>>> {
+        for _ in 0..=self.lru.len() {
+            let s = *self.lru.keys().find(|s| **s != own)?;
+            let w = self.lru.remove(&s)?;
+            let Some(v) = w.upgrade() else { return Some(None) };
+            if !v.referenced.swap(false, Ordering::AcqRel) {
+                return Some(Some(v));
+            }
+            self.seq += 1;
+            v.lru_seq.store(self.seq, Ordering::Relaxed);
+            self.lru.insert(self.seq, w);
+        }
+        None
+    }
 }
 
 pub struct CacheInner {
@@ -126,6 +147,8 @@ pub struct CacheInner {
     /// Lock order: a shard, then the bans (never the other way round).
     bans: Mutex<ban::list::BanList>,
     newest_ban: AtomicU64,
+    /// When the lurker last walked the cache only to trim the ban list (ms).
+    last_trim_ms: AtomicU64,
     budget: u64,
     seg: Option<Arc<SegmentWriter>>,
 }
@@ -221,14 +244,8 @@ impl CacheInner {
                     oc.charged.fetch_add(n, Ordering::AcqRel);
                     break;
                 }
-                // Oldest first; skip ourselves.
-                let own = oc.lru_seq.load(Ordering::Relaxed);
-                let pick = st.lru.iter().find(|(s, _)| **s != own).map(|(s, w)| (*s, w.clone()));
-                match pick {
-                    Some((s, w)) => {
-                        st.lru.remove(&s);
-                        w.upgrade()
-                    }
+                match st.victim(oc.lru_seq.load(Ordering::Relaxed)) {
+                    Some(v) => v,
                     None => {
                         drop(st);
                         self.count(C::SmaCFail, 1);
@@ -258,6 +275,7 @@ impl Cache {
                 store: Mutex::new(Store::default()),
                 bans: Mutex::new(ban::list::BanList::default()),
                 newest_ban: AtomicU64::new(0),
+                last_trim_ms: AtomicU64::new(0),
                 budget,
                 seg,
             }),
@@ -303,7 +321,7 @@ impl Cache {
                 return match oc.obj.kind {
                     Kind::Normal => {
                         drop(shard);
-                        self.touch(&oc, now);
+                        self.touch(&oc);
                         Lookup::Hit(oc)
                     }
                     Kind::HitForMiss => Lookup::HitForMiss(oc),
@@ -341,26 +359,18 @@ impl Cache {
         BusyGuard { cache: Weak::new(), key: Arc::from(key), busy: Arc::new(Busy { tx }), done: true }
     }
 
-    fn touch(&self, oc: &Arc<ObjCore>, now: f64) {
-        let t = ms(now);
-        let last = oc.last_touch.load(Ordering::Relaxed);
-        if t.saturating_sub(last) < LRU_INTERVAL_MS || !oc.stored() {
-            return;
-        }
-        oc.last_touch.store(t, Ordering::Relaxed);
-        let mut st = self.inner.store();
-        if st.lru.remove(&oc.lru_seq.load(Ordering::Relaxed)).is_some() {
-            st.seq += 1;
-            let s = st.seq;
-            oc.lru_seq.store(s, Ordering::Relaxed);
-            st.lru.insert(s, Arc::downgrade(oc));
+    /// A hit marks the object referenced; eviction gives it a second
+    /// chance (CLOCK). No lock: a hit never waits on the LRU.
+    fn touch(&self, oc: &Arc<ObjCore>) {
+        if !oc.referenced.load(Ordering::Relaxed) {
+            oc.referenced.store(true, Ordering::Relaxed);
         }
     }
 
     /// Put an object in the index under the guard's key, replacing variants
     /// with the same Vary values, and wake the waiters. Returns the core, or
     /// None if it did not fit in storage (it is then delivered but not kept).
-    pub fn insert(&self, mut guard: BusyGuard, obj: Object, now: f64) -> (Arc<ObjCore>, bool) {
+    pub fn insert(&self, mut guard: BusyGuard, obj: Object) -> (Arc<ObjCore>, bool) {
         let c = &self.inner;
         let key = guard.key.clone();
         let head_bytes = obj.head_bytes(&key);
@@ -374,12 +384,12 @@ impl Cache {
             key: key.clone(),
             obj,
             charged: AtomicU64::new(0),
-            last_touch: AtomicU64::new(ms(now)),
             lru_seq: AtomicU64::new(seq),
             exp_key: (expires, seq),
             ban_id: AtomicU64::new(c.newest_ban.load(Ordering::Acquire)),
             dead: AtomicBool::new(false),
             stored: AtomicBool::new(true),
+            referenced: AtomicBool::new(false),
             hits: AtomicU64::new(0),
         });
         {
@@ -425,12 +435,12 @@ impl Cache {
             key: Arc::from(&b""[..]),
             obj,
             charged: AtomicU64::new(0),
-            last_touch: AtomicU64::new(0),
             lru_seq: AtomicU64::new(0),
             exp_key: (0, 0),
             ban_id: AtomicU64::new(u64::MAX),
             dead: AtomicBool::new(true),
             stored: AtomicBool::new(false),
+            referenced: AtomicBool::new(false),
             hits: AtomicU64::new(0),
         })
     }

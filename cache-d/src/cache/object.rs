@@ -188,7 +188,6 @@ pub struct ObjCore {
     pub obj: Object,
     /// Bytes charged to storage so far.
     pub(super) charged: AtomicU64,
-    pub(super) last_touch: AtomicU64,
     pub(super) lru_seq: AtomicU64,
     /// This object's key in the expiry map: (expiry ms, insertion seq).
     pub(super) exp_key: (u64, u64),
@@ -198,6 +197,8 @@ pub struct ObjCore {
     pub(super) dead: AtomicBool,
     /// Charged to storage at all (objects over budget are not).
     pub(super) stored: AtomicBool,
+    /// Hit since eviction last looked at it (its second chance).
+    pub(super) referenced: AtomicBool,
     /// Times delivered from the cache (obj.hits).
     pub(super) hits: AtomicU64,
 }

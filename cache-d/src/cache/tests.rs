@@ -26,7 +26,7 @@ fn no_headers() -> std::iter::Empty<(&'static [u8], &'static [u8])> {
 fn insert(c: &Cache, key: &[u8], o: Object) -> Arc<ObjCore> {
     let n = o.body.progress().len;
     let Lookup::Miss { guard, .. } = c.lookup(key, no_headers(), NOW) else { panic!("expected a miss") };
-    let (oc, ok) = c.insert(guard, o, NOW);
+    let (oc, ok) = c.insert(guard, o);
     assert!(ok);
     c.grow(&oc, n);
     oc
@@ -57,7 +57,7 @@ fn concurrent_misses_wait_for_one_fetch() {
             _ => panic!("second request must wait"),
         })
         .collect();
-    c.insert(guard, obj(60.0, 0.0, b"x", Kind::Normal), NOW);
+    c.insert(guard, obj(60.0, 0.0, b"x", Kind::Normal));
     for w in &mut waiters {
         assert_eq!(*w.borrow_and_update(), BusyState::Ready);
     }
@@ -100,7 +100,7 @@ fn vary_keeps_variants_apart() {
         let Lookup::Miss { guard, .. } = c.lookup(b"v", h.iter().copied(), NOW) else { panic!() };
         let mut o = obj(60.0, 0.0, body, Kind::Normal);
         o.vary = Some(vec![("accept-encoding".into(), vary_value(h.iter().copied(), "accept-encoding"))]);
-        c.insert(guard, o, NOW);
+        c.insert(guard, o);
     }
     let same_gz: [(&[u8], &[u8]); 1] = [(b"accept-encoding", b"gzip, br")];
     let Lookup::Hit(oc) = c.lookup(b"v", same_gz.iter().copied(), NOW) else { panic!("normalized value must hit") };
@@ -132,7 +132,7 @@ fn lru_evicts_the_least_recently_used() {
 fn objects_larger_than_storage_are_not_kept() {
     let c = Cache::new(4096, None);
     let Lookup::Miss { guard, .. } = c.lookup(b"big", no_headers(), NOW) else { panic!() };
-    let (oc, ok) = c.insert(guard, obj(60.0, 0.0, b"", Kind::Normal), NOW);
+    let (oc, ok) = c.insert(guard, obj(60.0, 0.0, b"", Kind::Normal));
     assert!(ok);
     c.grow(&oc, 10_000);
     assert!(oc.is_dead());

@@ -245,7 +245,7 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -
             if life.ttl + life.grace + life.keep < sh.params().shortlived {
                 sh.seg.add(C::BerespShortlived, 1);
             }
-            let (oc, stored) = sh.cache.insert(guard, obj, t);
+            let (oc, stored) = sh.cache.insert(guard, obj);
             f.log.rec(Tag::Storage, side, v, if stored { b"malloc s0" } else { b"malloc Transient" });
             oc
         }
@@ -273,7 +273,7 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -
                 kind,
                 vary: obj.vary.clone(),
             };
-            sh.cache.insert(guard, marker, t);
+            sh.cache.insert(guard, marker);
             f.log.rec(Tag::Storage, side, v, b"malloc Transient");
             sh.cache.private(obj)
         }

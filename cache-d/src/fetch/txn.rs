@@ -18,7 +18,7 @@ use crate::error::{Error, Side};
 use crate::http1::head::{self, Framing, Head, HeadOut, Parsed};
 use crate::req::transport::ReqBody;
 use crate::shared::Shared;
-use crate::util::now;
+use crate::util::{now, Secs};
 use crate::vcl::model::Bereq;
 
 /// Interim (1xx) responses skipped before a backend's answer counts as
@@ -115,7 +115,7 @@ impl Fetch {
             Tag::Timestamp,
             LogSide::Backend,
             self.vxid,
-            format_args!("{label}: {t:.6} {:.6} {:.6}", t - self.t_start, t - self.t_last),
+            format_args!("{label}: {} {} {}", Secs(t), Secs(t - self.t_start), Secs(t - self.t_last)),
         );
         self.t_last = t;
     }

@@ -13,7 +13,7 @@ use crate::fetch::miss::{self, MissSpec};
 use crate::req::contain::contain;
 use crate::req::state::{divert, obj_view, Request, Step, With};
 use crate::req::transport::Transport;
-use crate::util::now;
+use crate::util::{now, Secs};
 use crate::vcl::model::{Action, Sub};
 
 /// Look `key` up: a hit (or a stale object to refresh), a miss, a
@@ -81,7 +81,7 @@ pub fn hit<T: Transport>(r: &mut Request<'_, T>, oc: Arc<ObjCore>, guard: Option
     let (rxid, side) = (r.rxid, LogSide::Client);
     let t = now();
     let life = oc.obj.life;
-    r.log.recf(Tag::Hit, side, rxid, format_args!("{} {:.6} {:.6} {:.6}", oc.obj.vxid, life.ttl_left(t), life.grace, life.keep));
+    r.log.recf(Tag::Hit, side, rxid, format_args!("{} {} {} {}", oc.obj.vxid, Secs(life.ttl_left(t)), Secs(life.grace), Secs(life.keep)));
     // req.ttl and req.grace bound what a hit may serve.
     let age = t - life.t_origin;
     let too_old = r.req.ttl.is_some_and(|m| age > m) || (!life.fresh(t) && r.req.grace.is_some_and(|g| -life.ttl_left(t) > g));

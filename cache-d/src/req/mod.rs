@@ -38,7 +38,7 @@ use self::state::{Request, Sess, Step};
 use self::transport::{ReadErr, Transport};
 use crate::http1::head::HeadError;
 use crate::shared::Shared;
-use crate::util::now;
+use crate::util::{now, Secs};
 
 /// Serve a connection: its requests one after another (keep-alive,
 /// pipelining), logged as Varnish logs a session (`Begin sess`,
@@ -59,7 +59,7 @@ pub async fn session<T: Transport>(
         Tag::SessOpen,
         LogSide::Client,
         vxid,
-        format_args!("{} {} {} {} {} {:.6} {}", peer.ip(), peer.port(), listen, local.ip(), local.port(), t0, conn.fd()),
+        format_args!("{} {} {} {} {} {} {}", peer.ip(), peer.port(), listen, local.ip(), local.port(), Secs(t0), conn.fd()),
     );
     let mut s = Sess { sh, peer, local, listen, vxid, log, wire: Vec::with_capacity(1024), scratch: Vec::new(), http10: false };
     let reason = loop {

@@ -14,7 +14,7 @@ use crate::http1::head::{Framing, HeadOut};
 use crate::req::reason::Reason;
 use crate::req::transport::Transport;
 use crate::shared::{Active, Shared};
-use crate::util::now;
+use crate::util::{now, Secs};
 use crate::vcl::model::{Action, Bereq, Headers, ObjView, Req, Resp, Sub, Task};
 use crate::vcl::policy::run_sub;
 
@@ -71,12 +71,17 @@ impl Clock {
     /// last one (times stay relative to the request's first start).
     pub fn restart(&mut self, log: &mut Batch, vxid: u32) {
         let t = self.last;
-        log.recf(Tag::Timestamp, LogSide::Client, vxid, format_args!("Start: {t:.6} {:.6} 0.000000", t - self.start));
+        log.recf(Tag::Timestamp, LogSide::Client, vxid, format_args!("Start: {} {} 0.000000", Secs(t), Secs(t - self.start)));
     }
 
     pub fn stamp(&mut self, log: &mut Batch, vxid: u32, label: &str) {
         let t = now();
-        log.recf(Tag::Timestamp, LogSide::Client, vxid, format_args!("{label}: {t:.6} {:.6} {:.6}", t - self.start, t - self.last));
+        log.recf(
+            Tag::Timestamp,
+            LogSide::Client,
+            vxid,
+            format_args!("{label}: {} {} {}", Secs(t), Secs(t - self.start), Secs(t - self.last)),
+        );
         self.last = t;
     }
 }

@@ -108,7 +108,22 @@ impl Cache {
     /// and delete bans nobody needs any more. Returns objects killed.
     pub fn lurk(&self, now: f64, age: f64) -> usize {
         let c = &self.inner;
-        let work: Vec<Arc<Ban>> = self.bans().list.iter().filter(|b| !b.completed() && !b.req && now - b.time >= age).cloned().collect();
+        let (work, listed): (Vec<Arc<Ban>>, usize) = {
+            let b = self.bans();
+            (b.list.iter().filter(|b| !b.completed() && !b.req && now - b.time >= age).cloned().collect(), b.list.len())
+        };
+        if work.is_empty() {
+            // Nothing to test: the walk would only find bans to delete
+            // from the tail. None with one ban listed (it is never
+            // deleted); otherwise at most once a second, not every
+            // ban_lurker_sleep (a walk over a million objects is work).
+            let last = c.last_trim_ms.load(Ordering::Relaxed);
+            let t = (now * 1000.0) as u64;
+            if listed <= 1 || t.saturating_sub(last) < 1000 {
+                return 0;
+            }
+            c.last_trim_ms.store(t, Ordering::Relaxed);
+        }
         let mut killed = 0;
         let mut min_seen = c.newest_ban.load(Ordering::Acquire);
         for shard in &c.shards {
