@@ -71,6 +71,9 @@ impl Conn {
         let err = |e: std::io::Error| ConnectError(format!("{}: {e}", t.label));
         s.set_read_timeout(Some(timeout)).map_err(err)?;
         s.set_write_timeout(Some(timeout)).map_err(err)?;
+        // Each command is one small write answered before the next: no
+        // Nagle delay waiting on the server's delayed ACK.
+        s.set_nodelay(true).map_err(err)?;
         let mut c = Conn { w: s.try_clone().map_err(err)?, r: BufReader::new(s) };
         let (code, body) = adm::read_response(&mut c.r).map_err(|e| ConnectError(format!("{}: {e}", t.label)))?;
         match code {
@@ -93,8 +96,12 @@ impl Conn {
 
     /// Send one raw command line and read its answer.
     pub fn call_line(&mut self, line: &str) -> Result<(u16, String), adm::ReadError> {
-        self.w.write_all(line.as_bytes())?;
-        self.w.write_all(b"\n")?;
+        // The line and its newline in one write: two small writes would
+        // wait out the server's delayed ACK (40 ms) on every command.
+        let mut buf = Vec::with_capacity(line.len() + 1);
+        buf.extend_from_slice(line.as_bytes());
+        buf.push(b'\n');
+        self.w.write_all(&buf)?;
         adm::read_response(&mut self.r)
     }
 }

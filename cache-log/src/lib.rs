@@ -6,7 +6,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use common::log::follow;
-use common::log::group::{Group, Grouping, OwnedRecord};
+use common::log::group::{Group, Grouper, Grouping, OwnedRecord};
 use common::log::vsl::Tag;
 
 use crate::cli::Args;
@@ -285,12 +285,12 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
         None => out,
     };
     let res = match &args.read {
-        Some(path) => common::log::vslfile::read_groups(path, args.grouping, out, |o, g| emit(o, g)),
+        Some(path) => common::log::vslfile::read_groups(path, Grouper::new(args.grouping), out, |o, g| emit(o, g)),
         None => {
             let dir = common::instance::resolve(args.instance.name.as_deref());
             let opts = follow::Options { dump: args.dump, wait: follow::parse_wait(args.wait.as_deref())? };
             let timeout = Duration::from_secs_f64(args.timeout.max(0.0));
-            follow::follow_groups("cache-log", &dir, &opts, args.grouping, timeout, out, |o, g| emit(o, g))
+            follow::follow_groups("cache-log", &dir, &opts, Grouper::new(args.grouping), timeout, out, |o, g| emit(o, g))
         }
     };
     out.flush().map_err(|e| format!("writing output: {e}"))?;

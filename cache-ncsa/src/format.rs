@@ -45,7 +45,43 @@ pub struct Format {
     items: Vec<Item>,
 }
 
+/// The tags any line reads (fields, %{...}i/o headers, %{Varnish:...}x).
+const LINE_TAGS: [Tag; 21] = [
+    Tag::HttpGarbage,
+    Tag::VclCall,
+    Tag::VclReturn,
+    Tag::ReqStart,
+    Tag::BackendOpen,
+    Tag::ReqMethod,
+    Tag::BereqMethod,
+    Tag::ReqUrl,
+    Tag::BereqUrl,
+    Tag::ReqProtocol,
+    Tag::BereqProtocol,
+    Tag::RespStatus,
+    Tag::BerespStatus,
+    Tag::ReqAcct,
+    Tag::BereqAcct,
+    Tag::PipeAcct,
+    Tag::Timestamp,
+    Tag::ReqHeader,
+    Tag::BereqHeader,
+    Tag::RespHeader,
+    Tag::BerespHeader,
+];
+
 impl Format {
+    /// The tags whose records rendering this format reads: the reader
+    /// copies no others.
+    pub fn tags(&self) -> Vec<Tag> {
+        let mut tags = LINE_TAGS.to_vec();
+        tags.extend(self.items.iter().filter_map(|i| match i {
+            Item::Vsl { tag, .. } => Some(*tag),
+            _ => None,
+        }));
+        tags
+    }
+
     /// Parse a format string; errors name the offending specifier.
     pub fn parse(f: &str) -> Result<Format, String> {
         let mut items = Vec::new();

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::log::follow;
-use common::log::group::Grouping;
+use common::log::group::{Grouper, Grouping};
 
 use crate::cli::Args;
 use crate::format::Format;
@@ -130,12 +130,17 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
         Some(f) => f,
         None => out,
     };
+    // Only the records the lines read are kept (all of them for -q).
+    let grouper = match query {
+        None => Grouper::new(grouping).keeping(format.tags()),
+        Some(_) => Grouper::new(grouping),
+    };
     let res = if let Some(path) = &args.read {
-        common::log::vslfile::read_groups(path, grouping, out, |o, g| emit(o, g, query.as_ref(), &format, json, sides))
+        common::log::vslfile::read_groups(path, grouper, out, |o, g| emit(o, g, query.as_ref(), &format, json, sides))
     } else {
         let dir = common::instance::resolve(args.instance.name.as_deref());
         let opts = follow::Options { dump: args.dump, wait: follow::parse_wait(args.wait.as_deref())? };
-        follow::follow_groups("cache-ncsa", &dir, &opts, grouping, Duration::from_secs(120), out, |o, g| {
+        follow::follow_groups("cache-ncsa", &dir, &opts, grouper, Duration::from_secs(120), out, |o, g| {
             emit(o, g, query.as_ref(), &format, json, sides)
         })
     };

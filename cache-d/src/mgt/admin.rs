@@ -43,6 +43,8 @@ pub fn accept_loop(mgr: Arc<Mgr>, l: TcpListener) {
 
 fn session(mgr: Arc<Mgr>, s: TcpStream) {
     let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
+    // Answers are single writes; never hold one back for an ACK.
+    let _ = s.set_nodelay(true);
     let Ok(out) = s.try_clone() else { return };
     let authed = mgr.secret.is_none();
     let until = Deadline::at((!authed).then(|| Instant::now() + AUTH_DEADLINE));

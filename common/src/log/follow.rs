@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::log::group::{Group, Grouper, Grouping};
+use crate::log::group::{Group, Grouper};
 use crate::log::ring::{Poll, Reader};
 use crate::log::vsl::Records;
 use crate::segment::{Health, Segment, SegmentError};
@@ -196,12 +196,11 @@ pub fn follow_groups<W: Write + ?Sized>(
     tool: &str,
     dir: &Path,
     opts: &Options,
-    grouping: Grouping,
+    mut grouper: Grouper,
     timeout: Duration,
     out: &mut W,
     mut emit: impl FnMut(&mut W, &Group) -> std::io::Result<()>,
 ) -> Result<(), String> {
-    let mut grouper = Grouper::new(grouping);
     let mut groups = Vec::new();
     let mut io_err: Option<std::io::Error> = None;
     let res = follow(dir, opts, |ev| {

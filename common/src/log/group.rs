@@ -148,11 +148,26 @@ pub struct Grouper {
     open: HashMap<u32, Tx>,
     /// Finished transactions waiting for the rest of their group.
     done: HashMap<u32, Tx>,
+    /// The tags whose records are kept in the transactions (by tag
+    /// number); None: all of them.
+    keep: Option<Box<[bool; 256]>>,
 }
 
 impl Grouper {
     pub fn new(mode: Grouping) -> Grouper {
-        Grouper { mode, open: HashMap::new(), done: HashMap::new() }
+        Grouper { mode, open: HashMap::new(), done: HashMap::new(), keep: None }
+    }
+
+    /// Keep only the records of `tags` in the transactions handed out
+    /// (Begin, Link and End are always kept: grouping needs them): a
+    /// reader that uses a few tags does not copy the others.
+    pub fn keeping(mut self, tags: impl IntoIterator<Item = Tag>) -> Grouper {
+        let mut keep = Box::new([false; 256]);
+        for t in tags.into_iter().chain([Tag::Begin, Tag::Link, Tag::End]) {
+            keep[t as u8 as usize] = true;
+        }
+        self.keep = Some(keep);
+        self
     }
 
     /// Transactions held back, not yet handed out.
@@ -195,7 +210,9 @@ impl Grouper {
             }
             _ => {}
         }
-        tx.records.push(rec.into());
+        if self.keep.as_ref().is_none_or(|k| k[rec.tag as u8 as usize]) {
+            tx.records.push(rec.into());
+        }
         if rec.tag == Tag::End {
             if let Some(mut tx) = self.open.remove(&rec.vxid) {
                 tx.complete = true;

@@ -85,11 +85,10 @@ pub fn read(path: &Path, mut each: impl FnMut(&Record<'_>) -> bool) -> Result<()
 /// log); transactions the file leaves incomplete come out at its end.
 pub fn read_groups<W: Write + ?Sized>(
     path: &Path,
-    grouping: crate::log::group::Grouping,
+    mut grouper: crate::log::group::Grouper,
     out: &mut W,
     mut emit: impl FnMut(&mut W, &Group) -> std::io::Result<()>,
 ) -> Result<(), String> {
-    let mut grouper = crate::log::group::Grouper::new(grouping);
     let mut groups = Vec::new();
     let mut io_err: Option<std::io::Error> = None;
     let now = std::time::Instant::now();
