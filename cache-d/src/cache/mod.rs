@@ -299,9 +299,35 @@ impl Cache {
     where
         I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
     {
+        self.try_lookup(key, req, now, false).expect("lookup without the ban check always answers")
+    }
+
+    /// Look `key` up for the request with `url` and headers `req`, after
+    /// testing the objects under it against the bans they have not seen
+    /// (and removing those that match). The usual case, nothing under the
+    /// key waiting for a ban test, takes one pass over the index.
+    pub fn lookup_banned<'a, I>(&self, key: &[u8], url: &[u8], req: I, now: f64) -> Lookup
+    where
+        I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+    {
+        if let Some(found) = self.try_lookup(key, req.clone(), now, true) {
+            return found;
+        }
+        self.check_bans(key, url, req.clone());
+        self.lookup(key, req, now)
+    }
+
+    /// The lookup; None (nothing changed) when `bans` asks to stop at a
+    /// variant that has bans to be tested against first.
+    fn try_lookup<'a, I>(&self, key: &[u8], req: I, now: f64, bans: bool) -> Option<Lookup>
+    where
+        I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+    {
         let c = &self.inner;
+        let newest = c.newest_ban.load(Ordering::Acquire);
         let mut shard = c.shard(key);
         let head = match shard.get_mut(key) {
+            Some(h) if bans && h.variants.iter().any(|o| o.ban_id.load(Ordering::Acquire) < newest) => return None,
             Some(h) => h,
             None => {
                 let k: Arc<[u8]> = Arc::from(key);
@@ -318,7 +344,7 @@ impl Cache {
             let life = &oc.obj.life;
             if life.fresh(now) {
                 let oc = oc.clone();
-                return match oc.obj.kind {
+                return Some(match oc.obj.kind {
                     Kind::Normal => {
                         drop(shard);
                         self.touch(&oc);
@@ -326,7 +352,7 @@ impl Cache {
                     }
                     Kind::HitForMiss => Lookup::HitForMiss(oc),
                     Kind::HitForPass => Lookup::HitForPass(oc),
-                };
+                });
             }
             if oc.obj.kind == Kind::Normal && (life.in_grace(now) || life.in_keep(now)) && stale.is_none() {
                 stale = Some(oc.clone());
@@ -336,13 +362,13 @@ impl Cache {
         let head = shard.get_mut(&key).expect("head exists");
         if let Some(s) = stale.as_ref().filter(|s| s.obj.life.in_grace(now)) {
             let guard = if head.busy.is_none() { Some(self.new_busy(head, key)) } else { None };
-            return Lookup::Grace(s.clone(), guard);
+            return Some(Lookup::Grace(s.clone(), guard));
         }
         if let Some(b) = &head.busy {
-            return Lookup::Busy(b.tx.subscribe());
+            return Some(Lookup::Busy(b.tx.subscribe()));
         }
         let guard = self.new_busy(head, key);
-        Lookup::Miss { guard, stale }
+        Some(Lookup::Miss { guard, stale })
     }
 
     fn new_busy(&self, head: &mut Head, key: Arc<[u8]>) -> BusyGuard {

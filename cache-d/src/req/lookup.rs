@@ -28,8 +28,7 @@ pub async fn lookup<T: Transport>(r: &mut Request<'_, T>, key: Vec<u8>) -> Step 
         let found = if r.req.hash_always_miss {
             Lookup::Miss { guard: sh.cache.private_guard(&key), stale: None }
         } else {
-            sh.cache.check_bans(&key, &r.req.url, r.req.headers.iter());
-            sh.cache.lookup(&key, r.req.headers.iter(), t)
+            sh.cache.lookup_banned(&key, &r.req.url, r.req.headers.iter(), t)
         };
         return match found {
             Lookup::Hit(oc) => Step::Hit { oc, guard: None },
