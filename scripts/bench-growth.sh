@@ -60,20 +60,6 @@ request = function()
 end
 LUA
 }
-fill() { # n: request objects 0..n-1 once each, in order
-    local reqs=0
-    while [ "$reqs" -lt "$1" ]; do
-        cat >"$work/fill.lua" <<LUA
-local n = $reqs - 1
-request = function()
-    n = n + 1
-    return wrk.format(nil, "/size/1?max_age=3600&n=" .. (n % $1))
-end
-LUA
-        wrk -t1 -c8 -d2s -s "$work/fill.lua" "$c_url/" >"$work/fill.out"
-        reqs=$(( reqs + $(awk '/requests in/ {print $1}' "$work/fill.out") ))
-    done
-}
 hits() { # n -> median hits/s over random objects among the first n
     for _ in $(seq "$rounds"); do
         wrk -t1 -c50 -d"${secs}s" -s "$work/rand$1.lua" "$c_url/" | awk '/^Requests\/sec/ {print $2}'
@@ -84,7 +70,7 @@ randlua 1000; [ "$many" -gt 0 ] && randlua "$many"
 # An object older than the bans that is never asked for again keeps them
 # all on the list (bans every object has been tested against are dropped).
 curl -s -o /dev/null "$c_url/size/1?max_age=3600&n=anchor"
-fill 1000
+fill "$c_url" 1 1000 1000
 few=$(hits 1000)
 
 # Bans: 10,000 that match nothing, added in one admin session.
@@ -96,6 +82,6 @@ awk -v a="$banned" -v b="$few" -v n="$bans" 'BEGIN {printf "hits/s on 1,000 obje
 
 [ "$many" -gt 0 ] || exit 0
 echo "filling $many objects..." >&2
-fill "$many"
+fill "$c_url" 1 "$many" "$many"
 lots=$(hits "$many")
 awk -v a="$lots" -v b="$few" -v n="$(objects)" 'BEGIN {printf "hits/s over random objects: among 1,000 %.0f, among %d %.0f (%.2fx)  %s\n", b, n, a, a/b, (a >= 0.9*b) ? "goal within 10% met" : "goal within 10% MISSED"}'

@@ -7,7 +7,7 @@
 # replaced by the origin's port) and -s malloc,BUDGET, on free loopback
 # ports, all stopped at exit.
 # Sets: bin, work, origin, c_url, v_url, c_inst, v_inst, c_child, v_child,
-# varnish_config.
+# varnish_config. Also defines fill (below).
 cargo build --release --workspace --locked >&2
 bin=target/release
 work=$(mktemp -d)
@@ -61,4 +61,22 @@ start_pair() {
     [ -n "$vport" ] || { echo "bench: varnishd did not start" >&2; cat "$work/varnish.log" >&2; exit 1; }
     v_url="http://127.0.0.1:$vport"
     v_child=$(pgrep -P "$(cat "$work/varnish.pid")" | head -n1)
+}
+
+# fill URL SIZE N TOTAL: request objects 0..N-1 of SIZE bytes in order
+# (wrapping around), TOTAL requests at least, with a wrk Lua script; a few
+# requests more than TOTAL are harmless (they hit).
+fill() {
+    local reqs=0
+    while [ "$reqs" -lt "$4" ]; do
+        cat >"$work/fill.lua" <<LUA
+local n = $reqs - 1
+request = function()
+    n = n + 1
+    return wrk.format(nil, "/size/$2?max_age=3600&n=" .. (n % $3))
+end
+LUA
+        wrk -t1 -c8 -d2s -s "$work/fill.lua" "$1" >"$work/fill.out"
+        reqs=$(( reqs + $(awk '/requests in/ {print $1}' "$work/fill.out") ))
+    done
 }
