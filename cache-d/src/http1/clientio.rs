@@ -47,6 +47,17 @@ impl<S> ClientIo<S> {
         &mut self.io
     }
 
+    /// After an inner write: done (the timer stops), or pending (it runs).
+    fn settle(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        match r {
+            Poll::Ready(r) => {
+                self.blocked = false;
+                Poll::Ready(r)
+            }
+            Poll::Pending => self.poll_timer(cx),
+        }
+    }
+
     /// The inner write is pending: wait on the timer, or fail once it ran out.
     fn poll_timer(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         let Some(deadline) = self.deadline else { return Poll::Pending };
@@ -74,24 +85,14 @@ impl<S: AsyncRead + Unpin> AsyncRead for ClientIo<S> {
 impl<S: AsyncWrite + Unpin> AsyncWrite for ClientIo<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let me = self.get_mut();
-        match Pin::new(&mut me.io).poll_write(cx, buf) {
-            Poll::Ready(r) => {
-                me.blocked = false;
-                Poll::Ready(r)
-            }
-            Poll::Pending => me.poll_timer(cx),
-        }
+        let r = Pin::new(&mut me.io).poll_write(cx, buf);
+        me.settle(cx, r)
     }
 
     fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
         let me = self.get_mut();
-        match Pin::new(&mut me.io).poll_write_vectored(cx, bufs) {
-            Poll::Ready(r) => {
-                me.blocked = false;
-                Poll::Ready(r)
-            }
-            Poll::Pending => me.poll_timer(cx),
-        }
+        let r = Pin::new(&mut me.io).poll_write_vectored(cx, bufs);
+        me.settle(cx, r)
     }
 
     fn is_write_vectored(&self) -> bool {
