@@ -12,7 +12,8 @@
 # the test origin's port), both run that policy (-f) instead of -b.
 # Goals (issue 16) are printed next to each ratio.
 # Usage: scripts/bench-hits.sh [seconds-per-run] [rounds] [policy.vcl]
-#   BENCH_SIZES="1 10240" BENCH_OPEN=0 ... narrow a run.
+#   BENCH_SIZES="1 10240" BENCH_OPEN=0 ... narrow a run;
+#   BENCH_CLIENT=cache-bench measures the closed loop with cache-bench -t2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-5}; rounds=${2:-3}; vclsrc=${3:-}
@@ -24,8 +25,17 @@ done
 . scripts/bench-pair.sh
 start_pair "$vclsrc" 256m
 
-# wrk prints "Requests/sec: N".
-rps() { wrk -t1 -c50 -d"${secs}s" "$1" | awk '/^Requests\/sec/ {print $2}'; }
+# The closed-loop client: wrk -t1 (default) or, with BENCH_CLIENT=cache-bench,
+# cache-bench with two generator threads (a client that is not itself the
+# bottleneck on large objects).
+client=${BENCH_CLIENT:-wrk}
+rps() {
+    if [ "$client" = cache-bench ]; then
+        "$bin/cache-bench" run -q --json -t2 -c50 -d"${secs}s" "$1" | jq -r .rps
+    else
+        wrk -t1 -c50 -d"${secs}s" "$1" | awk '/^Requests\/sec/ {print $2}'
+    fi
+}
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 goal() { # size ratio -> "goal >=X met|MISSED" for the sizes issue 16 names
     local want=""
@@ -34,7 +44,8 @@ goal() { # size ratio -> "goal >=X met|MISSED" for the sizes issue 16 names
     awk -v r="$2" -v w="$want" 'BEGIN {printf "goal >=%.1fx %s", w, (r >= w) ? "met" : "MISSED"}'
 }
 
-echo "closed loop: wrk -t1 -c50 -d${secs}s, medians of $rounds alternating rounds; varnishd: $varnish_config"
+if [ "$client" = cache-bench ]; then cl="cache-bench -t2 -c50"; else cl="wrk -t1 -c50"; fi
+echo "closed loop: $cl -d${secs}s, medians of $rounds alternating rounds; varnishd: $varnish_config"
 printf '%-8s %14s %14s %7s\n' size "cache-d hits/s" "varnish hits/s" ratio
 declare -A cap
 for size in $sizes; do

@@ -189,7 +189,7 @@ where
 {
     let mut left = n;
     while left > 0 {
-        if src.buf.is_empty() && fill(src, t, m.rx).await? == 0 {
+        if src.buf.is_empty() && fill_for(src, t, m.rx, left).await? == 0 {
             return Err(Error::new(t.src_side, short));
         }
         let take = (src.buf.len() as u64).min(left) as usize;
@@ -202,7 +202,13 @@ where
 }
 
 async fn fill<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: &Transfer, rx: u64) -> Result<usize, Error> {
-    src.fill(body_wait(t.read_timeout, t.pace.as_ref(), rx)).await.map_err(|e| Error::io(t.src_side, "reading body", e))
+    fill_for(src, t, rx, 0).await
+}
+
+/// Read more of a body of which `want` bytes are still to come.
+async fn fill_for<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: &Transfer, rx: u64, want: u64) -> Result<usize, Error> {
+    let wait = body_wait(t.read_timeout, t.pace.as_ref(), rx);
+    src.fill_for(wait, want).await.map_err(|e| Error::io(t.src_side, "reading body", e))
 }
 
 async fn write_all<D: AsyncWrite + Unpin>(dst: &mut D, b: &[u8], side: Side) -> Result<(), Error> {

@@ -19,8 +19,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> BufConn<S> {
 
     /// Read more bytes into the buffer; Ok(0) at EOF.
     pub async fn fill(&mut self, timeout: Duration) -> std::io::Result<usize> {
-        if self.buf.capacity() - self.buf.len() < 4096 {
-            self.buf.reserve(16384);
+        self.fill_for(timeout, 0).await
+    }
+
+    /// Read more bytes, with room for up to `want` of them (at most 256
+    /// KiB): a large body is read, and stored, in large pieces.
+    pub async fn fill_for(&mut self, timeout: Duration, want: u64) -> std::io::Result<usize> {
+        let room = (want.min(256 * 1024) as usize).max(16384);
+        if self.buf.capacity() - self.buf.len() < room.min(4096).max(room / 2) {
+            self.buf.reserve(room);
         }
         match tokio::time::timeout(timeout, self.io.read_buf(&mut self.buf)).await {
             Ok(r) => r,
