@@ -7,7 +7,6 @@
 //! the record limit (`vsl_reclen`, 255 by default) are cut, as Varnish does.
 
 use std::fmt;
-use std::io::Write as _;
 
 macro_rules! tags {
     ($( $num:literal $id:ident $name:literal; )*) => {
@@ -136,8 +135,9 @@ impl Batch {
     /// Append a record whose payload is formatted in place (no allocation).
     pub fn recf(&mut self, tag: Tag, side: Side, vxid: u32, args: fmt::Arguments<'_>) {
         let start = self.open(tag, side, vxid);
-        // Writing into a Vec cannot fail.
-        let _ = self.buf.write_fmt(args);
+        // Straight into the buffer through fmt::Write (io::Write's adapter
+        // showed in profiles of hits); writing into a Vec cannot fail.
+        let _ = fmt::write(&mut VecFmt(&mut self.buf), args);
         self.close(start);
     }
 
@@ -285,6 +285,16 @@ impl<'a> Iterator for Records<'a> {
                 None
             }
         }
+    }
+}
+
+/// A Vec of bytes as a `fmt::Write` target.
+struct VecFmt<'a>(&'a mut Vec<u8>);
+
+impl fmt::Write for VecFmt<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
     }
 }
 
