@@ -1,7 +1,9 @@
-//! Small helpers: wall-clock seconds for log timestamps, HTTP dates, and the
-//! host name used in Via.
+//! Small helpers: wall-clock seconds for log timestamps, a transaction's
+//! Timestamp records, HTTP dates, and the host name used in Via.
 
 use std::time::{SystemTime, UNIX_EPOCH};
+
+use common::log::vsl::{Batch, Side as LogSide, Tag};
 
 /// Seconds since the epoch, as Varnish's timestamps show them.
 pub fn now() -> f64 {
@@ -34,6 +36,39 @@ impl std::fmt::Display for Secs {
         let us = (x.abs() * 1e6).round() as u64;
         let sign = if x.is_sign_negative() { "-" } else { "" };
         write!(f, "{sign}{}.{:06}", us / 1_000_000, us % 1_000_000)
+    }
+}
+
+/// A transaction's timestamps, client or backend side: each `Timestamp`
+/// record gives the time, the time since the start and since the last.
+pub struct Clock {
+    side: LogSide,
+    start: f64,
+    last: f64,
+}
+
+impl Clock {
+    /// A transaction starts at `t`: its `Start` record.
+    pub fn start(log: &mut Batch, side: LogSide, vxid: u32, t: f64) -> Clock {
+        let mut c = Clock { side, start: t, last: t };
+        c.record(log, vxid, "Start", t);
+        c
+    }
+
+    /// A restarted transaction's first timestamp: Start at the time of the
+    /// last one (times stay relative to the request's first start).
+    pub fn restart(&mut self, log: &mut Batch, vxid: u32) {
+        let t = self.last;
+        self.record(log, vxid, "Start", t);
+    }
+
+    pub fn stamp(&mut self, log: &mut Batch, vxid: u32, label: &str) {
+        self.record(log, vxid, label, now());
+    }
+
+    fn record(&mut self, log: &mut Batch, vxid: u32, label: &str, t: f64) {
+        log.recf(Tag::Timestamp, self.side, vxid, format_args!("{label}: {} {} {}", Secs(t), Secs(t - self.start), Secs(t - self.last)));
+        self.last = t;
     }
 }
 

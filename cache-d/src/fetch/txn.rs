@@ -18,7 +18,7 @@ use crate::error::{Error, Side};
 use crate::http1::head::{self, Framing, Head, HeadOut, Parsed};
 use crate::req::transport::ReqBody;
 use crate::shared::Shared;
-use crate::util::{now, Secs};
+use crate::util::{now, Clock};
 use crate::vcl::model::Bereq;
 
 /// Interim (1xx) responses skipped before a backend's answer counts as
@@ -29,8 +29,7 @@ const MAX_INTERIM: usize = 16;
 pub struct Fetch {
     pub vxid: u32,
     pub log: Batch,
-    pub t_start: f64,
-    pub t_last: f64,
+    clock: Clock,
     pub hdr_tx: u64,
     pub body_tx: u64,
     pub hdr_rx: u64,
@@ -72,12 +71,11 @@ impl Fetch {
         let t = now();
         let mut log = Batch::with_reclen(sh.params().vsl_reclen);
         log.recf(Tag::Begin, LogSide::Backend, vxid, format_args!("bereq {parent} {reason}"));
-        log.recf(Tag::Timestamp, LogSide::Backend, vxid, format_args!("Start: {t:.6} 0.000000 0.000000"));
+        let clock = Clock::start(&mut log, LogSide::Backend, vxid, t);
         Fetch {
             vxid,
             log,
-            t_start: t,
-            t_last: t,
+            clock,
             hdr_tx: 0,
             body_tx: 0,
             hdr_rx: 0,
@@ -110,14 +108,7 @@ impl Fetch {
     }
 
     pub fn stamp(&mut self, label: &str) {
-        let t = now();
-        self.log.recf(
-            Tag::Timestamp,
-            LogSide::Backend,
-            self.vxid,
-            format_args!("{label}: {} {} {}", Secs(t), Secs(t - self.t_start), Secs(t - self.t_last)),
-        );
-        self.t_last = t;
+        self.clock.stamp(&mut self.log, self.vxid, label);
     }
 
     /// Send the request (and the client's body, if `client` is given) and

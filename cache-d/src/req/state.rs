@@ -1,6 +1,6 @@
 //! What a request carries through the client-side steps: the connection's
 //! context ([`Sess`]), the request in progress ([`Request`], Varnish's
-//! `struct req`), its timestamps ([`Clock`]) and the steps themselves
+//! `struct req`), its timestamps ([`crate::util::Clock`]) and the steps themselves
 //! ([`Step`]).
 
 use std::net::SocketAddr;
@@ -14,7 +14,7 @@ use crate::http1::head::{Framing, HeadOut};
 use crate::req::reason::Reason;
 use crate::req::transport::Transport;
 use crate::shared::{Active, Shared};
-use crate::util::{now, Secs};
+use crate::util::Clock;
 use crate::vcl::model::{Action, Bereq, Headers, ObjView, Req, Resp, Sub, Task};
 use crate::vcl::policy::run_sub;
 
@@ -52,37 +52,10 @@ impl Sess {
         }
         let mut log = Batch::with_reclen(self.sh.params().vsl_reclen);
         log.recf(Tag::Begin, LogSide::Client, rxid, format_args!("req {} rxreq", self.vxid));
-        log.recf(Tag::Timestamp, LogSide::Client, rxid, format_args!("Start: {t_start:.6} 0.000000 0.000000"));
-        let mut clock = Clock { start: t_start, last: t_start };
+        let mut clock = Clock::start(&mut log, LogSide::Client, rxid, t_start);
         clock.stamp(&mut log, rxid, "Req");
         log.recf(Tag::ReqStart, LogSide::Client, rxid, format_args!("{} {} {}", self.peer.ip(), self.peer.port(), self.listen));
         (rxid, log, clock)
-    }
-}
-
-/// Timestamps of one request.
-pub struct Clock {
-    start: f64,
-    last: f64,
-}
-
-impl Clock {
-    /// A restarted transaction's first timestamp: Start at the time of the
-    /// last one (times stay relative to the request's first start).
-    pub fn restart(&mut self, log: &mut Batch, vxid: u32) {
-        let t = self.last;
-        log.recf(Tag::Timestamp, LogSide::Client, vxid, format_args!("Start: {} {} 0.000000", Secs(t), Secs(t - self.start)));
-    }
-
-    pub fn stamp(&mut self, log: &mut Batch, vxid: u32, label: &str) {
-        let t = now();
-        log.recf(
-            Tag::Timestamp,
-            LogSide::Client,
-            vxid,
-            format_args!("{label}: {} {} {}", Secs(t), Secs(t - self.start), Secs(t - self.last)),
-        );
-        self.last = t;
     }
 }
 
