@@ -120,7 +120,6 @@ pub fn run(args: Args) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Path of the panic file of an instance.
 /// The cache's objects live in one malloc arena (unless the operator set
 /// MALLOC_ARENA_MAX): memory that eviction frees is then reused by the
 /// next object whichever worker fetches it, instead of stranded in
@@ -136,6 +135,7 @@ fn one_malloc_arena() {
     }
 }
 
+/// Path of the panic file of an instance.
 pub fn panic_path(dir: &Path) -> PathBuf {
     dir.join(PANIC_FILE)
 }

@@ -25,8 +25,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> BufConn<S> {
     /// Read more bytes, with room for up to `want` of them (at most 256
     /// KiB): a large body is read, and stored, in large pieces.
     pub async fn fill_for(&mut self, timeout: Duration, want: u64) -> std::io::Result<usize> {
+        // Room for the read: reserved when less than a quarter is free.
         let room = (want.min(256 * 1024) as usize).max(16384);
-        if self.buf.capacity() - self.buf.len() < room.min(4096).max(room / 2) {
+        if self.buf.capacity() - self.buf.len() < room / 4 {
             self.buf.reserve(room);
         }
         match tokio::time::timeout(timeout, self.io.read_buf(&mut self.buf)).await {
