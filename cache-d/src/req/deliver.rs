@@ -5,6 +5,7 @@
 use std::io::{IoSlice, Write as _};
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 use tokio::io::AsyncWriteExt;
 
 use crate::cache::body::{Done, ObjBody};
@@ -236,7 +237,8 @@ const MAX_COPIED: usize = 64 * 1024;
 /// the socket.
 struct Gather<'w> {
     wire: &'w mut Vec<u8>,
-    segs: Vec<Seg>,
+    /// Inline for the usual few pieces: a hit allocates none.
+    segs: SmallVec<[Seg; 8]>,
     /// Bytes of `wire` that `segs` already cover.
     mark: usize,
 }
@@ -274,7 +276,7 @@ impl Gather<'_> {
         self.cut();
         let ok = {
             let wire = &self.wire[..];
-            let mut iov: Vec<IoSlice<'_>> = self
+            let mut iov: SmallVec<[IoSlice<'_>; 8]> = self
                 .segs
                 .iter()
                 .map(|s| match s {
@@ -305,7 +307,7 @@ async fn write_all_vectored<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, mut i
 /// chunked if planned), as it becomes available. Returns the body bytes
 /// sent and whether the delivery failed.
 async fn send_body<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, wire: &mut Vec<u8>, body: &ObjBody, plan: &Plan<'_>) -> (u64, bool) {
-    let mut g = Gather { wire, segs: Vec::new(), mark: 0 };
+    let mut g = Gather { wire, segs: SmallVec::new(), mark: 0 };
     let (mut body_tx, mut failed) = if plan.send_body { send_parts(out, &mut g, body, plan).await } else { (0, false) };
     if plan.chunked && !failed {
         g.wire.extend_from_slice(b"0\r\n\r\n");
