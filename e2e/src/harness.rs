@@ -377,6 +377,12 @@ pub fn stat(dir: &Path) -> String {
 /// A VCL file from tests/vcl with the origin's port filled in.
 pub fn vcl_file(dir: &Path, name: &str, origin_port: u16) -> PathBuf {
     let src = std::fs::read_to_string(workspace().join("cache-d/tests/vcl").join(name)).unwrap();
+    vcl_src(dir, name, &src, origin_port)
+}
+
+/// The VCL `src` written to `dir/name`, ORIGIN_PORT in it replaced by the
+/// origin's port.
+pub fn vcl_src(dir: &Path, name: &str, src: &str, origin_port: u16) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, src.replace("ORIGIN_PORT", &origin_port.to_string())).unwrap();
     path

@@ -61,8 +61,7 @@ Injected: yes"})); }
 fn hostile_daemon() -> (Origin, tempfile::TempDir, Daemon) {
     let origin = Origin::start();
     let tmp = tempfile::tempdir().unwrap();
-    let vcl = tmp.path().join("hostile.vcl");
-    std::fs::write(&vcl, VCL.replace("ORIGIN_PORT", &origin.port.to_string())).unwrap();
+    let vcl = vcl_src(tmp.path(), "hostile.vcl", VCL, origin.port);
     let d = Daemon::start_args(&tmp.path().join("i"), &["-f", vcl.to_str().unwrap()]);
     (origin, tmp, d)
 }

@@ -250,24 +250,21 @@ fn vcl_labels_state_and_busy_counts() {
 fn runtime_failures_answer_503_and_log_vcl_error() {
     let origin = Origin::start();
     let tmp = tempfile::tempdir().unwrap();
-    let f = tmp.path().join("fail.vcl");
-    std::fs::write(
-        &f,
-        format!(
-            r#"vcl 4.1;
+    let f = vcl_src(
+        tmp.path(),
+        "fail.vcl",
+        r#"vcl 4.1;
 import std;
-backend default {{ .host = "127.0.0.1"; .port = "{}"; }}
-sub vcl_recv {{
-    if (req.url == "/fail") {{ return (fail); }}
-    if (req.url ~ "^/size/3") {{ set req.http.X-Q = 100 / std.integer(req.http.X-D, 0); }}
-}}
-sub vcl_pipe {{ set bereq.http.X-Pipe = "yes"; }}
-sub vcl_deliver {{ set resp.http.X-Q = req.http.X-Q; }}
+backend default { .host = "127.0.0.1"; .port = "ORIGIN_PORT"; }
+sub vcl_recv {
+    if (req.url == "/fail") { return (fail); }
+    if (req.url ~ "^/size/3") { set req.http.X-Q = 100 / std.integer(req.http.X-D, 0); }
+}
+sub vcl_pipe { set bereq.http.X-Pipe = "yes"; }
+sub vcl_deliver { set resp.http.X-Q = req.http.X-Q; }
 "#,
-            origin.port
-        ),
-    )
-    .unwrap();
+        origin.port,
+    );
     let d = Daemon::start_args(&tmp.path().join("i"), &["-f", f.to_str().unwrap()]);
     let mut c = Client::connect(d.port);
     let r = c.get("/fail", "");

@@ -320,16 +320,15 @@ fn cache_log_in_the_background_rotates_its_file() {
 fn restarts_log_linked_transactions_as_varnish_7() {
     let origin = Origin::start();
     let tmp = tempfile::tempdir().unwrap();
-    let vcl = tmp.path().join("restart.vcl");
-    std::fs::write(
-        &vcl,
-        format!(
-            "vcl 4.1;\nbackend default {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\n\
-             sub vcl_recv {{ if (req.restarts == 0 && req.url ~ \"^/r\") {{ set req.url = \"/size/3\"; return (restart); }} }}\n",
-            origin.port
-        ),
-    )
-    .unwrap();
+    let vcl = vcl_src(
+        tmp.path(),
+        "restart.vcl",
+        r#"vcl 4.1;
+backend default { .host = "127.0.0.1"; .port = "ORIGIN_PORT"; }
+sub vcl_recv { if (req.restarts == 0 && req.url ~ "^/r") { set req.url = "/size/3"; return (restart); } }
+"#,
+        origin.port,
+    );
     let d = Daemon::start_args(&tmp.path().join("i"), &["-f", vcl.to_str().unwrap()]);
     let ds = d.dir.to_str().unwrap();
     // One connection each, closed, so both sessions are complete.
