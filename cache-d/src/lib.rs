@@ -13,6 +13,7 @@ pub mod child;
 pub mod cli;
 pub mod error;
 pub mod fetch;
+pub mod gzip;
 pub mod http1;
 pub mod mgt;
 pub mod params;

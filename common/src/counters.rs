@@ -200,6 +200,10 @@ counter_table! {
     ShmRecords => "MAIN.shm_records", Counter, Diag, Integer, "SHM records";
     ShmWrites => "MAIN.shm_writes", Counter, Diag, Integer, "SHM writes";
     ShmCycles => "MAIN.shm_cycles", Counter, Diag, Integer, "SHM cycles through buffer";
+    NGzip => "MAIN.n_gzip", Counter, Info, Integer, "Gzip operations";
+    NGunzip => "MAIN.n_gunzip", Counter, Info, Integer, "Gunzip operations";
+    NTestGunzip => "MAIN.n_test_gunzip", Counter, Info, Integer, "Test gunzip operations";
+    NBrotli => "MAIN.n_brotli", Counter, Info, Integer, "Brotli copies made (cachekit)";
     SmaCReq => "SMA.s0.c_req", Counter, Info, Integer, "Allocator requests";
     SmaCFail => "SMA.s0.c_fail", Counter, Info, Integer, "Allocator failures";
     SmaCBytes => "SMA.s0.c_bytes", Counter, Info, Bytes, "Bytes allocated";

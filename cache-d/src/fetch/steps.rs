@@ -254,6 +254,7 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&Object>
         backend: f.be.name.clone(),
         age: (t - life.t_origin).max(0.0),
         uncacheable: false,
+        ..Beresp::default()
     };
     (beresp, life)
 }

@@ -160,6 +160,12 @@ pub struct Beresp {
     pub uncacheable: bool,
     pub was_304: bool,
     pub do_stream: bool,
+    /// Compress a plain body before storing it (needs http_gzip_support).
+    pub do_gzip: bool,
+    /// Decompress a gzip body before storing it (needs http_gzip_support).
+    pub do_gunzip: bool,
+    /// Store a Brotli copy too (cachekit; needs http_brotli_support).
+    pub do_brotli: bool,
     /// The name of the backend that answered.
     pub backend: String,
     /// The object's age when it arrived (from Age).
