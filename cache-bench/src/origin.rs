@@ -135,7 +135,7 @@ struct Params {
 fn params(req: &Request<()>, path: &str) -> Result<Params, String> {
     let n = |k| num(req, k);
     let (delay, max_age, status, abort_after, stall_ms) = (n("delay_ms")?, n("max_age")?, n("status")?, n("abort_after")?, n("stall_ms")?);
-    let size = match path.strip_prefix("/size/") {
+    let size = match path.strip_prefix("/size/").or_else(|| path.strip_prefix("/text/")) {
         Some(s) => match s.parse::<u64>() {
             Ok(v) if v <= MAX_SIZE => v,
             _ => return Err(format!("bad size \"{s}\" (0..={MAX_SIZE})\n")),
@@ -207,6 +207,9 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
         *r.status_mut() = status;
         r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
         r
+    } else if path.starts_with("/text/") {
+        stats.bytes.fetch_add(size, Ordering::Relaxed);
+        text_response(&req, size, status)
     } else if path == "/echo" {
         // The request as it arrived: target, then each header line.
         let mut t = format!("{} {}\n", req.method(), req.uri());
@@ -219,6 +222,72 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
     };
     decorate(&mut resp, &req, &etag, received, started, max_age);
     Ok(resp)
+}
+
+/// Words the text bodies are made of: compressible as prose is
+/// (gzip makes about a third of it).
+const WORDS: &[&str] = &[
+    "cache", "object", "request", "the", "backend", "of", "and", "varnish", "header", "a", "response", "to", "hit", "miss", "grace",
+    "origin", "in", "ttl", "body", "client", "is", "for", "gzip", "vary", "ban", "purge", "stale", "fresh", "with", "on",
+];
+
+/// `n` bytes of text made of [`WORDS`], the same for the same `n`.
+pub fn text_body(n: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n as usize);
+    let mut x: u32 = 0x2545_f491;
+    let mut col = 0;
+    while (out.len() as u64) < n {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let w = WORDS[(x % WORDS.len() as u32) as usize];
+        out.extend_from_slice(w.as_bytes());
+        col += w.len() + 1;
+        out.push(if col > 72 { b'\n' } else { b' ' });
+        if col > 72 {
+            col = 0;
+        }
+    }
+    out.truncate(n as usize);
+    out
+}
+
+/// `/text/N`: N bytes of text. `gzip=1` compresses it for clients that
+/// send `Accept-Encoding: gzip` (with `Vary: Accept-Encoding`, as a web
+/// server configured for gzip does), `gzip=force` for every client,
+/// `gzip=corrupt` sends gzip whose middle is broken.
+fn text_response(req: &Request<()>, size: u64, status: StatusCode) -> Response<OriginBody> {
+    use std::io::Write;
+    let plain = text_body(size);
+    let mode = query(req, "gzip");
+    let accepts = req.headers().get(hyper::header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("gzip"));
+    let zip = match mode.as_deref() {
+        Some("1") => accepts,
+        Some("force" | "corrupt") => true,
+        _ => false,
+    };
+    let body = if zip {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
+        let _ = e.write_all(&plain);
+        let mut g = e.finish().unwrap_or_default();
+        if mode.as_deref() == Some("corrupt") && g.len() > 20 {
+            let mid = g.len() / 2;
+            g[mid..mid + 4].copy_from_slice(b"\xff\xff\xff\xff");
+        }
+        g
+    } else {
+        plain
+    };
+    let mut r = Response::new(Full::new(Bytes::from(body)).map_err(|e: Infallible| match e {}).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    if zip {
+        r.headers_mut().insert(hyper::header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    if mode.as_deref() == Some("1") {
+        r.headers_mut().insert(hyper::header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    }
+    r
 }
 
 /// The headers every answer carries (ETag, Last-Modified, the request

@@ -48,12 +48,18 @@ defs! {
     "ban_lurker_age" Seconds "60.000" Some("0.000"), None, "seconds" false "The ban lurker will ignore bans until they are this old.";
     "ban_lurker_sleep" Seconds "0.010" Some("0.000"), None, "seconds" false "How long the ban lurker sleeps between passes (0 disables it).";
     "between_bytes_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "We only wait for this many seconds between bytes received from the backend before giving up the fetch.";
+    "brotli_quality" Uint "5" Some("0"), Some("11"), "" false "Brotli quality of the copies beresp.do_brotli makes: 0 is fastest, 11 smallest and far slower (cachekit's own).";
     "cli_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Timeout for the child's replies to CLI requests from the manager.";
     "connect_timeout" Seconds "3.500" Some("0.000"), None, "seconds" false "Default connection timeout for backend connections.";
     "default_grace" Seconds "10.000" Some("0.000"), None, "seconds" false "Default grace period: how long an object is served after its TTL while a fresh one is fetched.";
     "default_keep" Seconds "0.000" Some("0.000"), None, "seconds" false "Default keep period: how long an expired object is kept for conditional revalidation.";
     "default_ttl" Seconds "120.000" Some("0.000"), None, "seconds" false "The TTL assigned to objects if neither the backend nor the policy assigns one.";
     "first_byte_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Default timeout for receiving the first byte from the backend.";
+    "gzip_buffer" Bytes "32k" Some("2k"), None, "bytes" false "Size of malloc buffer used for gzip processing. These buffers are used for in-transit data, for instance gunzip'ed data being sent to a client. Making this space too small results in more overhead, writes to sockets etc, making it too big is probably just a waste of memory.";
+    "gzip_level" Uint "6" Some("0"), Some("9"), "" false "Gzip compression level: 0=debug, 1=fast, 9=best";
+    "gzip_memlevel" Uint "8" Some("1"), Some("9"), "" false "Gzip memory level 1=slow/least, 9=fast/most compression. Memory impact is 1=1k, 2=2k, ... 9=256k.";
+    "http_brotli_support" Bool "off" None, None, "bool" false "Enable Brotli copies (cachekit's own): Accept-Encoding keeps br for clients that take it (br, gzip), beresp.do_brotli stores a Brotli copy next to the object, and clients that sent br get it. Off by default so that VCL sees Accept-Encoding exactly as Varnish washes it.";
+    "http_gzip_support" Bool "on" None, None, "bool" false "Enable gzip support. When enabled Varnish request compressed objects from the backend and store them compressed. If a client does not support gzip encoding Varnish will uncompress compressed objects on demand. Varnish will also rewrite the Accept-Encoding header of clients indicating support for gzip to: Accept-Encoding: gzip. Clients that do not support gzip will have their Accept-Encoding header removed. When gzip support is disabled the variables beresp.do_gzip and beresp.do_gunzip have no effect in VCL.";
     "http_max_hdr" Uint "64" Some("32"), Some("65535"), "header lines" false "Maximum number of HTTP header lines we allow in a request or response.";
     "http_req_hdr_len" Bytes "8k" Some("40b"), None, "bytes" false "Maximum length of any HTTP client request header we will allow.";
     "http_req_size" Bytes "32k" Some("256b"), None, "bytes" false "Maximum number of bytes of HTTP client request we will deal with.";
@@ -189,6 +195,12 @@ pub struct Params {
     pub default_keep: f64,
     pub default_ttl: f64,
     pub first_byte_timeout: Duration,
+    pub brotli_quality: u32,
+    pub gzip_buffer: usize,
+    pub gzip_level: u32,
+    pub gzip_memlevel: u32,
+    pub http_brotli_support: bool,
+    pub http_gzip_support: bool,
     pub http_max_hdr: usize,
     pub idle_send_timeout: Duration,
     pub http_req_hdr_len: usize,
@@ -230,6 +242,12 @@ impl Default for Params {
             default_keep: 0.0,
             default_ttl: 0.0,
             first_byte_timeout: Duration::ZERO,
+            brotli_quality: 0,
+            gzip_buffer: 0,
+            gzip_level: 0,
+            gzip_memlevel: 0,
+            http_brotli_support: false,
+            http_gzip_support: false,
             http_max_hdr: 0,
             idle_send_timeout: Duration::ZERO,
             http_req_hdr_len: 0,
@@ -279,6 +297,12 @@ impl Params {
             "default_keep" => self.default_keep = n,
             "default_ttl" => self.default_ttl = n,
             "first_byte_timeout" => self.first_byte_timeout = secs(),
+            "brotli_quality" => self.brotli_quality = n as u32,
+            "gzip_buffer" => self.gzip_buffer = n as usize,
+            "gzip_level" => self.gzip_level = n as u32,
+            "gzip_memlevel" => self.gzip_memlevel = n as u32,
+            "http_brotli_support" => self.http_brotli_support = n != 0.0,
+            "http_gzip_support" => self.http_gzip_support = n != 0.0,
             "http_max_hdr" => self.http_max_hdr = n as usize,
             "idle_send_timeout" => self.idle_send_timeout = secs(),
             "http_req_hdr_len" => self.http_req_hdr_len = n as usize,
@@ -302,6 +326,11 @@ impl Params {
         }
         self.texts[i] = canonical(d, v, n);
         Ok(())
+    }
+
+    /// What the gzip and Brotli coders are set to.
+    pub fn coding(&self) -> crate::gzip::code::Settings {
+        crate::gzip::code::Settings { level: self.gzip_level, memlevel: self.gzip_memlevel, buffer: self.gzip_buffer, brotli_quality: self.brotli_quality }
     }
 
     /// The current value of `name`, as param.show prints it.

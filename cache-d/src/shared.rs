@@ -36,6 +36,7 @@ impl Shared {
     pub fn new(seg: Arc<SegmentWriter>, params: Params, backend: Backend) -> Shared {
         let via = format!("1.1 {} (cachekit/{})", crate::util::hostname(), env!("CARGO_PKG_VERSION"));
         let cache = Cache::new(params.storage, Some(seg.clone()));
+        cache.set_gzip_support(params.http_gzip_support);
         let policy = ArcSwap::from_pointee(Active { name: "boot".into(), policy: Arc::new(Builtin) });
         Shared {
             seg,
@@ -71,6 +72,7 @@ impl Shared {
 
     /// Put new parameters in force for requests that start from now on.
     pub fn set_params(&self, p: Params) {
+        self.cache.set_gzip_support(p.http_gzip_support);
         self.params.store(Arc::new(p));
     }
 

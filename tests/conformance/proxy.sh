@@ -4,6 +4,7 @@
 #   proxy.sh KIND BIN PORT start DIR [proxy flags...]   (VCL on stdin if no -b)
 #   proxy.sh KIND BIN PORT stop DIR
 #   proxy.sh KIND BIN PORT adm DIR COMMAND...
+#   proxy.sh KIND BIN PORT stat DIR COUNTER          (prints its value)
 # KIND is varnishd or cache-d; BIN the directory holding cache-d and
 # cache-adm; PORT the listening port the runner chose. Every proxy started
 # is recorded in $CONFORMANCE_PIDS (the runner kills leftovers).
@@ -36,6 +37,9 @@ stop)
     ;;
 adm)
     if [ "$kind" = varnishd ]; then varnishadm -n "$dir/inst" "$@"; else "$bin/cache-adm" -n "$dir/inst" "$@"; fi
+    ;;
+stat)
+    if [ "$kind" = varnishd ]; then varnishstat -n "$dir/inst" -1 -f "$1"; else "$bin/cache-stat" -n "$dir/inst" -1 -f "$1"; fi | awk '{print $2}'
     ;;
 *) echo "proxy.sh: unknown command $cmd" >&2; exit 2 ;;
 esac

@@ -151,12 +151,28 @@ pub struct CacheInner {
     last_trim_ms: AtomicU64,
     budget: u64,
     seg: Option<Arc<SegmentWriter>>,
+    /// With gzip support on, Vary: Accept-Encoding does not split
+    /// variants: one gzip object serves every client (Varnish's vry_cmp,
+    /// which skips it when matching, not when storing).
+    vary_skips_ae: AtomicBool,
 }
 
 /// The cache. Cheap to clone (an Arc).
 #[derive(Clone)]
 pub struct Cache {
     inner: Arc<CacheInner>,
+}
+
+/// Do two objects' Vary values select the same requests (Accept-Encoding
+/// left out when `skip_ae`)?
+fn same_vary(a: &Option<Vec<(String, Option<bytes::Bytes>)>>, b: &Option<Vec<(String, Option<bytes::Bytes>)>>, skip_ae: bool) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) if skip_ae => {
+            let keep = |v: &&(String, Option<bytes::Bytes>)| v.0 != "accept-encoding";
+            a.iter().filter(keep).eq(b.iter().filter(keep))
+        }
+        _ => a == b,
+    }
 }
 
 fn ms(t: f64) -> u64 {
@@ -267,6 +283,12 @@ impl CacheInner {
 }
 
 impl Cache {
+    /// Whether Vary: Accept-Encoding splits variants (not while
+    /// http_gzip_support is on).
+    pub fn set_gzip_support(&self, on: bool) {
+        self.inner.vary_skips_ae.store(on, Ordering::Relaxed);
+    }
+
     pub fn new(budget: u64, seg: Option<Arc<SegmentWriter>>) -> Cache {
         let shards = (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
         let c = Cache {
@@ -278,6 +300,7 @@ impl Cache {
                 last_trim_ms: AtomicU64::new(0),
                 budget,
                 seg,
+                vary_skips_ae: AtomicBool::new(true),
             }),
         };
         c.inner.count(C::SmaGSpace, budget as i64);
@@ -335,9 +358,10 @@ impl Cache {
                 shard.entry(k).or_default()
             }
         };
+        let skip_ae = c.vary_skips_ae.load(Ordering::Relaxed);
         let matches = |oc: &Arc<ObjCore>| match &oc.obj.vary {
             None => true,
-            Some(v) => v.iter().all(|(name, want)| vary_value(req.clone(), name) == *want),
+            Some(v) => v.iter().all(|(name, want)| (skip_ae && name == "accept-encoding") || vary_value(req.clone(), name) == *want),
         };
         let mut stale = None;
         for oc in head.variants.iter().filter(|oc| !oc.is_dead() && matches(oc)) {
@@ -439,7 +463,8 @@ impl Cache {
                     shard.entry(key.clone()).or_default()
                 }
             };
-            let same = |o: &Arc<ObjCore>| o.obj.vary == oc.obj.vary;
+            let skip_ae = c.vary_skips_ae.load(Ordering::Relaxed);
+            let same = |o: &Arc<ObjCore>| same_vary(&o.obj.vary, &oc.obj.vary, skip_ae);
             let old: Vec<_> = head.variants.iter().filter(|o| same(o)).cloned().collect();
             head.variants.retain(|o| !same(o));
             head.variants.push(oc.clone());

@@ -163,6 +163,8 @@ pub struct Object {
     pub kind: Kind,
     /// For each header named by Vary: its normalized request value.
     pub vary: Option<Vec<(String, Option<Bytes>)>>,
+    /// A gzip body (and its bits), a Brotli copy; None for a plain body.
+    pub coding: Option<Box<crate::gzip::Coding>>,
 }
 
 impl Object {

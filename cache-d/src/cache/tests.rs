@@ -16,6 +16,7 @@ fn obj(ttl: f64, grace: f64, body: &[u8], kind: Kind) -> Object {
         life: Lifetime { t_origin: NOW, ttl, grace, keep: 0.0, date: 0.0, expires: 0.0, max_age: -1.0 },
         kind,
         vary: None,
+        coding: None,
     }
 }
 

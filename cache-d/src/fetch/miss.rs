@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::counters::C;
 use common::log::vsl::{Side as LogSide, Tag};
 use tokio::io::AsyncWrite;
@@ -20,6 +20,8 @@ use crate::cache::{vary_value, BusyGuard, Cache, Kind, ObjCore, ObjHeaders, Obje
 use crate::error::{Error, Side};
 use crate::fetch::steps::{self, BeTxn, Fetched};
 use crate::fetch::txn::{Fetch, Response};
+use crate::gzip::fetch::{Coder, Plan, Sinks};
+use crate::gzip::Coding;
 use crate::http1::body::{self as http_body, Transfer};
 use crate::http1::head::Framing;
 use crate::req::contain::contain;
@@ -63,7 +65,14 @@ struct Got {
     action: Action,
     body: ObjBody,
     /// A small body that came in whole with the head: packed with it.
-    inline: Option<BytesMut>,
+    inline: Option<Bytes>,
+    /// Gzip and Brotli: what the stored body is.
+    coding: Option<Box<Coding>>,
+    /// The filters a streaming body still goes through.
+    coder: Option<Coder>,
+    /// The `Gzip` record of filters that already ran (a body that came
+    /// with the head), logged after FetchBody as Varnish orders them.
+    record: Option<String>,
 }
 
 /// Bodies up to this size that are already read with the head are stored
@@ -74,7 +83,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
     let MissSpec { req, guard, stale, bxid, rxid, reason, addrs, policy } = spec;
     let mut f = Fetch::new(&sh, bxid, rxid, reason);
     sh.seg.add(if reason == "bgfetch" { C::SBgfetch } else { C::SFetch }, 1);
-    let mut bereq = cache_bereq(&req, bxid, reason, stale.as_deref());
+    let mut bereq = cache_bereq(&req, bxid, reason, stale.as_deref(), sh.params().http_gzip_support);
     let fetched = {
         let mut t = BeTxn::<NoBody>::new(&sh, &*policy, &mut f, &mut bereq, addrs);
         t.stale = stale.as_ref().map(|s| &s.obj);
@@ -95,17 +104,22 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
             return;
         }
     }
-    let got = match got(fetched, stale.as_deref()) {
+    let got = match got(&sh, &mut f, fetched, stale.as_deref()) {
         Ok(g) => g,
-        Err(e) => {
-            f.note(&e);
+        Err((e, logged)) => {
+            if !logged {
+                f.note(&e);
+            }
             f.done(None, None);
             drop(guard); // Waiters learn that the fetch failed.
             let _ = tx.send(Err(e));
             return;
         }
     };
-    let obj = object(bxid, &got, &req);
+    let mut got = got;
+    let coder = got.coder.take();
+    let record = got.record.take();
+    let obj = object(bxid, &mut got, &req);
     let oc = store(&sh, &mut f, guard, obj, &got);
     let (was_304, stream) = (got.beresp.was_304, got.beresp.do_stream);
     let body = match (got.inline, got.body) {
@@ -127,17 +141,20 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
         (Some(resp), Err(len)) => {
             let _ = tx.send(Ok(oc.clone()));
             f.log.rec(Tag::FetchBody, LogSide::Backend, f.vxid, b"3 length stream");
+            if let Some(r) = record {
+                f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
+            }
             let reusable = !(resp.head.minor == 0 || resp.head.has_token("connection", "close"));
             f.done(Some(len), Some((resp.conn, reusable)));
         }
         (Some(resp), Ok(body)) if stream => {
             let _ = tx.send(Ok(oc.clone()));
-            stream_body(&sh, f, resp, &body, &oc).await;
+            stream_body(&sh, f, resp, &body, &oc, coder).await;
         }
         // beresp.do_stream = false: the request is answered once the
         // whole body is in; a body that fails is a failed fetch (503).
         (Some(resp), Ok(body)) => {
-            let whole = stream_body(&sh, f, resp, &body, &oc).await;
+            let whole = stream_body(&sh, f, resp, &body, &oc, coder).await;
             let _ = tx.send(if whole { Ok(oc) } else { Err(Error::new(Side::Backend, "backend body ended early or failed")) });
         }
     }
@@ -146,12 +163,18 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
 /// The backend request for the cache: a GET (a HEAD miss fetches the
 /// whole object), without the client's conditionals and ranges, made
 /// conditional on a stale object's validators.
-fn cache_bereq(req: &Req, bxid: u32, reason: &str, stale: Option<&ObjCore>) -> Bereq {
+fn cache_bereq(req: &Req, bxid: u32, reason: &str, stale: Option<&ObjCore>, gzip: bool) -> Bereq {
     let mut bereq = Bereq::from_req(req, bxid);
     bereq.is_bgfetch = reason == "bgfetch";
     bereq.method = Bytes::from_static(b"GET");
     for h in FETCH_FILTERED {
         bereq.headers.unset(h);
+    }
+    // Objects are asked for gzip, stored gzip, gunzipped for the clients
+    // that cannot take it (Varnish's http_gzip_support).
+    if gzip && !bereq.headers.get("accept-encoding").is_some_and(|v| v.eq_ignore_ascii_case(b"gzip")) {
+        bereq.headers.unset("accept-encoding");
+        bereq.headers.set("Accept-Encoding", Bytes::from_static(b"gzip"));
     }
     if let Some(s) = stale {
         if let Some(lm) = s.obj.header("last-modified") {
@@ -177,38 +200,98 @@ fn failed(fetched: &Fetched) -> bool {
 
 /// What the fetch produced, with the body the object will have: the
 /// stale one's for a 304, an empty one to stream into, or the synthetic
-/// page; the error when there is nothing.
-fn got(fetched: Fetched, stale: Option<&ObjCore>) -> Result<Got, Error> {
+/// page; the error when there is nothing. The gzip and Brotli filters
+/// are chosen here; a body that came whole with the head goes through
+/// them at once (and fails the fetch if it is bad gzip).
+/// Err carries whether the failure is already logged.
+fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjCore>) -> Result<Got, (Error, bool)> {
     match fetched {
-        Fetched::Resp { mut resp, beresp, life, action } => {
+        Fetched::Resp { mut resp, mut beresp, life, action } => {
             let expected = match resp.framing {
                 Framing::Length(n) => Some(n),
                 Framing::None => Some(0),
                 _ => None,
             };
-            let (body, inline) = match (stale, beresp.was_304, expected) {
-                (Some(s), true, _) => (s.obj.body.clone(), None),
-                (_, _, Some(n)) if n <= INLINE_MAX && resp.conn.buf.len() as u64 >= n => {
-                    (ObjBody::Whole(Bytes::new()), Some(resp.conn.buf.split_to(n as usize)))
+            if let (Some(s), true) = (stale, beresp.was_304) {
+                let coding = s.obj.coding.as_deref().map(|c| Box::new(c.clone()));
+                return Ok(Got { resp: Some(resp), beresp, life, action, body: s.obj.body.clone(), inline: None, coding, coder: None, record: None });
+            }
+            let params = sh.params();
+            let plan = crate::gzip::fetch::plan(&mut beresp, expected != Some(0), params.http_gzip_support, params.http_brotli_support);
+            let coder = plan.any().then(|| Coder::new(plan, &params.coding(), &|c| sh.seg.add(c, 1)));
+            let mut coding = coding_for(plan);
+            match expected {
+                Some(n) if n <= INLINE_MAX && resp.conn.buf.len() as u64 >= n => {
+                    let raw = resp.conn.buf.split_to(n as usize).freeze();
+                    let mut record = None;
+                    let inline = match coder {
+                        None => raw,
+                        Some(mut c) => {
+                            let (mut body, mut br) = (Vec::new(), Vec::new());
+                            let r = {
+                                let mut out = Sinks { body: &mut |b| body.push(b), br: &mut |b| br.push(b) };
+                                c.feed(raw, &mut out).and_then(|()| c.finish(&mut out))
+                            };
+                            if let Err(e) = r {
+                                refused(f, &c, &e);
+                                return Err((Error::new(Side::Backend, e.fetch_error), true));
+                            }
+                            record = c.record();
+                            if let Some(k) = coding.as_mut() {
+                                if let Some(info) = c.info() {
+                                    let _ = k.info.set(info);
+                                }
+                                if plan.brotli {
+                                    k.br = Some(ObjBody::Whole(crate::gzip::code::join(&br)));
+                                }
+                            }
+                            crate::gzip::code::join(&body)
+                        }
+                    };
+                    Ok(Got { resp: Some(resp), beresp, life, action, body: ObjBody::Whole(Bytes::new()), inline: Some(inline), coding, coder: None, record })
                 }
-                _ => (ObjBody::Live(Arc::new(Body::new(expected))), None),
-            };
-            Ok(Got { resp: Some(resp), beresp, life, action, body, inline })
+                _ => {
+                    let expected = if plan.changes_length() { None } else { expected };
+                    if let Some(k) = coding.as_mut().filter(|_| plan.brotli) {
+                        k.br = Some(ObjBody::Live(Arc::new(Body::new(None))));
+                    }
+                    let body = ObjBody::Live(Arc::new(Body::new(expected)));
+                    Ok(Got { resp: Some(resp), beresp, life, action, body, inline: None, coding, coder, record: None })
+                }
+            }
         }
         Fetched::Synthetic { mut beresp, body, life } => {
             // An error object is kept only if the policy gave it a ttl.
             if beresp.ttl <= 0.0 {
                 beresp.uncacheable = true;
             }
-            Ok(Got { resp: None, beresp, life, action: Action::Deliver, body: ObjBody::Whole(Bytes::from(body)), inline: None })
+            let body = ObjBody::Whole(Bytes::from(body));
+            Ok(Got { resp: None, beresp, life, action: Action::Deliver, body, inline: None, coding: None, coder: None, record: None })
         }
-        Fetched::Abandoned(e) | Fetched::Client(e) => Err(e),
+        Fetched::Abandoned(e) | Fetched::Client(e) => Err((e, false)),
+    }
+}
+
+/// What an object filtered by `plan` will be, before its body is in.
+fn coding_for(plan: Plan) -> Option<Box<Coding>> {
+    (plan.gzipped() || plan.brotli).then(|| Box::new(Coding { gzip: plan.gzipped(), ..Coding::default() }))
+}
+
+/// The log records of filters that failed: Varnish's zlib error record,
+/// the FetchError, then the filter's `Gzip` record with what it got to.
+fn refused(f: &mut Fetch, c: &Coder, e: &crate::gzip::code::CodeError) {
+    if let Some(r) = &e.record {
+        f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
+    }
+    f.error(&Error::new(Side::Backend, e.fetch_error.clone()));
+    if let Some(r) = c.record() {
+        f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
     }
 }
 
 /// The object for `beresp`, with the Vary values of the request that
 /// fetched it.
-fn object(bxid: u32, got: &Got, req: &Req) -> Object {
+fn object(bxid: u32, got: &mut Got, req: &Req) -> Object {
     let beresp = &got.beresp;
     let headers = &beresp.headers;
     let vary = headers.get("vary").map(|list| {
@@ -227,7 +310,7 @@ fn object(bxid: u32, got: &Got, req: &Req) -> Object {
         }
         None => (ObjHeaders::from_pairs(&beresp.reason, pairs), got.body.clone()),
     };
-    Object { vxid: bxid, status: beresp.status, headers, body, life: got.life, kind: Kind::Normal, vary }
+    Object { vxid: bxid, status: beresp.status, headers, body, life: got.life, kind: Kind::Normal, vary, coding: got.coding.take() }
 }
 
 /// Put the object in the cache (or hand it to this request alone, with a
@@ -272,6 +355,7 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -
                 life: marker_life,
                 kind,
                 vary: obj.vary.clone(),
+                coding: None,
             };
             sh.cache.insert(guard, marker);
             f.log.rec(Tag::Storage, side, v, b"malloc Transient");
@@ -280,9 +364,10 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -
     }
 }
 
-/// Stream the body into the object as it arrives, charging the cache; a
-/// body that fails or ends early kills the object. True if it came whole.
-async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, body: &Arc<Body>, oc: &Arc<ObjCore>) -> bool {
+/// Stream the body into the object as it arrives (through the gzip and
+/// Brotli filters, if any), charging the cache; a body that fails, ends
+/// early or is bad gzip kills the object. True if it came whole.
+async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, body: &Arc<Body>, oc: &Arc<ObjCore>, mut coder: Option<Coder>) -> bool {
     let mut be = resp.conn;
     let backend_close = resp.head.minor == 0 || resp.head.has_token("connection", "close");
     let tr = Transfer {
@@ -293,36 +378,117 @@ async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, body: &Arc<Body>
         read_timeout: f.timeout(2),
         pace: None,
     };
-    let mut sink = BodySink { body, cache: &sh.cache, oc };
-    match http_body::transfer(&mut be, &mut sink, &tr, &mut Vec::new()).await {
-        Ok(m) if body.expected.is_none_or(|n| n == m.payload) => {
+    let coding = oc.obj.coding.as_deref();
+    let br = match coding.and_then(|c| c.br.as_ref()) {
+        Some(ObjBody::Live(b)) => Some(b.clone()),
+        _ => None,
+    };
+    let store = Store { body, br: br.as_deref(), cache: &sh.cache, oc };
+    let mut sink = BodySink { store: &store, coder: coder.as_mut(), failed: None };
+    let moved = http_body::transfer(&mut be, &mut sink, &tr, &mut Vec::new()).await;
+    let mut bad = sink.failed.take();
+    let whole = match moved {
+        Ok(m) if !matches!(resp.framing, Framing::Length(n) if n != m.payload) => match coder.as_mut() {
+            Some(c) => match store.sinks(|o| c.finish(o)) {
+                Ok(()) => Some(m),
+                Err(e) => {
+                    bad = Some(e);
+                    None
+                }
+            },
+            None => Some(m),
+        },
+        _ => None,
+    };
+    match whole {
+        Some(m) => {
+            if let (Some(c), Some(k)) = (coder.as_ref(), coding) {
+                if let Some(info) = c.info() {
+                    let _ = k.info.set(info);
+                }
+            }
+            if let Some(b) = &br {
+                b.finish();
+            }
             body.finish();
             f.log.rec(Tag::FetchBody, LogSide::Backend, f.vxid, b"3 length stream");
+            if let Some(r) = coder.as_ref().and_then(|c| c.record()) {
+                f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
+            }
             let reusable = !backend_close && resp.framing != Framing::Eof;
             f.done(Some(m.payload), Some((be, reusable)));
             true
         }
-        Ok(_) | Err(_) => {
+        None => {
+            if let Some(b) = &br {
+                b.fail();
+            }
             body.fail();
             sh.cache.kill(oc);
-            f.error(&Error::new(Side::Backend, "backend body ended early or failed"));
+            match (bad, coder.as_ref()) {
+                (Some(e), Some(c)) => refused(&mut f, c, &e),
+                _ => {
+                    f.error(&Error::new(Side::Backend, "backend body ended early or failed"));
+                    if let Some(r) = coder.as_ref().and_then(|c| c.record()) {
+                        f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
+                    }
+                }
+            }
             f.done(None, None);
             false
         }
     }
 }
 
-/// Storage for a body as it streams in, charging the cache as it grows.
-struct BodySink<'a> {
+/// Where a streaming body's pieces are kept (and its Brotli copy's),
+/// charged to the cache as they come.
+struct Store<'a> {
     body: &'a Body,
+    br: Option<&'a Body>,
     cache: &'a Cache,
     oc: &'a Arc<ObjCore>,
 }
 
+impl Store<'_> {
+    fn keep(&self, to: &Body, b: Bytes) {
+        self.cache.grow(self.oc, b.len() as u64 + crate::cache::object::CHUNK_OVERHEAD);
+        to.push(b);
+    }
+
+    /// Run `f` with this store as a coder's two outputs.
+    fn sinks<R>(&self, f: impl FnOnce(&mut Sinks<'_>) -> R) -> R {
+        let mut body = |b| self.keep(self.body, b);
+        let mut br = |b| {
+            if let Some(to) = self.br {
+                self.keep(to, b)
+            }
+        };
+        f(&mut Sinks { body: &mut body, br: &mut br })
+    }
+}
+
+/// Storage for a body as it streams in, through the filters if any.
+struct BodySink<'a> {
+    store: &'a Store<'a>,
+    coder: Option<&'a mut Coder>,
+    /// Why the filters refused the body.
+    failed: Option<crate::gzip::code::CodeError>,
+}
+
 impl AsyncWrite for BodySink<'_> {
     fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        self.body.push(Bytes::copy_from_slice(buf));
-        self.cache.grow(self.oc, buf.len() as u64 + crate::cache::object::CHUNK_OVERHEAD);
+        let this = self.get_mut();
+        let store = this.store;
+        match this.coder.as_deref_mut() {
+            None => store.keep(store.body, Bytes::copy_from_slice(buf)),
+            Some(c) => {
+                let r = store.sinks(|o| c.feed(Bytes::copy_from_slice(buf), o));
+                if let Err(e) = r {
+                    this.failed = Some(e);
+                    return Poll::Ready(Err(std::io::Error::other("bad gzip from the backend")));
+                }
+            }
+        }
         Poll::Ready(Ok(buf.len()))
     }
     fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {

@@ -70,15 +70,29 @@ pub fn can_brotli(req: &Headers) -> bool {
 /// Wash Accept-Encoding after vcl_recv (not for pipe or pass), as
 /// Varnish does for the sake of Vary: `gzip` if the client can take it,
 /// else removed. With Brotli on, `br` is kept in front when the client
-/// takes it: `br, gzip`, `br`.
-pub fn wash(req: &mut Headers, brotli: bool) {
+/// takes it: `br, gzip`, `br`. Returns the header lines removed and the
+/// value set, for the log (Varnish's ReqUnset and ReqHeader records);
+/// a header that already reads as wanted is left alone.
+pub fn wash(req: &mut Headers, brotli: bool) -> (Vec<(Bytes, Bytes)>, Option<&'static [u8]>) {
     let (gz, br) = (can_gzip(req), brotli && can_brotli(req));
-    match (br, gz) {
-        (true, true) => req.set("Accept-Encoding", Bytes::from_static(b"br, gzip")),
-        (true, false) => req.set("Accept-Encoding", Bytes::from_static(b"br")),
-        (false, true) => req.set("Accept-Encoding", Bytes::from_static(b"gzip")),
-        (false, false) => req.unset("accept-encoding"),
+    let want: Option<&'static [u8]> = match (br, gz) {
+        (true, true) => Some(b"br, gzip"),
+        (true, false) => Some(b"br"),
+        (false, true) => Some(b"gzip"),
+        (false, false) => None,
+    };
+    let first = req.get("accept-encoding");
+    if let (Some(w), Some(f)) = (want, first) {
+        if f.eq_ignore_ascii_case(w) {
+            return (Vec::new(), None);
+        }
     }
+    let removed: Vec<(Bytes, Bytes)> = req.0.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"accept-encoding")).cloned().collect();
+    req.unset("accept-encoding");
+    if let Some(w) = want {
+        req.set("Accept-Encoding", Bytes::from_static(w));
+    }
+    (removed, want)
 }
 
 /// `ETag: "x"` becomes `ETag: W/"x"` (a changed encoding is not the same
@@ -116,7 +130,7 @@ pub struct GzipInfo {
 
 /// What an object's body is, for delivery: gzip (Varnish's `OF_GZIPED`)
 /// and whether it has a Brotli copy.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Coding {
     pub gzip: bool,
     pub info: OnceLock<GzipInfo>,

@@ -10,12 +10,14 @@ use tokio::io::AsyncWriteExt;
 
 use crate::cache::body::{Done, ObjBody};
 use crate::cache::{ObjCore, Object};
+use crate::gzip::code::{Dir, Zstream};
 use crate::http1::head::Framing;
 use crate::req::reason::{close_reason, Reason};
 use crate::req::state::{divert, obj_view, Request, RespHead, Step, With};
 use crate::req::transport::Transport;
 use crate::util::now;
 use crate::vcl::model::{Action, Headers, Req, Resp, Sub};
+use common::log::vsl::{Side as LogSide, Tag};
 
 /// A parsed `Range` request against a body of `len` bytes.
 #[derive(Debug, PartialEq, Eq)]
@@ -125,11 +127,37 @@ struct Plan<'o> {
     keep: bool,
 }
 
+/// Which form of the object a client gets.
+enum Rep<'o> {
+    /// The body as stored.
+    Stored,
+    /// A gzip body gunzipped on the way out, for a client that cannot
+    /// take gzip (Varnish's gunzip VDP).
+    Gunzip,
+    /// The Brotli copy, for a client that sent `br`.
+    Brotli(&'o ObjBody),
+}
+
+/// Choose the form for this request (gzip support and Brotli on or off).
+fn rep<'o>(obj: &'o Object, req: &Req, gzip: bool, brotli: bool) -> Rep<'o> {
+    let Some(c) = obj.coding.as_deref() else { return Rep::Stored };
+    match &c.br {
+        Some(br) if brotli && crate::gzip::can_brotli(&req.headers) && br.progress().done != Done::Failed => Rep::Brotli(br),
+        _ if gzip && c.gzip && !crate::gzip::can_gzip(&req.headers) => Rep::Gunzip,
+        _ => Rep::Stored,
+    }
+}
+
 /// Send `oc`'s object to the client. `hit` adds the object's vxid to
 /// X-Varnish.
 pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bool) -> Step {
     let obj = &oc.obj;
     let t = now();
+    let (gzip, brotli) = {
+        let p = r.sh.params();
+        (p.http_gzip_support, p.http_brotli_support)
+    };
+    let rep = rep(obj, &r.req, gzip, brotli);
     let mut resp = Resp {
         status: obj.status,
         reason: obj.reason(),
@@ -138,13 +166,35 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bo
     };
     let age = (t - obj.life.t_origin).max(0.0) as u64;
     resp.headers.set("Age", Bytes::from(age.to_string()));
+    // What vcl_deliver sees: a weak ETag for a changed encoding (Varnish's
+    // Resp_Setup_Deliver); the Brotli copy's Content-Encoding.
+    match rep {
+        Rep::Stored => {}
+        Rep::Gunzip => crate::gzip::weaken_etag(&mut resp.headers),
+        Rep::Brotli(_) => {
+            crate::gzip::weaken_etag(&mut resp.headers);
+            resp.headers.set("Content-Encoding", Bytes::from_static(b"br"));
+        }
+    }
     let view = r.active.policy.defines(Sub::Deliver).then(|| obj_view(oc, t, false));
     let action = r.call(Sub::Deliver, With { resp: Some(&mut resp), obj: view.as_ref(), ..With::default() });
     if action != Action::Deliver {
         return divert(action);
     }
+    // The gunzip filter takes Content-Encoding away after vcl_deliver, as
+    // Varnish's does; the length is the plain one once the object is whole.
+    let (body, len, mut gunzip) = match rep {
+        Rep::Stored => (&obj.body, obj.body.known_len(), None),
+        Rep::Brotli(br) => (br, br.known_len(), None),
+        Rep::Gunzip => {
+            resp.headers.unset("content-encoding");
+            r.sh.seg.add(common::counters::C::NGunzip, 1);
+            let info = obj.coding.as_deref().and_then(|c| c.info.get().copied());
+            (&obj.body, info.map(|i| i.plain_len), Some(Zstream::new(Dir::Gunzip, &r.sh.params().coding())))
+        }
+    };
     let keep = r.keep && r.framing == Framing::None;
-    let plan = plan(&r.req, obj, &resp, r.head_only, keep);
+    let plan = plan(&r.req, len, &resp, r.head_only, keep);
     let mut wire = std::mem::take(&mut r.sess.wire);
     let head = RespHead {
         status: plan.status,
@@ -161,8 +211,16 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bo
     let hdr_tx = wire.len() as u64;
     // send_timeout bounds the whole response, as in Varnish.
     r.arm_send();
-    let (body_tx, failed) = send_body(r.conn.out(), &mut wire, &obj.body, &plan).await;
+    let (body_tx, failed) = send_body(r.conn.out(), &mut wire, body, &plan, gunzip.as_mut()).await;
     r.sess.wire = wire;
+    if let Some(z) = &gunzip {
+        let bits = match (z.ended(), obj.coding.as_deref().and_then(|c| c.info.get())) {
+            (true, Some(i)) => i.bits,
+            _ => Default::default(),
+        };
+        let rec = crate::gzip::record("U D -", z.total_in(), z.total_out(), bits);
+        r.log.rec(Tag::Gzip, LogSide::Client, r.rxid, rec.as_bytes());
+    }
     r.end((hdr_tx, body_tx));
     if failed {
         // The body did not arrive whole (or the client left): close,
@@ -175,7 +233,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bo
 /// Status, headers and framing: 304 for a matching conditional, 206 or
 /// 416 for a range, chunked when the length is not known yet (close for
 /// an HTTP/1.0 client).
-fn plan<'o>(req: &Req, obj: &Object, resp: &'o Resp, head_only: bool, keep: bool) -> Plan<'o> {
+fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o Resp, head_only: bool, keep: bool) -> Plan<'o> {
     let mut p = Plan {
         status: resp.status,
         reason: &resp.reason,
@@ -192,7 +250,6 @@ fn plan<'o>(req: &Req, obj: &Object, resp: &'o Resp, head_only: bool, keep: bool
         p.send_body = false;
         return p;
     }
-    let len = obj.body.known_len();
     let range = match (p.status, req.headers.get("range"), len) {
         (200, Some(r), Some(n)) if if_range_ok(req, resp) => parse_range(r, n),
         _ => RangeReq::Whole,
@@ -306,9 +363,15 @@ async fn write_all_vectored<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, mut i
 /// Send the head already in `wire` and the body (the planned span of it,
 /// chunked if planned), as it becomes available. Returns the body bytes
 /// sent and whether the delivery failed.
-async fn send_body<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, wire: &mut Vec<u8>, body: &ObjBody, plan: &Plan<'_>) -> (u64, bool) {
+async fn send_body<W: tokio::io::AsyncWrite + Unpin>(
+    out: &mut W,
+    wire: &mut Vec<u8>,
+    body: &ObjBody,
+    plan: &Plan<'_>,
+    gunzip: Option<&mut Zstream>,
+) -> (u64, bool) {
     let mut g = Gather { wire, segs: SmallVec::new(), mark: 0 };
-    let (mut body_tx, mut failed) = if plan.send_body { send_parts(out, &mut g, body, plan).await } else { (0, false) };
+    let (mut body_tx, mut failed) = if plan.send_body { send_parts(out, &mut g, body, plan, gunzip).await } else { (0, false) };
     if plan.chunked && !failed {
         g.wire.extend_from_slice(b"0\r\n\r\n");
         body_tx += 5;
@@ -321,64 +384,80 @@ async fn send_body<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, wire: &mut Vec
     (body_tx, failed)
 }
 
-/// The body's pieces (the planned span, chunked if planned) as they come;
-/// returns the bytes and whether it failed. The last pieces may be left
-/// gathered.
-async fn send_parts<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, g: &mut Gather<'_>, body: &ObjBody, plan: &Plan<'_>) -> (u64, bool) {
+/// The body's pieces (the planned span, chunked if planned) as they come,
+/// gunzipped on the way if asked; returns the bytes and whether it
+/// failed. The last pieces may be left gathered.
+async fn send_parts<W: tokio::io::AsyncWrite + Unpin>(
+    out: &mut W,
+    g: &mut Gather<'_>,
+    body: &ObjBody,
+    plan: &Plan<'_>,
+    mut gunzip: Option<&mut Zstream>,
+) -> (u64, bool) {
     let (span, chunked) = (plan.span, plan.chunked);
     let mut reader = body.reader();
-    let (mut pos, mut body_tx, mut failed) = (0u64, 0u64, false);
+    let (mut pos, mut body_tx) = (0u64, 0u64);
+    let mut pieces: SmallVec<[Bytes; 4]> = SmallVec::new();
     loop {
         // Gather what is there; before waiting for more, send it.
         let next = match reader.try_next() {
             Some(n) => n,
             None => {
                 if !g.is_empty() && !g.flush(out).await {
-                    failed = true;
-                    break;
+                    return (body_tx, true);
                 }
                 reader.next().await
             }
         };
-        let chunk = match next {
-            Ok(Some(c)) => c,
-            Ok(None) => break,
-            Err(()) => {
-                failed = true;
-                break;
-            }
+        let (chunk, end) = match next {
+            Ok(Some(c)) => (c, false),
+            Ok(None) => (Bytes::new(), true),
+            Err(()) => return (body_tx, true),
         };
-        let start = pos;
-        pos += chunk.len() as u64;
-        let part = match span {
-            None => chunk,
-            Some((a, b)) => {
-                if pos <= a || start > b {
-                    continue;
+        match gunzip.as_deref_mut() {
+            None if end => break,
+            None => pieces.push(chunk),
+            Some(z) => {
+                if z.feed(&chunk, end, &mut |b| pieces.push(b)).is_err() {
+                    return (body_tx, true);
                 }
-                let from = a.saturating_sub(start) as usize;
-                let to = ((b + 1).min(pos) - start) as usize;
-                chunk.slice(from..to)
             }
-        };
-        if chunked {
-            let _ = write!(g.wire, "{:x}\r\n", part.len());
         }
-        body_tx += part.len() as u64;
-        g.piece(part);
-        if chunked {
-            g.wire.extend_from_slice(b"\r\n");
-            body_tx += 2;
+        for piece in pieces.drain(..) {
+            let start = pos;
+            pos += piece.len() as u64;
+            let part = match span {
+                None => piece,
+                Some((a, b)) => {
+                    if pos <= a || start > b {
+                        continue;
+                    }
+                    let from = a.saturating_sub(start) as usize;
+                    let to = ((b + 1).min(pos) - start) as usize;
+                    piece.slice(from..to)
+                }
+            };
+            if part.is_empty() {
+                continue;
+            }
+            if chunked {
+                let _ = write!(g.wire, "{:x}\r\n", part.len());
+            }
+            body_tx += part.len() as u64;
+            g.piece(part);
+            if chunked {
+                g.wire.extend_from_slice(b"\r\n");
+                body_tx += 2;
+            }
+            if (g.segs.len() >= MAX_IOV || g.wire.len() >= MAX_COPIED) && !g.flush(out).await {
+                return (body_tx, true);
+            }
         }
-        if (g.segs.len() >= MAX_IOV || g.wire.len() >= MAX_COPIED) && !g.flush(out).await {
-            failed = true;
-            break;
-        }
-        if span.is_some_and(|(_, b)| pos > b) {
+        if end || span.is_some_and(|(_, b)| pos > b) {
             break;
         }
     }
-    (body_tx, failed)
+    (body_tx, false)
 }
 
 #[cfg(test)]

@@ -159,6 +159,17 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
         }
     }
     r.head_only = &r.req.method[..] == b"HEAD";
+    // Accept-Encoding is washed for the sake of Vary before vcl_hash,
+    // except for pipe and pass (Varnish's http_gzip_support).
+    if r.sh.params().http_gzip_support && !matches!(action, Action::Pipe | Action::Pass) {
+        let (gone, set) = crate::gzip::wash(&mut r.req.headers, r.sh.params().http_brotli_support);
+        for (n, v) in &gone {
+            r.log.rec_parts(Tag::ReqUnset, LogSide::Client, r.rxid, &[n, b": ", v]);
+        }
+        if let Some(v) = set {
+            r.log.rec_parts(Tag::ReqHeader, LogSide::Client, r.rxid, &[b"Accept-Encoding: ", v]);
+        }
+    }
     // vcl_hash runs whatever vcl_recv chose (as in Varnish), except
     // after fail or restart; its fail fails the request.
     let mut key = Vec::with_capacity(r.req.url.len() + 32);

@@ -150,8 +150,14 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
                 if let Expr::Name(b, bpos) = value {
                     backend_assign(target, b, *bpos, sc)?;
                 }
+                // A header set from something unset is there, empty (as
+                // Varnish's VRT_SetHdr makes it); only `unset` removes it.
+                let header = target.contains(".http.");
                 Box::new(move |t, c| {
-                    let val = v(t, c);
+                    let val = match v(t, c) {
+                        Val::None if header => Val::Str(String::new()),
+                        val => val,
+                    };
                     set(t, val);
                     Flow::Next
                 })

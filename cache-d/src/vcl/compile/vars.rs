@@ -73,6 +73,10 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("beresp.keep", BERESP, BERESP),
     ("beresp.uncacheable", BERESP, BERESP),
     ("beresp.do_stream", BERESP, BERESP),
+    ("beresp.do_gzip", BERESP, BERESP),
+    ("beresp.do_gunzip", BERESP, BERESP),
+    // cachekit's own: a Brotli copy next to the object (cache-vcl(7)).
+    ("beresp.do_brotli", BERESP, BERESP),
     ("beresp.was_304", BERESP, 0),
     ("beresp.age", BERESP, 0),
     ("beresp.backend.name", BERESP, 0),
@@ -257,7 +261,7 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "req.xid" => get!(req, |r| Val::Int(r.xid as i64)),
         "req.restarts" => get!(req, |r| Val::Int(r.restarts as i64)),
         "req.esi_level" => Box::new(|_, _| Val::Int(0)),
-        "req.can_gzip" => get!(req, |r| Val::Bool(r.headers.contains_ci("accept-encoding", "gzip"))),
+        "req.can_gzip" => get!(req, |r| Val::Bool(crate::gzip::can_gzip(&r.headers))),
         "req.is_hitmiss" => get!(req, |r| Val::Bool(r.is_hitmiss)),
         "req.is_hitpass" => get!(req, |r| Val::Bool(r.is_hitpass)),
         "req.ttl" => get!(req, |r| r.ttl.map(Val::Dur).unwrap_or(Val::Dur(-1.0))),
@@ -296,6 +300,9 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "beresp.age" => get!(beresp, |b| Val::Dur(b.age)),
         "beresp.uncacheable" => get!(beresp, |b| Val::Bool(b.uncacheable)),
         "beresp.do_stream" => get!(beresp, |b| Val::Bool(b.do_stream)),
+        "beresp.do_gzip" => get!(beresp, |b| Val::Bool(b.do_gzip)),
+        "beresp.do_gunzip" => get!(beresp, |b| Val::Bool(b.do_gunzip)),
+        "beresp.do_brotli" => get!(beresp, |b| Val::Bool(b.do_brotli)),
         "beresp.was_304" => get!(beresp, |b| Val::Bool(b.was_304)),
         "beresp.backend.name" | "beresp.backend" => get!(beresp, |b| Val::Str(b.backend.clone())),
         "obj.status" => Box::new(|t, _| t.obj.map(|o| Val::Int(o.status as i64)).unwrap_or(Val::None)),
@@ -375,6 +382,9 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         // Once uncacheable, always: Varnish ignores setting it back.
         "beresp.uncacheable" => set!(beresp, |t, b, v| b.uncacheable |= v.truthy()),
         "beresp.do_stream" => set!(beresp, |t, b, v| b.do_stream = v.truthy()),
+        "beresp.do_gzip" => set!(beresp, |t, b, v| b.do_gzip = v.truthy()),
+        "beresp.do_gunzip" => set!(beresp, |t, b, v| b.do_gunzip = v.truthy()),
+        "beresp.do_brotli" => set!(beresp, |t, b, v| b.do_brotli = v.truthy()),
         "resp.status" => set!(resp, |t, r, v| if let Some(s) = status_val(t, &v) {
             r.status = s;
             r.reason = Bytes::from_static(crate::vcl::builtin::reason_phrase(s).as_bytes());
