@@ -95,21 +95,36 @@ fn hit_for_miss_and_hit_for_pass_do_not_coalesce() {
 #[test]
 fn vary_keeps_variants_apart() {
     let c = Cache::new(1 << 20, None);
-    let gz: [(&[u8], &[u8]); 1] = [(b"Accept-Encoding", b"gzip,  br")];
-    let id: [(&[u8], &[u8]); 1] = [(b"Accept-Encoding", b"identity")];
-    for (h, body) in [(&gz, b"gzipped" as &[u8]), (&id, b"plain")] {
+    let en: [(&[u8], &[u8]); 1] = [(b"Accept-Language", b"en,  fr")];
+    let de: [(&[u8], &[u8]); 1] = [(b"Accept-Language", b"de")];
+    for (h, body) in [(&en, b"english" as &[u8]), (&de, b"dt")] {
         let Lookup::Miss { guard, .. } = c.lookup(b"v", h.iter().copied(), NOW) else { panic!() };
         let mut o = obj(60.0, 0.0, body, Kind::Normal);
-        o.vary = Some(vec![("accept-encoding".into(), vary_value(h.iter().copied(), "accept-encoding"))]);
+        o.vary = Some(vec![("accept-language".into(), vary_value(h.iter().copied(), "accept-language"))]);
         c.insert(guard, o);
     }
-    let same_gz: [(&[u8], &[u8]); 1] = [(b"accept-encoding", b"gzip, br")];
-    let Lookup::Hit(oc) = c.lookup(b"v", same_gz.iter().copied(), NOW) else { panic!("normalized value must hit") };
+    let same_en: [(&[u8], &[u8]); 1] = [(b"accept-language", b"en, fr")];
+    let Lookup::Hit(oc) = c.lookup(b"v", same_en.iter().copied(), NOW) else { panic!("normalized value must hit") };
     assert_eq!(oc.obj.body.progress().len, 7);
-    let Lookup::Hit(oc) = c.lookup(b"v", id.iter().copied(), NOW) else { panic!() };
-    assert_eq!(oc.obj.body.progress().len, 5);
+    let Lookup::Hit(oc) = c.lookup(b"v", de.iter().copied(), NOW) else { panic!() };
+    assert_eq!(oc.obj.body.progress().len, 2);
     assert!(matches!(c.lookup(b"v", no_headers(), NOW), Lookup::Miss { .. }));
     assert_eq!(c.objects(), 2);
+}
+
+#[test]
+fn vary_accept_encoding_splits_only_without_gzip_support() {
+    let gz: [(&[u8], &[u8]); 1] = [(b"Accept-Encoding", b"gzip")];
+    for support in [true, false] {
+        let c = Cache::new(1 << 20, None);
+        c.set_gzip_support(support);
+        let Lookup::Miss { guard, .. } = c.lookup(b"v", gz.iter().copied(), NOW) else { panic!() };
+        let mut o = obj(60.0, 0.0, b"zipped", Kind::Normal);
+        o.vary = Some(vec![("accept-encoding".into(), vary_value(gz.iter().copied(), "accept-encoding"))]);
+        c.insert(guard, o);
+        let plain = c.lookup(b"v", no_headers(), NOW);
+        assert_eq!(matches!(plain, Lookup::Hit(_)), support, "gzip support {support}");
+    }
 }
 
 #[test]
