@@ -6,6 +6,7 @@
 pub mod bits;
 pub mod code;
 pub mod fetch;
+pub mod stream;
 
 use std::sync::OnceLock;
 

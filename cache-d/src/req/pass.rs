@@ -103,6 +103,62 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
     }
 }
 
+/// The body through the gzip filters (framed by them, chunked if the
+/// transfer asked for it), with their log records and counters: the
+/// fetch's `Gzip` record (and FetchError if the body is bad gzip), the
+/// client's `U D -` record. The counts are what reached the client.
+async fn coded_transfer<T: Transport>(
+    r: &mut Request<'_, T>,
+    fetch: &mut Fetch,
+    be: &mut crate::http1::conn::BufConn<tokio::net::TcpStream>,
+    mut t: Transfer,
+    filters: crate::gzip::fetch::Plan,
+    gunzip_out: bool,
+    coding: crate::gzip::code::Settings,
+) -> Result<body::Moved, Error> {
+    let sh = r.sh.clone();
+    let coder = filters.any().then(|| crate::gzip::fetch::Coder::new(filters, &coding, &|c| sh.seg.add(c, 1)));
+    let gunzip = gunzip_out.then(|| {
+        sh.seg.add(C::NGunzip, 1);
+        crate::gzip::code::Zstream::new(crate::gzip::code::Dir::Gunzip, &coding)
+    });
+    let chunked = std::mem::replace(&mut t.chunk_out, false);
+    let (rxid, mut scratch) = (r.rxid, std::mem::take(&mut r.sess.scratch));
+    let mut w = crate::gzip::stream::Coded::new(r.conn.out(), coder, gunzip, chunked);
+    let moved = match body::transfer(be, &mut w, &t, &mut scratch).await {
+        Ok(m) => w.finish().await.map(|()| m).map_err(|_| Error::new(Side::Client, "client write failed")),
+        Err(e) => Err(e),
+    };
+    let tx = w.tx;
+    if let Some(c) = w.coder() {
+        if let Some(e) = &w.failed {
+            if let Some(rec) = &e.record {
+                fetch.log.rec(Tag::Gzip, LogSide::Backend, fetch.vxid, rec.as_bytes());
+            }
+            fetch.error(&Error::new(Side::Backend, e.fetch_error.clone()));
+        }
+        if let Some(rec) = c.record() {
+            fetch.log.rec(Tag::Gzip, LogSide::Backend, fetch.vxid, rec.as_bytes());
+        }
+    }
+    let gunzip_record = w.gunzip.as_ref().map(|z| crate::gzip::record("U D -", z.total_in(), z.total_out(), Default::default()));
+    let failed = w.failed.is_some();
+    drop(w);
+    r.sess.scratch = scratch;
+    if let Some(rec) = gunzip_record {
+        r.log.rec(Tag::Gzip, LogSide::Client, rxid, rec.as_bytes());
+    }
+    match moved {
+        // Bad gzip from the backend: its side, already logged.
+        Err(_) if failed => Err(Error::new(Side::Internal, "bad gzip from the backend")),
+        Err(e) => Err(e),
+        Ok(mut m) => {
+            m.tx = tx;
+            Ok(m)
+        }
+    }
+}
+
 /// Read the whole body of `resp` into its connection's buffer, so that it
 /// is delivered as a body of known length.
 async fn read_ahead(resp: &mut Response, read_timeout: std::time::Duration) -> Result<(), Error> {
@@ -126,11 +182,26 @@ async fn read_ahead(resp: &mut Response, read_timeout: std::time::Duration) -> R
 /// vcl_deliver on the backend's response, then its body streamed through.
 /// Every exit ends the backend transaction (`fetch` is dropped, or done
 /// with what was delivered).
-async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: Response, beresp: Beresp) -> Step {
+async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: Response, mut beresp: Beresp) -> Step {
     let mut keep = r.keep && r.framing == Framing::None;
     r.stamp("Fetch");
     let backend_close = resp.head.minor == 0 || resp.head.has_token("connection", "close");
-    let streamed = matches!(resp.framing, Framing::Chunked | Framing::Eof);
+    // The gzip filters a pass goes through, as a cache fetch does (no
+    // Brotli copy: nothing is kept), and the gunzip for a client that
+    // cannot take gzip.
+    let (gz, coding) = {
+        let p = r.sh.params();
+        (p.http_gzip_support, p.coding())
+    };
+    let has_body = !matches!(resp.framing, Framing::None | Framing::Length(0));
+    let filters = crate::gzip::fetch::plan(&mut beresp, has_body, gz, false);
+    let gunzip_out = gz && filters.gzipped() && !crate::gzip::can_gzip(&r.req.headers);
+    if gunzip_out {
+        crate::gzip::weaken_etag(&mut beresp.headers);
+    }
+    let coded = filters.any() || gunzip_out;
+    let reframed = filters.changes_length() || gunzip_out;
+    let streamed = reframed || matches!(resp.framing, Framing::Chunked | Framing::Eof);
     let chunk_out = streamed && r.req.minor >= 1;
     if streamed && !chunk_out {
         keep = false; // HTTP/1.0 client: the body ends at close.
@@ -154,8 +225,13 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
         drop(fetch);
         return divert(action);
     }
+    if gunzip_out {
+        out.headers.unset("content-encoding");
+    }
     let mut wire = std::mem::take(&mut r.sess.wire);
     let framing = match resp.framing {
+        _ if reframed && chunk_out => Some((&b"Transfer-Encoding"[..], "chunked".to_string())),
+        _ if reframed => None,
         Framing::Length(n) => Some((&b"Content-Length"[..], n.to_string())),
         Framing::Chunked | Framing::Eof if chunk_out => Some((&b"Transfer-Encoding"[..], "chunked".to_string())),
         _ => None,
@@ -168,7 +244,7 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     let hdr_tx = wire.len() as u64;
     let mut be = resp.conn;
     let inline = match resp.framing {
-        Framing::Length(n) if n <= INLINE && be.buf.len() as u64 >= n => n,
+        Framing::Length(n) if !coded && n <= INLINE && be.buf.len() as u64 >= n => n,
         _ => 0,
     };
     wire.extend_from_slice(&be.buf.split_to(inline as usize));
@@ -189,12 +265,16 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
         read_timeout: fetch.timeout(2),
         pace: None,
     };
-    let moved = body::transfer(&mut be, r.conn.out(), &t, &mut r.sess.scratch).await.map(|mut m| {
-        m.rx += inline;
-        m.tx += inline;
-        m.payload += inline;
-        m
-    });
+    let moved = if coded {
+        coded_transfer(r, &mut fetch, &mut be, t, filters, gunzip_out, coding).await
+    } else {
+        body::transfer(&mut be, r.conn.out(), &t, &mut r.sess.scratch).await.map(|mut m| {
+            m.rx += inline;
+            m.tx += inline;
+            m.payload += inline;
+            m
+        })
+    };
     match moved {
         Ok(m) => {
             let reusable = !backend_close && !resp.spent && resp.framing != Framing::Eof;
