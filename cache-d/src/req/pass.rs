@@ -103,6 +103,27 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
     }
 }
 
+/// The gzip filters a pass goes through, as a cache fetch does (no
+/// Brotli copy: nothing is kept), with their header changes, and whether
+/// the client gets it gunzipped (its ETag weakened, as Varnish does).
+fn pass_coding<T: Transport>(
+    r: &Request<'_, T>,
+    beresp: &mut Beresp,
+    framing: Framing,
+) -> (crate::gzip::fetch::Plan, bool, crate::gzip::code::Settings) {
+    let (gz, coding) = {
+        let p = r.sh.params();
+        (p.http_gzip_support, p.coding())
+    };
+    let has_body = !matches!(framing, Framing::None | Framing::Length(0));
+    let filters = crate::gzip::fetch::plan(beresp, has_body, gz, false);
+    let gunzip_out = gz && filters.gzipped() && !crate::gzip::can_gzip(&r.req.headers);
+    if gunzip_out {
+        crate::gzip::weaken_etag(&mut beresp.headers);
+    }
+    (filters, gunzip_out, coding)
+}
+
 /// The body through the gzip filters (framed by them, chunked if the
 /// transfer asked for it), with their log records and counters: the
 /// fetch's `Gzip` record (and FetchError if the body is bad gzip), the
@@ -186,19 +207,7 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     let mut keep = r.keep && r.framing == Framing::None;
     r.stamp("Fetch");
     let backend_close = resp.head.minor == 0 || resp.head.has_token("connection", "close");
-    // The gzip filters a pass goes through, as a cache fetch does (no
-    // Brotli copy: nothing is kept), and the gunzip for a client that
-    // cannot take gzip.
-    let (gz, coding) = {
-        let p = r.sh.params();
-        (p.http_gzip_support, p.coding())
-    };
-    let has_body = !matches!(resp.framing, Framing::None | Framing::Length(0));
-    let filters = crate::gzip::fetch::plan(&mut beresp, has_body, gz, false);
-    let gunzip_out = gz && filters.gzipped() && !crate::gzip::can_gzip(&r.req.headers);
-    if gunzip_out {
-        crate::gzip::weaken_etag(&mut beresp.headers);
-    }
+    let (filters, gunzip_out, coding) = pass_coding(r, &mut beresp, resp.framing);
     let coded = filters.any() || gunzip_out;
     let reframed = filters.changes_length() || gunzip_out;
     let streamed = reframed || matches!(resp.framing, Framing::Chunked | Framing::Eof);
