@@ -254,8 +254,9 @@ pub fn text_body(n: u64) -> Vec<u8> {
 
 /// `/text/N`: N bytes of text. `gzip=1` compresses it for clients that
 /// send `Accept-Encoding: gzip` (with `Vary: Accept-Encoding`, as a web
-/// server configured for gzip does), `gzip=force` for every client,
-/// `gzip=corrupt` sends gzip whose middle is broken.
+/// server configured for gzip does), `gzip=force` for every client; bad
+/// gzip for tests: `gzip=corrupt` (its middle broken), `gzip=truncated`
+/// (its last 20 bytes missing), `gzip=junk` (bytes after its end).
 fn text_response(req: &Request<()>, size: u64, status: StatusCode) -> Response<OriginBody> {
     use std::io::Write;
     let plain = text_body(size);
@@ -263,16 +264,21 @@ fn text_response(req: &Request<()>, size: u64, status: StatusCode) -> Response<O
     let accepts = req.headers().get(hyper::header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("gzip"));
     let zip = match mode.as_deref() {
         Some("1") => accepts,
-        Some("force" | "corrupt") => true,
+        Some("force" | "corrupt" | "truncated" | "junk") => true,
         _ => false,
     };
     let body = if zip {
         let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(6));
         let _ = e.write_all(&plain);
         let mut g = e.finish().unwrap_or_default();
-        if mode.as_deref() == Some("corrupt") && g.len() > 20 {
-            let mid = g.len() / 2;
-            g[mid..mid + 4].copy_from_slice(b"\xff\xff\xff\xff");
+        match mode.as_deref() {
+            Some("corrupt") if g.len() > 20 => {
+                let mid = g.len() / 2;
+                g[mid..mid + 4].copy_from_slice(b"\xff\xff\xff\xff");
+            }
+            Some("truncated") => g.truncate(g.len().saturating_sub(20)),
+            Some("junk") => g.extend_from_slice(b"junk after the gzip member"),
+            _ => {}
         }
         g
     } else {

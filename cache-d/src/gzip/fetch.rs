@@ -87,6 +87,11 @@ pub struct Coder {
     /// goes out (gzip).
     scan: Option<Scanner>,
     br: Option<BrotliEnc>,
+    /// A test gunzip's last piece, kept back until the next one (or the
+    /// end) shows the gzip is sound so far: a body that turns out cut
+    /// short or bad never reaches a client whole-looking (Varnish does not
+    /// store the piece its check failed on either).
+    held: Option<Bytes>,
     done: bool,
 }
 
@@ -113,7 +118,7 @@ impl Coder {
         if plan.brotli {
             count(C::NBrotli);
         }
-        Coder { scan: z.as_ref().map(|_| Scanner::default()), z, br: plan.brotli.then(|| BrotliEnc::new(s)), done: false }
+        Coder { scan: z.as_ref().map(|_| Scanner::default()), z, br: plan.brotli.then(|| BrotliEnc::new(s)), held: None, done: false }
     }
 
     /// Feed a piece of the body as received.
@@ -130,7 +135,7 @@ impl Coder {
     }
 
     fn run(&mut self, input: Bytes, finish: bool, out: &mut Sinks<'_>) -> Result<(), CodeError> {
-        let Coder { z, scan, br, .. } = self;
+        let Coder { z, scan, br, held, .. } = self;
         let to_br = |b: &[u8], br: &mut Option<BrotliEnc>, sink: &mut dyn FnMut(Bytes)| {
             if let Some(e) = br.as_mut() {
                 e.feed(b, sink);
@@ -172,8 +177,17 @@ impl Coder {
                     Dir::Test => to_br(&b, br, brs),
                 };
                 zs.feed(&input, finish, &mut made)?;
-                if dir == Dir::Test && !input.is_empty() {
-                    (out.body)(input);
+                if dir == Dir::Test {
+                    if let Some(h) = held.take() {
+                        (out.body)(h);
+                    }
+                    if finish {
+                        if !input.is_empty() {
+                            (out.body)(input);
+                        }
+                    } else if !input.is_empty() {
+                        *held = Some(input);
+                    }
                 }
             }
         }

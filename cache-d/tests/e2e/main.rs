@@ -4,6 +4,7 @@
 
 mod backends;
 mod caching;
+mod gzip;
 mod hooks;
 mod hostile;
 mod lifecycle;
