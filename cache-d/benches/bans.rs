@@ -21,6 +21,7 @@ fn obj() -> Object {
         life: Lifetime { t_origin: 0.0, ttl: 1e9, grace: 0.0, keep: 0.0, date: 0.0, expires: 0.0, max_age: -1.0 },
         kind: Kind::Normal,
         vary: None,
+        coding: None,
     }
 }
 

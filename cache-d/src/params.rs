@@ -330,7 +330,12 @@ impl Params {
 
     /// What the gzip and Brotli coders are set to.
     pub fn coding(&self) -> crate::gzip::code::Settings {
-        crate::gzip::code::Settings { level: self.gzip_level, memlevel: self.gzip_memlevel, buffer: self.gzip_buffer, brotli_quality: self.brotli_quality }
+        crate::gzip::code::Settings {
+            level: self.gzip_level,
+            memlevel: self.gzip_memlevel,
+            buffer: self.gzip_buffer,
+            brotli_quality: self.brotli_quality,
+        }
     }
 
     /// The current value of `name`, as param.show prints it.

@@ -214,7 +214,17 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjCore>) ->
             };
             if let (Some(s), true) = (stale, beresp.was_304) {
                 let coding = s.obj.coding.as_deref().map(|c| Box::new(c.clone()));
-                return Ok(Got { resp: Some(resp), beresp, life, action, body: s.obj.body.clone(), inline: None, coding, coder: None, record: None });
+                return Ok(Got {
+                    resp: Some(resp),
+                    beresp,
+                    life,
+                    action,
+                    body: s.obj.body.clone(),
+                    inline: None,
+                    coding,
+                    coder: None,
+                    record: None,
+                });
             }
             let params = sh.params();
             let plan = crate::gzip::fetch::plan(&mut beresp, expected != Some(0), params.http_gzip_support, params.http_brotli_support);
@@ -248,7 +258,17 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjCore>) ->
                             crate::gzip::code::join(&body)
                         }
                     };
-                    Ok(Got { resp: Some(resp), beresp, life, action, body: ObjBody::Whole(Bytes::new()), inline: Some(inline), coding, coder: None, record })
+                    Ok(Got {
+                        resp: Some(resp),
+                        beresp,
+                        life,
+                        action,
+                        body: ObjBody::Whole(Bytes::new()),
+                        inline: Some(inline),
+                        coding,
+                        coder: None,
+                        record,
+                    })
                 }
                 _ => {
                     let expected = if plan.changes_length() { None } else { expected };

@@ -181,6 +181,10 @@ fn dynamic(r: &mut Reader<'_>) -> Result<Box<(Huffman, Huffman)>, Stop> {
     Ok(Box::new((Huffman::new(&lengths[..nlen])?, Huffman::new(&lengths[nlen..nlen + ndist])?)))
 }
 
+/// Bytes the walk may hold not yet walked (a symbol or a block's tables
+/// need a few hundred; a gzip header's name and comment have no bound).
+const MAX_PENDING: usize = 1 << 20;
+
 /// Where the walk is between steps.
 enum State {
     Header,
@@ -229,6 +233,13 @@ impl Scanner {
             _ => {}
         }
         self.data.extend_from_slice(input);
+        // Only a header (a name or comment without its end) holds bytes
+        // back for long; past this it is not a header worth walking.
+        if self.data.len() > MAX_PENDING {
+            self.state = State::Failed;
+            self.data = Vec::new();
+            return Err(Malformed("gzip header too long"));
+        }
         let outcome = loop {
             match self.step() {
                 Ok(()) if matches!(self.state, State::Done) => break Ok(()),

@@ -191,7 +191,11 @@ pub struct BrotliEnc {
 
 impl BrotliEnc {
     pub fn new(s: &Settings) -> BrotliEnc {
-        BrotliEnc { w: Some(brotli::CompressorWriter::new(Vec::new(), s.buffer.max(4096), s.brotli_quality.min(11), 22)), total_in: 0, total_out: 0 }
+        BrotliEnc {
+            w: Some(brotli::CompressorWriter::new(Vec::new(), s.buffer.max(4096), s.brotli_quality.min(11), 22)),
+            total_in: 0,
+            total_out: 0,
+        }
     }
 
     fn take(&mut self, made: Vec<u8>, out: &mut dyn FnMut(Bytes)) {

@@ -92,7 +92,9 @@ fn check_bits(g: &[u8], b: Bits) {
 
 #[test]
 fn bits_of_fixed_dynamic_and_stored_blocks() {
-    for (data, level) in [(b"hello".to_vec(), 6), (text(200_000), 6), (text(100_000), 0), (text(300_000), 1), (Vec::new(), 6), (text(70_000), 9)] {
+    for (data, level) in
+        [(b"hello".to_vec(), 6), (text(200_000), 6), (text(100_000), 0), (text(300_000), 1), (Vec::new(), 6), (text(70_000), 9)]
+    {
         let g = gz(&data, level);
         let b = scan([&g[..]]).unwrap();
         check_bits(&g, b);
@@ -160,5 +162,73 @@ fn bad_gzip_is_an_error_with_varnish_words() {
         let mut f = g.clone();
         f[at] ^= 0x10;
         assert!(Zstream::new(Dir::Test, &s).feed(&f, true, &mut |_| ()).is_err(), "flip at {at}");
+    }
+}
+
+#[test]
+fn the_walk_takes_hostile_bytes_without_panicking_or_growing() {
+    // A gzip header whose name never ends: refused past a bound.
+    let mut s = Scanner::default();
+    s.feed(&[0x1f, 0x8b, 8, 8, 0, 0, 0, 0, 0, 3]).unwrap();
+    let name = vec![b'a'; 64 * 1024];
+    let mut refused = false;
+    for _ in 0..40 {
+        if s.feed(&name).is_err() {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused);
+    // Rows of bad deflate after a good header: each is an error, none a panic.
+    let hdr = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
+    for body in [
+        &[0x07][..],                                                               // block type 3
+        &[0x01, 0x05, 0x00, 0x05, 0x00],                                           // stored, LEN/NLEN mismatch
+        &[0x05, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], // dynamic, over-subscribed
+        &[0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],       // dynamic, repeat with no first length
+    ] {
+        let mut g = hdr.to_vec();
+        g.extend_from_slice(body);
+        g.extend_from_slice(&[0; 16]);
+        assert!(scan([&g[..]]).is_err(), "{body:?}");
+    }
+}
+
+#[test]
+fn mutated_gzip_never_panics_and_the_walk_agrees_with_zlib() {
+    let s = Settings { buffer: 4096, ..Settings::default() };
+    let members: Vec<Vec<u8>> = vec![gz(&text(3000), 6), gz(&text(40_000), 1), gz(&text(5000), 0), gz(b"abcabcabcabcabc", 9)];
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rnd = |n: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % n as u64) as usize
+    };
+    for round in 0..3000 {
+        let mut g = members[round % members.len()].clone();
+        match rnd(3) {
+            0 => {
+                let at = rnd(g.len());
+                g[at] ^= 1 << rnd(8);
+            }
+            1 => {
+                let at = 10 + rnd(g.len() - 10);
+                g[at] = rnd(256) as u8;
+            }
+            _ => g.truncate(rnd(g.len())),
+        }
+        let piece = 1 + rnd(700);
+        let mut walk = Scanner::default();
+        let mut z = Zstream::new(Dir::Test, &s);
+        let mut ok = true;
+        for p in g.chunks(piece) {
+            let _ = walk.feed(p);
+            ok = ok && z.feed(p, false, &mut |_| ()).is_ok();
+        }
+        ok = ok && z.feed(&[], true, &mut |_| ()).is_ok();
+        if ok {
+            assert!(walk.bits().is_some(), "round {round}: zlib took a member the walk did not finish");
+        }
     }
 }

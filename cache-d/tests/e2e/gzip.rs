@@ -84,7 +84,9 @@ fn gzip_records_and_byte_counts_agree_with_varnishd() {
     let v = Varnishd::start(&tmp.path().join("v"), &backend);
     assert_eq!(traffic(v.port), ours);
     let vs = v.dir.to_str().unwrap();
-    let vraw = String::from_utf8_lossy(&std::process::Command::new("varnishlog").args(["-d", "-g", "raw", "-n", vs]).output().unwrap().stdout).into_owned();
+    let vraw =
+        String::from_utf8_lossy(&std::process::Command::new("varnishlog").args(["-d", "-g", "raw", "-n", vs]).output().unwrap().stdout)
+            .into_owned();
     assert_eq!(gzip_records(&vraw), records[..2], "varnishd's Gzip records for the same three requests");
     let bytes = |tool: &str, dir: &str| {
         let o = std::process::Command::new(tool).args(["-d", "-n", dir, "-F", "%s %b", "-q", "ReqURL ~ \"text\""]).output().unwrap();
