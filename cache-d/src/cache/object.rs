@@ -180,7 +180,20 @@ impl Object {
     /// it streams: it is charged as it arrives).
     pub fn head_bytes(&self, key: &[u8]) -> u64 {
         let live = if matches!(self.body, ObjBody::Live(_)) { LIVE_BODY_OVERHEAD } else { 0 };
-        (key.len() + self.headers.bytes()) as u64 + OBJ_OVERHEAD + live
+        // A Brotli copy made whole at fetch is charged here; one that
+        // streams in is charged as it grows, as the body is.
+        let coding = match self.coding.as_deref() {
+            None => 0,
+            Some(c) => {
+                std::mem::size_of::<crate::gzip::Coding>() as u64
+                    + match &c.br {
+                        Some(ObjBody::Whole(b)) => b.len() as u64,
+                        Some(ObjBody::Live(_)) => LIVE_BODY_OVERHEAD,
+                        None => 0,
+                    }
+            }
+        };
+        (key.len() + self.headers.bytes()) as u64 + OBJ_OVERHEAD + live + coding
     }
 }
 
