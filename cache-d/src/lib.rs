@@ -12,6 +12,7 @@ pub mod cache;
 pub mod child;
 pub mod cli;
 pub mod error;
+pub mod esi;
 pub mod fetch;
 pub mod gzip;
 pub mod http1;
