@@ -67,6 +67,7 @@ defs! {
     "http_resp_size" Bytes "32k" Some("256b"), None, "bytes" false "Maximum number of bytes of HTTP backend response we will deal with.";
     "idle_send_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Send timeout for individual pieces of data on client connections: a write that cannot proceed for this long closes the connection.";
     "max_connections" Uint "10000" Some("1"), Some("16777216"), "connections" true "Most client connections served at once; more are closed at once and counted in MAIN.sess_dropped (cachekit's own).";
+    "max_esi_depth" Uint "5" Some("0"), None, "levels" false "Maximum depth of esi:include processing.";
     "max_restarts" Uint "4" Some("0"), None, "restarts" false "Upper limit on how many times a request can restart.";
     "max_retries" Uint "4" Some("0"), None, "retries" false "Upper limit on how many times a backend fetch can retry.";
     "pipe_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Idle timeout for PIPE sessions. If nothing has been received in either direction for this many seconds, the session is closed (0: never).";
@@ -208,6 +209,7 @@ pub struct Params {
     pub http_resp_hdr_len: usize,
     pub http_resp_size: usize,
     pub max_connections: usize,
+    pub max_esi_depth: u32,
     pub max_restarts: u32,
     pub max_retries: u32,
     pub pipe_timeout: Duration,
@@ -255,6 +257,7 @@ impl Default for Params {
             http_resp_hdr_len: 0,
             http_resp_size: 0,
             max_connections: 0,
+            max_esi_depth: 0,
             max_restarts: 0,
             max_retries: 0,
             pipe_timeout: Duration::ZERO,
@@ -310,6 +313,7 @@ impl Params {
             "http_resp_hdr_len" => self.http_resp_hdr_len = n as usize,
             "http_resp_size" => self.http_resp_size = n as usize,
             "max_connections" => self.max_connections = n as usize,
+            "max_esi_depth" => self.max_esi_depth = n as u32,
             "max_restarts" => self.max_restarts = n as u32,
             "max_retries" => self.max_retries = n as u32,
             "pipe_timeout" => self.pipe_timeout = secs(),
@@ -326,6 +330,11 @@ impl Params {
         }
         self.texts[i] = canonical(d, v, n);
         Ok(())
+    }
+
+    /// The ESI parser's feature bits.
+    pub fn esi_features(&self) -> crate::esi::Features {
+        crate::esi::Features::default()
     }
 
     /// What the gzip and Brotli coders are set to.

@@ -200,6 +200,9 @@ counter_table! {
     ShmRecords => "MAIN.shm_records", Counter, Diag, Integer, "SHM records";
     ShmWrites => "MAIN.shm_writes", Counter, Diag, Integer, "SHM writes";
     ShmCycles => "MAIN.shm_cycles", Counter, Diag, Integer, "SHM cycles through buffer";
+    EsiReq => "MAIN.esi_req", Counter, Info, Integer, "ESI subrequests";
+    EsiErrors => "MAIN.esi_errors", Counter, Diag, Integer, "ESI parse errors (unlock)";
+    EsiWarnings => "MAIN.esi_warnings", Counter, Diag, Integer, "ESI parse warnings (unlock)";
     NGzip => "MAIN.n_gzip", Counter, Info, Integer, "Gzip operations";
     NGunzip => "MAIN.n_gunzip", Counter, Info, Integer, "Gunzip operations";
     NTestGunzip => "MAIN.n_test_gunzip", Counter, Info, Integer, "Test gunzip operations";

@@ -106,6 +106,20 @@ impl Body {
     }
 
     /// The length once known: complete, or announced by the backend.
+    /// The chunks pushed so far (copies of the handles).
+    pub fn chunks_now(&self) -> Vec<Bytes> {
+        match self.whole.get() {
+            Some(w) => w.to_vec(),
+            None => self.chunks().clone(),
+        }
+    }
+
+    /// The chunks of a body that came whole (None while it streams in, or
+    /// if it failed).
+    pub fn complete(&self) -> Option<&[Bytes]> {
+        self.whole.get().map(|w| &w[..])
+    }
+
     pub fn known_len(&self) -> Option<u64> {
         let p = self.progress();
         match p.done {

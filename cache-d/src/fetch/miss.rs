@@ -104,7 +104,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
             return;
         }
     }
-    let got = match got(&sh, &mut f, fetched, stale.as_deref()) {
+    let got = match got(&sh, &mut f, fetched, stale.as_deref(), &bereq.url) {
         Ok(g) => g,
         Err((e, logged)) => {
             if !logged {
@@ -149,12 +149,12 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
         }
         (Some(resp), Ok(body)) if stream => {
             let _ = tx.send(Ok(oc.clone()));
-            stream_body(&sh, f, resp, &body, &oc, coder).await;
+            stream_body(&sh, f, resp, &body, &oc, coder, &bereq.url).await;
         }
         // beresp.do_stream = false: the request is answered once the
         // whole body is in; a body that fails is a failed fetch (503).
         (Some(resp), Ok(body)) => {
-            let whole = stream_body(&sh, f, resp, &body, &oc, coder).await;
+            let whole = stream_body(&sh, f, resp, &body, &oc, coder, &bereq.url).await;
             let _ = tx.send(if whole { Ok(oc) } else { Err(Error::new(Side::Backend, "backend body ended early or failed")) });
         }
     }
@@ -204,7 +204,7 @@ fn failed(fetched: &Fetched) -> bool {
 /// are chosen here; a body that came whole with the head goes through
 /// them at once (and fails the fetch if it is bad gzip).
 /// Err carries whether the failure is already logged.
-fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjCore>) -> Result<Got, (Error, bool)> {
+fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjCore>, url: &[u8]) -> Result<Got, (Error, bool)> {
     match fetched {
         Fetched::Resp { mut resp, mut beresp, life, action } => {
             let expected = match resp.framing {
@@ -227,9 +227,16 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjCore>) ->
                 });
             }
             let params = sh.params();
-            let plan = crate::gzip::fetch::plan(&mut beresp, expected != Some(0), params.http_gzip_support, params.http_brotli_support);
+            let esi = beresp.do_esi && expected != Some(0) && beresp.status != 206;
+            if esi {
+                // The page is parsed whole, plain: a gzip one is stored
+                // gunzipped (Varnish splices gzip ESI; not yet here), no
+                // Brotli copy of the markup, and no streaming (as Varnish).
+                (beresp.do_gunzip, beresp.do_gzip, beresp.do_brotli, beresp.do_stream) = (true, false, false, false);
+            }
+            let plan = crate::gzip::fetch::plan(&mut beresp, expected != Some(0), params.http_gzip_support || esi, params.http_brotli_support);
             let coder = plan.any().then(|| Coder::new(plan, &params.coding(), &|c| sh.seg.add(c, 1)));
-            let mut coding = coding_for(plan);
+            let mut coding = coding_for(plan, esi);
             match expected {
                 Some(n) if n <= INLINE_MAX && resp.conn.buf.len() as u64 >= n => {
                     let raw = resp.conn.buf.split_to(n as usize).freeze();
@@ -258,6 +265,11 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjCore>) ->
                             crate::gzip::code::join(&body)
                         }
                     };
+                    if let Some(k) = coding.as_mut().filter(|k| k.esi) {
+                        if let Some(d) = esi_parse(sh, f, url, [&inline[..]]) {
+                            let _ = k.esi_data.set(Arc::new(d));
+                        }
+                    }
                     Ok(Got {
                         resp: Some(resp),
                         beresp,
@@ -292,9 +304,26 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjCore>) ->
     }
 }
 
-/// What an object filtered by `plan` will be, before its body is in.
-fn coding_for(plan: Plan) -> Option<Box<Coding>> {
-    (plan.gzipped() || plan.brotli).then(|| Box::new(Coding { gzip: plan.gzipped(), ..Coding::default() }))
+/// What an object filtered by `plan` (and parsed for ESI) will be,
+/// before its body is in.
+fn coding_for(plan: Plan, esi: bool) -> Option<Box<Coding>> {
+    (plan.gzipped() || plan.brotli || esi).then(|| Box::new(Coding { gzip: plan.gzipped(), esi, ..Coding::default() }))
+}
+
+/// Parse a complete plain body for ESI (once, at fetch): its
+/// instructions if it held any; ESI_xmlerror records and counters.
+fn esi_parse<'a>(sh: &Shared, f: &mut Fetch, url: &[u8], pieces: impl IntoIterator<Item = &'a [u8]>) -> Option<crate::esi::EsiData> {
+    let mut p = crate::esi::Parser::new(url, sh.params().esi_features());
+    for piece in pieces {
+        p.parse(piece);
+    }
+    let (instrs, records, errors, warnings) = p.finish();
+    for r in &records {
+        f.log.rec(Tag::EsiXmlerror, LogSide::Backend, f.vxid, r.as_bytes());
+    }
+    sh.seg.add(C::EsiErrors, errors);
+    sh.seg.add(C::EsiWarnings, warnings);
+    instrs.map(|instrs| crate::esi::EsiData { instrs })
 }
 
 /// The log records of filters that failed: Varnish's zlib error record,
@@ -387,7 +416,7 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -
 /// Stream the body into the object as it arrives (through the gzip and
 /// Brotli filters, if any), charging the cache; a body that fails, ends
 /// early or is bad gzip kills the object. True if it came whole.
-async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, body: &Arc<Body>, oc: &Arc<ObjCore>, mut coder: Option<Coder>) -> bool {
+async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, body: &Arc<Body>, oc: &Arc<ObjCore>, mut coder: Option<Coder>, url: &[u8]) -> bool {
     let mut be = resp.conn;
     let backend_close = resp.head.minor == 0 || resp.head.has_token("connection", "close");
     let tr = Transfer {
@@ -425,6 +454,14 @@ async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, body: &Arc<Body>
             if let (Some(c), Some(k)) = (coder.as_ref(), coding) {
                 if let Some(info) = c.info() {
                     let _ = k.info.set(info);
+                }
+            }
+            if let Some(k) = coding.filter(|k| k.esi) {
+                // Parsed before the body is marked complete: a delivery
+                // waiting for it finds the instructions there.
+                let pieces = body.chunks_now();
+                if let Some(d) = esi_parse(sh, &mut f, url, pieces.iter().map(|b| &b[..])) {
+                    let _ = k.esi_data.set(Arc::new(d));
                 }
             }
             if let Some(b) = &br {

@@ -137,6 +137,10 @@ pub struct Coding {
     pub info: OnceLock<GzipInfo>,
     /// The Brotli copy (`beresp.do_brotli`), made once at fetch.
     pub br: Option<ObjBody>,
+    /// `beresp.do_esi`: the body is parsed once it is complete; its
+    /// instructions, if it held any ESI.
+    pub esi: bool,
+    pub esi_data: OnceLock<std::sync::Arc<crate::esi::EsiData>>,
 }
 
 /// A `Gzip` log record's payload as Varnish writes it:

@@ -10,6 +10,8 @@ use tokio::io::AsyncWriteExt;
 
 use crate::cache::body::{Done, ObjBody};
 use crate::cache::{ObjCore, Object};
+use crate::esi::include::{include, Page};
+use crate::esi::{EsiData, Instr};
 use crate::gzip::code::{Dir, Zstream};
 use crate::http1::head::Framing;
 use crate::req::reason::{close_reason, Reason};
@@ -158,11 +160,20 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bo
         (p.http_gzip_support, p.http_brotli_support)
     };
     let rep = rep(obj, &r.req, gzip, brotli);
+    // An ESI page is delivered once it is whole (it is fetched whole).
+    let esi = match obj.coding.as_deref().filter(|c| c.esi) {
+        None => None,
+        Some(c) => match whole(&obj.body).await {
+            Some(pieces) => c.esi_data.get().cloned().map(|d| (d, pieces)),
+            None => return Step::Synth { status: 503, reason: "Backend fetch failed".into() },
+        },
+    };
     let mut resp = Resp {
         status: obj.status,
         reason: obj.reason(),
         headers: obj.headers.to_headers(),
         is_streaming: obj.body.progress().done == Done::Streaming,
+        do_esi: esi.is_some(),
     };
     let age = (t - obj.life.t_origin).max(0.0) as u64;
     resp.headers.set("Age", Bytes::from(age.to_string()));
@@ -183,6 +194,12 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bo
     }
     // The gunzip filter takes Content-Encoding away after vcl_deliver, as
     // Varnish's does; the length is the plain one once the object is whole.
+    // An assembled page has no length known in advance, and its ETag is
+    // weak (Varnish's ESI delivery).
+    let esi = esi.filter(|_| resp.do_esi);
+    if esi.is_some() {
+        crate::gzip::weaken_etag(&mut resp.headers);
+    }
     let (body, len, mut gunzip) = match rep {
         Rep::Stored => (&obj.body, obj.body.known_len(), None),
         Rep::Brotli(br) => (br, br.known_len(), None),
@@ -194,6 +211,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bo
         }
     };
     let keep = r.keep && r.framing == Framing::None;
+    let len = if esi.is_some() { None } else { len };
     let plan = plan(&r.req, len, &resp, r.head_only, keep);
     let mut wire = std::mem::take(&mut r.sess.wire);
     let head = RespHead {
@@ -211,7 +229,10 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bo
     let hdr_tx = wire.len() as u64;
     // send_timeout bounds the whole response, as in Varnish.
     r.arm_send();
-    let (body_tx, failed) = send_body(r.conn.out(), &mut wire, body, &plan, gunzip.as_mut()).await;
+    let (body_tx, failed) = match esi {
+        Some((data, pieces)) if plan.send_body => send_esi(r, &mut wire, &data, pieces, plan.chunked).await,
+        _ => send_body(r.conn.out(), &mut wire, body, &plan, gunzip.as_mut()).await,
+    };
     r.sess.wire = wire;
     if let Some(z) = &gunzip {
         let bits = match (z.ended(), obj.coding.as_deref().and_then(|c| c.info.get())) {
@@ -228,6 +249,65 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bo
         return Step::Done(Some(Reason::RespClose));
     }
     Step::Done(close_reason(plan.keep, &r.req))
+}
+
+/// A body's chunks once it is complete (waiting for the fetch); None if
+/// it failed.
+async fn whole(body: &ObjBody) -> Option<Vec<Bytes>> {
+    let mut reader = body.reader();
+    let mut pieces = Vec::new();
+    loop {
+        match reader.next().await {
+            Ok(Some(c)) => pieces.push(c),
+            Ok(None) => return Some(pieces),
+            Err(()) => return None,
+        }
+    }
+}
+
+/// An ESI page: its verbatim bytes, each include's body where the
+/// include stood (sub-requests written straight to the client, in order),
+/// chunked if planned. Returns the page's own bytes and whether it failed.
+async fn send_esi<T: Transport>(r: &mut Request<'_, T>, wire: &mut Vec<u8>, data: &EsiData, pieces: Vec<Bytes>, chunked: bool) -> (u64, bool) {
+    let mut page = Page::new(pieces);
+    let mut g = Gather { wire, segs: SmallVec::new(), mark: 0 };
+    let mut body_tx = 0u64;
+    for i in &data.instrs {
+        match i {
+            Instr::Verbatim(n) => page.take(*n, |part| {
+                if chunked {
+                    let _ = write!(g.wire, "{:x}\r\n", part.len());
+                    body_tx += 2;
+                }
+                body_tx += part.len() as u64;
+                g.piece(part);
+                if chunked {
+                    g.wire.extend_from_slice(b"\r\n");
+                    body_tx += 2;
+                }
+            }),
+            Instr::Skip(n) => page.take(*n, |_| ()),
+            Instr::Include { url, host, .. } => {
+                if !g.is_empty() && !g.flush(r.conn.out()).await {
+                    return (body_tx, true);
+                }
+                if !include(r, url, host.as_deref(), chunked).await {
+                    return (body_tx, true);
+                }
+            }
+        }
+        if (g.segs.len() >= MAX_IOV || g.wire.len() >= MAX_COPIED) && !g.flush(r.conn.out()).await {
+            return (body_tx, true);
+        }
+    }
+    if chunked {
+        g.wire.extend_from_slice(b"0\r\n\r\n");
+        body_tx += 5;
+    }
+    if !g.is_empty() && !g.flush(r.conn.out()).await {
+        return (body_tx, true);
+    }
+    (body_tx, false)
 }
 
 /// Status, headers and framing: 304 for a matching conditional, 206 or
@@ -270,6 +350,8 @@ fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o Resp, head_only: bool, keep: 
         }
         RangeReq::Whole => match len {
             Some(n) => p.framing = Some((b"Content-Length", n.to_string())),
+            // An include's body goes into its page as it is.
+            None if req.esi_level > 0 => {}
             None if req.minor >= 1 => {
                 p.chunked = p.send_body;
                 p.framing = Some((b"Transfer-Encoding", "chunked".to_string()));

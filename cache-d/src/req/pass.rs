@@ -87,7 +87,7 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
         Fetched::Synthetic { beresp, body, .. } => {
             fetch.done(Some(body.len() as u64), None);
             r.stamp("Fetch");
-            let resp = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: false };
+            let resp = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: false, do_esi: false };
             Step::DeliverSynthetic { resp, body }
         }
         Fetched::Abandoned(e) => {
@@ -211,7 +211,8 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     let coded = filters.any() || gunzip_out;
     let reframed = filters.changes_length() || gunzip_out;
     let streamed = reframed || matches!(resp.framing, Framing::Chunked | Framing::Eof);
-    let chunk_out = streamed && r.req.minor >= 1;
+    // An include's body goes into its page as it is.
+    let chunk_out = streamed && r.req.minor >= 1 && r.req.esi_level == 0;
     if streamed && !chunk_out {
         keep = false; // HTTP/1.0 client: the body ends at close.
     }
@@ -227,7 +228,7 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
         hits: 0,
         uncacheable: true,
     });
-    let mut out = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: true };
+    let mut out = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: true, do_esi: false };
     out.headers.unset("x-varnish");
     let action = r.call(Sub::Deliver, With { resp: Some(&mut out), obj: view.as_ref(), ..With::default() });
     if action != Action::Deliver {

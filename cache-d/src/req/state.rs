@@ -209,6 +209,11 @@ impl<T: Transport> Request<'_, T> {
     /// Write a response head into `wire` and log it.
     pub fn write_head(&mut self, wire: &mut Vec<u8>, head: &RespHead<'_>) {
         write_head(wire, &mut self.log, self.rxid, &self.sh.via, self.sess.http10, head);
+        // An ESI include's head is logged, never sent: its body goes into
+        // the page.
+        if self.req.esi_level > 0 {
+            wire.clear();
+        }
     }
 
     /// The request is over: Resp timestamp, ReqAcct, End, byte counters.

@@ -52,10 +52,10 @@ pub trait ReqBody {
 
 /// A client connection the state machine serves requests on.
 #[allow(async_fn_in_trait)]
-pub trait Transport: ReqBody {
+pub trait Transport: ReqBody + Send {
     /// Where a response's bytes go (with the send deadlines armed by
     /// [`Transport::arm_send`]).
-    type Out: AsyncWrite + Unpin;
+    type Out: AsyncWrite + Unpin + Send;
 
     /// Wait for the next request head: within `timeout_idle` for its
     /// first byte, `timeout_req` for the rest; an idle connection also

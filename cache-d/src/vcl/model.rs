@@ -90,6 +90,20 @@ pub struct Req {
     /// std.cache_req_body() said yes: the body is read into memory after
     /// vcl_recv, so it can be sent again (retries, restarts).
     pub cache_body: bool,
+    /// How deep in ESI includes this request is (0: the client's own).
+    pub esi_level: u32,
+    /// For an ESI include: the top request's method, URL, protocol and
+    /// headers (req_top.*); None on the top request itself.
+    pub top: Option<std::sync::Arc<TopReq>>,
+}
+
+/// The request an ESI include was made for (VCL's `req_top`).
+#[derive(Clone, Debug, Default)]
+pub struct TopReq {
+    pub method: Bytes,
+    pub url: Bytes,
+    pub minor: u8,
+    pub headers: Headers,
 }
 
 /// The backend request (VCL's `bereq`).
@@ -166,6 +180,8 @@ pub struct Beresp {
     pub do_gunzip: bool,
     /// Store a Brotli copy too (cachekit; needs http_brotli_support).
     pub do_brotli: bool,
+    /// Parse the body for ESI at fetch.
+    pub do_esi: bool,
     /// The name of the backend that answered.
     pub backend: String,
     /// The object's age when it arrived (from Age).
@@ -194,6 +210,9 @@ pub struct Resp {
     pub reason: Bytes,
     pub headers: Headers,
     pub is_streaming: bool,
+    /// resp.do_esi: the object's ESI instructions are followed (set when
+    /// it has some; vcl_deliver may turn it off).
+    pub do_esi: bool,
 }
 
 /// The subroutines: where the engine calls into the policy.

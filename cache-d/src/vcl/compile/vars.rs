@@ -44,6 +44,10 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("req.xid", CLIENT, 0),
     ("req.restarts", CLIENT, 0),
     ("req.esi_level", CLIENT, 0),
+    ("req_top.method", CLIENT, 0),
+    ("req_top.url", CLIENT, 0),
+    ("req_top.proto", CLIENT, 0),
+    ("req_top.http.", CLIENT, 0),
     ("req.can_gzip", CLIENT, 0),
     ("req.is_hitmiss", CLIENT, 0),
     ("req.is_hitpass", CLIENT, 0),
@@ -77,6 +81,7 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("beresp.do_gunzip", BERESP, BERESP),
     // cachekit's own: a Brotli copy next to the object (cache-vcl(7)).
     ("beresp.do_brotli", BERESP, BERESP),
+    ("beresp.do_esi", BERESP, BERESP),
     ("beresp.was_304", BERESP, 0),
     ("beresp.age", BERESP, 0),
     ("beresp.backend.name", BERESP, 0),
@@ -98,6 +103,7 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("resp.proto", RESP, 0),
     ("resp.http.", RESP, RESP),
     ("resp.is_streaming", RESP, 0),
+    ("resp.do_esi", mask(&[Sub::Deliver]), mask(&[Sub::Deliver])),
     ("resp.body", 0, mask(&[Sub::Synth])),
     ("beresp.body", 0, mask(&[Sub::BackendError])),
 ];
@@ -134,6 +140,8 @@ pub(super) fn access(name: &str, write: bool, pos: Pos, sc: &Scope<'_>) -> Resul
 #[derive(Clone, Copy)]
 pub(super) enum Hdrs {
     Req,
+    /// req_top.http.*: the top request's (the request's own at level 0).
+    ReqTop,
     Bereq,
     Beresp,
     Obj,
@@ -143,6 +151,7 @@ pub(super) enum Hdrs {
 fn headers<'t>(t: &'t Task<'_>, w: Hdrs) -> Option<&'t Headers> {
     match w {
         Hdrs::Req => t.req.as_deref().map(|r| &r.headers),
+        Hdrs::ReqTop => t.req.as_deref().map(|r| r.top.as_ref().map_or(&r.headers, |top| &top.headers)),
         Hdrs::Bereq => t.bereq.as_deref().map(|r| &r.headers),
         Hdrs::Beresp => t.beresp.as_deref().map(|r| &r.headers),
         Hdrs::Obj => t.obj.map(|r| &r.headers),
@@ -156,13 +165,14 @@ pub(super) fn headers_mut<'t>(t: &'t mut Task<'_>, w: Hdrs) -> Option<&'t mut He
         Hdrs::Bereq => t.bereq.as_deref_mut().map(|r| &mut r.headers),
         Hdrs::Beresp => t.beresp.as_deref_mut().map(|r| &mut r.headers),
         Hdrs::Resp => t.resp.as_deref_mut().map(|r| &mut r.headers),
-        Hdrs::Obj => None,
+        Hdrs::Obj | Hdrs::ReqTop => None,
     }
 }
 
 pub(super) fn header_prefix(name: &str) -> Option<(Hdrs, &str)> {
     [
         ("req.http.", Hdrs::Req),
+        ("req_top.http.", Hdrs::ReqTop),
         ("bereq.http.", Hdrs::Bereq),
         ("beresp.http.", Hdrs::Beresp),
         ("obj.http.", Hdrs::Obj),
@@ -260,7 +270,10 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "req.proto" => get!(req, |r| proto(r.minor)),
         "req.xid" => get!(req, |r| Val::Int(r.xid as i64)),
         "req.restarts" => get!(req, |r| Val::Int(r.restarts as i64)),
-        "req.esi_level" => Box::new(|_, _| Val::Int(0)),
+        "req.esi_level" => get!(req, |r| Val::Int(r.esi_level as i64)),
+        "req_top.method" => get!(req, |r| Val::Str(String::from_utf8_lossy(r.top.as_ref().map_or(&r.method, |t| &t.method)).into_owned())),
+        "req_top.url" => get!(req, |r| Val::Str(String::from_utf8_lossy(r.top.as_ref().map_or(&r.url, |t| &t.url)).into_owned())),
+        "req_top.proto" => get!(req, |r| Val::Str(format!("HTTP/1.{}", r.top.as_ref().map_or(r.minor, |t| t.minor)))),
         "req.can_gzip" => get!(req, |r| Val::Bool(crate::gzip::can_gzip(&r.headers))),
         "req.is_hitmiss" => get!(req, |r| Val::Bool(r.is_hitmiss)),
         "req.is_hitpass" => get!(req, |r| Val::Bool(r.is_hitpass)),
@@ -303,6 +316,7 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "beresp.do_gzip" => get!(beresp, |b| Val::Bool(b.do_gzip)),
         "beresp.do_gunzip" => get!(beresp, |b| Val::Bool(b.do_gunzip)),
         "beresp.do_brotli" => get!(beresp, |b| Val::Bool(b.do_brotli)),
+        "beresp.do_esi" => get!(beresp, |b| Val::Bool(b.do_esi)),
         "beresp.was_304" => get!(beresp, |b| Val::Bool(b.was_304)),
         "beresp.backend.name" | "beresp.backend" => get!(beresp, |b| Val::Str(b.backend.clone())),
         "obj.status" => Box::new(|t, _| t.obj.map(|o| Val::Int(o.status as i64)).unwrap_or(Val::None)),
@@ -319,6 +333,7 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "resp.reason" => get!(resp, |r| text(&r.reason)),
         "resp.proto" => Box::new(|_, _| Val::Str("HTTP/1.1".into())),
         "resp.is_streaming" => get!(resp, |r| Val::Bool(r.is_streaming)),
+        "resp.do_esi" => get!(resp, |r| Val::Bool(r.do_esi)),
         _ => return unsupported(&format!("Reading '{name}'"), pos),
     })
 }
@@ -385,6 +400,10 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         "beresp.do_gzip" => set!(beresp, |t, b, v| b.do_gzip = v.truthy()),
         "beresp.do_gunzip" => set!(beresp, |t, b, v| b.do_gunzip = v.truthy()),
         "beresp.do_brotli" => set!(beresp, |t, b, v| b.do_brotli = v.truthy()),
+        "beresp.do_esi" => set!(beresp, |t, b, v| b.do_esi = v.truthy()),
+        // Only turning it off means anything: an object without ESI
+        // instructions has nothing to follow.
+        "resp.do_esi" => set!(resp, |t, r, v| r.do_esi = r.do_esi && v.truthy()),
         "resp.status" => set!(resp, |t, r, v| if let Some(s) = status_val(t, &v) {
             r.status = s;
             r.reason = Bytes::from_static(crate::vcl::builtin::reason_phrase(s).as_bytes());

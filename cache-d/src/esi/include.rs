@@ -1,0 +1,233 @@
+//! ESI includes: each a full sub-request through the policy (its own
+//! transaction, linked `req N esi`), whose body goes into its parent's
+//! response where the include stood (Varnish's `ved_include` and its
+//! transport).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use common::counters::C;
+use common::log::vsl::{Batch, Side as LogSide, Tag};
+use tokio::io::AsyncWrite;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::error::{Error, Side};
+use crate::http1::body::{Moved, Pace};
+use crate::http1::head::{Framing, Head};
+use crate::params::Params;
+use crate::req::reason::Reason;
+use crate::req::state::Request;
+use crate::req::transport::{ReadErr, ReqBody, Transport, Tunnel};
+use crate::util::{now, Clock};
+use crate::vcl::model::{Req, TopReq};
+
+/// Where an include's body goes: the parent's output, framed as one
+/// chunk per write when the page goes out chunked.
+pub struct ChunkOut<'a> {
+    inner: &'a mut (dyn AsyncWrite + Unpin + Send),
+    chunked: bool,
+    /// Bytes of the current chunk's frame still to write, then of the
+    /// data, then of its CRLF (a write is framed whole or not at all).
+    frame: BytesMut,
+    framed: usize,
+}
+
+impl AsyncWrite for ChunkOut<'_> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let this = &mut *self;
+        if !this.chunked || buf.is_empty() {
+            return Pin::new(&mut *this.inner).poll_write(cx, buf);
+        }
+        // One chunk per write: frame, data, CRLF, written whole before
+        // the write is reported done.
+        if this.frame.is_empty() {
+            this.frame.extend_from_slice(format!("{:x}\r\n", buf.len()).as_bytes());
+            this.frame.extend_from_slice(buf);
+            this.frame.extend_from_slice(b"\r\n");
+            this.framed = buf.len();
+        }
+        while !this.frame.is_empty() {
+            match Pin::new(&mut *this.inner).poll_write(cx, &this.frame) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => {
+                    let _ = this.frame.split_to(n);
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(this.framed))
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut *self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The transport of an include: no request to read, a body-only
+/// response written into the parent's.
+pub struct EsiConn<'a> {
+    out: ChunkOut<'a>,
+}
+
+impl ReqBody for EsiConn<'_> {
+    async fn copy_body<W: AsyncWrite + Unpin>(&mut self, _: Framing, _: bool, _: &mut W, _: Side, _: Duration) -> Result<Moved, Error> {
+        Ok(Moved::default())
+    }
+}
+
+impl<'a> Transport for EsiConn<'a> {
+    type Out = ChunkOut<'a>;
+
+    async fn read_head(&mut self, _: &Params, _: &mut watch::Receiver<bool>) -> Result<(Head, f64), ReadErr> {
+        Err(ReadErr::Closed(Reason::RemClose))
+    }
+    fn fd(&self) -> i32 {
+        -1
+    }
+    fn buffered(&self) -> &[u8] {
+        &[]
+    }
+    fn take_buffered(&mut self) -> BytesMut {
+        BytesMut::new()
+    }
+    fn set_pace(&mut self, _: Option<Pace>) {}
+    /// The parent's send deadlines cover the include.
+    fn arm_send(&mut self, _: Duration, _: Duration) {}
+    fn out(&mut self) -> &mut ChunkOut<'a> {
+        &mut self.out
+    }
+    async fn prefill(&mut self, _: Framing, _: usize, _: Duration) -> Result<(), Error> {
+        Ok(())
+    }
+    /// An include cannot pipe: nothing moves.
+    async fn tunnel(&mut self, _: &mut TcpStream, _: Duration) -> Tunnel {
+        Tunnel { to_backend: 0, to_client: 0, idle_out: false }
+    }
+    async fn close(&mut self) {}
+}
+
+/// The request an include makes (Varnish's `ved_include`): the parent's
+/// headers, GET of `url` over HTTP/1.1, Host from the src if it named
+/// one, no conditionals, no Range, no body, Accept-Encoding removed (the
+/// page is assembled plain).
+fn sub_req(parent: &Req, url: &str, host: Option<&str>, xid: u32) -> Req {
+    let mut headers = parent.headers.clone();
+    if let Some(h) = host.filter(|h| !h.is_empty()) {
+        headers.set("Host", Bytes::copy_from_slice(h.as_bytes()));
+    }
+    for h in ["if-modified-since", "if-none-match", "range", "accept-encoding", "content-length", "transfer-encoding"] {
+        headers.unset(h);
+    }
+    let top = parent.top.clone().unwrap_or_else(|| {
+        Arc::new(TopReq { method: parent.method.clone(), url: parent.url.clone(), minor: parent.minor, headers: parent.headers.clone() })
+    });
+    Req {
+        method: Bytes::from_static(b"GET"),
+        url: Bytes::copy_from_slice(url.as_bytes()),
+        minor: 1,
+        headers,
+        server_ip: parent.server_ip.clone(),
+        client_ip: parent.client_ip,
+        xid,
+        esi_level: parent.esi_level + 1,
+        top: Some(top),
+        ..Req::default()
+    }
+}
+
+/// Run the include of `url` for `r`'s page, its body written to `r`'s
+/// output (chunked if the page is). False if writing to the client
+/// failed (the page cannot go on).
+pub fn include<'a, T: Transport>(r: &'a mut Request<'_, T>, url: &'a str, host: Option<&'a str>, chunked: bool) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>>
+where
+    T: Send,
+    T::Out: Send,
+{
+    Box::pin(async move {
+        let sh = r.sh.clone();
+        let depth = sh.params().max_esi_depth;
+        if r.req.esi_level >= depth {
+            r.log.recf(Tag::VclError, LogSide::Client, r.rxid, format_args!("ESI depth limit reach (param max_esi_depth = {depth})"));
+            return true;
+        }
+        sh.seg.add(C::EsiReq, 1);
+        let xid = sh.next_vxid();
+        r.log.recf(Tag::Link, LogSide::Client, r.rxid, format_args!("req {xid} esi"));
+        let mut log = Batch::with_reclen(sh.params().vsl_reclen);
+        log.recf(Tag::Begin, LogSide::Client, xid, format_args!("req {} esi", r.rxid));
+        let clock = Clock::start(&mut log, LogSide::Client, xid, now());
+        let req = sub_req(&r.req, url, host, xid);
+        log.rec(Tag::ReqMethod, LogSide::Client, xid, &req.method);
+        log.rec(Tag::ReqUrl, LogSide::Client, xid, &req.url);
+        log.rec(Tag::ReqProtocol, LogSide::Client, xid, b"HTTP/1.1");
+        for (n, v) in req.headers.iter() {
+            log.rec_parts(Tag::ReqHeader, LogSide::Client, xid, &[n, b": ", v]);
+        }
+        log.rec(Tag::VclUse, LogSide::Client, xid, r.active.name.as_bytes());
+        let active = r.active.clone();
+        let out: &mut (dyn AsyncWrite + Unpin + Send) = r.conn.out();
+        let mut conn = EsiConn { out: ChunkOut { inner: out, chunked, frame: BytesMut::new(), framed: 0 } };
+        let mut sub = Request {
+            sess: &mut *r.sess,
+            conn: &mut conn,
+            sh,
+            active,
+            req,
+            log,
+            clock,
+            rxid: xid,
+            hdr_rx: 0,
+            body_rx: 0,
+            keep: true,
+            head_only: false,
+            framing: Framing::None,
+            body_consumed: false,
+            piped: false,
+            hit_pass: false,
+            continue_pending: false,
+            cached_body: None,
+        };
+        let reason = crate::req::run(&mut sub).await;
+        !matches!(reason, Some(Reason::TxError))
+    })
+}
+
+/// The body of a page being assembled: the stored (plain) bytes and
+/// where delivery is in them.
+pub struct Page {
+    pieces: Vec<Bytes>,
+    /// The piece and offset delivery is at.
+    at: (usize, usize),
+}
+
+impl Page {
+    pub fn new(pieces: Vec<Bytes>) -> Page {
+        Page { pieces, at: (0, 0) }
+    }
+
+    /// The next `n` bytes, as slices of the stored pieces; fewer if the
+    /// body is shorter than its instructions say (never past its end).
+    pub fn take(&mut self, mut n: u64, mut each: impl FnMut(Bytes)) {
+        while n > 0 && self.at.0 < self.pieces.len() {
+            let p = &self.pieces[self.at.0];
+            let avail = (p.len() - self.at.1) as u64;
+            let k = avail.min(n) as usize;
+            if k > 0 {
+                each(p.slice(self.at.1..self.at.1 + k));
+            }
+            n -= k as u64;
+            self.at.1 += k;
+            if self.at.1 == p.len() {
+                self.at = (self.at.0 + 1, 0);
+            }
+        }
+    }
+}
