@@ -69,7 +69,8 @@ pub async fn deliver_synthetic<T: Transport>(r: &mut Request<'_, T>, mut resp: R
 /// Send a synthetic response and end the request.
 async fn send<T: Transport>(r: &mut Request<'_, T>, resp: &Resp, body: &[u8]) -> Step {
     let close = r.close_after();
-    let tx = send_synth(r.sess, r.conn, &mut r.log, r.rxid, Page { resp, body, close, head_only: r.head_only }).await;
+    let page = Page { resp, body, close, head_only: r.head_only, include: r.req.esi_level > 0 };
+    let tx = send_synth(r.sess, r.conn, &mut r.log, r.rxid, page).await;
     r.end(tx);
     Step::Done(if !close && tx.0 > 0 { None } else { Some(Reason::RespClose) })
 }
@@ -89,7 +90,7 @@ pub async fn refuse<T: Transport>(s: &mut Sess, conn: &mut T, log: &mut Batch, r
         t.body = Some(&mut body);
         run_sub(&Builtin, Sub::Synth, &mut t);
     }
-    send_synth(s, conn, log, rxid, Page { resp: &resp, body: &body, close: true, head_only: false }).await
+    send_synth(s, conn, log, rxid, Page { resp: &resp, body: &body, close: true, head_only: false, include: false }).await
 }
 
 /// A response with its body in hand.
@@ -100,12 +101,14 @@ struct Page<'p> {
     close: bool,
     /// A HEAD request: the head only.
     head_only: bool,
+    /// An ESI include: the body only (the head is logged, not sent).
+    include: bool,
 }
 
 /// Write a response with a body in hand; returns the (header, body) bytes
 /// written, zeros if the client was gone.
 async fn send_synth<T: Transport>(s: &mut Sess, conn: &mut T, log: &mut Batch, rxid: u32, page: Page<'_>) -> (u64, u64) {
-    let Page { resp, body, close, head_only } = page;
+    let Page { resp, body, close, head_only, include } = page;
     let mut wire = std::mem::take(&mut s.wire);
     let mut headers = resp.headers.clone();
     headers.unset("content-length");
@@ -119,6 +122,9 @@ async fn send_synth<T: Transport>(s: &mut Sess, conn: &mut T, log: &mut Batch, r
         accept_ranges: false,
     };
     write_head(&mut wire, log, rxid, &s.sh.via, s.http10, &head);
+    if include {
+        wire.clear();
+    }
     let hdr = wire.len() as u64;
     let body = if head_only { &[][..] } else { body };
     wire.extend_from_slice(body);
