@@ -207,6 +207,21 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
         *r.status_mut() = status;
         r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
         r
+    } else if let Some(n) = path.strip_prefix("/esi/") {
+        // A page of N ESI includes of /text/<frag_size> (default 100),
+        // each its own object; the page's max_age applies to them too.
+        let n: usize = n.parse().unwrap_or(0).min(10_000);
+        let frag = num(&req, "frag_size").ok().flatten().unwrap_or(100).min(MAX_SIZE);
+        let age = max_age.map(|a| format!("&max_age={a}")).unwrap_or_default();
+        let mut page = String::from("<html><body>\n");
+        for i in 0..n {
+            page.push_str(&format!("<div id=\"f{i}\"><esi:include src=\"/text/{frag}?f={i}{age}\"/></div>\n"));
+        }
+        page.push_str("</body></html>\n");
+        stats.bytes.fetch_add(page.len() as u64, Ordering::Relaxed);
+        let mut r = text(status, page);
+        r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+        r
     } else if path.starts_with("/text/") {
         stats.bytes.fetch_add(size, Ordering::Relaxed);
         text_response(&req, size, status)

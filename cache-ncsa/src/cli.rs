@@ -52,7 +52,7 @@ pub struct Args {
     #[arg(short = 'c')]
     pub client: bool,
 
-    /// Log ESI subrequests too (cache-d does no ESI yet: no such lines).
+    /// Log ESI subrequests too (implies -c).
     #[arg(short = 'E')]
     pub esi: bool,
 

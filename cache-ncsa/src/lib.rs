@@ -43,6 +43,8 @@ pub fn format_of(args: &Args) -> Result<(String, bool), String> {
 struct Sides {
     client: bool,
     backend: bool,
+    /// ESI subrequests too (-E; always with request grouping).
+    esi: bool,
 }
 
 /// Write the lines of one group (when it matches the query).
@@ -60,6 +62,9 @@ fn emit(
     for (_, tx) in &g.txs {
         let backend = tx.kind == common::log::group::TxKind::BeReq;
         if (backend && !sides.backend) || (!backend && !sides.client) {
+            continue;
+        }
+        if !backend && tx.linked && !tx.restart && !sides.esi {
             continue;
         }
         let line = if json { format.render_json(tx) } else { format.render(tx) };
@@ -120,10 +125,12 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let grouping = if args.grouping == "request" { Grouping::Request } else { Grouping::Vxid };
     // As varnishncsa: client lines by default, backend lines with -b (and
     // both with -b -c); request grouping logs every transaction of a group.
-    let sides = match (args.client, args.backend) {
-        _ if grouping == Grouping::Request => Sides { client: true, backend: true },
-        (false, false) => Sides { client: true, backend: false },
-        (c, b) => Sides { client: c, backend: b },
+    // -E shows ESI subrequests (and implies client lines), as
+    // varnishncsa's does for vxid grouping.
+    let sides = match (args.client || args.esi, args.backend) {
+        _ if grouping == Grouping::Request => Sides { client: true, backend: true, esi: true },
+        (false, false) => Sides { client: true, backend: false, esi: false },
+        (c, b) => Sides { client: c, backend: b, esi: args.esi },
     };
     let _pid = common::background::start(args.output.daemon, args.output.pid_file.as_deref())?;
     let out: &mut dyn Write = match file.as_mut() {

@@ -146,11 +146,12 @@ fn sub_req(parent: &Req, url: &str, host: Option<&str>, xid: u32) -> Req {
 /// Run the include of `url` for `r`'s page, its body written to `r`'s
 /// output (chunked if the page is). False if writing to the client
 /// failed (the page cannot go on).
-pub fn include<'a, T: Transport>(r: &'a mut Request<'_, T>, url: &'a str, host: Option<&'a str>, chunked: bool) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>>
-where
-    T: Send,
-    T::Out: Send,
-{
+pub fn include<'a, T: Transport>(
+    r: &'a mut Request<'_, T>,
+    url: &'a str,
+    host: Option<&'a str>,
+    chunked: bool,
+) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
     Box::pin(async move {
         let sh = r.sh.clone();
         let depth = sh.params().max_esi_depth;

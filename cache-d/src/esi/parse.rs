@@ -79,7 +79,8 @@ const MATCH_STARTTAG: Table = &[
     (Some(b"![CDATA["), St::Cdata),
     (None, St::NotMyTag),
 ];
-const MATCH_ESI: Table = &[(Some(b"include"), St::EsiInclude), (Some(b"remove"), St::EsiRemove), (Some(b"comment"), St::EsiComment), (None, St::EsiBogon)];
+const MATCH_ESI: Table =
+    &[(Some(b"include"), St::EsiInclude), (Some(b"remove"), St::EsiRemove), (Some(b"comment"), St::EsiComment), (None, St::EsiBogon)];
 const MATCH_ATTR_INCLUDE: Table = &[(Some(b"src="), St::AttrGetVal), (Some(b"onerror="), St::AttrGetVal), (None, St::SkipAttr)];
 // Varnish 7.1 matches EB BB BF here (the UTF-8 BOM is EF BB BF); kept,
 // so that the same bodies are treated the same.
@@ -233,11 +234,8 @@ impl Parser {
 
     fn do_stuff(&mut self, tag: bool) {
         match self.dostuff {
-            Some(Doer::Comment) => {
-                if !self.emptytag {
-                    self.error("ESI 1.0 <esi:comment> needs final '/'");
-                }
-            }
+            Some(Doer::Comment) if !self.emptytag => self.error("ESI 1.0 <esi:comment> needs final '/'"),
+            Some(Doer::Comment) => {}
             Some(Doer::Remove) => {
                 if self.emptytag {
                     self.error("ESI 1.0 <esi:remove/> not legal");

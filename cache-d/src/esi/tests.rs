@@ -20,7 +20,9 @@ fn render(body: &[u8], instrs: &[Instr]) -> String {
                 at += *n as usize;
             }
             Instr::Skip(n) => at += *n as usize,
-            Instr::Include { url, host, .. } => out.push_str(&format!("[{}{url}]", host.as_deref().map(|h| format!("{h}|")).unwrap_or_default())),
+            Instr::Include { url, host, .. } => {
+                out.push_str(&format!("[{}{url}]", host.as_deref().map(|h| format!("{h}|")).unwrap_or_default()))
+            }
         }
     }
     assert_eq!(at, body.len(), "the instructions cover the body");

@@ -234,7 +234,8 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjCore>, ur
                 // Brotli copy of the markup, and no streaming (as Varnish).
                 (beresp.do_gunzip, beresp.do_gzip, beresp.do_brotli, beresp.do_stream) = (true, false, false, false);
             }
-            let plan = crate::gzip::fetch::plan(&mut beresp, expected != Some(0), params.http_gzip_support || esi, params.http_brotli_support);
+            let plan =
+                crate::gzip::fetch::plan(&mut beresp, expected != Some(0), params.http_gzip_support || esi, params.http_brotli_support);
             let coder = plan.any().then(|| Coder::new(plan, &params.coding(), &|c| sh.seg.add(c, 1)));
             let mut coding = coding_for(plan, esi);
             match expected {
@@ -416,7 +417,15 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -
 /// Stream the body into the object as it arrives (through the gzip and
 /// Brotli filters, if any), charging the cache; a body that fails, ends
 /// early or is bad gzip kills the object. True if it came whole.
-async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, body: &Arc<Body>, oc: &Arc<ObjCore>, mut coder: Option<Coder>, url: &[u8]) -> bool {
+async fn stream_body(
+    sh: &Shared,
+    mut f: Fetch,
+    resp: Response,
+    body: &Arc<Body>,
+    oc: &Arc<ObjCore>,
+    mut coder: Option<Coder>,
+    url: &[u8],
+) -> bool {
     let mut be = resp.conn;
     let backend_close = resp.head.minor == 0 || resp.head.has_token("connection", "close");
     let tr = Transfer {

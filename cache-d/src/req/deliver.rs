@@ -268,7 +268,13 @@ async fn whole(body: &ObjBody) -> Option<Vec<Bytes>> {
 /// An ESI page: its verbatim bytes, each include's body where the
 /// include stood (sub-requests written straight to the client, in order),
 /// chunked if planned. Returns the page's own bytes and whether it failed.
-async fn send_esi<T: Transport>(r: &mut Request<'_, T>, wire: &mut Vec<u8>, data: &EsiData, pieces: Vec<Bytes>, chunked: bool) -> (u64, bool) {
+async fn send_esi<T: Transport>(
+    r: &mut Request<'_, T>,
+    wire: &mut Vec<u8>,
+    data: &EsiData,
+    pieces: Vec<Bytes>,
+    chunked: bool,
+) -> (u64, bool) {
     let mut page = Page::new(pieces);
     let mut g = Gather { wire, segs: SmallVec::new(), mark: 0 };
     let mut body_tx = 0u64;

@@ -46,7 +46,13 @@ pub async fn vcl_synth<T: Transport>(r: &mut Request<'_, T>, status: u16, reason
         Action::Deliver => {}
         _ => {
             // fail (or a restart too many): the built-in page.
-            resp = Resp { status: 503, reason: Bytes::from_static(b"VCL failed"), headers: Headers::default(), is_streaming: false, do_esi: false };
+            resp = Resp {
+                status: 503,
+                reason: Bytes::from_static(b"VCL failed"),
+                headers: Headers::default(),
+                is_streaming: false,
+                do_esi: false,
+            };
             let mut t = Task::new(&NoEnv);
             t.req = Some(&mut r.req);
             t.resp = Some(&mut resp);

@@ -4,6 +4,7 @@
 
 mod backends;
 mod caching;
+mod esi;
 mod gzip;
 mod hooks;
 mod hostile;

@@ -264,17 +264,18 @@ impl Grouper {
         depth < 16 && self.done.get(&vxid).is_some_and(|t| t.links.iter().all(|c| self.complete(*c, depth + 1)))
     }
 
-    /// Take `root` and whatever of its descendants has arrived, in link
-    /// order, with their levels.
+    /// Take `root` and whatever of its descendants has arrived, with their
+    /// levels, breadth first in link order, as varnishlog lists a group
+    /// (a page's ESI subrequests all come before their backend requests).
     fn assemble(&mut self, root: u32) -> Group {
         let mut txs = Vec::new();
-        let mut stack = vec![(root, 1usize)];
-        while let Some((v, level)) = stack.pop() {
+        let mut queue = std::collections::VecDeque::from([(root, 1usize)]);
+        while let Some((v, level)) = queue.pop_front() {
             if let Some(tx) = self.done.remove(&v) {
-                for c in tx.links.iter().rev() {
+                for c in &tx.links {
                     let same = self.done.get(c).is_some_and(|t| t.restart);
                     if level < 16 {
-                        stack.push((*c, if same { level } else { level + 1 }));
+                        queue.push_back((*c, if same { level } else { level + 1 }));
                     }
                 }
                 txs.push((level, tx));
@@ -418,7 +419,8 @@ mod tests {
         feed_all(&mut g, &s, &mut out);
         assert_eq!(out.len(), 1);
         let levels: Vec<_> = out[0].txs.iter().map(|(l, t)| (*l, t.vxid)).collect();
-        assert_eq!(levels, vec![(1, 1), (2, 2), (3, 3), (2, 4)]);
+        // Breadth first, as varnishlog -g session lists a keep-alive session.
+        assert_eq!(levels, vec![(1, 1), (2, 2), (2, 4), (3, 3)]);
         assert_eq!(g.pending(), 0);
     }
 

@@ -1,0 +1,70 @@
+//! ESI end to end: a page of cached fragments from the test origin,
+//! assembled as varnishd assembles it; the includes' transactions read by
+//! varnishlog and varnishncsa as cache-log and cache-ncsa read them;
+//! hostile pages bounded.
+
+use crate::util::*;
+
+const VCL: &str = "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; .port = \"ORIGIN_PORT\"; }\nsub vcl_backend_response {\n  if (bereq.url ~ \"^/esi/\") { set beresp.do_esi = true; }\n}\n";
+
+#[test]
+fn a_page_of_fragments_is_assembled_and_logged_as_varnish_does() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let vcl = vcl_src(tmp.path(), "esi.vcl", VCL, origin.port);
+    let d = Daemon::start_args(&tmp.path().join("i"), &["-f", vcl.to_str().unwrap()]);
+    let url = "/esi/10?max_age=600&frag_size=50";
+    let mut c = Client::connect(d.port);
+    let page = c.get(url, "");
+    assert_eq!(page.status, 200);
+    assert_eq!(page.header("transfer-encoding"), Some("chunked"));
+    let text = String::from_utf8(page.body.clone()).unwrap();
+    assert_eq!(text.matches("<div id=").count(), 10);
+    assert!(!text.contains("esi:include"), "{text}");
+    let frag = Client::connect(origin.port).get("/text/50", "").body;
+    assert!(text.contains(&format!("<div id=\"f3\">{}</div>", String::from_utf8_lossy(&frag))));
+    // A hit assembles the same page from the cache.
+    assert_eq!(c.get(url, "").body, page.body);
+    assert_eq!(counter(&stat(&d.dir), "MAIN.esi_req"), Some(20));
+    assert_eq!(counter(&stat(&d.dir), "MAIN.cache_hit"), Some(11), "the page and its ten fragments hit the second time");
+    // The log: each include its own transaction, linked to the page.
+    let ds = d.dir.to_str().unwrap();
+    let f = tmp.path().join("dump.vsl");
+    let fs = f.to_str().unwrap();
+    run("cache-log", &["-d", "-w", fs, "-n", ds]);
+    let grouped = stdout(&run("cache-log", &["-r", fs, "-g", "request", "-i", "Begin,Link,ReqURL"]));
+    assert_eq!(grouped.lines().filter(|l| l.ends_with(" esi")).count(), 40, "a Link and a Begin for each of twenty includes:\n{grouped}");
+    let lines = stdout(&run("cache-ncsa", &["-E", "-r", fs, "-F", "%U%q %s %b"]));
+    assert_eq!(lines.lines().count(), 22, "two pages and twenty includes:\n{lines}");
+    assert_eq!(stdout(&run("cache-ncsa", &["-r", fs, "-F", "%U"])).lines().count(), 2, "without -E, the pages only");
+    if have("varnishlog") {
+        for (tool, ours, args) in [
+            ("varnishlog", "cache-log", &["-r", fs, "-g", "request"][..]),
+            ("varnishncsa", "cache-ncsa", &["-E", "-r", fs, "-F", "%U%q %s %b %{Varnish:handling}x"][..]),
+        ] {
+            let theirs = std::process::Command::new(tool).args(args).output().unwrap();
+            let (a, b) = (stdout(&run(ours, args)), String::from_utf8_lossy(&theirs.stdout).into_owned());
+            assert!(a == b, "{ours} and {tool} differ on {args:?}");
+        }
+    }
+    // varnishd assembles the same page.
+    if have("varnishd") {
+        let v = Varnishd::start_vcl(&tmp.path().join("v"), &vcl);
+        assert_eq!(Client::connect(v.port).get(url, "").body, page.body);
+    }
+}
+
+#[test]
+fn hostile_pages_are_bounded_and_the_child_lives() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let vcl = vcl_src(tmp.path(), "esi.vcl", VCL, origin.port);
+    let d = Daemon::start_args(&tmp.path().join("i"), &["-f", vcl.to_str().unwrap()]);
+    // 10,000 includes of one cached fragment: all there, in time.
+    let t = std::time::Instant::now();
+    let r = Client::connect(d.port).get("/esi/10000?max_age=600&frag_size=1", "");
+    assert_eq!(r.status, 200);
+    assert_eq!(String::from_utf8_lossy(&r.body).matches("<div id=").count(), 10_000);
+    assert!(t.elapsed() < std::time::Duration::from_secs(30), "{:?}", t.elapsed());
+    assert_eq!(counter(&stat(&d.dir), "MGT.child_start"), Some(1));
+}
