@@ -15,6 +15,8 @@ pub enum Kind {
     Uint,
     /// on/off (true/false, yes/no, enable/disable).
     Bool,
+    /// Named bits (`feature`): `+name`, `-name`, `none`, `default`.
+    Bits,
 }
 
 /// One parameter's definition.
@@ -54,6 +56,7 @@ defs! {
     "default_grace" Seconds "10.000" Some("0.000"), None, "seconds" false "Default grace period: how long an object is served after its TTL while a fresh one is fetched.";
     "default_keep" Seconds "0.000" Some("0.000"), None, "seconds" false "Default keep period: how long an expired object is kept for conditional revalidation.";
     "default_ttl" Seconds "120.000" Some("0.000"), None, "seconds" false "The TTL assigned to objects if neither the backend nor the policy assigns one.";
+    "feature" Bits "+validate_headers" None, None, "" false "Enable/Disable various minor features: +name or -name (comma-separated), none, default. Known: http2, short_panic, no_coredump, https_scheme, http_date_postel, esi_ignore_https, esi_disable_xml_check, esi_ignore_other_elements, esi_remove_bom, esi_include_onerror, wait_silo, validate_headers, busy_stats_rate (the esi_* ones take effect; the others are accepted for Varnish's command lines).";
     "first_byte_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Default timeout for receiving the first byte from the backend.";
     "gzip_buffer" Bytes "32k" Some("2k"), None, "bytes" false "Size of malloc buffer used for gzip processing. These buffers are used for in-transit data, for instance gunzip'ed data being sent to a client. Making this space too small results in more overhead, writes to sockets etc, making it too big is probably just a waste of memory.";
     "gzip_level" Uint "6" Some("0"), Some("9"), "" false "Gzip compression level: 0=debug, 1=fast, 9=best";
@@ -116,6 +119,8 @@ pub enum ParamError {
     BelowMinimum(&'static str),
     #[error("Must be no more than {0}")]
     AboveMaximum(&'static str),
+    #[error("Unknown feature bit ({0})")]
+    UnknownBit(String),
     #[error("\"{0}\" is not of the form name=value")]
     NotNameValue(String),
 }
@@ -152,6 +157,64 @@ fn number(d: &ParamDef, v: &str) -> Result<f64, ParamError> {
         Kind::Bytes => parse_size(v).map(|n| n as f64),
         Kind::Uint => v.trim().parse::<u64>().map(|n| n as f64).map_err(|_| ParamError::NotAWholeNumber(v.to_string())),
         Kind::Bool => parse_bool(v).map(|b| b as u8 as f64),
+        Kind::Bits => parse_bits(v, DEFAULT_FEATURES, DEFAULT_FEATURES).map(|b| b as f64),
+    }
+}
+
+/// Varnish 7.1's feature bits, in param.show order.
+pub const FEATURES: &[&str] = &[
+    "http2",
+    "short_panic",
+    "no_coredump",
+    "https_scheme",
+    "http_date_postel",
+    "esi_ignore_https",
+    "esi_disable_xml_check",
+    "esi_ignore_other_elements",
+    "esi_remove_bom",
+    "esi_include_onerror",
+    "wait_silo",
+    "validate_headers",
+    "busy_stats_rate",
+];
+
+fn feature(name: &str) -> u32 {
+    FEATURES.iter().position(|f| *f == name).map_or(0, |i| 1 << i)
+}
+
+const DEFAULT_FEATURES: u32 = 1 << 11;
+
+/// `+a,-b`, `none` or `default`, applied to `current`.
+fn parse_bits(v: &str, current: u32, default: u32) -> Result<u32, ParamError> {
+    let mut bits = current;
+    for tok in v.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        match tok {
+            "none" => bits = 0,
+            "default" => bits = default,
+            _ => {
+                let (on, name) = match tok.as_bytes()[0] {
+                    b'-' => (false, &tok[1..]),
+                    b'+' => (true, &tok[1..]),
+                    _ => (true, tok),
+                };
+                let b = feature(name);
+                if b == 0 {
+                    return Err(ParamError::UnknownBit(tok.to_string()));
+                }
+                bits = if on { bits | b } else { bits & !b };
+            }
+        }
+    }
+    Ok(bits)
+}
+
+/// As param.show shows bits: `+a,+b`, or `none`.
+fn show_bits(bits: u32) -> String {
+    let on: Vec<String> = FEATURES.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, f)| format!("+{f}")).collect();
+    if on.is_empty() {
+        "none".into()
+    } else {
+        on.join(",")
     }
 }
 
@@ -196,6 +259,8 @@ pub struct Params {
     pub default_keep: f64,
     pub default_ttl: f64,
     pub first_byte_timeout: Duration,
+    /// The `feature` bits (see [`FEATURES`]).
+    pub feature: u32,
     pub brotli_quality: u32,
     pub gzip_buffer: usize,
     pub gzip_level: u32,
@@ -244,6 +309,7 @@ impl Default for Params {
             default_keep: 0.0,
             default_ttl: 0.0,
             first_byte_timeout: Duration::ZERO,
+            feature: DEFAULT_FEATURES,
             brotli_quality: 0,
             gzip_buffer: 0,
             gzip_level: 0,
@@ -285,6 +351,12 @@ impl Params {
     /// Set one parameter by name, validating type and limits.
     pub fn set(&mut self, name: &str, v: &str) -> Result<(), ParamError> {
         let (i, d) = DEFS.iter().enumerate().find(|(_, d)| d.name == name).ok_or_else(|| ParamError::Unknown(name.to_string()))?;
+        if d.kind == Kind::Bits {
+            // Relative to the bits set now, as Varnish's +name and -name.
+            self.feature = parse_bits(v, self.feature, DEFAULT_FEATURES)?;
+            self.texts[i] = show_bits(self.feature);
+            return Ok(());
+        }
         let n = validate(d, v)?;
         let secs = || Duration::from_secs_f64(n.max(0.0));
         match name {
@@ -334,7 +406,18 @@ impl Params {
 
     /// The ESI parser's feature bits.
     pub fn esi_features(&self) -> crate::esi::Features {
-        crate::esi::Features::default()
+        let on = |name| self.feature & feature(name) != 0;
+        crate::esi::Features {
+            disable_xml_check: on("esi_disable_xml_check"),
+            ignore_https: on("esi_ignore_https"),
+            ignore_other_elements: on("esi_ignore_other_elements"),
+            remove_bom: on("esi_remove_bom"),
+        }
+    }
+
+    /// Is the `feature` bit `name` set?
+    pub fn has_feature(&self, name: &str) -> bool {
+        self.feature & feature(name) != 0
     }
 
     /// What the gzip and Brotli coders are set to.
@@ -364,6 +447,7 @@ fn canonical(d: &ParamDef, v: &str, n: f64) -> String {
     match d.kind {
         Kind::Seconds => format!("{n:.3}"),
         Kind::Bool => (if n != 0.0 { "on" } else { "off" }).to_string(),
+        Kind::Bits => show_bits(n as u32),
         Kind::Bytes | Kind::Uint => v.trim().to_string(),
     }
 }
@@ -399,6 +483,23 @@ mod tests {
         assert_eq!(names, sorted, "param.show lists in name order");
         names.dedup();
         assert_eq!(names.len(), DEFS.len());
+    }
+
+    #[test]
+    fn feature_bits_as_varnish_sets_them() {
+        let mut p = Params::default();
+        assert_eq!(p.get("feature"), Some("+validate_headers"));
+        p.set("feature", "+esi_ignore_https,-validate_headers").unwrap();
+        assert_eq!(p.get("feature"), Some("+esi_ignore_https"));
+        assert!(p.esi_features().ignore_https && !p.esi_features().remove_bom);
+        p.set("feature", "+esi_remove_bom").unwrap();
+        assert_eq!(p.get("feature"), Some("+esi_ignore_https,+esi_remove_bom"));
+        p.set("feature", "none").unwrap();
+        assert_eq!(p.get("feature"), Some("none"));
+        p.set("feature", "default").unwrap();
+        assert_eq!(p.get("feature"), Some("+validate_headers"));
+        assert_eq!(p.set("feature", "+bogus").unwrap_err().to_string(), "Unknown feature bit (+bogus)");
+        assert_eq!(p.get("feature"), Some("+validate_headers"), "a refused value changes nothing");
     }
 
     #[test]

@@ -144,17 +144,22 @@ fn sub_req(parent: &Req, url: &str, host: Option<&str>, xid: u32) -> Req {
 }
 
 /// Run the include of `url` for `r`'s page, its body written to `r`'s
-/// output (chunked if the page is). False if writing to the client
-/// failed (the page cannot go on).
+/// output (chunked if the page is). False if the page cannot go on:
+/// writing to the client failed, or (`abort`, with feature
+/// esi_include_onerror) the include's delivery did.
 pub fn include<'a, T: Transport>(
     r: &'a mut Request<'_, T>,
     url: &'a str,
     host: Option<&'a str>,
+    abort: bool,
     chunked: bool,
 ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
     Box::pin(async move {
         let sh = r.sh.clone();
         let depth = sh.params().max_esi_depth;
+        // With feature esi_include_onerror, an include without
+        // onerror="continue" whose delivery fails ends the page.
+        let abort = abort && sh.params().has_feature("esi_include_onerror");
         if r.req.esi_level >= depth {
             r.log.recf(Tag::VclError, LogSide::Client, r.rxid, format_args!("ESI depth limit reach (param max_esi_depth = {depth})"));
             return true;
@@ -197,7 +202,7 @@ pub fn include<'a, T: Transport>(
             cached_body: None,
         };
         let reason = crate::req::run(&mut sub).await;
-        !matches!(reason, Some(Reason::TxError))
+        !matches!(reason, Some(Reason::TxError)) && !(abort && matches!(reason, Some(Reason::RespClose)))
     })
 }
 

@@ -293,11 +293,11 @@ async fn send_esi<T: Transport>(
                 }
             }),
             Instr::Skip(n) => page.take(*n, |_| ()),
-            Instr::Include { url, host, .. } => {
+            Instr::Include { url, host, abort } => {
                 if !g.is_empty() && !g.flush(r.conn.out()).await {
                     return (body_tx, true);
                 }
-                if !include(r, url, host.as_deref(), chunked).await {
+                if !include(r, url, host.as_deref(), *abort, chunked).await {
                     return (body_tx, true);
                 }
             }

@@ -79,6 +79,7 @@ fn param_show(c: &Call) -> Reply {
                     Kind::Seconds => v.parse::<f64>().map(serde_json::Value::from).unwrap_or_else(|_| (*v).into()),
                     Kind::Bytes => params::parse_size(v).map(serde_json::Value::from).unwrap_or_else(|_| (*v).into()),
                     Kind::Uint => v.parse::<u64>().map(serde_json::Value::from).unwrap_or_else(|_| (*v).into()),
+                    Kind::Bits => (*v).into(),
                 };
                 let mut flags = Vec::new();
                 if d.restart {
