@@ -202,7 +202,11 @@ pub fn include<'a, T: Transport>(
             cached_body: None,
         };
         let reason = crate::req::run(&mut sub).await;
-        !matches!(reason, Some(Reason::TxError)) && !(abort && matches!(reason, Some(Reason::RespClose)))
+        match reason {
+            Some(Reason::TxError) => false,
+            Some(Reason::RespClose) => !abort,
+            _ => true,
+        }
     })
 }
 
