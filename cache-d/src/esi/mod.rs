@@ -1,8 +1,8 @@
 //! Edge Side Includes: the parser (`parse`, Varnish's VEP) that turns a
 //! body into instructions once, at fetch, and what delivery needs of them.
 
-pub mod include;
 pub mod parse;
+mod tables;
 
 pub use parse::{Features, Instr, Parser};
 

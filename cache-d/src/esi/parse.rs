@@ -25,36 +25,6 @@ pub struct Features {
     pub remove_bom: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum St {
-    Start,
-    Bom,
-    TestXml,
-    NotXml,
-    NextTag,
-    NotMyTag,
-    StartTag,
-    CommentEsi,
-    Comment,
-    Cdata,
-    EsiTag,
-    EsiEndTag,
-    EsiRemove,
-    EsiInclude,
-    EsiComment,
-    EsiBogon,
-    InTag,
-    TagError,
-    Attr,
-    SkipAttr,
-    AttrDelim,
-    AttrGetVal,
-    AttrVal,
-    Until,
-    MatchBuf,
-    Match,
-}
-
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mark {
     Verbatim,
@@ -68,36 +38,7 @@ enum Doer {
     Comment,
 }
 
-type Table = &'static [(Option<&'static [u8]>, St)];
-
-const MATCH_STARTTAG: Table = &[
-    (Some(b"!--esi"), St::CommentEsi),
-    (Some(b"!---->"), St::NextTag),
-    (Some(b"!--"), St::Comment),
-    (Some(b"/esi:"), St::EsiEndTag),
-    (Some(b"esi:"), St::EsiTag),
-    (Some(b"![CDATA["), St::Cdata),
-    (None, St::NotMyTag),
-];
-const MATCH_ESI: Table =
-    &[(Some(b"include"), St::EsiInclude), (Some(b"remove"), St::EsiRemove), (Some(b"comment"), St::EsiComment), (None, St::EsiBogon)];
-const MATCH_ATTR_INCLUDE: Table = &[(Some(b"src="), St::AttrGetVal), (Some(b"onerror="), St::AttrGetVal), (None, St::SkipAttr)];
-// Varnish 7.1 matches EB BB BF here (the UTF-8 BOM is EF BB BF); kept,
-// so that the same bodies are treated the same.
-const MATCH_BOM: Table = &[(Some(b"\xeb\xbb\xbf"), St::Start), (None, St::Bom)];
-
-fn is_lws(c: u8) -> bool {
-    matches!(c, b' ' | b'\t' | b'\r' | b'\n')
-}
-fn is_sp(c: u8) -> bool {
-    matches!(c, b' ' | b'\t')
-}
-fn is_xml_name_start(c: u8) -> bool {
-    c == b':' || c == b'_' || c.is_ascii_alphabetic() || (0xc0..=0xff).contains(&c) && c != 0xd7 && c != 0xf7
-}
-fn is_xml_name(c: u8) -> bool {
-    is_xml_name_start(c) || c == b'-' || c == b'.' || c.is_ascii_digit() || c == 0xb7
-}
+use super::tables::*;
 
 /// Longest include src kept (a longer one is an error, not memory).
 const MAX_ATTR: usize = 8192;
@@ -345,22 +286,6 @@ impl Parser {
         self.out.push(Instr::Include { url: text(&url), host: host.map(text), abort });
     }
 
-    /// Match `b` against a table: the entry, or None when more input is
-    /// needed to tell.
-    fn lookup(table: Table, b: &[u8]) -> Option<(Option<&'static [u8]>, St)> {
-        for (m, st) in table {
-            let Some(m) = m else { return Some((None, *st)) };
-            let n = m.len().min(b.len());
-            if m[..n] == b[..n] {
-                if n == m.len() {
-                    return Some((Some(*m), *st));
-                }
-                return None;
-            }
-        }
-        None
-    }
-
     /// Parse the next piece of the body.
     pub fn parse(&mut self, piece: &[u8]) {
         if piece.is_empty() {
@@ -375,333 +300,23 @@ impl Parser {
         let e = piece.len();
         let mut p = 0usize;
         while p < e {
-            match self.state {
-                St::Start => {
-                    if self.features.remove_bom && piece[p] == 0xeb {
-                        self.matching = Some(MATCH_BOM);
-                        self.state = St::Match;
-                    } else {
-                        self.state = St::Bom;
-                    }
-                }
-                St::Bom => {
-                    self.mark(&mut ver, p, Mark::Skip);
-                    self.state = if self.features.disable_xml_check { St::NextTag } else { St::TestXml };
-                }
-                St::TestXml => {
-                    while p < e && is_lws(piece[p]) {
-                        p += 1;
-                    }
-                    self.mark(&mut ver, p, Mark::Verbatim);
-                    if p < e && piece[p] == b'<' {
-                        p += 1;
-                        self.state = St::StartTag;
-                    } else if p < e && piece[p] == 0xeb {
-                        self.records.push("No ESI processing, first char not '<' but BOM. (See feature esi_remove_bom)".into());
-                        self.state = St::NotXml;
-                    } else if p < e {
-                        self.records.push("No ESI processing, first char not '<'. (See feature esi_disable_xml_check)".into());
-                        self.state = St::NotXml;
-                    }
-                }
-                St::NotXml => {
-                    p = e;
-                    self.mark(&mut ver, p, Mark::Verbatim);
-                }
-                St::NotMyTag => {
-                    if self.features.ignore_other_elements {
-                        p += 1;
-                        self.state = St::NextTag;
-                    } else {
-                        self.tag_i = 0;
-                        while p < e {
-                            p += 1;
-                            if piece[p - 1] == b'>' {
-                                self.state = St::NextTag;
-                                break;
-                            }
-                        }
-                    }
-                    if p == e && !self.remove {
-                        self.mark(&mut ver, p, Mark::Verbatim);
-                    }
-                }
-                St::NextTag => {
-                    self.emptytag = false;
-                    self.attr = None;
-                    self.dostuff = None;
-                    while p < e && piece[p] != b'<' {
-                        let Some(cmt) = self.esicmt else {
-                            p += 1;
-                            continue;
-                        };
-                        if piece[p] != cmt[self.esicmt_p] {
-                            p += 1;
-                            self.esicmt_p = 0;
-                            continue;
-                        }
-                        if !self.remove && self.esicmt_p == 0 {
-                            self.mark(&mut ver, p, Mark::Verbatim);
-                        }
-                        p += 1;
-                        self.esicmt_p += 1;
-                        if self.esicmt_p == cmt.len() {
-                            self.esi_found = true;
-                            self.esicmt = None;
-                            self.esicmt_p = 0;
-                            // The end of the comment is not sent; what
-                            // came before it is.
-                            self.mark(&mut ver, p, Mark::Skip);
-                        }
-                    }
-                    if p < e {
-                        if !self.remove {
-                            self.mark(&mut ver, p, Mark::Verbatim);
-                        }
-                        p += 1;
-                        self.state = St::StartTag;
-                    } else if self.esicmt_p == 0 && !self.remove {
-                        self.mark(&mut ver, p, Mark::Verbatim);
-                    }
-                }
-                St::StartTag => {
-                    self.endtag = false;
-                    self.matching = Some(MATCH_STARTTAG);
-                    self.state = St::Match;
-                }
-                St::Comment => {
-                    self.esicmt = None;
-                    self.esicmt_p = 0;
-                    (self.until, self.until_p, self.until_s) = (b"-->", 0, St::NextTag);
-                    self.state = St::Until;
-                }
-                St::CommentEsi => {
-                    if self.remove {
-                        self.error("ESI 1.0 Nested <!--esi element in <esi:remove>");
-                    }
-                    self.esicmt = Some(b"-->");
-                    self.esicmt_p = 0;
-                    self.state = St::NextTag;
-                    self.mark(&mut ver, p, Mark::Skip);
-                }
-                St::Cdata => {
-                    (self.until, self.until_p, self.until_s) = (b"]]>", 0, St::NextTag);
-                    self.state = St::Until;
-                }
-                St::EsiEndTag => {
-                    self.endtag = true;
-                    self.state = St::EsiTag;
-                }
-                St::EsiTag => {
-                    self.in_esi_tag = true;
-                    self.esi_found = true;
-                    self.mark(&mut ver, p, Mark::Skip);
-                    self.matching = Some(MATCH_ESI);
-                    self.state = St::Match;
-                }
-                St::EsiInclude => {
-                    if self.remove {
-                        self.error("ESI 1.0 <esi:include> element nested in <esi:remove>");
-                        self.state = St::TagError;
-                    } else if self.endtag {
-                        self.error("ESI 1.0 </esi:include> illegal end-tag");
-                        self.state = St::TagError;
-                    } else {
-                        self.dostuff = Some(Doer::Include);
-                        self.state = St::InTag;
-                        self.attr = Some(MATCH_ATTR_INCLUDE);
-                    }
-                }
-                St::EsiRemove => {
-                    self.dostuff = Some(Doer::Remove);
-                    self.state = St::InTag;
-                }
-                St::EsiComment => {
-                    if self.remove {
-                        self.error("ESI 1.0 <esi:comment> element nested in <esi:remove>");
-                        self.state = St::TagError;
-                    } else if self.endtag {
-                        self.error("ESI 1.0 </esi:comment> illegal end-tag");
-                        self.state = St::TagError;
-                    } else {
-                        self.dostuff = Some(Doer::Comment);
-                        self.state = St::InTag;
-                    }
-                }
-                St::EsiBogon => {
-                    self.error("ESI 1.0 <esi:bogus> element");
-                    self.state = St::TagError;
-                }
-                St::InTag => {
-                    self.tag_i = 0;
-                    while p < e && is_lws(piece[p]) && !self.emptytag {
-                        p += 1;
-                        self.canattr = true;
-                    }
-                    if p < e && piece[p] == b'/' && !self.emptytag {
-                        p += 1;
-                        self.emptytag = true;
-                        self.canattr = false;
-                    }
-                    if p < e && piece[p] == b'>' {
-                        p += 1;
-                        self.mark(&mut ver, p, Mark::Skip);
-                        self.do_stuff(true);
-                        self.in_esi_tag = false;
-                        self.state = St::NextTag;
-                    } else if p < e && self.emptytag {
-                        self.error("XML 1.0 '>' does not follow '/' in tag");
-                        self.state = St::TagError;
-                    } else if p < e && self.canattr && is_xml_name_start(piece[p]) {
-                        self.state = St::Attr;
-                    } else if p < e {
-                        self.error("XML 1.0 Illegal attribute start char");
-                        self.state = St::TagError;
-                    }
-                }
-                St::TagError => {
-                    while p < e && piece[p] != b'>' {
-                        p += 1;
-                    }
-                    if p < e {
-                        p += 1;
-                        self.mark(&mut ver, p, Mark::Skip);
-                        self.in_esi_tag = false;
-                        self.state = St::NextTag;
-                        self.attr_val = None;
-                    }
-                }
-                St::Attr => match self.attr {
-                    None => {
-                        p += 1;
-                        self.state = St::SkipAttr;
-                    }
-                    Some(t) => {
-                        self.matching = Some(t);
-                        self.state = St::Match;
-                    }
-                },
-                St::SkipAttr => {
-                    while p < e && is_xml_name(piece[p]) {
-                        p += 1;
-                    }
-                    if p < e && piece[p] == b'=' {
-                        p += 1;
-                        self.state = St::AttrDelim;
-                    } else if p < e && (piece[p] == b'>' || piece[p] == b'/' || is_sp(piece[p])) {
-                        self.state = St::InTag;
-                    } else if p < e {
-                        self.error("XML 1.0 Illegal attr char");
-                        self.state = St::TagError;
-                    }
-                }
-                St::AttrGetVal => {
-                    self.attr_val = Some(Vec::new());
-                    self.state = St::AttrDelim;
-                }
-                St::AttrDelim => {
-                    if piece[p] == b'"' || piece[p] == b'\'' {
-                        self.attr_delim = piece[p];
-                        p += 1;
-                        self.state = St::AttrVal;
-                    } else if !is_sp(piece[p]) {
-                        self.attr_delim = b' ';
-                        self.state = St::AttrVal;
-                    } else {
-                        self.error("XML 1.0 Illegal attribute delimiter");
-                        self.state = St::TagError;
-                    }
-                }
-                St::AttrVal => {
-                    let d = self.attr_delim;
-                    let start = p;
-                    while p < e && piece[p] != b'>' && piece[p] != d && (d != b' ' || !is_sp(piece[p])) {
-                        p += 1;
-                    }
-                    if let Some(v) = self.attr_val.as_mut() {
-                        let room = MAX_ATTR.saturating_sub(v.len());
-                        v.extend_from_slice(&piece[start..p][..(p - start).min(room)]);
-                    }
-                    if p < e && piece[p] == b'>' {
-                        self.error("XML 1.0 Missing end attribute delimiter");
-                        self.state = St::TagError;
-                        self.attr_delim = 0;
-                        self.attr_val = None;
-                    } else if p < e {
-                        self.attr_delim = 0;
-                        p += 1;
-                        self.state = St::InTag;
-                        if self.attr_val.as_ref().is_some_and(|v| v.len() >= MAX_ATTR) {
-                            self.error("ESI include src= attribute too long");
-                            self.state = St::TagError;
-                            self.attr_val = None;
-                        } else if self.attr_val.is_some() {
-                            self.do_stuff(false);
-                        }
-                    }
-                }
-                St::Match => {
-                    let table = self.matching.unwrap_or(MATCH_STARTTAG);
-                    match Self::lookup(table, &piece[p..]) {
-                        Some((m, st)) => {
-                            self.match_hit = m;
-                            if let Some(m) = m {
-                                p += m.len();
-                            }
-                            self.state = st;
-                            self.matching = None;
-                            self.tag_i = 0;
-                        }
-                        None => {
-                            let rest = &piece[p..];
-                            self.tag[..rest.len()].copy_from_slice(rest);
-                            self.tag_i = rest.len();
-                            self.state = St::MatchBuf;
-                            p = e;
-                        }
-                    }
-                }
-                St::MatchBuf => {
-                    let table = self.matching.unwrap_or(MATCH_STARTTAG);
-                    let i = (self.tag.len() - self.tag_i).min(e - p);
-                    self.tag[self.tag_i..self.tag_i + i].copy_from_slice(&piece[p..p + i]);
-                    match Self::lookup(table, &self.tag[..self.tag_i + i]) {
-                        None => {
-                            self.tag_i += i;
-                            p += i;
-                        }
-                        Some((m, st)) => {
-                            self.match_hit = m;
-                            self.state = st;
-                            if let Some(m) = m {
-                                if m.len() > self.tag_i {
-                                    p += m.len() - self.tag_i;
-                                }
-                            }
-                            self.matching = None;
-                            self.tag_i = 0;
-                        }
-                    }
-                }
-                St::Until => {
-                    while p < e {
-                        let c = piece[p];
-                        p += 1;
-                        if c != self.until[self.until_p] {
-                            self.until_p = 0;
-                        } else {
-                            self.until_p += 1;
-                            if self.until_p == self.until.len() {
-                                self.state = self.until_s;
-                                break;
-                            }
-                        }
-                    }
-                    if p == e && !self.remove {
-                        self.mark(&mut ver, p, Mark::Verbatim);
-                    }
-                }
-            }
+            p = match self.state {
+                St::Start | St::Bom | St::TestXml | St::NotXml => self.prolog(piece, p, &mut ver),
+                St::NotMyTag | St::NextTag | St::Until => self.text(piece, p, &mut ver),
+                St::StartTag
+                | St::Comment
+                | St::CommentEsi
+                | St::Cdata
+                | St::EsiEndTag
+                | St::EsiTag
+                | St::EsiInclude
+                | St::EsiRemove
+                | St::EsiComment
+                | St::EsiBogon => self.tag(p, &mut ver),
+                St::InTag | St::TagError => self.intag(piece, p, &mut ver),
+                St::Attr | St::SkipAttr | St::AttrGetVal | St::AttrDelim | St::AttrVal => self.attrs(piece, p),
+                St::Match | St::MatchBuf => self.matching(piece, p),
+            };
         }
         // Everything given is marked: as skip inside an ESI tag or a
         // remove, else pending until the next piece tells.
@@ -711,6 +326,385 @@ impl Parser {
         } else {
             self.pending(&mut ver, p);
         }
+    }
+
+    /// Section A: the start of the body (BOM, is it XML at all).
+    fn prolog(&mut self, piece: &[u8], mut p: usize, ver: &mut usize) -> usize {
+        let e = piece.len();
+        match self.state {
+            St::Start => {
+                if self.features.remove_bom && piece[p] == 0xeb {
+                    self.matching = Some(MATCH_BOM);
+                    self.state = St::Match;
+                } else {
+                    self.state = St::Bom;
+                }
+            }
+            St::Bom => {
+                self.mark(ver, p, Mark::Skip);
+                self.state = if self.features.disable_xml_check { St::NextTag } else { St::TestXml };
+            }
+            St::TestXml => {
+                while p < e && is_lws(piece[p]) {
+                    p += 1;
+                }
+                self.mark(ver, p, Mark::Verbatim);
+                if p < e && piece[p] == b'<' {
+                    p += 1;
+                    self.state = St::StartTag;
+                } else if p < e && piece[p] == 0xeb {
+                    self.records.push("No ESI processing, first char not '<' but BOM. (See feature esi_remove_bom)".into());
+                    self.state = St::NotXml;
+                } else if p < e {
+                    self.records.push("No ESI processing, first char not '<'. (See feature esi_disable_xml_check)".into());
+                    self.state = St::NotXml;
+                }
+            }
+            St::NotXml => {
+                p = e;
+                self.mark(ver, p, Mark::Verbatim);
+            }
+            _ => unreachable!("state of another section"),
+        }
+        p
+    }
+
+    /// Section B: text between tags, and what skips to a closing string.
+    fn text(&mut self, piece: &[u8], mut p: usize, ver: &mut usize) -> usize {
+        let e = piece.len();
+        match self.state {
+            St::NotMyTag => {
+                if self.features.ignore_other_elements {
+                    p += 1;
+                    self.state = St::NextTag;
+                } else {
+                    self.tag_i = 0;
+                    while p < e {
+                        p += 1;
+                        if piece[p - 1] == b'>' {
+                            self.state = St::NextTag;
+                            break;
+                        }
+                    }
+                }
+                if p == e && !self.remove {
+                    self.mark(ver, p, Mark::Verbatim);
+                }
+            }
+            St::NextTag => {
+                self.emptytag = false;
+                self.attr = None;
+                self.dostuff = None;
+                while p < e && piece[p] != b'<' {
+                    let Some(cmt) = self.esicmt else {
+                        p += 1;
+                        continue;
+                    };
+                    if piece[p] != cmt[self.esicmt_p] {
+                        p += 1;
+                        self.esicmt_p = 0;
+                        continue;
+                    }
+                    if !self.remove && self.esicmt_p == 0 {
+                        self.mark(ver, p, Mark::Verbatim);
+                    }
+                    p += 1;
+                    self.esicmt_p += 1;
+                    if self.esicmt_p == cmt.len() {
+                        self.esi_found = true;
+                        self.esicmt = None;
+                        self.esicmt_p = 0;
+                        // The end of the comment is not sent; what
+                        // came before it is.
+                        self.mark(ver, p, Mark::Skip);
+                    }
+                }
+                if p < e {
+                    if !self.remove {
+                        self.mark(ver, p, Mark::Verbatim);
+                    }
+                    p += 1;
+                    self.state = St::StartTag;
+                } else if self.esicmt_p == 0 && !self.remove {
+                    self.mark(ver, p, Mark::Verbatim);
+                }
+            }
+            St::Until => {
+                while p < e {
+                    let c = piece[p];
+                    p += 1;
+                    if c != self.until[self.until_p] {
+                        self.until_p = 0;
+                    } else {
+                        self.until_p += 1;
+                        if self.until_p == self.until.len() {
+                            self.state = self.until_s;
+                            break;
+                        }
+                    }
+                }
+                if p == e && !self.remove {
+                    self.mark(ver, p, Mark::Verbatim);
+                }
+            }
+
+            _ => unreachable!("state of another section"),
+        }
+        p
+    }
+
+    /// Section C: what a tag turns out to be.
+    fn tag(&mut self, p: usize, ver: &mut usize) -> usize {
+        match self.state {
+            St::StartTag => {
+                self.endtag = false;
+                self.matching = Some(MATCH_STARTTAG);
+                self.state = St::Match;
+            }
+            St::Comment => {
+                self.esicmt = None;
+                self.esicmt_p = 0;
+                (self.until, self.until_p, self.until_s) = (b"-->", 0, St::NextTag);
+                self.state = St::Until;
+            }
+            St::CommentEsi => {
+                if self.remove {
+                    self.error("ESI 1.0 Nested <!--esi element in <esi:remove>");
+                }
+                self.esicmt = Some(b"-->");
+                self.esicmt_p = 0;
+                self.state = St::NextTag;
+                self.mark(ver, p, Mark::Skip);
+            }
+            St::Cdata => {
+                (self.until, self.until_p, self.until_s) = (b"]]>", 0, St::NextTag);
+                self.state = St::Until;
+            }
+            St::EsiEndTag => {
+                self.endtag = true;
+                self.state = St::EsiTag;
+            }
+            St::EsiTag => {
+                self.in_esi_tag = true;
+                self.esi_found = true;
+                self.mark(ver, p, Mark::Skip);
+                self.matching = Some(MATCH_ESI);
+                self.state = St::Match;
+            }
+            St::EsiInclude => {
+                if self.remove {
+                    self.error("ESI 1.0 <esi:include> element nested in <esi:remove>");
+                    self.state = St::TagError;
+                } else if self.endtag {
+                    self.error("ESI 1.0 </esi:include> illegal end-tag");
+                    self.state = St::TagError;
+                } else {
+                    self.dostuff = Some(Doer::Include);
+                    self.state = St::InTag;
+                    self.attr = Some(MATCH_ATTR_INCLUDE);
+                }
+            }
+            St::EsiRemove => {
+                self.dostuff = Some(Doer::Remove);
+                self.state = St::InTag;
+            }
+            St::EsiComment => {
+                if self.remove {
+                    self.error("ESI 1.0 <esi:comment> element nested in <esi:remove>");
+                    self.state = St::TagError;
+                } else if self.endtag {
+                    self.error("ESI 1.0 </esi:comment> illegal end-tag");
+                    self.state = St::TagError;
+                } else {
+                    self.dostuff = Some(Doer::Comment);
+                    self.state = St::InTag;
+                }
+            }
+            St::EsiBogon => {
+                self.error("ESI 1.0 <esi:bogus> element");
+                self.state = St::TagError;
+            }
+            _ => unreachable!("state of another section"),
+        }
+        p
+    }
+
+    /// Section D: inside an ESI tag, and after an error in one.
+    fn intag(&mut self, piece: &[u8], mut p: usize, ver: &mut usize) -> usize {
+        let e = piece.len();
+        match self.state {
+            St::InTag => {
+                self.tag_i = 0;
+                while p < e && is_lws(piece[p]) && !self.emptytag {
+                    p += 1;
+                    self.canattr = true;
+                }
+                if p < e && piece[p] == b'/' && !self.emptytag {
+                    p += 1;
+                    self.emptytag = true;
+                    self.canattr = false;
+                }
+                if p < e && piece[p] == b'>' {
+                    p += 1;
+                    self.mark(ver, p, Mark::Skip);
+                    self.do_stuff(true);
+                    self.in_esi_tag = false;
+                    self.state = St::NextTag;
+                } else if p < e && self.emptytag {
+                    self.error("XML 1.0 '>' does not follow '/' in tag");
+                    self.state = St::TagError;
+                } else if p < e && self.canattr && is_xml_name_start(piece[p]) {
+                    self.state = St::Attr;
+                } else if p < e {
+                    self.error("XML 1.0 Illegal attribute start char");
+                    self.state = St::TagError;
+                }
+            }
+            St::TagError => {
+                while p < e && piece[p] != b'>' {
+                    p += 1;
+                }
+                if p < e {
+                    p += 1;
+                    self.mark(ver, p, Mark::Skip);
+                    self.in_esi_tag = false;
+                    self.state = St::NextTag;
+                    self.attr_val = None;
+                }
+            }
+            _ => unreachable!("state of another section"),
+        }
+        p
+    }
+
+    /// Section E: an ESI tag's attributes.
+    fn attrs(&mut self, piece: &[u8], mut p: usize) -> usize {
+        let e = piece.len();
+        match self.state {
+            St::Attr => match self.attr {
+                None => {
+                    p += 1;
+                    self.state = St::SkipAttr;
+                }
+                Some(t) => {
+                    self.matching = Some(t);
+                    self.state = St::Match;
+                }
+            },
+            St::SkipAttr => {
+                while p < e && is_xml_name(piece[p]) {
+                    p += 1;
+                }
+                if p < e && piece[p] == b'=' {
+                    p += 1;
+                    self.state = St::AttrDelim;
+                } else if p < e && (piece[p] == b'>' || piece[p] == b'/' || is_sp(piece[p])) {
+                    self.state = St::InTag;
+                } else if p < e {
+                    self.error("XML 1.0 Illegal attr char");
+                    self.state = St::TagError;
+                }
+            }
+            St::AttrGetVal => {
+                self.attr_val = Some(Vec::new());
+                self.state = St::AttrDelim;
+            }
+            St::AttrDelim => {
+                if piece[p] == b'"' || piece[p] == b'\'' {
+                    self.attr_delim = piece[p];
+                    p += 1;
+                    self.state = St::AttrVal;
+                } else if !is_sp(piece[p]) {
+                    self.attr_delim = b' ';
+                    self.state = St::AttrVal;
+                } else {
+                    self.error("XML 1.0 Illegal attribute delimiter");
+                    self.state = St::TagError;
+                }
+            }
+            St::AttrVal => {
+                let d = self.attr_delim;
+                let start = p;
+                while p < e && piece[p] != b'>' && piece[p] != d && (d != b' ' || !is_sp(piece[p])) {
+                    p += 1;
+                }
+                if let Some(v) = self.attr_val.as_mut() {
+                    let room = MAX_ATTR.saturating_sub(v.len());
+                    v.extend_from_slice(&piece[start..p][..(p - start).min(room)]);
+                }
+                if p < e && piece[p] == b'>' {
+                    self.error("XML 1.0 Missing end attribute delimiter");
+                    self.state = St::TagError;
+                    self.attr_delim = 0;
+                    self.attr_val = None;
+                } else if p < e {
+                    self.attr_delim = 0;
+                    p += 1;
+                    self.state = St::InTag;
+                    if self.attr_val.as_ref().is_some_and(|v| v.len() >= MAX_ATTR) {
+                        self.error("ESI include src= attribute too long");
+                        self.state = St::TagError;
+                        self.attr_val = None;
+                    } else if self.attr_val.is_some() {
+                        self.do_stuff(false);
+                    }
+                }
+            }
+            _ => unreachable!("state of another section"),
+        }
+        p
+    }
+
+    /// Matching the input against a table, across pieces.
+    fn matching(&mut self, piece: &[u8], mut p: usize) -> usize {
+        let e = piece.len();
+        match self.state {
+            St::Match => {
+                let table = self.matching.unwrap_or(MATCH_STARTTAG);
+                match lookup(table, &piece[p..]) {
+                    Some((m, st)) => {
+                        self.match_hit = m;
+                        if let Some(m) = m {
+                            p += m.len();
+                        }
+                        self.state = st;
+                        self.matching = None;
+                        self.tag_i = 0;
+                    }
+                    None => {
+                        let rest = &piece[p..];
+                        self.tag[..rest.len()].copy_from_slice(rest);
+                        self.tag_i = rest.len();
+                        self.state = St::MatchBuf;
+                        p = e;
+                    }
+                }
+            }
+            St::MatchBuf => {
+                let table = self.matching.unwrap_or(MATCH_STARTTAG);
+                let i = (self.tag.len() - self.tag_i).min(e - p);
+                self.tag[self.tag_i..self.tag_i + i].copy_from_slice(&piece[p..p + i]);
+                match lookup(table, &self.tag[..self.tag_i + i]) {
+                    None => {
+                        self.tag_i += i;
+                        p += i;
+                    }
+                    Some((m, st)) => {
+                        self.match_hit = m;
+                        self.state = st;
+                        if let Some(m) = m {
+                            if m.len() > self.tag_i {
+                                p += m.len() - self.tag_i;
+                            }
+                        }
+                        self.matching = None;
+                        self.tag_i = 0;
+                    }
+                }
+            }
+            _ => unreachable!("state of another section"),
+        }
+        p
     }
 
     /// The body ended: the instructions, if it held any ESI.

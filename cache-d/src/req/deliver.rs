@@ -10,10 +10,10 @@ use tokio::io::AsyncWriteExt;
 
 use crate::cache::body::{Done, ObjBody};
 use crate::cache::{ObjCore, Object};
-use crate::esi::include::{include, Page};
 use crate::esi::{EsiData, Instr};
 use crate::gzip::code::{Dir, Zstream};
 use crate::http1::head::Framing;
+use crate::req::include::Page;
 use crate::req::reason::{close_reason, Reason};
 use crate::req::state::{divert, obj_view, Request, RespHead, Step, With};
 use crate::req::transport::Transport;
@@ -297,7 +297,7 @@ async fn send_esi<T: Transport>(
                 if !g.is_empty() && !g.flush(r.conn.out()).await {
                     return (body_tx, true);
                 }
-                if !include(r, url, host.as_deref(), *abort, chunked).await {
+                if !r.include(url, host.as_deref(), *abort, chunked).await {
                     return (body_tx, true);
                 }
             }

@@ -17,6 +17,7 @@
 
 pub mod contain;
 pub mod deliver;
+pub mod include;
 pub mod lookup;
 pub mod pass;
 pub mod pipe;
@@ -26,7 +27,9 @@ pub mod state;
 pub mod synth;
 pub mod transport;
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use common::counters::C;
@@ -36,9 +39,9 @@ use tokio::sync::watch;
 use self::reason::Reason;
 use self::state::{Request, Sess, Step};
 use self::transport::{ReadErr, Transport};
-use crate::http1::head::HeadError;
+use crate::http1::head::{Framing, HeadError};
 use crate::shared::Shared;
-use crate::util::{now, Secs};
+use crate::util::{now, Clock, Secs};
 
 /// Serve a connection: its requests one after another (keep-alive,
 /// pipelining), logged as Varnish logs a session (`Begin sess`,
@@ -114,6 +117,77 @@ async fn request<T: Transport>(s: &mut Sess, conn: &mut T, head: crate::http1::h
     match recv::admit(s, conn, head, t_start).await {
         Ok(mut r) => run(&mut r).await,
         Err(reason) => Some(reason),
+    }
+}
+
+impl<T: Transport> Request<'_, T> {
+    /// Run an ESI include of `url` for this request's page: the state
+    /// machine again, for a sub-request whose body is written to this one's
+    /// output (chunked if the page is). False if the page cannot go on:
+    /// writing to the client failed, or (`abort`, with feature
+    /// esi_include_onerror) the include's delivery did.
+    pub fn include<'a>(
+        &'a mut self,
+        url: &'a str,
+        host: Option<&'a str>,
+        abort: bool,
+        chunked: bool,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        let r = self;
+        Box::pin(async move {
+            let sh = r.sh.clone();
+            let depth = sh.params().max_esi_depth;
+            // With feature esi_include_onerror, an include without
+            // onerror="continue" whose delivery fails ends the page.
+            let abort = abort && sh.params().has_feature("esi_include_onerror");
+            if r.req.esi_level >= depth {
+                r.log.recf(Tag::VclError, LogSide::Client, r.rxid, format_args!("ESI depth limit reach (param max_esi_depth = {depth})"));
+                return true;
+            }
+            sh.seg.add(C::EsiReq, 1);
+            let xid = sh.next_vxid();
+            r.log.recf(Tag::Link, LogSide::Client, r.rxid, format_args!("req {xid} esi"));
+            let mut log = Batch::with_reclen(sh.params().vsl_reclen);
+            log.recf(Tag::Begin, LogSide::Client, xid, format_args!("req {} esi", r.rxid));
+            let clock = Clock::start(&mut log, LogSide::Client, xid, now());
+            let req = include::sub_req(&r.req, url, host, xid);
+            log.rec(Tag::ReqMethod, LogSide::Client, xid, &req.method);
+            log.rec(Tag::ReqUrl, LogSide::Client, xid, &req.url);
+            log.rec(Tag::ReqProtocol, LogSide::Client, xid, b"HTTP/1.1");
+            for (n, v) in req.headers.iter() {
+                log.rec_parts(Tag::ReqHeader, LogSide::Client, xid, &[n, b": ", v]);
+            }
+            log.rec(Tag::VclUse, LogSide::Client, xid, r.active.name.as_bytes());
+            let active = r.active.clone();
+            let out: &mut (dyn tokio::io::AsyncWrite + Unpin + Send) = r.conn.out();
+            let mut conn = include::EsiConn::new(out, chunked);
+            let mut sub = Request {
+                sess: &mut *r.sess,
+                conn: &mut conn,
+                sh,
+                active,
+                req,
+                log,
+                clock,
+                rxid: xid,
+                hdr_rx: 0,
+                body_rx: 0,
+                keep: true,
+                head_only: false,
+                framing: Framing::None,
+                body_consumed: false,
+                piped: false,
+                hit_pass: false,
+                continue_pending: false,
+                cached_body: None,
+            };
+            let reason = run(&mut sub).await;
+            match reason {
+                Some(Reason::TxError) => false,
+                Some(Reason::RespClose) => !abort,
+                _ => true,
+            }
+        })
     }
 }
 

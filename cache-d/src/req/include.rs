@@ -1,17 +1,14 @@
-//! ESI includes: each a full sub-request through the policy (its own
-//! transaction, linked `req N esi`), whose body goes into its parent's
-//! response where the include stood (Varnish's `ved_include` and its
-//! transport).
+//! ESI includes: the transport of a sub-request (no request to read, its
+//! body written into its page's response where the include stood), the
+//! request it makes (Varnish's `ved_include`), and the page's stored
+//! bytes as delivery walks them. The sub-request itself runs through the
+//! state machine ([`crate::req::state::Request::include`]).
 
-use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use common::counters::C;
-use common::log::vsl::{Batch, Side as LogSide, Tag};
 use tokio::io::AsyncWrite;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -21,9 +18,9 @@ use crate::http1::body::{Moved, Pace};
 use crate::http1::head::{Framing, Head};
 use crate::params::Params;
 use crate::req::reason::Reason;
-use crate::req::state::Request;
 use crate::req::transport::{ReadErr, ReqBody, Transport, Tunnel};
-use crate::util::{now, Clock};
+use std::sync::Arc;
+
 use crate::vcl::model::{Req, TopReq};
 
 /// Where an include's body goes: the parent's output, framed as one
@@ -77,6 +74,13 @@ pub struct EsiConn<'a> {
     out: ChunkOut<'a>,
 }
 
+impl<'a> EsiConn<'a> {
+    /// Writing into `out` (the page's output), chunked if the page is.
+    pub fn new(out: &'a mut (dyn AsyncWrite + Unpin + Send), chunked: bool) -> EsiConn<'a> {
+        EsiConn { out: ChunkOut { inner: out, chunked, frame: BytesMut::new(), framed: 0 } }
+    }
+}
+
 impl ReqBody for EsiConn<'_> {
     async fn copy_body<W: AsyncWrite + Unpin>(&mut self, _: Framing, _: bool, _: &mut W, _: Side, _: Duration) -> Result<Moved, Error> {
         Ok(Moved::default())
@@ -118,7 +122,7 @@ impl<'a> Transport for EsiConn<'a> {
 /// headers, GET of `url` over HTTP/1.1, Host from the src if it named
 /// one, no conditionals, no Range, no body, Accept-Encoding removed (the
 /// page is assembled plain).
-fn sub_req(parent: &Req, url: &str, host: Option<&str>, xid: u32) -> Req {
+pub(crate) fn sub_req(parent: &Req, url: &str, host: Option<&str>, xid: u32) -> Req {
     let mut headers = parent.headers.clone();
     if let Some(h) = host.filter(|h| !h.is_empty()) {
         headers.set("Host", Bytes::copy_from_slice(h.as_bytes()));
@@ -141,73 +145,6 @@ fn sub_req(parent: &Req, url: &str, host: Option<&str>, xid: u32) -> Req {
         top: Some(top),
         ..Req::default()
     }
-}
-
-/// Run the include of `url` for `r`'s page, its body written to `r`'s
-/// output (chunked if the page is). False if the page cannot go on:
-/// writing to the client failed, or (`abort`, with feature
-/// esi_include_onerror) the include's delivery did.
-pub fn include<'a, T: Transport>(
-    r: &'a mut Request<'_, T>,
-    url: &'a str,
-    host: Option<&'a str>,
-    abort: bool,
-    chunked: bool,
-) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
-    Box::pin(async move {
-        let sh = r.sh.clone();
-        let depth = sh.params().max_esi_depth;
-        // With feature esi_include_onerror, an include without
-        // onerror="continue" whose delivery fails ends the page.
-        let abort = abort && sh.params().has_feature("esi_include_onerror");
-        if r.req.esi_level >= depth {
-            r.log.recf(Tag::VclError, LogSide::Client, r.rxid, format_args!("ESI depth limit reach (param max_esi_depth = {depth})"));
-            return true;
-        }
-        sh.seg.add(C::EsiReq, 1);
-        let xid = sh.next_vxid();
-        r.log.recf(Tag::Link, LogSide::Client, r.rxid, format_args!("req {xid} esi"));
-        let mut log = Batch::with_reclen(sh.params().vsl_reclen);
-        log.recf(Tag::Begin, LogSide::Client, xid, format_args!("req {} esi", r.rxid));
-        let clock = Clock::start(&mut log, LogSide::Client, xid, now());
-        let req = sub_req(&r.req, url, host, xid);
-        log.rec(Tag::ReqMethod, LogSide::Client, xid, &req.method);
-        log.rec(Tag::ReqUrl, LogSide::Client, xid, &req.url);
-        log.rec(Tag::ReqProtocol, LogSide::Client, xid, b"HTTP/1.1");
-        for (n, v) in req.headers.iter() {
-            log.rec_parts(Tag::ReqHeader, LogSide::Client, xid, &[n, b": ", v]);
-        }
-        log.rec(Tag::VclUse, LogSide::Client, xid, r.active.name.as_bytes());
-        let active = r.active.clone();
-        let out: &mut (dyn AsyncWrite + Unpin + Send) = r.conn.out();
-        let mut conn = EsiConn { out: ChunkOut { inner: out, chunked, frame: BytesMut::new(), framed: 0 } };
-        let mut sub = Request {
-            sess: &mut *r.sess,
-            conn: &mut conn,
-            sh,
-            active,
-            req,
-            log,
-            clock,
-            rxid: xid,
-            hdr_rx: 0,
-            body_rx: 0,
-            keep: true,
-            head_only: false,
-            framing: Framing::None,
-            body_consumed: false,
-            piped: false,
-            hit_pass: false,
-            continue_pending: false,
-            cached_body: None,
-        };
-        let reason = crate::req::run(&mut sub).await;
-        match reason {
-            Some(Reason::TxError) => false,
-            Some(Reason::RespClose) => !abort,
-            _ => true,
-        }
-    })
 }
 
 /// The body of a page being assembled: the stored (plain) bytes and
