@@ -94,3 +94,83 @@ fn hostile_markup_is_bounded() {
         render(&junk, &i);
     }
 }
+
+mod gzip {
+    use std::io::{Read, Write};
+
+    use bytes::Bytes;
+
+    use super::super::gz::*;
+    use super::super::parse::*;
+    use crate::gzip::bits::scan;
+    use crate::gzip::code::{crc32, crc32_combine, inflate_segment, Settings};
+
+    fn gz(data: &[u8], level: u32) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn gunzip(b: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(b).read_to_end(&mut out).expect("one valid gzip stream");
+        out
+    }
+
+    /// A page kept gzip, assembled as delivery does with a gzip fragment
+    /// spliced in and a plain one in stored blocks, is one valid gzip
+    /// stream of the page; its verbatim segments inflate on their own.
+    #[test]
+    fn gzip_pages_splice_into_one_stream() {
+        let page = b"<html>head <esi:include src=\"/a\"/> middle <esi:remove>gone</esi:remove><esi:include src=\"/b\"/> tail</html>";
+        let mut p = Parser::new(b"/", Features::default());
+        p.parse(page);
+        let instrs = p.finish().0.unwrap();
+        let (body, data) = gzip_page(&[Bytes::from_static(page)], &instrs, &Settings::default());
+        // The stored body is the page, gzipped.
+        let whole: Vec<u8> = body.iter().flat_map(|b| b.iter().copied()).collect();
+        assert_eq!(gunzip(&whole), page);
+        for level in [0, 1, 6, 9] {
+            let frag_a = format!("fragment A at level {level}, ").repeat(40);
+            let frag_b = b"plain B";
+            let ga = gz(frag_a.as_bytes(), level);
+            let bits = scan([&ga[..]]).unwrap();
+            let mut out = GZIP_HDR.to_vec();
+            let (mut crc, mut len) = (crc32(0, &[]), 0u64);
+            let mut at = 0usize;
+            let mut crcs = data.gzip.as_ref().unwrap().iter();
+            let mut plain_out = Vec::new();
+            for i in &data.instrs {
+                match i {
+                    Instr::Verbatim(n) => {
+                        let seg = &whole[at..at + *n as usize];
+                        out.extend_from_slice(seg);
+                        let (c, l) = crcs.next().unwrap();
+                        crc = crc32_combine(crc, *c, *l);
+                        len += l;
+                        inflate_segment(seg, &mut |b| plain_out.extend_from_slice(&b)).unwrap();
+                        at += *n as usize;
+                    }
+                    Instr::Skip(n) => at += *n as usize,
+                    Instr::Include { url, .. } if url == "/a" => {
+                        let (bytes, c, l) = splice(&ga, bits.start, bits.last, bits.stop).unwrap();
+                        out.extend_from_slice(&bytes);
+                        crc = crc32_combine(crc, c, l);
+                        len += l;
+                        plain_out.extend_from_slice(frag_a.as_bytes());
+                    }
+                    Instr::Include { .. } => {
+                        stored_blocks(frag_b, &mut out);
+                        crc = crc32_combine(crc, crc32(0, frag_b), frag_b.len() as u64);
+                        len += frag_b.len() as u64;
+                        plain_out.extend_from_slice(frag_b);
+                    }
+                }
+            }
+            out.extend_from_slice(&tail(crc, len));
+            let want = format!("<html>head {frag_a} middle plain B tail</html>");
+            assert_eq!(String::from_utf8(gunzip(&out)).unwrap(), want, "level {level}");
+            assert_eq!(String::from_utf8(plain_out).unwrap(), want);
+        }
+    }
+}

@@ -324,7 +324,7 @@ fn esi_parse<'a>(sh: &Shared, f: &mut Fetch, url: &[u8], pieces: impl IntoIterat
     }
     sh.seg.add(C::EsiErrors, errors);
     sh.seg.add(C::EsiWarnings, warnings);
-    instrs.map(|instrs| crate::esi::EsiData { instrs })
+    instrs.map(|instrs| crate::esi::EsiData { instrs, gzip: None })
 }
 
 /// The log records of filters that failed: Varnish's zlib error record,

@@ -244,3 +244,78 @@ pub fn join(pieces: &[Bytes]) -> Bytes {
         }
     }
 }
+
+/// A raw deflate stream (no gzip header) compressed segment by segment:
+/// each segment ends with a full flush, so it starts no back-reference
+/// into what came before and can be inflated on its own, or spliced
+/// between other deflate data (an ESI page kept gzip).
+pub struct Segmenter {
+    d: Box<Deflate>,
+    buf: Vec<u8>,
+}
+
+impl Segmenter {
+    pub fn new(s: &Settings) -> Segmenter {
+        let d = Deflate::new_with_config(DeflateConfig {
+            level: s.level.min(9) as i32,
+            window_bits: -15,
+            mem_level: s.memlevel.clamp(1, 9) as i32,
+            ..DeflateConfig::default()
+        });
+        Segmenter { d: Box::new(d), buf: vec![0; 64 * 1024] }
+    }
+
+    /// Compress `input` (in pieces) as one segment, full-flushed, or as
+    /// the end of the stream (`finish`: the final block).
+    pub fn segment<'a>(&mut self, input: impl IntoIterator<Item = &'a [u8]>, finish: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut run = |d: &mut Deflate, mut data: &[u8], flush: DeflateFlush, buf: &mut Vec<u8>| loop {
+            let (i0, o0) = (d.total_in(), d.total_out());
+            let st = d.compress(data, buf, flush);
+            let (used, made) = ((d.total_in() - i0) as usize, (d.total_out() - o0) as usize);
+            out.extend_from_slice(&buf[..made]);
+            data = &data[used..];
+            let done = match st {
+                Ok(Status::StreamEnd) => true,
+                Ok(_) => data.is_empty() && made < buf.len(),
+                Err(_) => true,
+            };
+            if done {
+                return;
+            }
+        };
+        for piece in input {
+            run(&mut self.d, piece, DeflateFlush::NoFlush, &mut self.buf);
+        }
+        run(&mut self.d, &[], if finish { DeflateFlush::Finish } else { DeflateFlush::FullFlush }, &mut self.buf);
+        out
+    }
+}
+
+/// Inflate one full-flushed raw deflate segment (see [`Segmenter`]).
+pub fn inflate_segment(data: &[u8], out: &mut dyn FnMut(Bytes)) -> Result<(), CodeError> {
+    let mut z = Inflate::new(false, 15);
+    let mut input = data;
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        let (i0, o0) = (z.total_in(), z.total_out());
+        let st = z.decompress(input, &mut buf, InflateFlush::SyncFlush).map_err(|_| ours("bad segment", "ESI segment is not deflate data"))?;
+        let (used, made) = ((z.total_in() - i0) as usize, (z.total_out() - o0) as usize);
+        if made > 0 {
+            out(Bytes::copy_from_slice(&buf[..made]));
+        }
+        input = &input[used..];
+        if st == Status::StreamEnd || (input.is_empty() && made < buf.len()) || (used == 0 && made == 0) {
+            return Ok(());
+        }
+    }
+}
+
+/// zlib's crc32 and crc32_combine.
+pub fn crc32(crc: u32, data: &[u8]) -> u32 {
+    zlib_rs::crc32::crc32(crc, data)
+}
+
+pub fn crc32_combine(a: u32, b: u32, len_b: u64) -> u32 {
+    zlib_rs::crc32::crc32_combine(a, b, len_b)
+}
