@@ -226,18 +226,7 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjCore>, ur
                     record: None,
                 });
             }
-            let params = sh.params();
-            let esi = beresp.do_esi && expected != Some(0) && beresp.status != 206;
-            if esi {
-                // The page is parsed whole, plain: a gzip one is stored
-                // gunzipped (Varnish splices gzip ESI; not yet here), no
-                // Brotli copy of the markup, and no streaming (as Varnish).
-                (beresp.do_gunzip, beresp.do_gzip, beresp.do_brotli, beresp.do_stream) = (true, false, false, false);
-            }
-            let plan =
-                crate::gzip::fetch::plan(&mut beresp, expected != Some(0), params.http_gzip_support || esi, params.http_brotli_support);
-            let coder = plan.any().then(|| Coder::new(plan, &params.coding(), &|c| sh.seg.add(c, 1)));
-            let mut coding = coding_for(plan, esi);
+            let (plan, coder, mut coding) = filters(sh, &mut beresp, expected);
             match expected {
                 Some(n) if n <= INLINE_MAX && resp.conn.buf.len() as u64 >= n => {
                     let raw = resp.conn.buf.split_to(n as usize).freeze();
@@ -266,10 +255,10 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjCore>, ur
                             crate::gzip::code::join(&body)
                         }
                     };
+                    let mut inline = inline;
                     if let Some(k) = coding.as_mut().filter(|k| k.esi) {
-                        if let Some(d) = esi_parse(sh, f, url, [&inline[..]]) {
-                            let _ = k.esi_data.set(Arc::new(d));
-                        }
+                        let pieces = vec![inline.clone()];
+                        inline = crate::gzip::code::join(&esi_page(sh, f, url, k, pieces));
                     }
                     Ok(Got {
                         resp: Some(resp),
@@ -305,10 +294,69 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjCore>, ur
     }
 }
 
+/// The filters a fetched body goes through (gzip, Brotli, ESI, as
+/// [`crate::gzip::fetch::plan`] and Varnish's esi filters choose them),
+/// with the header changes they make, and what the object will be.
+fn filters(sh: &Shared, beresp: &mut Beresp, expected: Option<u64>) -> (Plan, Option<Coder>, Option<Box<Coding>>) {
+    let params = sh.params();
+    let esi = beresp.do_esi && expected != Some(0) && beresp.status != 206;
+    // An ESI page is kept gzip when it came gzip (and do_gunzip is
+    // not set) or do_gzip asks for it, as Varnish's esi_gzip.
+    let ce = beresp.headers.get("content-encoding");
+    let (is_gzip, is_plain) = (ce.is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"gzip")), ce.is_none());
+    let gz_esi = esi && params.http_gzip_support && ((is_gzip && !beresp.do_gunzip) || (is_plain && beresp.do_gzip));
+    if esi {
+        // Parsed whole and plain (gunzipped if it came gzip), then
+        // compressed again segment by segment if kept gzip; no
+        // Brotli copy of the markup; no streaming (as Varnish).
+        (beresp.do_gunzip, beresp.do_gzip, beresp.do_brotli, beresp.do_stream) = (true, false, false, false);
+    }
+    let plan = crate::gzip::fetch::plan(beresp, expected != Some(0), params.http_gzip_support || esi, params.http_brotli_support);
+    if gz_esi {
+        let h = &mut beresp.headers;
+        crate::gzip::weaken_etag(h);
+        h.unset("content-length");
+        h.set("Content-Encoding", Bytes::from_static(b"gzip"));
+        crate::gzip::vary_ae(h);
+    }
+    let coder = plan.any().then(|| Coder::new(plan, &params.coding(), &|c| sh.seg.add(c, 1)));
+    let mut coding = coding_for(plan, esi);
+    if let Some(k) = coding.as_mut() {
+        k.gzip |= gz_esi;
+    }
+    (plan, coder, coding)
+}
+
 /// What an object filtered by `plan` (and parsed for ESI) will be,
 /// before its body is in.
 fn coding_for(plan: Plan, esi: bool) -> Option<Box<Coding>> {
     (plan.gzipped() || plan.brotli || esi).then(|| Box::new(Coding { gzip: plan.gzipped(), esi, ..Coding::default() }))
+}
+
+/// An ESI page whole and plain: parsed once, its instructions set; kept
+/// gzip, compressed segment by segment (or whole, with no ESI in it).
+/// Returns the pieces to store.
+fn esi_page(sh: &Shared, f: &mut Fetch, url: &[u8], k: &Coding, plain: Vec<Bytes>) -> Vec<Bytes> {
+    let data = esi_parse(sh, f, url, plain.iter().map(|b| &b[..]));
+    if !k.gzip {
+        if let Some(d) = data {
+            let _ = k.esi_data.set(Arc::new(d));
+        }
+        return plain;
+    }
+    let total: u64 = plain.iter().map(|b| b.len() as u64).sum();
+    let instrs = data.as_ref().map_or_else(|| vec![crate::esi::Instr::Verbatim(total)], |d| d.instrs.clone());
+    let (body, gz) = crate::esi::gz::gzip_page(&plain, &instrs, &sh.params().coding());
+    sh.seg.add(C::NGzip, 1);
+    let bits = crate::gzip::bits::scan(body.iter().map(|b| &b[..])).unwrap_or_default();
+    let _ = k.info.set(crate::gzip::GzipInfo { bits, plain_len: total });
+    let out: u64 = body.iter().map(|b| b.len() as u64).sum();
+    let rec = crate::gzip::record("G F E", total, out, bits);
+    f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, rec.as_bytes());
+    if data.is_some() {
+        let _ = k.esi_data.set(Arc::new(gz));
+    }
+    body
 }
 
 /// Parse a complete plain body for ESI (once, at fetch): its
@@ -441,7 +489,9 @@ async fn stream_body(
         Some(ObjBody::Live(b)) => Some(b.clone()),
         _ => None,
     };
-    let store = Store { body, br: br.as_deref(), cache: &sh.cache, oc };
+    // A page kept gzip is gathered plain on the side, compressed at the end.
+    let scratch = coding.filter(|k| k.esi && k.gzip).map(|_| Body::new(None));
+    let store = Store { body: scratch.as_ref().unwrap_or(body), br: br.as_deref(), cache: &sh.cache, oc, charge: scratch.is_none() };
     let mut sink = BodySink { store: &store, coder: coder.as_mut(), failed: None };
     let moved = http_body::transfer(&mut be, &mut sink, &tr, &mut Vec::new()).await;
     let mut bad = sink.failed.take();
@@ -466,11 +516,15 @@ async fn stream_body(
                 }
             }
             if let Some(k) = coding.filter(|k| k.esi) {
-                // Parsed before the body is marked complete: a delivery
-                // waiting for it finds the instructions there.
-                let pieces = body.chunks_now();
-                if let Some(d) = esi_parse(sh, &mut f, url, pieces.iter().map(|b| &b[..])) {
-                    let _ = k.esi_data.set(Arc::new(d));
+                // Parsed (and compressed, kept gzip) before the body is
+                // marked complete: a delivery waiting for it finds the
+                // instructions there.
+                let plain = scratch.as_ref().map_or_else(|| body.chunks_now(), |s| s.chunks_now());
+                let stored = esi_page(sh, &mut f, url, k, plain);
+                if scratch.is_some() {
+                    for piece in stored {
+                        store.keep(body, piece);
+                    }
                 }
             }
             if let Some(b) = &br {
@@ -513,11 +567,16 @@ struct Store<'a> {
     br: Option<&'a Body>,
     cache: &'a Cache,
     oc: &'a Arc<ObjCore>,
+    /// Pieces kept in `body` are charged to storage (not those of a page
+    /// gathered plain before it is compressed).
+    charge: bool,
 }
 
 impl Store<'_> {
     fn keep(&self, to: &Body, b: Bytes) {
-        self.cache.grow(self.oc, b.len() as u64 + crate::cache::object::CHUNK_OVERHEAD);
+        if self.charge || !std::ptr::eq(to, self.body) {
+            self.cache.grow(self.oc, b.len() as u64 + crate::cache::object::CHUNK_OVERHEAD);
+        }
         to.push(b);
     }
 

@@ -299,7 +299,8 @@ pub fn inflate_segment(data: &[u8], out: &mut dyn FnMut(Bytes)) -> Result<(), Co
     let mut buf = vec![0u8; 32 * 1024];
     loop {
         let (i0, o0) = (z.total_in(), z.total_out());
-        let st = z.decompress(input, &mut buf, InflateFlush::SyncFlush).map_err(|_| ours("bad segment", "ESI segment is not deflate data"))?;
+        let st =
+            z.decompress(input, &mut buf, InflateFlush::SyncFlush).map_err(|_| ours("bad segment", "ESI segment is not deflate data"))?;
         let (used, made) = ((z.total_in() - i0) as usize, (z.total_out() - o0) as usize);
         if made > 0 {
             out(Bytes::copy_from_slice(&buf[..made]));

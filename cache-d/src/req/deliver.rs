@@ -2,18 +2,18 @@
 //! conditionals (304), byte ranges (206/416), HEAD, and streaming the body
 //! while it may still be arriving from the backend.
 
-use std::io::{IoSlice, Write as _};
+use std::io::Write as _;
 
 use bytes::Bytes;
 use smallvec::SmallVec;
-use tokio::io::AsyncWriteExt;
 
 use crate::cache::body::{Done, ObjBody};
 use crate::cache::{ObjCore, Object};
-use crate::esi::{EsiData, Instr};
+use crate::esi::EsiData;
 use crate::gzip::code::{Dir, Zstream};
 use crate::http1::head::Framing;
-use crate::req::include::Page;
+use crate::req::gather::{Gather, MAX_COPIED, MAX_IOV};
+use crate::req::page::{send_esi, send_spliced};
 use crate::req::reason::{close_reason, Reason};
 use crate::req::state::{divert, obj_view, Request, RespHead, Step, With};
 use crate::req::transport::Transport;
@@ -159,14 +159,9 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bo
         let p = r.sh.params();
         (p.http_gzip_support, p.http_brotli_support)
     };
-    let rep = rep(obj, &r.req, gzip, brotli);
-    // An ESI page is delivered once it is whole (it is fetched whole).
-    let esi = match obj.coding.as_deref().filter(|c| c.esi) {
-        None => None,
-        Some(c) => match whole(&obj.body).await {
-            Some(pieces) => c.esi_data.get().cloned().map(|d| (d, pieces)),
-            None => return Step::Synth { status: 503, reason: "Backend fetch failed".into() },
-        },
+    let gzip_client = gzip && crate::gzip::can_gzip(&r.req.headers);
+    let Some((rep, esi, spliced)) = forms(r, obj, gzip, brotli).await else {
+        return Step::Synth { status: 503, reason: "Backend fetch failed".into() };
     };
     let mut resp = Resp {
         status: obj.status,
@@ -229,18 +224,17 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bo
     let hdr_tx = wire.len() as u64;
     // send_timeout bounds the whole response, as in Varnish.
     r.arm_send();
-    let (body_tx, failed) = match esi {
-        Some((data, pieces)) if plan.send_body => send_esi(r, &mut wire, &data, pieces, plan.chunked).await,
+    let (body_tx, failed) = match (esi, spliced) {
+        (Some((data, pieces)), _) if plan.send_body => send_esi(r, &mut wire, &data, pieces, plan.chunked, gzip_client).await,
+        (_, Some(pieces)) if plan.send_body => match send_spliced(r, obj, &pieces).await {
+            Some(sent) => sent,
+            None => send_body(r.conn.out(), &mut wire, body, &plan, gunzip.as_mut()).await,
+        },
         _ => send_body(r.conn.out(), &mut wire, body, &plan, gunzip.as_mut()).await,
     };
     r.sess.wire = wire;
     if let Some(z) = &gunzip {
-        let bits = match (z.ended(), obj.coding.as_deref().and_then(|c| c.info.get())) {
-            (true, Some(i)) => i.bits,
-            _ => Default::default(),
-        };
-        let rec = crate::gzip::record("U D -", z.total_in(), z.total_out(), bits);
-        r.log.rec(Tag::Gzip, LogSide::Client, r.rxid, rec.as_bytes());
+        gunzip_record(r, obj, z);
     }
     r.end((hdr_tx, body_tx));
     if failed {
@@ -249,6 +243,51 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bo
         return Step::Done(Some(Reason::RespClose));
     }
     Step::Done(close_reason(plan.keep, &r.req))
+}
+
+/// The page (whole) an ESI object is, with its instructions.
+type EsiPage = Option<(std::sync::Arc<EsiData>, Vec<Bytes>)>;
+
+/// Which form of the object this request gets, and, waiting for the
+/// object to be whole where that is needed: an ESI page's instructions
+/// and bytes, or a gzip object's bytes to splice into the gzip page it is
+/// included in (one that cannot be is gunzipped and wrapped instead).
+/// None if the object failed.
+async fn forms<'o, T: Transport>(
+    r: &mut Request<'_, T>,
+    obj: &'o Object,
+    gzip: bool,
+    brotli: bool,
+) -> Option<(Rep<'o>, EsiPage, Option<Vec<Bytes>>)> {
+    let mut rep = rep(obj, &r.req, gzip, brotli);
+    // An ESI page is delivered once it is whole (it is fetched whole).
+    let esi = match obj.coding.as_deref().filter(|c| c.esi) {
+        None => None,
+        Some(c) => {
+            // Its instructions are there once it is whole.
+            let pieces = whole(&obj.body).await?;
+            c.esi_data.get().cloned().map(|d| (d, pieces))
+        }
+    };
+    let mut spliced = None;
+    let gzip_obj = obj.coding.as_deref().is_some_and(|c| c.gzip && !c.esi);
+    if esi.is_none() && gzip_obj && r.conn.esi_gzip().is_some() {
+        spliced = whole(&obj.body).await;
+        if spliced.is_none() || obj.coding.as_deref().is_some_and(|c| c.info.get().is_none()) {
+            (spliced, rep) = (None, Rep::Gunzip);
+        }
+    }
+    Some((rep, esi, spliced))
+}
+
+/// The `U D -` record of a delivery gunzip.
+fn gunzip_record<T: Transport>(r: &mut Request<'_, T>, obj: &Object, z: &Zstream) {
+    let bits = match (z.ended(), obj.coding.as_deref().and_then(|c| c.info.get())) {
+        (true, Some(i)) => i.bits,
+        _ => Default::default(),
+    };
+    let rec = crate::gzip::record("U D -", z.total_in(), z.total_out(), bits);
+    r.log.rec(Tag::Gzip, LogSide::Client, r.rxid, rec.as_bytes());
 }
 
 /// A body's chunks once it is complete (waiting for the fetch); None if
@@ -263,57 +302,6 @@ async fn whole(body: &ObjBody) -> Option<Vec<Bytes>> {
             Err(()) => return None,
         }
     }
-}
-
-/// An ESI page: its verbatim bytes, each include's body where the
-/// include stood (sub-requests written straight to the client, in order),
-/// chunked if planned. Returns the page's own bytes and whether it failed.
-async fn send_esi<T: Transport>(
-    r: &mut Request<'_, T>,
-    wire: &mut Vec<u8>,
-    data: &EsiData,
-    pieces: Vec<Bytes>,
-    chunked: bool,
-) -> (u64, bool) {
-    let mut page = Page::new(pieces);
-    let mut g = Gather { wire, segs: SmallVec::new(), mark: 0 };
-    let mut body_tx = 0u64;
-    for i in &data.instrs {
-        match i {
-            Instr::Verbatim(n) => page.take(*n, |part| {
-                if chunked {
-                    let _ = write!(g.wire, "{:x}\r\n", part.len());
-                    body_tx += 2;
-                }
-                body_tx += part.len() as u64;
-                g.piece(part);
-                if chunked {
-                    g.wire.extend_from_slice(b"\r\n");
-                    body_tx += 2;
-                }
-            }),
-            Instr::Skip(n) => page.take(*n, |_| ()),
-            Instr::Include { url, host, abort } => {
-                if !g.is_empty() && !g.flush(r.conn.out()).await {
-                    return (body_tx, true);
-                }
-                if !r.include(url, host.as_deref(), *abort, chunked).await {
-                    return (body_tx, true);
-                }
-            }
-        }
-        if (g.segs.len() >= MAX_IOV || g.wire.len() >= MAX_COPIED) && !g.flush(r.conn.out()).await {
-            return (body_tx, true);
-        }
-    }
-    if chunked {
-        g.wire.extend_from_slice(b"0\r\n\r\n");
-        body_tx += 5;
-    }
-    if !g.is_empty() && !g.flush(r.conn.out()).await {
-        return (body_tx, true);
-    }
-    (body_tx, false)
 }
 
 /// Status, headers and framing: 304 for a matching conditional, 206 or
@@ -368,86 +356,6 @@ fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o Resp, head_only: bool, keep: 
     p
 }
 
-/// Body pieces smaller than this are copied next to the head and the
-/// chunk framing; larger ones go out from storage as they are.
-const COPY_BELOW: usize = 1024;
-/// Pieces gathered into one vectored write at most.
-const MAX_IOV: usize = 64;
-/// Small pieces copied together at most before they are sent.
-const MAX_COPIED: usize = 64 * 1024;
-
-/// What is ready to go out, in order: small bytes in `wire` (the head,
-/// chunk framing, small pieces) and stored body pieces, sent together
-/// with vectored writes, so a hit's body is never copied on its way to
-/// the socket.
-struct Gather<'w> {
-    wire: &'w mut Vec<u8>,
-    /// Inline for the usual few pieces: a hit allocates none.
-    segs: SmallVec<[Seg; 8]>,
-    /// Bytes of `wire` that `segs` already cover.
-    mark: usize,
-}
-
-enum Seg {
-    Wire(usize, usize),
-    Data(Bytes),
-}
-
-impl Gather<'_> {
-    fn piece(&mut self, b: Bytes) {
-        if b.len() < COPY_BELOW {
-            self.wire.extend_from_slice(&b);
-            return;
-        }
-        self.cut();
-        self.segs.push(Seg::Data(b));
-    }
-
-    /// The bytes added to `wire` since the last piece become a segment.
-    fn cut(&mut self) {
-        if self.wire.len() > self.mark {
-            self.segs.push(Seg::Wire(self.mark, self.wire.len()));
-            self.mark = self.wire.len();
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.segs.is_empty() && self.wire.is_empty()
-    }
-
-    /// Write everything gathered (within the response's send deadlines);
-    /// false if it failed or timed out.
-    async fn flush<W: tokio::io::AsyncWrite + Unpin>(&mut self, out: &mut W) -> bool {
-        self.cut();
-        let ok = {
-            let wire = &self.wire[..];
-            let mut iov: SmallVec<[IoSlice<'_>; 8]> = self
-                .segs
-                .iter()
-                .map(|s| match s {
-                    Seg::Wire(a, b) => IoSlice::new(&wire[*a..*b]),
-                    Seg::Data(d) => IoSlice::new(d),
-                })
-                .collect();
-            write_all_vectored(out, &mut iov).await
-        };
-        self.segs.clear();
-        self.wire.clear();
-        self.mark = 0;
-        ok
-    }
-}
-
-async fn write_all_vectored<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, mut iov: &mut [IoSlice<'_>]) -> bool {
-    while !iov.is_empty() {
-        match out.write_vectored(iov).await {
-            Ok(0) | Err(_) => return false,
-            Ok(n) => IoSlice::advance_slices(&mut iov, n),
-        }
-    }
-    true
-}
-
 /// Send the head already in `wire` and the body (the planned span of it,
 /// chunked if planned), as it becomes available. Returns the body bytes
 /// sent and whether the delivery failed.
@@ -458,7 +366,7 @@ async fn send_body<W: tokio::io::AsyncWrite + Unpin>(
     plan: &Plan<'_>,
     gunzip: Option<&mut Zstream>,
 ) -> (u64, bool) {
-    let mut g = Gather { wire, segs: SmallVec::new(), mark: 0 };
+    let mut g = Gather::new(wire);
     let (mut body_tx, mut failed) = if plan.send_body { send_parts(out, &mut g, body, plan, gunzip).await } else { (0, false) };
     if plan.chunked && !failed {
         g.wire.extend_from_slice(b"0\r\n\r\n");

@@ -18,7 +18,7 @@ use crate::http1::body::{Moved, Pace};
 use crate::http1::head::{Framing, Head};
 use crate::params::Params;
 use crate::req::reason::Reason;
-use crate::req::transport::{ReadErr, ReqBody, Transport, Tunnel};
+use crate::req::transport::{GzAcc, ReadErr, ReqBody, Transport, Tunnel};
 use std::sync::Arc;
 
 use crate::vcl::model::{Req, TopReq};
@@ -28,6 +28,8 @@ use crate::vcl::model::{Req, TopReq};
 pub struct ChunkOut<'a> {
     inner: &'a mut (dyn AsyncWrite + Unpin + Send),
     chunked: bool,
+    /// Inside a gzip page: what the include adds to its stream.
+    gz: Option<GzAcc>,
     /// Bytes of the current chunk's frame still to write, then of the
     /// data, then of its CRLF (a write is framed whole or not at all).
     frame: BytesMut,
@@ -37,15 +39,30 @@ pub struct ChunkOut<'a> {
 impl AsyncWrite for ChunkOut<'_> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
         let this = &mut *self;
-        if !this.chunked || buf.is_empty() {
+        let stored = this.gz.as_ref().is_some_and(|g| g.stored);
+        if (!this.chunked && !stored) || buf.is_empty() {
             return Pin::new(&mut *this.inner).poll_write(cx, buf);
         }
-        // One chunk per write: frame, data, CRLF, written whole before
-        // the write is reported done.
+        // One piece per write: in stored deflate blocks inside a gzip
+        // page, as a chunk of a chunked one, written whole before the
+        // write is reported done.
         if this.frame.is_empty() {
-            this.frame.extend_from_slice(format!("{:x}\r\n", buf.len()).as_bytes());
-            this.frame.extend_from_slice(buf);
-            this.frame.extend_from_slice(b"\r\n");
+            let mut data = Vec::new();
+            let payload: &[u8] = match this.gz.as_mut().filter(|g| g.stored) {
+                Some(g) => {
+                    g.add(crate::gzip::code::crc32(0, buf), buf.len() as u64);
+                    crate::esi::gz::stored_blocks(buf, &mut data);
+                    &data
+                }
+                None => buf,
+            };
+            if this.chunked {
+                this.frame.extend_from_slice(format!("{:x}\r\n", payload.len()).as_bytes());
+            }
+            this.frame.extend_from_slice(payload);
+            if this.chunked {
+                this.frame.extend_from_slice(b"\r\n");
+            }
             this.framed = buf.len();
         }
         while !this.frame.is_empty() {
@@ -75,9 +92,15 @@ pub struct EsiConn<'a> {
 }
 
 impl<'a> EsiConn<'a> {
-    /// Writing into `out` (the page's output), chunked if the page is.
-    pub fn new(out: &'a mut (dyn AsyncWrite + Unpin + Send), chunked: bool) -> EsiConn<'a> {
-        EsiConn { out: ChunkOut { inner: out, chunked, frame: BytesMut::new(), framed: 0 } }
+    /// Writing into `out` (the page's output), chunked if the page is, and
+    /// into its gzip stream if `gz`.
+    pub fn new(out: &'a mut (dyn AsyncWrite + Unpin + Send), chunked: bool, gz: bool) -> EsiConn<'a> {
+        EsiConn { out: ChunkOut { inner: out, chunked, gz: gz.then(GzAcc::new), frame: BytesMut::new(), framed: 0 } }
+    }
+
+    /// What the include added to the page's gzip stream.
+    pub fn gz(&self) -> Option<(u32, u64)> {
+        self.out.gz.as_ref().map(|g| (g.crc, g.len))
     }
 }
 
@@ -108,6 +131,9 @@ impl<'a> Transport for EsiConn<'a> {
     fn out(&mut self) -> &mut ChunkOut<'a> {
         &mut self.out
     }
+    fn esi_gzip(&mut self) -> Option<&mut GzAcc> {
+        self.out.gz.as_mut()
+    }
     async fn prefill(&mut self, _: Framing, _: usize, _: Duration) -> Result<(), Error> {
         Ok(())
     }
@@ -120,15 +146,19 @@ impl<'a> Transport for EsiConn<'a> {
 
 /// The request an include makes (Varnish's `ved_include`): the parent's
 /// headers, GET of `url` over HTTP/1.1, Host from the src if it named
-/// one, no conditionals, no Range, no body, Accept-Encoding removed (the
-/// page is assembled plain).
-pub(crate) fn sub_req(parent: &Req, url: &str, host: Option<&str>, xid: u32) -> Req {
+/// one, no conditionals, no Range, no body, Accept-Encoding: gzip inside
+/// a gzip page and none otherwise.
+pub(crate) fn sub_req(parent: &Req, url: &str, host: Option<&str>, xid: u32, gzip: bool) -> Req {
     let mut headers = parent.headers.clone();
     if let Some(h) = host.filter(|h| !h.is_empty()) {
         headers.set("Host", Bytes::copy_from_slice(h.as_bytes()));
     }
     for h in ["if-modified-since", "if-none-match", "range", "accept-encoding", "content-length", "transfer-encoding"] {
         headers.unset(h);
+    }
+    // Inside a gzip page an include asks for gzip, as Varnish's does.
+    if gzip {
+        headers.set("Accept-Encoding", Bytes::from_static(b"gzip"));
     }
     let top = parent.top.clone().unwrap_or_else(|| {
         Arc::new(TopReq { method: parent.method.clone(), url: parent.url.clone(), minor: parent.minor, headers: parent.headers.clone() })

@@ -17,8 +17,10 @@
 
 pub mod contain;
 pub mod deliver;
+pub mod gather;
 pub mod include;
 pub mod lookup;
+pub mod page;
 pub mod pass;
 pub mod pipe;
 pub mod reason;
@@ -123,16 +125,19 @@ async fn request<T: Transport>(s: &mut Sess, conn: &mut T, head: crate::http1::h
 impl<T: Transport> Request<'_, T> {
     /// Run an ESI include of `url` for this request's page: the state
     /// machine again, for a sub-request whose body is written to this one's
-    /// output (chunked if the page is). False if the page cannot go on:
-    /// writing to the client failed, or (`abort`, with feature
-    /// esi_include_onerror) the include's delivery did.
+    /// output (chunked if the page is; into its gzip stream if `gz`).
+    /// False if the page cannot go on: writing to the client failed, or
+    /// (`abort`, with feature esi_include_onerror) the include's delivery
+    /// did. With `gz`, also the CRC and length its deflate data stands for.
+    #[allow(clippy::type_complexity)]
     pub fn include<'a>(
         &'a mut self,
         url: &'a str,
         host: Option<&'a str>,
         abort: bool,
         chunked: bool,
-    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        gz: bool,
+    ) -> Pin<Box<dyn Future<Output = (bool, Option<(u32, u64)>)> + Send + 'a>> {
         let r = self;
         Box::pin(async move {
             let sh = r.sh.clone();
@@ -142,7 +147,7 @@ impl<T: Transport> Request<'_, T> {
             let abort = abort && sh.params().has_feature("esi_include_onerror");
             if r.req.esi_level >= depth {
                 r.log.recf(Tag::VclError, LogSide::Client, r.rxid, format_args!("ESI depth limit reach (param max_esi_depth = {depth})"));
-                return true;
+                return (true, None);
             }
             sh.seg.add(C::EsiReq, 1);
             let xid = sh.next_vxid();
@@ -150,7 +155,7 @@ impl<T: Transport> Request<'_, T> {
             let mut log = Batch::with_reclen(sh.params().vsl_reclen);
             log.recf(Tag::Begin, LogSide::Client, xid, format_args!("req {} esi", r.rxid));
             let clock = Clock::start(&mut log, LogSide::Client, xid, now());
-            let req = include::sub_req(&r.req, url, host, xid);
+            let req = include::sub_req(&r.req, url, host, xid, gz);
             log.rec(Tag::ReqMethod, LogSide::Client, xid, &req.method);
             log.rec(Tag::ReqUrl, LogSide::Client, xid, &req.url);
             log.rec(Tag::ReqProtocol, LogSide::Client, xid, b"HTTP/1.1");
@@ -160,7 +165,7 @@ impl<T: Transport> Request<'_, T> {
             log.rec(Tag::VclUse, LogSide::Client, xid, r.active.name.as_bytes());
             let active = r.active.clone();
             let out: &mut (dyn tokio::io::AsyncWrite + Unpin + Send) = r.conn.out();
-            let mut conn = include::EsiConn::new(out, chunked);
+            let mut conn = include::EsiConn::new(out, chunked, gz);
             let mut sub = Request {
                 sess: &mut *r.sess,
                 conn: &mut conn,
@@ -182,11 +187,13 @@ impl<T: Transport> Request<'_, T> {
                 cached_body: None,
             };
             let reason = run(&mut sub).await;
-            match reason {
+            drop(sub);
+            let ok = match reason {
                 Some(Reason::TxError) => false,
                 Some(Reason::RespClose) => !abort,
                 _ => true,
-            }
+            };
+            (ok, conn.gz())
         })
     }
 }

@@ -75,6 +75,11 @@ pub trait Transport: ReqBody + Send {
     fn arm_send(&mut self, total: Duration, idle: Duration);
     /// The response's byte sink.
     fn out(&mut self) -> &mut Self::Out;
+    /// For an ESI include inside a gzip page: what its body adds to the
+    /// page's gzip stream (None everywhere else).
+    fn esi_gzip(&mut self) -> Option<&mut GzAcc> {
+        None
+    }
     /// Read until `limit` bytes of the body (or all of a smaller one) are
     /// buffered.
     async fn prefill(&mut self, framing: Framing, limit: usize, read_timeout: Duration) -> Result<(), Error>;
@@ -83,6 +88,34 @@ pub trait Transport: ReqBody + Send {
     async fn tunnel(&mut self, backend: &mut TcpStream, idle: Duration) -> Tunnel;
     /// The session is over: close the connection.
     async fn close(&mut self);
+}
+
+/// What an include adds to a gzip page: the CRC and length of the plain
+/// bytes its deflate data stands for; with `stored`, whatever it writes
+/// is plain and is sent as stored deflate blocks (counted here).
+#[derive(Debug)]
+pub struct GzAcc {
+    pub crc: u32,
+    pub len: u64,
+    pub stored: bool,
+}
+
+impl GzAcc {
+    pub fn new() -> GzAcc {
+        GzAcc { crc: crate::gzip::code::crc32(0, &[]), len: 0, stored: true }
+    }
+
+    /// Deflate data standing for `len` plain bytes with this CRC went out.
+    pub fn add(&mut self, crc: u32, len: u64) {
+        self.crc = crate::gzip::code::crc32_combine(self.crc, crc, len);
+        self.len += len;
+    }
+}
+
+impl Default for GzAcc {
+    fn default() -> GzAcc {
+        GzAcc::new()
+    }
 }
 
 /// A request body read into memory (std.cache_req_body): it can be sent

@@ -68,3 +68,30 @@ fn hostile_pages_are_bounded_and_the_child_lives() {
     assert!(t.elapsed() < std::time::Duration::from_secs(30), "{:?}", t.elapsed());
     assert_eq!(counter(&stat(&d.dir), "MGT.child_start"), Some(1));
 }
+
+#[test]
+fn a_large_page_kept_gzip_reads_the_same_to_every_client() {
+    use std::io::Read;
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    // do_gzip on a plain page: kept gzip; 2,000 includes make it larger
+    // than what comes with the head, so it streams in.
+    let src = VCL.replace("set beresp.do_esi = true;", "set beresp.do_esi = true; set beresp.do_gzip = true;");
+    let vcl = vcl_src(tmp.path(), "esi-gz.vcl", &src, origin.port);
+    let d = Daemon::start_args(&tmp.path().join("i"), &["-f", vcl.to_str().unwrap()]);
+    let url = "/esi/2000?max_age=600&frag_size=20";
+    let mut c = Client::connect(d.port);
+    let gz = c.get(url, "Accept-Encoding: gzip\r\n");
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    let mut unzipped = Vec::new();
+    flate2::read::GzDecoder::new(&gz.body[..]).read_to_end(&mut unzipped).expect("one valid gzip stream");
+    let plain = c.get(url, "");
+    assert_eq!(plain.header("content-encoding"), None);
+    assert_eq!(unzipped, plain.body);
+    assert_eq!(String::from_utf8_lossy(&plain.body).matches("<div id=").count(), 2000);
+    assert!(!String::from_utf8_lossy(&plain.body).contains("esi:include"));
+    if have("varnishd") {
+        let v = Varnishd::start_vcl(&tmp.path().join("v"), &vcl);
+        assert_eq!(Client::connect(v.port).get(url, "").body, plain.body, "varnishd assembles the same page");
+    }
+}
