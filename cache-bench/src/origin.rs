@@ -214,8 +214,12 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
         let frag = num(&req, "frag_size").ok().flatten().unwrap_or(100).min(MAX_SIZE);
         let age = max_age.map(|a| format!("&max_age={a}")).unwrap_or_default();
         let mut page = String::from("<html><body>\n");
+        // loop=1: every include is the page itself (a hostile page).
+        let own = format!("/esi/{n}?loop=1{age}").replace('&', "&amp;");
+        let looped = query(&req, "loop").is_some();
         for i in 0..n {
-            page.push_str(&format!("<div id=\"f{i}\"><esi:include src=\"/text/{frag}?f={i}{age}\"/></div>\n"));
+            let src = if looped { own.clone() } else { format!("/text/{frag}?f={i}{}", age.replace('&', "&amp;")) };
+            page.push_str(&format!("<div id=\"f{i}\"><esi:include src=\"{src}\"/></div>\n"));
         }
         page.push_str("</body></html>\n");
         stats.bytes.fetch_add(page.len() as u64, Ordering::Relaxed);

@@ -173,6 +173,7 @@ pub(crate) fn sub_req(parent: &Req, url: &str, host: Option<&str>, xid: u32, gzi
         xid,
         esi_level: parent.esi_level + 1,
         top: Some(top),
+        esi_includes: parent.esi_includes.clone(),
         ..Req::default()
     }
 }

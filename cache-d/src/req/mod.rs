@@ -122,6 +122,10 @@ async fn request<T: Transport>(s: &mut Sess, conn: &mut T, head: crate::http1::h
     }
 }
 
+/// Includes one client request may make in all (cachekit's bound; Varnish
+/// bounds only their depth).
+pub const MAX_ESI_INCLUDES: u32 = 20_000;
+
 impl<T: Transport> Request<'_, T> {
     /// Run an ESI include of `url` for this request's page: the state
     /// machine again, for a sub-request whose body is written to this one's
@@ -147,6 +151,18 @@ impl<T: Transport> Request<'_, T> {
             let abort = abort && sh.params().has_feature("esi_include_onerror");
             if r.req.esi_level >= depth {
                 r.log.recf(Tag::VclError, LogSide::Client, r.rxid, format_args!("ESI depth limit reach (param max_esi_depth = {depth})"));
+                return (true, None);
+            }
+            // A page's whole tree of includes is bounded too: breadth
+            // times depth could otherwise make billions of them.
+            let count = r.req.esi_includes.get_or_insert_with(Default::default).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if count >= MAX_ESI_INCLUDES {
+                r.log.recf(
+                    Tag::VclError,
+                    LogSide::Client,
+                    r.rxid,
+                    format_args!("ESI include left out: {MAX_ESI_INCLUDES} includes for one request"),
+                );
                 return (true, None);
             }
             sh.seg.add(C::EsiReq, 1);

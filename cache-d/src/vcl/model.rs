@@ -95,6 +95,9 @@ pub struct Req {
     /// For an ESI include: the top request's method, URL, protocol and
     /// headers (req_top.*); None on the top request itself.
     pub top: Option<std::sync::Arc<TopReq>>,
+    /// Includes made for the client's request so far, shared by all its
+    /// ESI sub-requests (a bound on a page's whole tree).
+    pub esi_includes: Option<std::sync::Arc<std::sync::atomic::AtomicU32>>,
 }
 
 /// The request an ESI include was made for (VCL's `req_top`).

@@ -66,6 +66,17 @@ fn hostile_pages_are_bounded_and_the_child_lives() {
     assert_eq!(r.status, 200);
     assert_eq!(String::from_utf8_lossy(&r.body).matches("<div id=").count(), 10_000);
     assert!(t.elapsed() < std::time::Duration::from_secs(30), "{:?}", t.elapsed());
+    // A page of 20 includes of itself, five deep, would be 3.2 million
+    // includes: the tree stops at its bound, in time.
+    let t = std::time::Instant::now();
+    let mut c = Client::connect(d.port);
+    c.send_raw(b"GET /esi/20?loop=1&max_age=600 HTTP/1.1\r\nHost: x\r\n\r\n");
+    let r = c.read_response(false).expect("a whole response");
+    assert_eq!(r.status, 200);
+    assert!(t.elapsed() < std::time::Duration::from_secs(60), "{:?}", t.elapsed());
+    // (The 10,000 of the first page count too: this one makes the rest.)
+    let made = counter(&stat(&d.dir), "MAIN.esi_req").unwrap();
+    assert_eq!(made, 10_000 + cache_d::req::MAX_ESI_INCLUDES as u64, "{made} includes");
     assert_eq!(counter(&stat(&d.dir), "MGT.child_start"), Some(1));
 }
 
