@@ -73,6 +73,18 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
         r.body_consumed = true;
     }
     match fetched {
+        // beresp.do_esi on a pass: the page read whole, parsed, and
+        // delivered from a private object like any ESI page.
+        Fetched::Resp { mut resp, beresp, life, .. } if beresp.do_esi && beresp.status != 206 => {
+            match read_ahead(&mut resp, fetch.timeout(2)).await {
+                Ok(()) => esi_page(r, fetch, resp, beresp, life),
+                Err(e) => {
+                    fetch.error(&e);
+                    drop(fetch);
+                    Step::Synth { status: 503, reason: "Backend fetch failed".into() }
+                }
+            }
+        }
         // beresp.do_stream = false: the whole body first (a body that
         // fails is a 503, as Varnish), then delivered with its length.
         Fetched::Resp { mut resp, beresp, .. } if !beresp.do_stream => match read_ahead(&mut resp, fetch.timeout(2)).await {
@@ -178,6 +190,65 @@ async fn coded_transfer<T: Transport>(
             Ok(m)
         }
     }
+}
+
+/// A pass's ESI page, read whole: gunzipped if it came gzip, parsed, kept
+/// as a private object (never in the cache) and delivered as one.
+fn esi_page<T: Transport>(
+    r: &mut Request<'_, T>,
+    fetch: Fetch,
+    mut resp: Response,
+    mut beresp: Beresp,
+    life: crate::cache::ttl::Lifetime,
+) -> Step {
+    use crate::cache::{body::ObjBody, Kind, ObjHeaders, Object};
+    let n = match resp.framing {
+        Framing::Length(n) => n as usize,
+        _ => 0,
+    };
+    let raw = resp.conn.buf.split_to(n.min(resp.conn.buf.len())).freeze();
+    let bxid = fetch.vxid;
+    let reusable = !resp.spent && resp.head.minor > 0 && !resp.head.has_token("connection", "close");
+    fetch.done(Some(raw.len() as u64), Some((resp.conn, reusable)));
+    let gzip = beresp.headers.get("content-encoding").is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"gzip"));
+    let plain = if gzip {
+        let mut out = Vec::new();
+        let mut z = crate::gzip::code::Zstream::new(crate::gzip::code::Dir::Gunzip, &r.sh.params().coding());
+        r.sh.seg.add(C::NGunzip, 1);
+        if z.feed(&raw, true, &mut |b| out.push(b)).is_err() {
+            return Step::Synth { status: 503, reason: "Backend fetch failed".into() };
+        }
+        beresp.headers.unset("content-encoding");
+        crate::gzip::weaken_etag(&mut beresp.headers);
+        crate::gzip::code::join(&out)
+    } else {
+        raw
+    };
+    let mut p = crate::esi::Parser::new(&r.req.url, r.sh.params().esi_features());
+    p.parse(&plain);
+    let (instrs, records, errors, warnings) = p.finish();
+    for rec in &records {
+        r.log.rec(Tag::EsiXmlerror, LogSide::Client, r.rxid, rec.as_bytes());
+    }
+    r.sh.seg.add(C::EsiErrors, errors);
+    r.sh.seg.add(C::EsiWarnings, warnings);
+    let coding = crate::gzip::Coding { esi: true, ..Default::default() };
+    if let Some(instrs) = instrs {
+        let _ = coding.esi_data.set(std::sync::Arc::new(crate::esi::EsiData { instrs, gzip: None }));
+    }
+    let pairs = beresp.headers.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"content-length"));
+    let obj = Object {
+        vxid: bxid,
+        status: beresp.status,
+        headers: ObjHeaders::from_pairs(&beresp.reason, pairs),
+        body: ObjBody::Whole(plain),
+        life,
+        kind: Kind::Normal,
+        vary: None,
+        coding: Some(Box::new(coding)),
+    };
+    r.stamp("Fetch");
+    Step::Deliver { oc: r.sh.cache.private(obj), hit: false }
 }
 
 /// Read the whole body of `resp` into its connection's buffer, so that it
