@@ -221,6 +221,11 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
             let src = if looped { own.clone() } else { format!("/text/{frag}?f={i}{}", age.replace('&', "&amp;")) };
             page.push_str(&format!("<div id=\"f{i}\"><esi:include src=\"{src}\"/></div>\n"));
         }
+        // bad=1: ESI errors and warnings a parser must report.
+        if query(&req, "bad").is_some() {
+            page.push_str("<esi:bogus/><esi:include/><esi:include src=\"/text/1\"><esi:include src=\"https://x/y\"/>");
+            page.push_str("<esi:comment text=\"c\"><esi:remove/></esi:include><esi:include src=\"a b\"/>\n");
+        }
         page.push_str("</body></html>\n");
         stats.bytes.fetch_add(page.len() as u64, Ordering::Relaxed);
         let mut r = text(status, page);

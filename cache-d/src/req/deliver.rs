@@ -168,7 +168,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bo
         reason: obj.reason(),
         headers: obj.headers.to_headers(),
         is_streaming: obj.body.progress().done == Done::Streaming,
-        do_esi: esi.is_some(),
+        do_esi: esi.is_some() && !r.req.disable_esi,
     };
     let age = (t - obj.life.t_origin).max(0.0) as u64;
     resp.headers.set("Age", Bytes::from(age.to_string()));

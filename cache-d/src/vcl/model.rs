@@ -95,6 +95,8 @@ pub struct Req {
     /// For an ESI include: the top request's method, URL, protocol and
     /// headers (req_top.*); None on the top request itself.
     pub top: Option<std::sync::Arc<TopReq>>,
+    /// req.esi = false (VCL 4.0): its response is not ESI-processed.
+    pub disable_esi: bool,
     /// Includes made for the client's request so far, shared by all its
     /// ESI sub-requests (a bound on a page's whole tree).
     pub esi_includes: Option<std::sync::Arc<std::sync::atomic::AtomicU32>>,

@@ -106,3 +106,32 @@ fn a_large_page_kept_gzip_reads_the_same_to_every_client() {
         assert_eq!(Client::connect(v.port).get(url, "").body, plain.body, "varnishd assembles the same page");
     }
 }
+
+#[test]
+fn bad_markup_is_reported_as_varnishd_reports_it() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let vcl = vcl_src(tmp.path(), "esi.vcl", VCL, origin.port);
+    let d = Daemon::start_args(&tmp.path().join("i"), &["-f", vcl.to_str().unwrap()]);
+    let url = "/esi/2?max_age=600&frag_size=5&bad=1";
+    let ours = Client::connect(d.port).get(url, "");
+    let xml = |tool: &str, dir: &str| {
+        let o = std::process::Command::new(tool).args(["-d", "-g", "raw", "-i", "ESI_xmlerror", "-n", dir]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).lines().map(|l| l.split_whitespace().skip(3).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>()
+    };
+    let mine = xml(&bin("cache-log").to_string_lossy(), d.dir.to_str().unwrap());
+    assert!(mine.len() >= 6, "{mine:?}");
+    assert!(mine.iter().any(|m| m.contains("<esi:bogus> element")), "{mine:?}");
+    assert!(counter(&stat(&d.dir), "MAIN.esi_errors").unwrap() >= 4);
+    if have("varnishd") {
+        let v = Varnishd::start_vcl(&tmp.path().join("v"), &vcl);
+        let theirs = Client::connect(v.port).get(url, "");
+        assert_eq!(theirs.body, ours.body, "the same page");
+        let vs = v.dir.to_str().unwrap().to_string();
+        let got = wait_for(10, "varnishd's ESI_xmlerror records", || {
+            let r = xml("varnishlog", &vs);
+            (r.len() >= mine.len()).then_some(r)
+        });
+        assert_eq!(got, mine, "the same ESI_xmlerror records, offsets included");
+    }
+}

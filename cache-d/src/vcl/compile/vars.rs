@@ -44,6 +44,8 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("req.xid", CLIENT, 0),
     ("req.restarts", CLIENT, 0),
     ("req.esi_level", CLIENT, 0),
+    // VCL 4.0's switch; accepted in 4.1 too.
+    ("req.esi", CLIENT, CLIENT),
     ("req_top.method", CLIENT, 0),
     ("req_top.url", CLIENT, 0),
     ("req_top.proto", CLIENT, 0),
@@ -271,6 +273,7 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "req.xid" => get!(req, |r| Val::Int(r.xid as i64)),
         "req.restarts" => get!(req, |r| Val::Int(r.restarts as i64)),
         "req.esi_level" => get!(req, |r| Val::Int(r.esi_level as i64)),
+        "req.esi" => get!(req, |r| Val::Bool(!r.disable_esi)),
         "req_top.method" => get!(req, |r| Val::Str(String::from_utf8_lossy(r.top.as_ref().map_or(&r.method, |t| &t.method)).into_owned())),
         "req_top.url" => get!(req, |r| Val::Str(String::from_utf8_lossy(r.top.as_ref().map_or(&r.url, |t| &t.url)).into_owned())),
         "req_top.proto" => get!(req, |r| Val::Str(format!("HTTP/1.{}", r.top.as_ref().map_or(r.minor, |t| t.minor)))),
@@ -404,6 +407,7 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         // Only turning it off means anything: an object without ESI
         // instructions has nothing to follow.
         "resp.do_esi" => set!(resp, |t, r, v| r.do_esi = r.do_esi && v.truthy()),
+        "req.esi" => set!(req, |t, r, v| r.disable_esi = !v.truthy()),
         "resp.status" => set!(resp, |t, r, v| if let Some(s) = status_val(t, &v) {
             r.status = s;
             r.reason = Bytes::from_static(crate::vcl::builtin::reason_phrase(s).as_bytes());
