@@ -19,6 +19,48 @@ pub use self::object::{vary_value, Kind, ObjCore, ObjHeaders, Object, OBJ_OVERHE
 
 const SHARDS: usize = 64;
 
+/// An object head's key: a 128-bit keyed hash of the hash data vcl_hash
+/// gathered (Varnish keys heads by a SHA-256 digest of it). Sixteen bytes
+/// per head, whatever the URL's length, and no allocation of its own; the
+/// hash keys are random per process, so nobody can aim two URLs at one
+/// head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Key(u128);
+
+impl Key {
+    pub fn of(data: &[u8]) -> Key {
+        use std::hash::BuildHasher;
+        static STATES: std::sync::OnceLock<(std::collections::hash_map::RandomState, std::collections::hash_map::RandomState)> =
+            std::sync::OnceLock::new();
+        let (a, b) = STATES.get_or_init(Default::default);
+        Key((a.hash_one(data) as u128) << 64 | b.hash_one(data) as u128)
+    }
+
+    fn shard(self) -> usize {
+        (self.0 >> 64) as usize % SHARDS
+    }
+}
+
+/// Keys are random already: the map uses their low bits as they are.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ *b as u64;
+        }
+    }
+    fn write_u128(&mut self, n: u128) {
+        self.0 = n as u64;
+    }
+}
+
+type HeadMap = HashMap<Key, Head, std::hash::BuildHasherDefault<KeyHasher>>;
+
 /// Outcome of the fetch a busy marker stands for, as waiters see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BusyState {
@@ -38,14 +80,14 @@ pub struct Busy {
 /// [`Cache::insert`], it fails the waiters.
 pub struct BusyGuard {
     cache: Weak<CacheInner>,
-    key: Arc<[u8]>,
+    key: Key,
     busy: Arc<Busy>,
     done: bool,
 }
 
 impl BusyGuard {
-    pub fn key(&self) -> &Arc<[u8]> {
-        &self.key
+    pub fn key(&self) -> Key {
+        self.key
     }
     /// Wake the waiters with `state` and clear the marker.
     fn settle(&mut self, state: BusyState) {
@@ -54,7 +96,7 @@ impl BusyGuard {
         }
         self.done = true;
         if let Some(c) = self.cache.upgrade() {
-            let mut shard = c.shard(&self.key);
+            let mut shard = c.shard(self.key);
             if let Some(h) = shard.get_mut(&self.key) {
                 if h.busy.as_ref().is_some_and(|b| Arc::ptr_eq(b, &self.busy)) {
                     h.busy = None;
@@ -142,7 +184,7 @@ impl Store {
 }
 
 pub struct CacheInner {
-    shards: Vec<Mutex<HashMap<Arc<[u8]>, Head>>>,
+    shards: Vec<Mutex<HeadMap>>,
     store: Mutex<Store>,
     /// Lock order: a shard, then the bans (never the other way round).
     bans: Mutex<ban::list::BanList>,
@@ -180,13 +222,8 @@ fn ms(t: f64) -> u64 {
 }
 
 impl CacheInner {
-    fn shard(&self, key: &[u8]) -> MutexGuard<'_, HashMap<Arc<[u8]>, Head>> {
-        // FNV-1a picks the shard; the map inside hashes the whole key.
-        let mut x: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in key {
-            x = (x ^ *b as u64).wrapping_mul(0x100_0000_01b3);
-        }
-        self.shards[(x % SHARDS as u64) as usize].lock().unwrap_or_else(|e| e.into_inner())
+    fn shard(&self, key: Key) -> MutexGuard<'_, HeadMap> {
+        self.shards[key.shard()].lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn store(&self) -> MutexGuard<'_, Store> {
@@ -209,7 +246,7 @@ impl CacheInner {
             return false;
         }
         {
-            let mut shard = self.shard(&oc.key);
+            let mut shard = self.shard(oc.key);
             if let Some(h) = shard.get_mut(&oc.key) {
                 h.variants.retain(|v| !Arc::ptr_eq(v, oc));
                 if h.variants.is_empty() && h.busy.is_none() {
@@ -290,7 +327,7 @@ impl Cache {
     }
 
     pub fn new(budget: u64, seg: Option<Arc<SegmentWriter>>) -> Cache {
-        let shards = (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect();
+        let shards = (0..SHARDS).map(|_| Mutex::new(HeadMap::default())).collect();
         let c = Cache {
             inner: Arc::new(CacheInner {
                 shards,
@@ -322,7 +359,7 @@ impl Cache {
     where
         I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
     {
-        self.try_lookup(key, req, now, false).expect("lookup without the ban check always answers")
+        self.try_lookup(Key::of(key), req, now, false).expect("lookup without the ban check always answers")
     }
 
     /// Look `key` up for the request with `url` and headers `req`, after
@@ -333,29 +370,29 @@ impl Cache {
     where
         I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
     {
+        let key = Key::of(key);
         if let Some(found) = self.try_lookup(key, req.clone(), now, true) {
             return found;
         }
-        self.check_bans(key, url, req.clone());
-        self.lookup(key, req, now)
+        self.check_bans_key(key, url, req.clone());
+        self.try_lookup(key, req, now, false).expect("lookup without the ban check always answers")
     }
 
     /// The lookup; None (nothing changed) when `bans` asks to stop at a
     /// variant that has bans to be tested against first.
-    fn try_lookup<'a, I>(&self, key: &[u8], req: I, now: f64, bans: bool) -> Option<Lookup>
+    fn try_lookup<'a, I>(&self, key: Key, req: I, now: f64, bans: bool) -> Option<Lookup>
     where
         I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
     {
         let c = &self.inner;
         let newest = c.newest_ban.load(Ordering::Acquire);
         let mut shard = c.shard(key);
-        let head = match shard.get_mut(key) {
+        let head = match shard.get_mut(&key) {
             Some(h) if bans && h.variants.iter().any(|o| o.ban_id.load(Ordering::Acquire) < newest) => return None,
             Some(h) => h,
             None => {
-                let k: Arc<[u8]> = Arc::from(key);
                 c.count(C::NObjecthead, 1);
-                shard.entry(k).or_default()
+                shard.entry(key).or_default()
             }
         };
         let skip_ae = c.vary_skips_ae.load(Ordering::Relaxed);
@@ -382,7 +419,6 @@ impl Cache {
                 stale = Some(oc.clone());
             }
         }
-        let key: Arc<[u8]> = shard.get_key_value(key).map(|(k, _)| k.clone()).unwrap_or_else(|| Arc::from(key));
         let head = shard.get_mut(&key).expect("head exists");
         if let Some(s) = stale.as_ref().filter(|s| s.obj.life.in_grace(now)) {
             let guard = if head.busy.is_none() { Some(self.new_busy(head, key)) } else { None };
@@ -395,7 +431,7 @@ impl Cache {
         Some(Lookup::Miss { guard, stale })
     }
 
-    fn new_busy(&self, head: &mut Head, key: Arc<[u8]>) -> BusyGuard {
+    fn new_busy(&self, head: &mut Head, key: Key) -> BusyGuard {
         let (tx, _) = watch::channel(BusyState::Fetching);
         let busy = Arc::new(Busy { tx });
         head.busy = Some(busy.clone());
@@ -405,8 +441,13 @@ impl Cache {
     /// A miss that does not coalesce (hit-for-miss, or a waiter's second
     /// chance): no busy marker, but the result may be inserted.
     pub fn private_guard(&self, key: &[u8]) -> BusyGuard {
+        self.private_guard_for(Key::of(key))
+    }
+
+    /// The same, for a head's key.
+    pub fn private_guard_for(&self, key: Key) -> BusyGuard {
         let (tx, _) = watch::channel(BusyState::Fetching);
-        BusyGuard { cache: Weak::new(), key: Arc::from(key), busy: Arc::new(Busy { tx }), done: true }
+        BusyGuard { cache: Weak::new(), key, busy: Arc::new(Busy { tx }), done: true }
     }
 
     /// A hit marks the object referenced; eviction gives it a second
@@ -422,8 +463,8 @@ impl Cache {
     /// None if it did not fit in storage (it is then delivered but not kept).
     pub fn insert(&self, mut guard: BusyGuard, obj: Object) -> (Arc<ObjCore>, bool) {
         let c = &self.inner;
-        let key = guard.key.clone();
-        let head_bytes = obj.head_bytes(&key);
+        let key = guard.key;
+        let head_bytes = obj.head_bytes();
         let expires = ms(obj.life.expires_at());
         let seq = {
             let mut st = c.store();
@@ -431,7 +472,7 @@ impl Cache {
             st.seq
         };
         let oc = Arc::new(ObjCore {
-            key: key.clone(),
+            key,
             obj,
             charged: AtomicU64::new(0),
             lru_seq: AtomicU64::new(seq),
@@ -455,12 +496,12 @@ impl Cache {
             return (oc, false);
         }
         let replaced: Vec<Arc<ObjCore>> = {
-            let mut shard = c.shard(&key);
+            let mut shard = c.shard(key);
             let head = match shard.get_mut(&key) {
                 Some(h) => h,
                 None => {
                     c.count(C::NObjecthead, 1);
-                    shard.entry(key.clone()).or_default()
+                    shard.entry(key).or_default()
                 }
             };
             let skip_ae = c.vary_skips_ae.load(Ordering::Relaxed);
@@ -483,7 +524,7 @@ impl Cache {
     /// (uncacheable responses, passes through the fetch path).
     pub fn private(&self, obj: Object) -> Arc<ObjCore> {
         Arc::new(ObjCore {
-            key: Arc::from(&b""[..]),
+            key: Key(0),
             obj,
             charged: AtomicU64::new(0),
             lru_seq: AtomicU64::new(0),
@@ -514,7 +555,8 @@ impl Cache {
 
     /// Remove every variant under `key`; returns how many.
     pub fn purge(&self, key: &[u8]) -> usize {
-        let victims: Vec<Arc<ObjCore>> = self.inner.shard(key).get(key).map(|h| h.variants.to_vec()).unwrap_or_default();
+        let key = Key::of(key);
+        let victims: Vec<Arc<ObjCore>> = self.inner.shard(key).get(&key).map(|h| h.variants.to_vec()).unwrap_or_default();
         victims.iter().filter(|v| self.inner.remove(v)).count()
     }
 

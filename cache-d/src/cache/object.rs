@@ -2,7 +2,6 @@
 //! lifetime, Vary values) and the core the index keeps around it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -178,7 +177,7 @@ impl Object {
 
     /// Bytes this object holds, as charged to storage (body excluded while
     /// it streams: it is charged as it arrives).
-    pub fn head_bytes(&self, key: &[u8]) -> u64 {
+    pub fn head_bytes(&self) -> u64 {
         let live = if matches!(self.body, ObjBody::Live(_)) { LIVE_BODY_OVERHEAD } else { 0 };
         // A Brotli copy made whole at fetch is charged here; one that
         // streams in is charged as it grows, as the body is.
@@ -193,13 +192,13 @@ impl Object {
                     }
             }
         };
-        (key.len() + self.headers.bytes()) as u64 + OBJ_OVERHEAD + live + coding
+        self.headers.bytes() as u64 + OBJ_OVERHEAD + live + coding
     }
 }
 
 /// An object in the index, with the bookkeeping the cache needs.
 pub struct ObjCore {
-    pub key: Arc<[u8]>,
+    pub key: super::Key,
     pub obj: Object,
     /// Bytes charged to storage so far.
     pub(super) charged: AtomicU64,

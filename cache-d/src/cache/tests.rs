@@ -129,7 +129,7 @@ fn vary_accept_encoding_splits_only_without_gzip_support() {
 
 #[test]
 fn lru_evicts_the_least_recently_used() {
-    let per = obj(60.0, 0.0, b"", Kind::Normal).head_bytes(b"a") + 1000;
+    let per = obj(60.0, 0.0, b"", Kind::Normal).head_bytes() + 1000;
     let c = Cache::new(per * 3 + per / 2, None);
     insert(&c, b"a", obj(60.0, 0.0, &[b'a'; 1000], Kind::Normal));
     insert(&c, b"b", obj(60.0, 0.0, &[b'b'; 1000], Kind::Normal));

@@ -106,8 +106,8 @@ pub fn hit<T: Transport>(r: &mut Request<'_, T>, oc: Arc<ObjCore>, guard: Option
         }
         Action::Miss => {
             sh.seg.add(C::CacheMiss, 1);
-            let key = oc.key.clone();
-            Step::Miss { guard: guard.unwrap_or_else(|| sh.cache.private_guard(&key)), stale: Some(oc) }
+            let key = oc.key;
+            Step::Miss { guard: guard.unwrap_or_else(|| sh.cache.private_guard_for(key)), stale: Some(oc) }
         }
         other => {
             if let Some(g) = guard {

@@ -68,8 +68,16 @@ impl Cache {
     where
         I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
     {
+        self.check_bans_key(crate::cache::Key::of(key), url, headers)
+    }
+
+    /// The same, for a head's key.
+    pub fn check_bans_key<'a, I>(&self, key: crate::cache::Key, url: &[u8], headers: I)
+    where
+        I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+    {
         let newest = self.inner.newest_ban.load(Ordering::Acquire);
-        let pending: Vec<Arc<ObjCore>> = match self.inner.shard(key).get(key) {
+        let pending: Vec<Arc<ObjCore>> = match self.inner.shard(key).get(&key) {
             Some(h) => h.variants.iter().filter(|o| o.ban_id.load(Ordering::Acquire) < newest).cloned().collect(),
             None => return,
         };
