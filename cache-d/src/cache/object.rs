@@ -8,15 +8,15 @@ use bytes::Bytes;
 use crate::cache::body::ObjBody;
 use crate::cache::ttl::Lifetime;
 
-/// Bytes charged per object on top of its key and its packed head (and
-/// body, when it came whole with the head): the core struct and its Arc,
-/// the key's allocation, the index entry, the LRU and expiry entries,
-/// malloc's own overhead. Measured, not guessed (`scripts/bench-memory.sh`;
-/// README, Benchmarks): anonymous memory after 100,000 objects of 1 KiB
-/// minus what the objects charge otherwise is 536 bytes each; while LRU
-/// evicts, the allocator's free lists hold about 64 more per object, and
-/// those are charged too so a full cache stays within its budget + 10%.
-pub const OBJ_OVERHEAD: u64 = 600;
+/// Bytes charged per object on top of its packed head (and body, when it
+/// came whole with the head): the core struct and its Arc, the index entry
+/// (a 16-byte key), the LRU and expiry entries, malloc's own overhead.
+/// Measured, not guessed (`scripts/bench-memory.sh`; README, Benchmarks):
+/// anonymous memory after 100,000 objects of 1 KiB minus what the objects
+/// charge otherwise is 571 bytes each; while LRU evicts, the allocator's
+/// free lists hold about 60 more per object, and those are charged too so
+/// a full cache stays within its budget + 10%.
+pub const OBJ_OVERHEAD: u64 = 630;
 /// A body that streams in (larger than what came with the head) costs
 /// its own struct, lock and wake-up list, and each stored chunk a handle
 /// and a shared count.
