@@ -208,28 +208,8 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
         r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
         r
     } else if let Some(n) = path.strip_prefix("/esi/") {
-        // A page of N ESI includes of /text/<frag_size> (default 100),
-        // each its own object; the page's max_age applies to them too.
-        let n: usize = n.parse().unwrap_or(0).min(10_000);
-        let frag = num(&req, "frag_size").ok().flatten().unwrap_or(100).min(MAX_SIZE);
-        let age = max_age.map(|a| format!("&max_age={a}")).unwrap_or_default();
-        let mut page = String::from("<html><body>\n");
-        // loop=1: every include is the page itself (a hostile page).
-        let own = format!("/esi/{n}?loop=1{age}").replace('&', "&amp;");
-        let looped = query(&req, "loop").is_some();
-        for i in 0..n {
-            let src = if looped { own.clone() } else { format!("/text/{frag}?f={i}{}", age.replace('&', "&amp;")) };
-            page.push_str(&format!("<div id=\"f{i}\"><esi:include src=\"{src}\"/></div>\n"));
-        }
-        // bad=1: ESI errors and warnings a parser must report.
-        if query(&req, "bad").is_some() {
-            page.push_str("<esi:bogus/><esi:include/><esi:include src=\"/text/1\"><esi:include src=\"https://x/y\"/>");
-            page.push_str("<esi:comment text=\"c\"><esi:remove/></esi:include><esi:include src=\"a b\"/>\n");
-        }
-        page.push_str("</body></html>\n");
-        stats.bytes.fetch_add(page.len() as u64, Ordering::Relaxed);
-        let mut r = text(status, page);
-        r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+        let (r, len) = esi_page(&req, n, max_age, status);
+        stats.bytes.fetch_add(len, Ordering::Relaxed);
         r
     } else if path.starts_with("/text/") {
         stats.bytes.fetch_add(size, Ordering::Relaxed);
@@ -246,6 +226,32 @@ async fn handle(req: Request<Incoming>, stats: Arc<Stats>, started: u64) -> Resu
     };
     decorate(&mut resp, &req, &etag, received, started, max_age);
     Ok(resp)
+}
+
+/// `/esi/N`: an HTML page of N ESI includes of /text/<frag_size> (default
+/// 100), each its own object; the page's max_age applies to them too.
+/// `loop=1` makes every include the page itself, `bad=1` adds markup an
+/// ESI parser must report. Returns the response and its body's size.
+fn esi_page(req: &Request<()>, n: &str, max_age: Option<u64>, status: StatusCode) -> (Response<OriginBody>, u64) {
+    let n: usize = n.parse().unwrap_or(0).min(10_000);
+    let frag = num(req, "frag_size").ok().flatten().unwrap_or(100).min(MAX_SIZE);
+    let age = max_age.map(|a| format!("&max_age={a}")).unwrap_or_default();
+    let mut page = String::from("<html><body>\n");
+    let own = format!("/esi/{n}?loop=1{age}").replace('&', "&amp;");
+    let looped = query(req, "loop").is_some();
+    for i in 0..n {
+        let src = if looped { own.clone() } else { format!("/text/{frag}?f={i}{}", age.replace('&', "&amp;")) };
+        page.push_str(&format!("<div id=\"f{i}\"><esi:include src=\"{src}\"/></div>\n"));
+    }
+    if query(req, "bad").is_some() {
+        page.push_str("<esi:bogus/><esi:include/><esi:include src=\"/text/1\"><esi:include src=\"https://x/y\"/>");
+        page.push_str("<esi:comment text=\"c\"><esi:remove/></esi:include><esi:include src=\"a b\"/>\n");
+    }
+    page.push_str("</body></html>\n");
+    let len = page.len() as u64;
+    let mut r = text(status, page);
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    (r, len)
 }
 
 /// Words the text bodies are made of: compressible as prose is

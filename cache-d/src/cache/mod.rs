@@ -4,6 +4,7 @@
 
 pub mod ban;
 pub mod body;
+pub mod key;
 pub mod object;
 pub mod ttl;
 
@@ -15,51 +16,12 @@ use common::counters::C;
 use common::segment::SegmentWriter;
 use tokio::sync::watch;
 
+pub use self::key::Key;
 pub use self::object::{vary_value, Kind, ObjCore, ObjHeaders, Object, OBJ_OVERHEAD};
 
 const SHARDS: usize = 64;
 
-/// An object head's key: a 128-bit keyed hash of the hash data vcl_hash
-/// gathered (Varnish keys heads by a SHA-256 digest of it). Sixteen bytes
-/// per head, whatever the URL's length, and no allocation of its own; the
-/// hash keys are random per process, so nobody can aim two URLs at one
-/// head.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Key(u128);
-
-impl Key {
-    pub fn of(data: &[u8]) -> Key {
-        use std::hash::BuildHasher;
-        static STATES: std::sync::OnceLock<(std::collections::hash_map::RandomState, std::collections::hash_map::RandomState)> =
-            std::sync::OnceLock::new();
-        let (a, b) = STATES.get_or_init(Default::default);
-        Key((a.hash_one(data) as u128) << 64 | b.hash_one(data) as u128)
-    }
-
-    fn shard(self) -> usize {
-        (self.0 >> 64) as usize % SHARDS
-    }
-}
-
-/// Keys are random already: the map uses their low bits as they are.
-#[derive(Default)]
-struct KeyHasher(u64);
-
-impl std::hash::Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = self.0.rotate_left(8) ^ *b as u64;
-        }
-    }
-    fn write_u128(&mut self, n: u128) {
-        self.0 = n as u64;
-    }
-}
-
-type HeadMap = HashMap<Key, Head, std::hash::BuildHasherDefault<KeyHasher>>;
+type HeadMap = HashMap<Key, Head, std::hash::BuildHasherDefault<key::KeyHasher>>;
 
 /// Outcome of the fetch a busy marker stands for, as waiters see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,7 +185,7 @@ fn ms(t: f64) -> u64 {
 
 impl CacheInner {
     fn shard(&self, key: Key) -> MutexGuard<'_, HeadMap> {
-        self.shards[key.shard()].lock().unwrap_or_else(|e| e.into_inner())
+        self.shards[key.shard(SHARDS)].lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn store(&self) -> MutexGuard<'_, Store> {

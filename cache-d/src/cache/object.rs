@@ -198,7 +198,7 @@ impl Object {
 
 /// An object in the index, with the bookkeeping the cache needs.
 pub struct ObjCore {
-    pub key: super::Key,
+    pub key: crate::cache::key::Key,
     pub obj: Object,
     /// Bytes charged to storage so far.
     pub(super) charged: AtomicU64,

@@ -1,0 +1,42 @@
+//! An object head's key.
+
+/// An object head's key: a 128-bit keyed hash of the hash data vcl_hash
+/// gathered (Varnish keys heads by a SHA-256 digest of it). Sixteen bytes
+/// per head, whatever the URL's length, and no allocation of its own; the
+/// hash keys are random per process, so nobody can aim two URLs at one
+/// head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Key(pub(super) u128);
+
+impl Key {
+    pub fn of(data: &[u8]) -> Key {
+        use std::hash::BuildHasher;
+        static STATES: std::sync::OnceLock<(std::collections::hash_map::RandomState, std::collections::hash_map::RandomState)> =
+            std::sync::OnceLock::new();
+        let (a, b) = STATES.get_or_init(Default::default);
+        Key((a.hash_one(data) as u128) << 64 | b.hash_one(data) as u128)
+    }
+
+    /// Which of `n` shards the key's head is in.
+    pub fn shard(self, n: usize) -> usize {
+        (self.0 >> 64) as usize % n
+    }
+}
+
+/// Keys are random already: the map uses their low bits as they are.
+#[derive(Default)]
+pub struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ *b as u64;
+        }
+    }
+    fn write_u128(&mut self, n: u128) {
+        self.0 = n as u64;
+    }
+}
