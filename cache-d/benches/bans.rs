@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use cache_d::cache::body::{Body, ObjBody};
-use cache_d::cache::ttl::Lifetime;
+use cache_d::cache::ttl::Life;
 use cache_d::cache::{Cache, Kind, Lookup, ObjHeaders, Object};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 
@@ -18,7 +18,7 @@ fn obj() -> Object {
         status: 200,
         headers: ObjHeaders::from_pairs(b"OK", [(&b"Content-Type"[..], &b"text/plain"[..])].into_iter()),
         body: ObjBody::Live(Arc::new(Body::whole(Bytes::from_static(b"hello")))),
-        life: Lifetime { t_origin: 0.0, ttl: 1e9, grace: 0.0, keep: 0.0, date: 0.0, expires: 0.0, max_age: -1.0 },
+        life: Life { t_origin: 0.0, ttl: 1e9, grace: 0.0, keep: 0.0 },
         kind: Kind::Normal,
         vary: None,
         coding: None,

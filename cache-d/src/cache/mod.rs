@@ -169,7 +169,7 @@ pub struct Cache {
 
 /// Do two objects' Vary values select the same requests (Accept-Encoding
 /// left out when `skip_ae`)?
-fn same_vary(a: &Option<Vec<(String, Option<bytes::Bytes>)>>, b: &Option<Vec<(String, Option<bytes::Bytes>)>>, skip_ae: bool) -> bool {
+fn same_vary(a: &Option<object::Vary>, b: &Option<object::Vary>, skip_ae: bool) -> bool {
     match (a, b) {
         (Some(a), Some(b)) if skip_ae => {
             let keep = |v: &&(String, Option<bytes::Bytes>)| v.0 != "accept-encoding";

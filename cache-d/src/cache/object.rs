@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use bytes::Bytes;
 
 use crate::cache::body::ObjBody;
-use crate::cache::ttl::Lifetime;
+use crate::cache::ttl::Life;
 
 /// Bytes charged per object on top of its packed head (and body, when it
 /// came whole with the head): the core struct and its Arc, the index entry
@@ -149,6 +149,9 @@ impl ObjHeaders {
     }
 }
 
+/// For each header named by Vary: its normalized request value.
+pub type Vary = Box<[(String, Option<Bytes>)]>;
+
 /// An immutable cached response (its body may still be streaming in).
 pub struct Object {
     /// vxid of the backend transaction that made it.
@@ -158,10 +161,10 @@ pub struct Object {
     /// framing headers removed).
     pub headers: ObjHeaders,
     pub body: ObjBody,
-    pub life: Lifetime,
+    pub life: Life,
     pub kind: Kind,
     /// For each header named by Vary: its normalized request value.
-    pub vary: Option<Vec<(String, Option<Bytes>)>>,
+    pub vary: Option<Vary>,
     /// A gzip body (and its bits), a Brotli copy; None for a plain body.
     pub coding: Option<Box<crate::gzip::Coding>>,
 }

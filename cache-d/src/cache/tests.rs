@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::cache::body::{Body, ObjBody};
-use crate::cache::ttl::Lifetime;
+use crate::cache::ttl::Life;
 use bytes::Bytes;
 
 const NOW: f64 = 1_700_000_000.0;
@@ -13,7 +13,7 @@ fn obj(ttl: f64, grace: f64, body: &[u8], kind: Kind) -> Object {
         status: 200,
         headers: ObjHeaders::from_pairs(b"OK", [(&b"Content-Type"[..], &b"text/plain"[..])].into_iter()),
         body: ObjBody::Live(Arc::new(Body::whole(Bytes::copy_from_slice(body)))),
-        life: Lifetime { t_origin: NOW, ttl, grace, keep: 0.0, date: 0.0, expires: 0.0, max_age: -1.0 },
+        life: Life { t_origin: NOW, ttl, grace, keep: 0.0 },
         kind,
         vary: None,
         coding: None,
@@ -100,7 +100,7 @@ fn vary_keeps_variants_apart() {
     for (h, body) in [(&en, b"english" as &[u8]), (&de, b"dt")] {
         let Lookup::Miss { guard, .. } = c.lookup(b"v", h.iter().copied(), NOW) else { panic!() };
         let mut o = obj(60.0, 0.0, body, Kind::Normal);
-        o.vary = Some(vec![("accept-language".into(), vary_value(h.iter().copied(), "accept-language"))]);
+        o.vary = Some(Box::new([("accept-language".into(), vary_value(h.iter().copied(), "accept-language"))]));
         c.insert(guard, o);
     }
     let same_en: [(&[u8], &[u8]); 1] = [(b"accept-language", b"en, fr")];
@@ -120,7 +120,7 @@ fn vary_accept_encoding_splits_only_without_gzip_support() {
         c.set_gzip_support(support);
         let Lookup::Miss { guard, .. } = c.lookup(b"v", gz.iter().copied(), NOW) else { panic!() };
         let mut o = obj(60.0, 0.0, b"zipped", Kind::Normal);
-        o.vary = Some(vec![("accept-encoding".into(), vary_value(gz.iter().copied(), "accept-encoding"))]);
+        o.vary = Some(Box::new([("accept-encoding".into(), vary_value(gz.iter().copied(), "accept-encoding"))]));
         c.insert(guard, o);
         let plain = c.lookup(b"v", no_headers(), NOW);
         assert_eq!(matches!(plain, Lookup::Hit(_)), support, "gzip support {support}");

@@ -24,7 +24,46 @@ pub struct Lifetime {
     pub max_age: f64,
 }
 
+/// What an object keeps of its lifetime: when it was made at the origin,
+/// and its ttl, grace and keep (32 bytes; the Date, Expires and max-age
+/// it was computed from are only logged, at fetch).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Life {
+    pub t_origin: f64,
+    pub ttl: f64,
+    pub grace: f64,
+    pub keep: f64,
+}
+
+impl From<Lifetime> for Life {
+    fn from(l: Lifetime) -> Life {
+        Life { t_origin: l.t_origin, ttl: l.ttl, grace: l.grace, keep: l.keep }
+    }
+}
+
 impl Lifetime {
+    /// What an object keeps of it.
+    pub fn life(&self) -> Life {
+        Life::from(*self)
+    }
+    pub fn ttl_left(&self, now: f64) -> f64 {
+        self.life().ttl_left(now)
+    }
+    pub fn expires_at(&self) -> f64 {
+        self.life().expires_at()
+    }
+    pub fn fresh(&self, now: f64) -> bool {
+        self.life().fresh(now)
+    }
+    pub fn in_grace(&self, now: f64) -> bool {
+        self.life().in_grace(now)
+    }
+    pub fn in_keep(&self, now: f64) -> bool {
+        self.life().in_keep(now)
+    }
+}
+
+impl Life {
     /// Seconds of freshness left at `now` (negative when stale).
     pub fn ttl_left(&self, now: f64) -> f64 {
         self.t_origin + self.ttl - now

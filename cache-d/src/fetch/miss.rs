@@ -398,7 +398,7 @@ fn object(bxid: u32, got: &mut Got, req: &Req) -> Object {
             .map(|n| String::from_utf8_lossy(n.trim_ascii()).to_ascii_lowercase())
             .filter(|n| !n.is_empty())
             .collect();
-        names.into_iter().map(|n| (n.clone(), vary_value(req.headers.iter(), &n))).collect::<Vec<_>>()
+        names.into_iter().map(|n| (n.clone(), vary_value(req.headers.iter(), &n))).collect::<Box<[_]>>()
     });
     let pairs = headers.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"content-length"));
     let (headers, body) = match &got.inline {
@@ -408,7 +408,7 @@ fn object(bxid: u32, got: &mut Got, req: &Req) -> Object {
         }
         None => (ObjHeaders::from_pairs(&beresp.reason, pairs), got.body.clone()),
     };
-    Object { vxid: bxid, status: beresp.status, headers, body, life: got.life, kind: Kind::Normal, vary, coding: got.coding.take() }
+    Object { vxid: bxid, status: beresp.status, headers, body, life: got.life.life(), kind: Kind::Normal, vary, coding: got.coding.take() }
 }
 
 /// Put the object in the cache (or hand it to this request alone, with a
@@ -439,7 +439,7 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -
         }
         Some((kind, ttl)) => {
             sh.seg.add(C::BerespUncacheable, 1);
-            let marker_life = Lifetime { t_origin: t, ttl, grace: 0.0, keep: 0.0, ..life };
+            let marker_life = crate::cache::ttl::Life { t_origin: t, ttl, grace: 0.0, keep: 0.0 };
             if kind == Kind::HitForPass {
                 f.log.recf(Tag::Ttl, side, v, format_args!("HFP {ttl:.0} 0 0 {t:.0} uncacheable"));
             } else {

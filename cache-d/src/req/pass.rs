@@ -242,7 +242,7 @@ fn esi_page<T: Transport>(
         status: beresp.status,
         headers: ObjHeaders::from_pairs(&beresp.reason, pairs),
         body: ObjBody::Whole(plain),
-        life,
+        life: life.life(),
         kind: Kind::Normal,
         vary: None,
         coding: Some(Box::new(coding)),
