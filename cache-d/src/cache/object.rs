@@ -13,10 +13,10 @@ use crate::cache::ttl::Life;
 /// (a 16-byte key), the LRU and expiry entries, malloc's own overhead.
 /// Measured, not guessed (`scripts/bench-memory.sh`; README, Benchmarks):
 /// anonymous memory after 100,000 objects of 1 KiB minus what the objects
-/// charge otherwise is 571 bytes each; while LRU evicts, the allocator's
-/// free lists hold about 60 more per object, and those are charged too so
+/// charge otherwise is 520 bytes each; while LRU evicts, the allocator's
+/// free lists hold about 70 more per object, and those are charged too so
 /// a full cache stays within its budget + 10%.
-pub const OBJ_OVERHEAD: u64 = 630;
+pub const OBJ_OVERHEAD: u64 = 590;
 /// A body that streams in (larger than what came with the head) costs
 /// its own struct, lock and wake-up list, and each stored chunk a handle
 /// and a shared count.
