@@ -149,7 +149,9 @@ impl<'a> Transport for EsiConn<'a> {
 /// one, no conditionals, no Range, no body, Accept-Encoding: gzip inside
 /// a gzip page and none otherwise.
 pub(crate) fn sub_req(parent: &Req, url: &str, host: Option<&str>, xid: u32, gzip: bool) -> Req {
-    let mut headers = parent.headers.clone();
+    // The page's request as it arrived (Varnish's http0), not as its
+    // vcl_recv left it.
+    let mut headers = parent.http0.clone().unwrap_or_else(|| parent.headers.clone());
     if let Some(h) = host.filter(|h| !h.is_empty()) {
         headers.set("Host", Bytes::copy_from_slice(h.as_bytes()));
     }
@@ -167,13 +169,14 @@ pub(crate) fn sub_req(parent: &Req, url: &str, host: Option<&str>, xid: u32, gzi
         method: Bytes::from_static(b"GET"),
         url: Bytes::copy_from_slice(url.as_bytes()),
         minor: 1,
-        headers,
         server_ip: parent.server_ip.clone(),
         client_ip: parent.client_ip,
         xid,
         esi_level: parent.esi_level + 1,
         top: Some(top),
         esi_includes: parent.esi_includes.clone(),
+        http0: Some(headers.clone()),
+        headers,
         ..Req::default()
     }
 }

@@ -71,6 +71,9 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
     s.http10 = head.minor == 0;
     // This request runs on the policy active now, to its end.
     let active = sh.policy();
+    if active.policy.may_esi() {
+        req.http0 = Some(req.headers.clone());
+    }
     log.rec(Tag::VclUse, side, rxid, active.name.as_bytes());
     let p = sh.params();
     // How fast the body must arrive; every reader of it keeps to this.

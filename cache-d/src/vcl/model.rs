@@ -95,6 +95,9 @@ pub struct Req {
     /// For an ESI include: the top request's method, URL, protocol and
     /// headers (req_top.*); None on the top request itself.
     pub top: Option<std::sync::Arc<TopReq>>,
+    /// The headers as the request arrived (Varnish's http0), kept when the
+    /// policy may do ESI: an include starts from its page's.
+    pub http0: Option<Headers>,
     /// req.esi = false (VCL 4.0): its response is not ESI-processed.
     pub disable_esi: bool,
     /// Includes made for the client's request so far, shared by all its

@@ -21,6 +21,11 @@ pub trait Policy: Send + Sync {
     fn defines(&self, _sub: Sub) -> bool {
         false
     }
+    /// Can the policy turn ESI on (beresp.do_esi)? Its requests then keep
+    /// their headers as they arrived: an include starts from them.
+    fn may_esi(&self) -> bool {
+        false
+    }
     /// Run `sub`.
     fn call(&self, sub: Sub, t: &mut Task<'_>) -> Action {
         builtin(sub, t)

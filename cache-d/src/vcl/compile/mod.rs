@@ -47,6 +47,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
         runtime: std::sync::OnceLock::new(),
         directors: std::sync::Mutex::new(HashMap::new()),
         backend: None,
+        may_esi: p.files.iter().any(|(_, src)| src.contains("do_esi")),
     };
     let mut probes: HashMap<String, crate::backend::health::ProbeSpec> = HashMap::new();
     for item in &p.items {
@@ -500,6 +501,9 @@ impl VclPolicy {
 impl Policy for VclPolicy {
     fn name(&self) -> &str {
         &self.name
+    }
+    fn may_esi(&self) -> bool {
+        self.prog.may_esi
     }
     fn defines(&self, sub: Sub) -> bool {
         self.prog.defined[sub as usize]

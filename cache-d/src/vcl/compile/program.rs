@@ -150,6 +150,9 @@ pub struct Compiled {
     /// The default backend's host and port (the one named `default`,
     /// else the first declared), if the program declares one.
     pub backend: Option<String>,
+    /// The source names beresp.do_esi: requests keep their headers as
+    /// they arrived, for the ESI includes they may make.
+    pub may_esi: bool,
 }
 
 impl Compiled {
