@@ -38,17 +38,7 @@ use vars::*;
 /// Compile a parsed program; checks first.
 pub fn compile(p: &Program) -> Result<Compiled, VclError> {
     let contexts = super::check::check(p)?;
-    let mut c = Compiled {
-        subs: HashMap::new(),
-        defined: [false; Sub::ALL.len()],
-        acls: HashMap::new(),
-        backends: Vec::new(),
-        backend_specs: Vec::new(),
-        runtime: std::sync::OnceLock::new(),
-        directors: std::sync::Mutex::new(HashMap::new()),
-        backend: None,
-        may_esi: p.files.iter().any(|(_, src)| src.contains("do_esi")),
-    };
+    let mut c = Compiled::new(p.files.iter().any(|(_, src)| src.contains("do_esi")));
     let mut probes: HashMap<String, crate::backend::health::ProbeSpec> = HashMap::new();
     for item in &p.items {
         match item {

@@ -156,6 +156,21 @@ pub struct Compiled {
 }
 
 impl Compiled {
+    /// A program with nothing in it yet.
+    pub(super) fn new(may_esi: bool) -> Compiled {
+        Compiled {
+            subs: HashMap::new(),
+            defined: [false; Sub::ALL.len()],
+            acls: HashMap::new(),
+            backends: Vec::new(),
+            backend_specs: Vec::new(),
+            runtime: std::sync::OnceLock::new(),
+            directors: std::sync::Mutex::new(HashMap::new()),
+            backend: None,
+            may_esi,
+        }
+    }
+
     /// The default backend's name: the one named `default` if there is
     /// one, else the first declared (as Varnish 7 chooses).
     pub fn default_backend(&self) -> Option<&str> {
