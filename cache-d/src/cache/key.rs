@@ -4,7 +4,8 @@
 /// gathered (Varnish keys heads by a SHA-256 digest of it). Sixteen bytes
 /// per head, whatever the URL's length, and no allocation of its own; the
 /// hash keys are random per process, so nobody can aim two URLs at one
-/// head.
+/// head. (A store that outlives the process will need a stable digest
+/// here, such as Varnish's SHA-256, keyed by a secret kept with it.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Key(pub(super) u128);
 

@@ -223,13 +223,6 @@ impl BrotliEnc {
     }
 }
 
-/// The pieces a coder made, gathered (for bodies coded whole).
-pub fn collect(f: impl FnOnce(&mut dyn FnMut(Bytes)) -> Result<(), CodeError>) -> Result<Vec<Bytes>, CodeError> {
-    let mut v = Vec::new();
-    f(&mut |b| v.push(b))?;
-    Ok(v)
-}
-
 /// Join pieces into one buffer.
 pub fn join(pieces: &[Bytes]) -> Bytes {
     match pieces {
