@@ -78,7 +78,9 @@ async fn send<T: Transport>(r: &mut Request<'_, T>, resp: &Resp, body: &[u8]) ->
     let page = Page { resp, body, close, head_only: r.head_only, include: r.req.esi_level > 0 };
     let tx = send_synth(r.sess, r.conn, &mut r.log, r.rxid, page).await;
     r.end(tx);
-    Step::Done(if !close && tx.0 > 0 { None } else { Some(Reason::RespClose) })
+    // Sent: its head went out (an include's head is never sent: its body).
+    let sent = tx.0 > 0 || (r.req.esi_level > 0 && (tx.1 > 0 || body.is_empty() || r.head_only));
+    Step::Done(if !close && sent { None } else { Some(Reason::RespClose) })
 }
 
 /// Send the built-in error page without running the policy (requests too
