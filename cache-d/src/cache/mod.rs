@@ -486,7 +486,7 @@ impl Cache {
     /// (uncacheable responses, passes through the fetch path).
     pub fn private(&self, obj: Object) -> Arc<ObjCore> {
         Arc::new(ObjCore {
-            key: Key(0),
+            key: Key(0, 0),
             obj,
             charged: AtomicU64::new(0),
             lru_seq: AtomicU64::new(0),
