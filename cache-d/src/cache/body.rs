@@ -114,12 +114,6 @@ impl Body {
         }
     }
 
-    /// The chunks of a body that came whole (None while it streams in, or
-    /// if it failed).
-    pub fn complete(&self) -> Option<&[Bytes]> {
-        self.whole.get().map(|w| &w[..])
-    }
-
     pub fn known_len(&self) -> Option<u64> {
         let p = self.progress();
         match p.done {

@@ -16,5 +16,30 @@ pub struct EsiData {
     pub gzip: Option<Vec<(u32, u64)>>,
 }
 
+/// Parse a whole plain page (once: at fetch, or for a pass): its
+/// instructions if it held any ESI. The `ESI_xmlerror` records go to
+/// `log` as transaction `vxid`'s, the error and warning counts to `seg`.
+pub fn parse_page<'a>(
+    url: &[u8],
+    features: Features,
+    pieces: impl IntoIterator<Item = &'a [u8]>,
+    seg: &common::segment::SegmentWriter,
+    log: &mut common::log::vsl::Batch,
+    side: common::log::vsl::Side,
+    vxid: u32,
+) -> Option<EsiData> {
+    let mut p = Parser::new(url, features);
+    for piece in pieces {
+        p.parse(piece);
+    }
+    let (instrs, records, errors, warnings) = p.finish();
+    for r in &records {
+        log.rec(common::log::vsl::Tag::EsiXmlerror, side, vxid, r.as_bytes());
+    }
+    seg.add(common::counters::C::EsiErrors, errors);
+    seg.add(common::counters::C::EsiWarnings, warnings);
+    instrs.map(|instrs| EsiData { instrs, gzip: None })
+}
+
 #[cfg(test)]
 mod tests;

@@ -173,6 +173,22 @@ impl Parser {
         *ver = p;
     }
 
+    /// An `<esi:include>` or `<esi:comment>` starts: legal outside a
+    /// remove and never as an end tag. True if its attributes follow.
+    fn empty_element(&mut self, name: &str, doer: Doer) -> bool {
+        if self.remove {
+            self.error(&format!("ESI 1.0 <esi:{name}> element nested in <esi:remove>"));
+        } else if self.endtag {
+            self.error(&format!("ESI 1.0 </esi:{name}> illegal end-tag"));
+        } else {
+            self.dostuff = Some(doer);
+            self.state = St::InTag;
+            return true;
+        }
+        self.state = St::TagError;
+        false
+    }
+
     fn do_stuff(&mut self, tag: bool) {
         match self.dostuff {
             Some(Doer::Comment) if !self.emptytag => self.error("ESI 1.0 <esi:comment> needs final '/'"),
@@ -223,16 +239,9 @@ impl Parser {
             return;
         };
         let abort = !std::mem::take(&mut self.include_continue);
-        let (host, path): (Option<&[u8]>, &[u8]) = if src.len() > 7 && src.starts_with(b"http://") {
-            let h = &src[7..];
-            match h.iter().position(|c| *c == b'/') {
-                Some(i) => (Some(&h[..i]), &h[i..]),
-                None => {
-                    self.error("ESI 1.0 <esi:include> invalid src= URL");
-                    self.state = St::TagError;
-                    return;
-                }
-            }
+        // http:// and (if allowed) https:// name a host; the path follows.
+        let authority: Option<&[u8]> = if src.len() > 7 && src.starts_with(b"http://") {
+            Some(&src[7..])
         } else if src.len() > 8 && src.starts_with(b"https://") {
             if !self.features.ignore_https {
                 self.warn("ESI 1.0 <esi:include> with https:// ignored");
@@ -240,17 +249,20 @@ impl Parser {
                 return;
             }
             self.warn("ESI 1.0 <esi:include> https:// treated as http://");
-            let h = &src[8..];
-            match h.iter().position(|c| *c == b'/') {
+            Some(&src[8..])
+        } else {
+            None
+        };
+        let (host, path): (Option<&[u8]>, &[u8]) = match authority {
+            None => (None, &src[..]),
+            Some(h) => match h.iter().position(|c| *c == b'/') {
                 Some(i) => (Some(&h[..i]), &h[i..]),
                 None => {
                     self.error("ESI 1.0 <esi:include> invalid src= URL");
                     self.state = St::TagError;
                     return;
                 }
-            }
-        } else {
-            (None, &src[..])
+            },
         };
         let mut url = Vec::new();
         if host.is_none() && path.first() != Some(&b'/') {
@@ -492,15 +504,7 @@ impl Parser {
                 self.state = St::Match;
             }
             St::EsiInclude => {
-                if self.remove {
-                    self.error("ESI 1.0 <esi:include> element nested in <esi:remove>");
-                    self.state = St::TagError;
-                } else if self.endtag {
-                    self.error("ESI 1.0 </esi:include> illegal end-tag");
-                    self.state = St::TagError;
-                } else {
-                    self.dostuff = Some(Doer::Include);
-                    self.state = St::InTag;
+                if self.empty_element("include", Doer::Include) {
                     self.attr = Some(MATCH_ATTR_INCLUDE);
                 }
             }
@@ -509,16 +513,7 @@ impl Parser {
                 self.state = St::InTag;
             }
             St::EsiComment => {
-                if self.remove {
-                    self.error("ESI 1.0 <esi:comment> element nested in <esi:remove>");
-                    self.state = St::TagError;
-                } else if self.endtag {
-                    self.error("ESI 1.0 </esi:comment> illegal end-tag");
-                    self.state = St::TagError;
-                } else {
-                    self.dostuff = Some(Doer::Comment);
-                    self.state = St::InTag;
-                }
+                self.empty_element("comment", Doer::Comment);
             }
             St::EsiBogon => {
                 self.error("ESI 1.0 <esi:bogus> element");

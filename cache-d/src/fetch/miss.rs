@@ -302,8 +302,7 @@ fn filters(sh: &Shared, beresp: &mut Beresp, expected: Option<u64>) -> (Plan, Op
     let esi = beresp.do_esi && expected != Some(0) && beresp.status != 206;
     // An ESI page is kept gzip when it came gzip (and do_gunzip is
     // not set) or do_gzip asks for it, as Varnish's esi_gzip.
-    let ce = beresp.headers.get("content-encoding");
-    let (is_gzip, is_plain) = (ce.is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"gzip")), ce.is_none());
+    let (is_gzip, is_plain) = crate::gzip::fetch::body_coding(&beresp.headers);
     let gz_esi = esi && params.http_gzip_support && ((is_gzip && !beresp.do_gunzip) || (is_plain && beresp.do_gzip));
     if esi {
         // Parsed whole and plain (gunzipped if it came gzip), then
@@ -320,24 +319,29 @@ fn filters(sh: &Shared, beresp: &mut Beresp, expected: Option<u64>) -> (Plan, Op
         crate::gzip::vary_ae(h);
     }
     let coder = plan.any().then(|| Coder::new(plan, &params.coding(), &|c| sh.seg.add(c, 1)));
-    let mut coding = coding_for(plan, esi);
-    if let Some(k) = coding.as_mut() {
-        k.gzip |= gz_esi;
-    }
-    (plan, coder, coding)
+    (plan, coder, coding_for(plan, esi, gz_esi))
 }
 
-/// What an object filtered by `plan` (and parsed for ESI) will be,
-/// before its body is in.
-fn coding_for(plan: Plan, esi: bool) -> Option<Box<Coding>> {
-    (plan.gzipped() || plan.brotli || esi).then(|| Box::new(Coding { gzip: plan.gzipped(), esi, ..Coding::default() }))
+/// What an object filtered by `plan` (and parsed for ESI, kept gzip if
+/// `gz_esi`) will be, before its body is in.
+fn coding_for(plan: Plan, esi: bool, gz_esi: bool) -> Option<Box<Coding>> {
+    let gzip = plan.gzipped() || gz_esi;
+    (gzip || plan.brotli || esi).then(|| Box::new(Coding { gzip, esi, ..Coding::default() }))
 }
 
 /// An ESI page whole and plain: parsed once, its instructions set; kept
 /// gzip, compressed segment by segment (or whole, with no ESI in it).
 /// Returns the pieces to store.
 fn esi_page(sh: &Shared, f: &mut Fetch, url: &[u8], k: &Coding, plain: Vec<Bytes>) -> Vec<Bytes> {
-    let data = esi_parse(sh, f, url, plain.iter().map(|b| &b[..]));
+    let data = crate::esi::parse_page(
+        url,
+        sh.params().esi_features(),
+        plain.iter().map(|b| &b[..]),
+        &sh.seg,
+        &mut f.log,
+        LogSide::Backend,
+        f.vxid,
+    );
     if !k.gzip {
         if let Some(d) = data {
             let _ = k.esi_data.set(Arc::new(d));
@@ -357,22 +361,6 @@ fn esi_page(sh: &Shared, f: &mut Fetch, url: &[u8], k: &Coding, plain: Vec<Bytes
         let _ = k.esi_data.set(Arc::new(gz));
     }
     body
-}
-
-/// Parse a complete plain body for ESI (once, at fetch): its
-/// instructions if it held any; ESI_xmlerror records and counters.
-fn esi_parse<'a>(sh: &Shared, f: &mut Fetch, url: &[u8], pieces: impl IntoIterator<Item = &'a [u8]>) -> Option<crate::esi::EsiData> {
-    let mut p = crate::esi::Parser::new(url, sh.params().esi_features());
-    for piece in pieces {
-        p.parse(piece);
-    }
-    let (instrs, records, errors, warnings) = p.finish();
-    for r in &records {
-        f.log.rec(Tag::EsiXmlerror, LogSide::Backend, f.vxid, r.as_bytes());
-    }
-    sh.seg.add(C::EsiErrors, errors);
-    sh.seg.add(C::EsiWarnings, warnings);
-    instrs.map(|instrs| crate::esi::EsiData { instrs, gzip: None })
 }
 
 /// The log records of filters that failed: Varnish's zlib error record,

@@ -50,9 +50,7 @@ pub fn plan(beresp: &mut Beresp, has_body: bool, gzip_support: bool, brotli_supp
     if beresp.status == 206 {
         return Plan::default();
     }
-    let ce = beresp.headers.get("content-encoding");
-    let is_gzip = ce.is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"gzip"));
-    let is_plain = ce.is_none();
+    let (is_gzip, is_plain) = body_coding(&beresp.headers);
     let do_gunzip = gzip_support && beresp.do_gunzip && is_gzip;
     let do_gzip = gzip_support && beresp.do_gzip && is_plain;
     let filter = if do_gunzip {
@@ -78,6 +76,13 @@ pub fn plan(beresp: &mut Beresp, has_body: bool, gzip_support: bool, brotli_supp
         vary_ae(h);
     }
     plan
+}
+
+/// How a response's body is coded, as the filters see it: (gzip, plain) —
+/// `Content-Encoding: gzip`, or none at all (any other is neither).
+pub fn body_coding(h: &crate::vcl::model::Headers) -> (bool, bool) {
+    let ce = h.get("content-encoding");
+    (ce.is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"gzip")), ce.is_none())
 }
 
 /// The filters at work on one body.

@@ -159,7 +159,6 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bo
         let p = r.sh.params();
         (p.http_gzip_support, p.http_brotli_support)
     };
-    let gzip_client = gzip && crate::gzip::can_gzip(&r.req.headers);
     let Some((rep, esi, spliced)) = forms(r, obj, gzip, brotli).await else {
         return Step::Synth { status: 503, reason: "Backend fetch failed".into() };
     };
@@ -225,7 +224,10 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bo
     // send_timeout bounds the whole response, as in Varnish.
     r.arm_send();
     let (body_tx, failed) = match (esi, spliced) {
-        (Some((data, pieces)), _) if plan.send_body => send_esi(r, &mut wire, &data, pieces, plan.chunked, gzip_client).await,
+        (Some((data, pieces)), _) if plan.send_body => {
+            let gzip_client = gzip && crate::gzip::can_gzip(&r.req.headers);
+            send_esi(r, &mut wire, &data, pieces, plan.chunked, gzip_client).await
+        }
         (_, Some(pieces)) if plan.send_body => match send_spliced(r, obj, &pieces).await {
             Some(sent) => sent,
             None => send_body(r.conn.out(), &mut wire, body, &plan, gunzip.as_mut()).await,

@@ -210,7 +210,7 @@ fn esi_page<T: Transport>(
     let bxid = fetch.vxid;
     let reusable = !resp.spent && resp.head.minor > 0 && !resp.head.has_token("connection", "close");
     fetch.done(Some(raw.len() as u64), Some((resp.conn, reusable)));
-    let gzip = beresp.headers.get("content-encoding").is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"gzip"));
+    let (gzip, _) = crate::gzip::fetch::body_coding(&beresp.headers);
     let plain = if gzip {
         let mut out = Vec::new();
         let mut z = crate::gzip::code::Zstream::new(crate::gzip::code::Dir::Gunzip, &r.sh.params().coding());
@@ -224,17 +224,11 @@ fn esi_page<T: Transport>(
     } else {
         raw
     };
-    let mut p = crate::esi::Parser::new(&r.req.url, r.sh.params().esi_features());
-    p.parse(&plain);
-    let (instrs, records, errors, warnings) = p.finish();
-    for rec in &records {
-        r.log.rec(Tag::EsiXmlerror, LogSide::Client, r.rxid, rec.as_bytes());
-    }
-    r.sh.seg.add(C::EsiErrors, errors);
-    r.sh.seg.add(C::EsiWarnings, warnings);
+    let features = r.sh.params().esi_features();
+    let data = crate::esi::parse_page(&r.req.url, features, [&plain[..]], &r.sh.seg, &mut r.log, LogSide::Client, r.rxid);
     let coding = crate::gzip::Coding { esi: true, ..Default::default() };
-    if let Some(instrs) = instrs {
-        let _ = coding.esi_data.set(std::sync::Arc::new(crate::esi::EsiData { instrs, gzip: None }));
+    if let Some(d) = data {
+        let _ = coding.esi_data.set(std::sync::Arc::new(d));
     }
     let pairs = beresp.headers.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"content-length"));
     let obj = Object {
