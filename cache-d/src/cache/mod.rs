@@ -4,20 +4,25 @@
 
 pub mod ban;
 pub mod body;
+mod head;
+pub mod headers;
 pub mod key;
 pub mod object;
+mod store;
 pub mod ttl;
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use common::counters::C;
 use common::segment::SegmentWriter;
 use tokio::sync::watch;
 
+use self::head::Head;
 pub use self::key::Key;
 pub use self::object::{vary_value, Kind, ObjCore, ObjHeaders, Object, OBJ_OVERHEAD};
+use self::store::{Store, NONE};
 
 const SHARDS: usize = 64;
 
@@ -60,10 +65,10 @@ impl BusyGuard {
         if let Some(c) = self.cache.upgrade() {
             let mut shard = c.shard(self.key);
             if let Some(h) = shard.get_mut(&self.key) {
-                if h.busy.as_ref().is_some_and(|b| Arc::ptr_eq(b, &self.busy)) {
-                    h.busy = None;
+                if h.busy().is_some_and(|b| Arc::ptr_eq(b, &self.busy)) {
+                    h.set_busy(None);
                 }
-                if h.variants.is_empty() && h.busy.is_none() {
+                if h.idle() {
                     shard.remove(&self.key);
                     c.count(C::NObjecthead, -1);
                 }
@@ -104,45 +109,6 @@ pub enum Lookup {
     },
     /// Another request is fetching this object: wait, then look up again.
     Busy(watch::Receiver<BusyState>),
-}
-
-#[derive(Default)]
-struct Head {
-    /// Almost always one: kept inline, no allocation of its own.
-    variants: smallvec::SmallVec<[Arc<ObjCore>; 1]>,
-    busy: Option<Arc<Busy>>,
-}
-
-#[derive(Default)]
-struct Store {
-    used: u64,
-    seq: u64,
-    /// Stored objects, oldest first.
-    lru: BTreeMap<u64, Weak<ObjCore>>,
-    expiry: BTreeMap<(u64, u64), Weak<ObjCore>>,
-}
-
-impl Store {
-    /// The object to evict, taken out of the LRU: the oldest, except
-    /// that one hit since it was last looked at goes to the young end
-    /// instead, once (CLOCK's second chance, an approximation of LRU whose
-    /// hits take no lock). `own` (the object being charged) is skipped.
-    /// Some(None) when the entry looked at was already gone; None when
-    /// there is nothing to evict.
-    fn victim(&mut self, own: u64) -> Option<Option<Arc<ObjCore>>> {
-        for _ in 0..=self.lru.len() {
-            let s = *self.lru.keys().find(|s| **s != own)?;
-            let w = self.lru.remove(&s)?;
-            let Some(v) = w.upgrade() else { return Some(None) };
-            if !v.referenced.swap(false, Ordering::AcqRel) {
-                return Some(Some(v));
-            }
-            self.seq += 1;
-            v.lru_seq.store(self.seq, Ordering::Relaxed);
-            self.lru.insert(self.seq, w);
-        }
-        None
-    }
 }
 
 pub struct CacheInner {
@@ -210,8 +176,8 @@ impl CacheInner {
         {
             let mut shard = self.shard(oc.key);
             if let Some(h) = shard.get_mut(&oc.key) {
-                h.variants.retain(|v| !Arc::ptr_eq(v, oc));
-                if h.variants.is_empty() && h.busy.is_none() {
+                h.retain(|v| !Arc::ptr_eq(v, oc));
+                if h.idle() {
                     shard.remove(&oc.key);
                     self.count(C::NObjecthead, -1);
                 }
@@ -219,23 +185,23 @@ impl CacheInner {
         }
         self.count(C::NObject, -1);
         self.count(C::NObjectcore, -1);
-        // Its expiry entry goes too, so evictions do not leave entries
-        // behind until the object's time would have come.
-        self.store().expiry.remove(&oc.exp_key);
         self.free(oc);
         true
     }
 
+    /// Give back what `oc` was charged and take it out of the ring and
+    /// the expiry heap.
     fn free(&self, oc: &ObjCore) {
         if !oc.stored.swap(false, Ordering::AcqRel) {
             return;
         }
         let n = oc.charged.swap(0, Ordering::AcqRel);
-        {
+        let gone = {
             let mut st = self.store();
             st.used = st.used.saturating_sub(n);
-            st.lru.remove(&oc.lru_seq.load(Ordering::Relaxed));
-        }
+            st.forget(oc)
+        };
+        drop(gone);
         self.count(C::SmaCFreed, n as i64);
         self.count(C::SmaGBytes, -(n as i64));
         self.count(C::SmaGSpace, n as i64);
@@ -259,7 +225,7 @@ impl CacheInner {
                     oc.charged.fetch_add(n, Ordering::AcqRel);
                     break;
                 }
-                match st.victim(oc.lru_seq.load(Ordering::Relaxed)) {
+                match st.victim(oc) {
                     Some(v) => v,
                     None => {
                         drop(st);
@@ -268,10 +234,8 @@ impl CacheInner {
                     }
                 }
             };
-            if let Some(v) = victim {
-                if self.remove(&v) {
-                    self.count(C::NLruNuked, 1);
-                }
+            if self.remove(&victim) {
+                self.count(C::NLruNuked, 1);
             }
         }
         self.count(C::SmaCBytes, n as i64);
@@ -350,7 +314,7 @@ impl Cache {
         let newest = c.newest_ban.load(Ordering::Acquire);
         let mut shard = c.shard(key);
         let head = match shard.get_mut(&key) {
-            Some(h) if bans && h.variants.iter().any(|o| o.ban_id.load(Ordering::Acquire) < newest) => return None,
+            Some(h) if bans && h.variants().any(|o| o.ban_id.load(Ordering::Acquire) < newest) => return None,
             Some(h) => h,
             None => {
                 c.count(C::NObjecthead, 1);
@@ -363,30 +327,34 @@ impl Cache {
             Some(v) => v.iter().all(|(name, want)| (skip_ae && name == "accept-encoding") || vary_value(req.clone(), name) == *want),
         };
         let mut stale = None;
-        for oc in head.variants.iter().filter(|oc| !oc.is_dead() && matches(oc)) {
+        let mut fresh = None;
+        for oc in head.variants().filter(|oc| !oc.is_dead() && matches(oc)) {
             let life = &oc.obj.life;
             if life.fresh(now) {
-                let oc = oc.clone();
-                return Some(match oc.obj.kind {
-                    Kind::Normal => {
-                        drop(shard);
-                        self.touch(&oc);
-                        Lookup::Hit(oc)
-                    }
-                    Kind::HitForMiss => Lookup::HitForMiss(oc),
-                    Kind::HitForPass => Lookup::HitForPass(oc),
-                });
+                fresh = Some(oc.clone());
+                break;
             }
             if oc.obj.kind == Kind::Normal && (life.in_grace(now) || life.in_keep(now)) && stale.is_none() {
                 stale = Some(oc.clone());
             }
         }
+        if let Some(oc) = fresh {
+            return Some(match oc.obj.kind {
+                Kind::Normal => {
+                    drop(shard);
+                    self.touch(&oc);
+                    Lookup::Hit(oc)
+                }
+                Kind::HitForMiss => Lookup::HitForMiss(oc),
+                Kind::HitForPass => Lookup::HitForPass(oc),
+            });
+        }
         let head = shard.get_mut(&key).expect("head exists");
         if let Some(s) = stale.as_ref().filter(|s| s.obj.life.in_grace(now)) {
-            let guard = if head.busy.is_none() { Some(self.new_busy(head, key)) } else { None };
+            let guard = if head.busy().is_none() { Some(self.new_busy(head, key)) } else { None };
             return Some(Lookup::Grace(s.clone(), guard));
         }
-        if let Some(b) = &head.busy {
+        if let Some(b) = head.busy() {
             return Some(Lookup::Busy(b.tx.subscribe()));
         }
         let guard = self.new_busy(head, key);
@@ -396,7 +364,7 @@ impl Cache {
     fn new_busy(&self, head: &mut Head, key: Key) -> BusyGuard {
         let (tx, _) = watch::channel(BusyState::Fetching);
         let busy = Arc::new(Busy { tx });
-        head.busy = Some(busy.clone());
+        head.set_busy(Some(busy.clone()));
         BusyGuard { cache: Arc::downgrade(&self.inner), key, busy, done: false }
     }
 
@@ -428,28 +396,19 @@ impl Cache {
         let key = guard.key;
         let head_bytes = obj.head_bytes();
         let expires = ms(obj.life.expires_at());
-        let seq = {
-            let mut st = c.store();
-            st.seq += 1;
-            st.seq
-        };
         let oc = Arc::new(ObjCore {
             key,
             obj,
             charged: AtomicU64::new(0),
-            lru_seq: AtomicU64::new(seq),
-            exp_key: (expires, seq),
+            slot: AtomicU32::new(NONE),
+            heap: AtomicU32::new(NONE),
             ban_id: AtomicU64::new(c.newest_ban.load(Ordering::Acquire)),
             dead: AtomicBool::new(false),
             stored: AtomicBool::new(true),
             referenced: AtomicBool::new(false),
             hits: AtomicU64::new(0),
         });
-        {
-            let mut st = c.store();
-            st.lru.insert(seq, Arc::downgrade(&oc));
-            st.expiry.insert(oc.exp_key, Arc::downgrade(&oc));
-        }
+        c.store().add(&oc, expires);
         c.count(C::SmaGAlloc, 1);
         if !c.charge(&oc, head_bytes) {
             oc.dead.store(true, Ordering::Release);
@@ -468,9 +427,9 @@ impl Cache {
             };
             let skip_ae = c.vary_skips_ae.load(Ordering::Relaxed);
             let same = |o: &Arc<ObjCore>| same_vary(&o.obj.vary, &oc.obj.vary, skip_ae);
-            let old: Vec<_> = head.variants.iter().filter(|o| same(o)).cloned().collect();
-            head.variants.retain(|o| !same(o));
-            head.variants.push(oc.clone());
+            let old: Vec<_> = head.variants().filter(|o| same(o)).cloned().collect();
+            head.retain(|o| !same(o));
+            head.push(oc.clone());
             old
         };
         c.count(C::NObject, 1);
@@ -489,8 +448,8 @@ impl Cache {
             key: Key(0, 0),
             obj,
             charged: AtomicU64::new(0),
-            lru_seq: AtomicU64::new(0),
-            exp_key: (0, 0),
+            slot: AtomicU32::new(NONE),
+            heap: AtomicU32::new(NONE),
             ban_id: AtomicU64::new(u64::MAX),
             dead: AtomicBool::new(true),
             stored: AtomicBool::new(false),
@@ -518,24 +477,17 @@ impl Cache {
     /// Remove every variant under `key`; returns how many.
     pub fn purge(&self, key: &[u8]) -> usize {
         let key = Key::of(key);
-        let victims: Vec<Arc<ObjCore>> = self.inner.shard(key).get(&key).map(|h| h.variants.to_vec()).unwrap_or_default();
+        let victims: Vec<Arc<ObjCore>> = self.inner.shard(key).get(&key).map(|h| h.variants().cloned().collect()).unwrap_or_default();
         victims.iter().filter(|v| self.inner.remove(v)).count()
     }
 
     /// Drop objects whose ttl + grace + keep ended before `now`; returns how many.
     pub fn expire(&self, now: f64) -> usize {
-        let due: Vec<Weak<ObjCore>> = {
-            let mut st = self.inner.store();
-            let t = ms(now);
-            let keys: Vec<(u64, u64)> = st.expiry.range(..(t, u64::MAX)).map(|(k, _)| *k).collect();
-            keys.into_iter().filter_map(|k| st.expiry.remove(&k)).collect()
-        };
+        let due = self.inner.store().expired(ms(now));
         let mut n = 0;
-        for w in due {
-            if let Some(oc) = w.upgrade() {
-                if self.inner.remove(&oc) {
-                    n += 1;
-                }
+        for oc in due {
+            if self.inner.remove(&oc) {
+                n += 1;
             }
         }
         self.inner.count(C::NExpired, n as i64);
@@ -544,11 +496,7 @@ impl Cache {
 
     /// Number of objects in the index.
     pub fn objects(&self) -> usize {
-        self.inner
-            .shards
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).values().map(|h| h.variants.len()).sum::<usize>())
-            .sum()
+        self.inner.shards.iter().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).values().map(|h| h.len()).sum::<usize>()).sum()
     }
 }
 

@@ -1,11 +1,12 @@
 //! A cached object: its response (status, packed headers, body,
 //! lifetime, Vary values) and the core the index keeps around it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use bytes::Bytes;
 
 use crate::cache::body::ObjBody;
+pub use crate::cache::headers::ObjHeaders;
 use crate::cache::ttl::Life;
 
 /// Bytes charged per object on top of its packed head (and body, when it
@@ -34,123 +35,9 @@ pub enum Kind {
     HitForPass,
 }
 
-/// A stored response head: the reason phrase and every header name and
-/// value in one buffer (a cached object keeps these for its whole life,
-/// so they are packed into a single allocation):
-///
-/// `[count u16][reason len u16][(name end u32, value end u32) × count][reason][name value name value …]`
-///
-/// Ends count from the start of the names and values.
-#[derive(Clone)]
-pub struct ObjHeaders {
-    buf: Bytes,
-}
-
-impl Default for ObjHeaders {
-    fn default() -> ObjHeaders {
-        ObjHeaders::from_pairs(b"", std::iter::empty())
-    }
-}
-
-impl ObjHeaders {
-    /// Pack `reason` and the headers. A head too large for the layout
-    /// (more than 65,535 headers or a 64 KiB reason) keeps what fits; the
-    /// HTTP limits on heads are far below that.
-    pub fn from_pairs<'a>(reason: &[u8], pairs: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone) -> ObjHeaders {
-        ObjHeaders::with_body(reason, pairs, b"").0
-    }
-
-    /// Pack the head with a body after it, in the same allocation (a
-    /// small object costs one allocation); returns the body's slice.
-    pub fn with_body<'a>(reason: &[u8], pairs: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone, body: &[u8]) -> (ObjHeaders, Bytes) {
-        let pairs = pairs.take(u16::MAX as usize);
-        let reason = &reason[..reason.len().min(u16::MAX as usize)];
-        let (n, total) = pairs.clone().fold((0usize, 0usize), |(n, t), (a, b)| (n + 1, t + a.len() + b.len()));
-        let mut buf = Vec::with_capacity(4 + 8 * n + reason.len() + total + body.len());
-        buf.extend_from_slice(&(n as u16).to_le_bytes());
-        buf.extend_from_slice(&(reason.len() as u16).to_le_bytes());
-        let mut end = 0u32;
-        for (a, b) in pairs.clone() {
-            end += a.len() as u32;
-            buf.extend_from_slice(&end.to_le_bytes());
-            end += b.len() as u32;
-            buf.extend_from_slice(&end.to_le_bytes());
-        }
-        buf.extend_from_slice(reason);
-        for (a, b) in pairs {
-            buf.extend_from_slice(a);
-            buf.extend_from_slice(b);
-        }
-        let at = buf.len();
-        buf.extend_from_slice(body);
-        let buf = Bytes::from(buf);
-        let body = if body.is_empty() { Bytes::new() } else { buf.slice(at..) };
-        (ObjHeaders { buf }, body)
-    }
-
-    fn u16_at(&self, i: usize) -> usize {
-        u16::from_le_bytes([self.buf[i], self.buf[i + 1]]) as usize
-    }
-
-    fn count(&self) -> usize {
-        self.u16_at(0)
-    }
-
-    /// Where the names and values start.
-    fn data(&self) -> usize {
-        4 + 8 * self.count() + self.u16_at(2)
-    }
-
-    /// The spans of header `i`'s name and value in `buf`.
-    fn span(&self, i: usize) -> ((usize, usize), (usize, usize)) {
-        let at = |j: usize| u32::from_le_bytes(self.buf[j..j + 4].try_into().expect("4 bytes")) as usize;
-        let d = self.data();
-        let start = if i == 0 { 0 } else { at(4 + 8 * (i - 1) + 4) };
-        let (ne, ve) = (at(4 + 8 * i), at(4 + 8 * i + 4));
-        ((d + start, d + ne), (d + ne, d + ve))
-    }
-
-    /// The reason phrase.
-    pub fn reason(&self) -> Bytes {
-        let at = 4 + 8 * self.count();
-        self.buf.slice(at..at + self.u16_at(2))
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
-        (0..self.count()).map(|i| {
-            let ((a, b), (c, d)) = self.span(i);
-            (&self.buf[a..b], &self.buf[c..d])
-        })
-    }
-
-    /// First value of header `name` (case-insensitive).
-    pub fn get(&self, name: &str) -> Option<Bytes> {
-        (0..self.count())
-            .map(|i| self.span(i))
-            .find(|((a, b), _)| self.buf[*a..*b].eq_ignore_ascii_case(name.as_bytes()))
-            .map(|(_, (c, d))| self.buf.slice(c..d))
-    }
-
-    /// As an editable list (slices of the same buffer, no copies).
-    pub fn to_headers(&self) -> crate::vcl::model::Headers {
-        crate::vcl::model::Headers(
-            (0..self.count())
-                .map(|i| {
-                    let ((a, b), (c, d)) = self.span(i);
-                    (self.buf.slice(a..b), self.buf.slice(c..d))
-                })
-                .collect(),
-        )
-    }
-
-    /// Bytes held (with a body packed after the head).
-    pub fn bytes(&self) -> usize {
-        self.buf.len()
-    }
-}
-
-/// For each header named by Vary: its normalized request value.
-pub type Vary = Box<[(String, Option<Bytes>)]>;
+/// For each header named by Vary: its normalized request value (boxed
+/// twice so an object pays one pointer when it has no Vary).
+pub type Vary = Box<Vec<(String, Option<Bytes>)>>;
 
 /// An immutable cached response (its body may still be streaming in).
 pub struct Object {
@@ -205,9 +92,10 @@ pub struct ObjCore {
     pub obj: Object,
     /// Bytes charged to storage so far.
     pub(super) charged: AtomicU64,
-    pub(super) lru_seq: AtomicU64,
-    /// This object's key in the expiry map: (expiry ms, insertion seq).
-    pub(super) exp_key: (u64, u64),
+    /// Its slot in the eviction ring and place in the expiry heap
+    /// (`store::NONE` when not there).
+    pub(super) slot: AtomicU32,
+    pub(super) heap: AtomicU32,
     /// The newest ban this object was tested against (or inserted after).
     pub(super) ban_id: AtomicU64,
     /// Removed from the index (evicted, expired, purged, replaced, failed).

@@ -386,7 +386,7 @@ fn object(bxid: u32, got: &mut Got, req: &Req) -> Object {
             .map(|n| String::from_utf8_lossy(n.trim_ascii()).to_ascii_lowercase())
             .filter(|n| !n.is_empty())
             .collect();
-        names.into_iter().map(|n| (n.clone(), vary_value(req.headers.iter(), &n))).collect::<Box<[_]>>()
+        Box::new(names.into_iter().map(|n| (n.clone(), vary_value(req.headers.iter(), &n))).collect::<Vec<_>>())
     });
     let pairs = headers.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"content-length"));
     let (headers, body) = match &got.inline {

@@ -78,7 +78,7 @@ impl Cache {
     {
         let newest = self.inner.newest_ban.load(Ordering::Acquire);
         let pending: Vec<Arc<ObjCore>> = match self.inner.shard(key).get(&key) {
-            Some(h) => h.variants.iter().filter(|o| o.ban_id.load(Ordering::Acquire) < newest).cloned().collect(),
+            Some(h) => h.variants().filter(|o| o.ban_id.load(Ordering::Acquire) < newest).cloned().collect(),
             None => return,
         };
         if pending.is_empty() {
@@ -136,7 +136,7 @@ impl Cache {
         let mut min_seen = c.newest_ban.load(Ordering::Acquire);
         for shard in &c.shards {
             let objs: Vec<Arc<ObjCore>> =
-                shard.lock().unwrap_or_else(|e| e.into_inner()).values().flat_map(|h| h.variants.iter().cloned()).collect();
+                shard.lock().unwrap_or_else(|e| e.into_inner()).values().flat_map(|h| h.variants().cloned()).collect();
             for oc in objs {
                 let seen = oc.ban_id.load(Ordering::Acquire);
                 let mine: Vec<&Arc<Ban>> = work.iter().filter(|b| b.id > seen).collect();
@@ -186,7 +186,7 @@ impl Cache {
         let mut refs = std::collections::HashMap::new();
         for shard in &self.inner.shards {
             for h in shard.lock().unwrap_or_else(|e| e.into_inner()).values() {
-                for o in &h.variants {
+                for o in h.variants() {
                     *refs.entry(o.ban_id.load(Ordering::Relaxed)).or_insert(0u64) += 1;
                 }
             }

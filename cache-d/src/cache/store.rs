@@ -1,0 +1,185 @@
+//! Storage bookkeeping: bytes charged against the budget, the CLOCK ring
+//! eviction sweeps, and the expiry heap. Both structures hold one pointer
+//! per object and the object holds its positions in them (Varnish's
+//! binheap index in the objcore), so an object costs 24 bytes here and
+//! leaves in O(log n) whatever the reason it goes.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::cache::ObjCore;
+
+/// No position: not in the ring or heap.
+pub(super) const NONE: u32 = u32::MAX;
+
+/// Compact the ring when at least this many slots are free and they are
+/// more than half of it (so a sweep never walks mostly empty slots).
+const COMPACT_FREE: usize = 4096;
+
+#[derive(Default)]
+pub(super) struct Store {
+    pub used: u64,
+    /// Every stored object, in the order eviction sweeps them. A freed slot
+    /// is reused by the next object, and slots are freed where the hand
+    /// passed (evictions), so a new object lands behind the hand: the
+    /// last the sweep comes back to.
+    ring: Vec<Option<Arc<ObjCore>>>,
+    free: Vec<u32>,
+    hand: usize,
+    /// Min-heap on expiry time (ms): (when, object).
+    heap: Vec<(u64, Arc<ObjCore>)>,
+}
+
+impl Store {
+    /// Objects in the ring (stored objects).
+    #[cfg(test)]
+    pub fn stored(&self) -> usize {
+        self.ring.len() - self.free.len()
+    }
+
+    /// Objects in the expiry heap.
+    #[cfg(test)]
+    pub fn expiring(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// Take a new object in: a ring slot and its expiry time.
+    pub fn add(&mut self, oc: &Arc<ObjCore>, expires_ms: u64) {
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.ring[s as usize] = Some(oc.clone());
+                s
+            }
+            None => {
+                self.ring.push(Some(oc.clone()));
+                (self.ring.len() - 1) as u32
+            }
+        };
+        oc.slot.store(slot, Ordering::Relaxed);
+        self.heap.push((expires_ms, oc.clone()));
+        let at = self.heap.len() - 1;
+        oc.heap.store(at as u32, Ordering::Relaxed);
+        self.up(at);
+    }
+
+    /// Take an object out of the ring and the heap (if there); the caller
+    /// drops what is returned after letting go of the lock.
+    pub fn forget(&mut self, oc: &ObjCore) -> [Option<Arc<ObjCore>>; 2] {
+        let mut out = [None, None];
+        let slot = oc.slot.swap(NONE, Ordering::Relaxed);
+        if slot != NONE {
+            out[0] = self.ring.get_mut(slot as usize).and_then(Option::take);
+            self.free.push(slot);
+            if self.free.len() >= COMPACT_FREE && self.free.len() * 2 > self.ring.len() {
+                self.compact();
+            }
+        }
+        let at = oc.heap.swap(NONE, Ordering::Relaxed);
+        if at != NONE {
+            out[1] = self.heap_remove(at as usize);
+        }
+        out
+    }
+
+    /// The object to evict: the first the hand finds unreferenced; one
+    /// hit since the hand last passed gives an object one more round
+    /// (CLOCK, an approximation of LRU whose hits take no lock). `own`
+    /// (the object being charged) is skipped, and so is one on its way out. None when nothing can go.
+    pub fn victim(&mut self, own: &ObjCore) -> Option<Arc<ObjCore>> {
+        let n = self.ring.len();
+        for _ in 0..=2 * n {
+            if self.hand >= n {
+                self.hand = 0;
+            }
+            let i = self.hand;
+            self.hand += 1;
+            let Some(v) = &self.ring[i] else { continue };
+            if std::ptr::eq(&**v, own) || v.is_dead() {
+                continue;
+            }
+            if v.referenced.swap(false, Ordering::AcqRel) {
+                continue;
+            }
+            return Some(v.clone());
+        }
+        None
+    }
+
+    /// The objects whose time ended at or before `now_ms`, taken out of
+    /// the heap (still in the ring: the caller removes them).
+    pub fn expired(&mut self, now_ms: u64) -> Vec<Arc<ObjCore>> {
+        let mut due = Vec::new();
+        while self.heap.first().is_some_and(|(t, _)| *t <= now_ms) {
+            if let Some(oc) = self.heap_remove(0) {
+                oc.heap.store(NONE, Ordering::Relaxed);
+                due.push(oc);
+            }
+        }
+        due
+    }
+
+    /// Rebuild the ring without its free slots (the hand keeps its place
+    /// among the objects).
+    fn compact(&mut self) {
+        let hand = self.ring[..self.hand.min(self.ring.len())].iter().filter(|s| s.is_some()).count();
+        self.ring.retain(Option::is_some);
+        for (i, oc) in self.ring.iter().enumerate() {
+            if let Some(oc) = oc {
+                oc.slot.store(i as u32, Ordering::Relaxed);
+            }
+        }
+        self.ring.shrink_to(self.ring.len() * 2);
+        self.free.clear();
+        self.free.shrink_to(COMPACT_FREE);
+        self.hand = hand;
+    }
+
+    fn heap_remove(&mut self, at: usize) -> Option<Arc<ObjCore>> {
+        if at >= self.heap.len() {
+            return None;
+        }
+        let (_, oc) = self.heap.swap_remove(at);
+        if at < self.heap.len() {
+            self.heap[at].1.heap.store(at as u32, Ordering::Relaxed);
+            let at = self.up(at);
+            self.down(at);
+        }
+        Some(oc)
+    }
+
+    fn swap(&mut self, a: usize, b: usize) {
+        self.heap.swap(a, b);
+        self.heap[a].1.heap.store(a as u32, Ordering::Relaxed);
+        self.heap[b].1.heap.store(b as u32, Ordering::Relaxed);
+    }
+
+    fn up(&mut self, mut at: usize) -> usize {
+        while at > 0 {
+            let parent = (at - 1) / 2;
+            if self.heap[parent].0 <= self.heap[at].0 {
+                break;
+            }
+            self.swap(parent, at);
+            at = parent;
+        }
+        at
+    }
+
+    fn down(&mut self, mut at: usize) {
+        loop {
+            let (l, r) = (2 * at + 1, 2 * at + 2);
+            let mut min = at;
+            if l < self.heap.len() && self.heap[l].0 < self.heap[min].0 {
+                min = l;
+            }
+            if r < self.heap.len() && self.heap[r].0 < self.heap[min].0 {
+                min = r;
+            }
+            if min == at {
+                return;
+            }
+            self.swap(at, min);
+            at = min;
+        }
+    }
+}
