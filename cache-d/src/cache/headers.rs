@@ -121,6 +121,13 @@ fn common(name: &[u8]) -> Option<usize> {
     NAMES.iter().position(|n| n.as_bytes() == name)
 }
 
+/// A header's name: common (in [`NAMES`]) or where it is in the buffer.
+#[derive(Clone, Copy)]
+enum Name {
+    Common(&'static str),
+    At(usize, usize),
+}
+
 /// A stored response head (see the module's comment for the layout).
 #[derive(Clone)]
 pub struct ObjHeaders {
@@ -222,20 +229,20 @@ impl ObjHeaders {
 
     /// Header `i`: its name as a common name or a span of `buf`, and its
     /// value's span.
-    fn span(&self, i: usize) -> (Result<&'static str, (usize, usize)>, (usize, usize)) {
+    fn span(&self, i: usize) -> (Name, (usize, usize)) {
         let d = self.data();
         let start = if i == 0 { 0 } else { self.entry(2 * i - 1).0 };
         let (name, value_end) = (self.entry(2 * i), self.entry(2 * i + 1).0);
         match name {
-            (idx, true) => (Ok(NAMES.get(idx).copied().unwrap_or("")), (d + start, d + value_end)),
-            (end, false) => (Err((d + start, d + end)), (d + end, d + value_end)),
+            (idx, true) => (Name::Common(NAMES.get(idx).copied().unwrap_or("")), (d + start, d + value_end)),
+            (end, false) => (Name::At(d + start, d + end), (d + end, d + value_end)),
         }
     }
 
-    fn name(&self, name: Result<&'static str, (usize, usize)>) -> &[u8] {
+    fn name(&self, name: Name) -> &[u8] {
         match name {
-            Ok(n) => n.as_bytes(),
-            Err((a, b)) => &self.buf[a..b],
+            Name::Common(n) => n.as_bytes(),
+            Name::At(a, b) => &self.buf[a..b],
         }
     }
 
@@ -267,8 +274,8 @@ impl ObjHeaders {
                 .map(|i| {
                     let (name, (c, d)) = self.span(i);
                     let name = match name {
-                        Ok(n) => Bytes::from_static(n.as_bytes()),
-                        Err((a, b)) => self.buf.slice(a..b),
+                        Name::Common(n) => Bytes::from_static(n.as_bytes()),
+                        Name::At(a, b) => self.buf.slice(a..b),
                     };
                     (name, self.buf.slice(c..d))
                 })
