@@ -5,22 +5,22 @@
 
 use std::sync::Arc;
 
-use crate::cache::{Busy, ObjCore};
+use crate::cache::{Busy, ObjRef};
 
 #[derive(Default)]
 pub(super) struct Head {
-    one: Option<Arc<ObjCore>>,
+    one: Option<ObjRef>,
     more: Option<Box<More>>,
 }
 
 #[derive(Default)]
 struct More {
-    variants: Vec<Arc<ObjCore>>,
+    variants: Vec<ObjRef>,
     busy: Option<Arc<Busy>>,
 }
 
 impl Head {
-    pub fn variants(&self) -> impl Iterator<Item = &Arc<ObjCore>> + Clone {
+    pub fn variants(&self) -> impl Iterator<Item = &ObjRef> + Clone {
         self.one.iter().chain(self.more.iter().flat_map(|m| m.variants.iter()))
     }
 
@@ -42,7 +42,7 @@ impl Head {
         self.tidy();
     }
 
-    pub fn push(&mut self, oc: Arc<ObjCore>) {
+    pub fn push(&mut self, oc: ObjRef) {
         if self.one.is_none() {
             self.one = Some(oc);
         } else {
@@ -50,7 +50,7 @@ impl Head {
         }
     }
 
-    pub fn retain(&mut self, mut keep: impl FnMut(&Arc<ObjCore>) -> bool) {
+    pub fn retain(&mut self, mut keep: impl FnMut(&ObjRef) -> bool) {
         if self.one.as_ref().is_some_and(|o| !keep(o)) {
             self.one = None;
         }

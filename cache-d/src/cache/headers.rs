@@ -193,8 +193,84 @@ impl ObjHeaders {
         (ObjHeaders { buf }, body)
     }
 
+    /// The head packed in `buf` (from [`ObjHeaders::with_body`], maybe
+    /// with the body cut off).
+    pub fn from_bytes(buf: Bytes) -> ObjHeaders {
+        ObjHeaders { buf }
+    }
+
+    pub fn into_bytes(self) -> Bytes {
+        self.buf
+    }
+
+    /// The head's own length (where a packed body starts).
+    pub fn head_len(&self) -> usize {
+        Layout(&self.buf).end()
+    }
+
+    /// The reason phrase.
+    pub fn reason(&self) -> Bytes {
+        let (a, b) = reason_span(&self.buf);
+        self.buf.slice(a..b)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
+        let l = Layout(&self.buf);
+        (0..l.count()).map(move |i| {
+            let (name, (c, d)) = l.span(i);
+            (l.name(name), &l.0[c..d])
+        })
+    }
+
+    /// First value of header `name` (case-insensitive).
+    pub fn get(&self, name: &str) -> Option<Bytes> {
+        find(&self.buf, name).map(|(a, b)| self.buf.slice(a..b))
+    }
+
+    /// As an editable list (slices of the same buffer, no copies).
+    pub fn to_headers(&self) -> crate::vcl::model::Headers {
+        let l = Layout(&self.buf);
+        crate::vcl::model::Headers(
+            (0..l.count())
+                .map(|i| {
+                    let (name, (c, d)) = l.span(i);
+                    let name = match name {
+                        Name::Common(n) => Bytes::from_static(n.as_bytes()),
+                        Name::At(a, b) => self.buf.slice(a..b),
+                    };
+                    (name, self.buf.slice(c..d))
+                })
+                .collect(),
+        )
+    }
+
+    /// Bytes held (with a body packed after the head).
+    pub fn bytes(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+/// Where the first value of header `name` (case-insensitive) is in the
+/// packed head `buf`.
+pub fn find(buf: &[u8], name: &str) -> Option<(usize, usize)> {
+    let l = Layout(buf);
+    (0..l.count()).map(|i| l.span(i)).find(|(n, _)| l.name(*n).eq_ignore_ascii_case(name.as_bytes())).map(|(_, v)| v)
+}
+
+/// Where the reason phrase is in the packed head `buf`.
+pub fn reason_span(buf: &[u8]) -> (usize, usize) {
+    let l = Layout(buf);
+    let at = 4 + 2 * l.width() * l.count();
+    (at, at + l.u16_at(2))
+}
+
+/// Reading a packed head.
+#[derive(Clone, Copy)]
+struct Layout<'a>(&'a [u8]);
+
+impl<'a> Layout<'a> {
     fn u16_at(&self, i: usize) -> usize {
-        u16::from_le_bytes([self.buf[i], self.buf[i + 1]]) as usize
+        u16::from_le_bytes([self.0[i], self.0[i + 1]]) as usize
     }
 
     fn count(&self) -> usize {
@@ -214,7 +290,7 @@ impl ObjHeaders {
     fn entry(&self, j: usize) -> (usize, bool) {
         let at = 4 + j * self.width();
         if self.width() == 4 {
-            let x = u32::from_le_bytes(self.buf[at..at + 4].try_into().expect("4 bytes"));
+            let x = u32::from_le_bytes(self.0[at..at + 4].try_into().expect("4 bytes"));
             ((x & 0x7fff_ffff) as usize, x & 0x8000_0000 != 0)
         } else {
             let x = self.u16_at(at);
@@ -227,8 +303,16 @@ impl ObjHeaders {
         4 + 2 * self.width() * self.count() + self.u16_at(2)
     }
 
-    /// Header `i`: its name as a common name or a span of `buf`, and its
-    /// value's span.
+    /// Where the head ends.
+    fn end(&self) -> usize {
+        match self.count() {
+            0 => self.data(),
+            n => self.data() + self.entry(2 * n - 1).0,
+        }
+    }
+
+    /// Header `i`: its name as a common name or a span of the buffer, and
+    /// its value's span.
     fn span(&self, i: usize) -> (Name, (usize, usize)) {
         let d = self.data();
         let start = if i == 0 { 0 } else { self.entry(2 * i - 1).0 };
@@ -239,53 +323,11 @@ impl ObjHeaders {
         }
     }
 
-    fn name(&self, name: Name) -> &[u8] {
+    fn name(&self, name: Name) -> &'a [u8] {
         match name {
             Name::Common(n) => n.as_bytes(),
-            Name::At(a, b) => &self.buf[a..b],
+            Name::At(a, b) => &self.0[a..b],
         }
-    }
-
-    /// The reason phrase.
-    pub fn reason(&self) -> Bytes {
-        let at = 4 + 2 * self.width() * self.count();
-        self.buf.slice(at..at + self.u16_at(2))
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
-        (0..self.count()).map(|i| {
-            let (name, (c, d)) = self.span(i);
-            (self.name(name), &self.buf[c..d])
-        })
-    }
-
-    /// First value of header `name` (case-insensitive).
-    pub fn get(&self, name: &str) -> Option<Bytes> {
-        (0..self.count())
-            .map(|i| self.span(i))
-            .find(|(n, _)| self.name(*n).eq_ignore_ascii_case(name.as_bytes()))
-            .map(|(_, (c, d))| self.buf.slice(c..d))
-    }
-
-    /// As an editable list (slices of the same buffer, no copies).
-    pub fn to_headers(&self) -> crate::vcl::model::Headers {
-        crate::vcl::model::Headers(
-            (0..self.count())
-                .map(|i| {
-                    let (name, (c, d)) = self.span(i);
-                    let name = match name {
-                        Name::Common(n) => Bytes::from_static(n.as_bytes()),
-                        Name::At(a, b) => self.buf.slice(a..b),
-                    };
-                    (name, self.buf.slice(c..d))
-                })
-                .collect(),
-        )
-    }
-
-    /// Bytes held (with a body packed after the head).
-    pub fn bytes(&self) -> usize {
-        self.buf.len()
     }
 }
 
@@ -327,6 +369,7 @@ mod tests {
         let big = vec![b'v'; 40_000];
         let pairs = [(&b"X-Big"[..], &big[..]), (&b"etag"[..], &b"\"1\""[..]), (&b"X-After"[..], &b"after"[..])];
         let (h, body) = ObjHeaders::with_body(b"OK", pairs.iter().copied(), b"body");
+        assert_eq!(h.head_len(), h.bytes() - 4);
         assert_eq!(h.iter().collect::<Vec<_>>(), pairs.to_vec());
         assert_eq!(h.get("x-after").as_deref(), Some(&b"after"[..]));
         assert_eq!(&body[..], b"body");

@@ -12,7 +12,7 @@ mod store;
 pub mod ttl;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use common::counters::C;
@@ -21,8 +21,8 @@ use tokio::sync::watch;
 
 use self::head::Head;
 pub use self::key::Key;
-pub use self::object::{vary_value, Kind, ObjCore, ObjHeaders, Object, OBJ_OVERHEAD};
-use self::store::{Store, NONE};
+pub use self::object::{vary_value, Kind, ObjCore, ObjHeaders, ObjRef, Object, OBJ_OVERHEAD};
+use self::store::Store;
 
 const SHARDS: usize = 64;
 
@@ -95,17 +95,17 @@ impl Drop for BusyGuard {
 /// What a lookup found.
 pub enum Lookup {
     /// A fresh object.
-    Hit(Arc<ObjCore>),
+    Hit(ObjRef),
     /// A stale object within grace; with a guard when this request should
     /// start the background refresh.
-    Grace(Arc<ObjCore>, Option<BusyGuard>),
-    HitForMiss(Arc<ObjCore>),
-    HitForPass(Arc<ObjCore>),
+    Grace(ObjRef, Option<BusyGuard>),
+    HitForMiss(ObjRef),
+    HitForPass(ObjRef),
     /// Nothing usable: this request fetches. `stale` is an object within
     /// grace or keep whose validators can make the fetch conditional.
     Miss {
         guard: BusyGuard,
-        stale: Option<Arc<ObjCore>>,
+        stale: Option<ObjRef>,
     },
     /// Another request is fetching this object: wait, then look up again.
     Busy(watch::Receiver<BusyState>),
@@ -169,14 +169,14 @@ impl CacheInner {
     }
 
     /// Take an object out of the index (if still there) and free its bytes.
-    fn remove(&self, oc: &Arc<ObjCore>) -> bool {
+    fn remove(&self, oc: &ObjRef) -> bool {
         if oc.dead.swap(true, Ordering::AcqRel) {
             return false;
         }
         {
             let mut shard = self.shard(oc.key);
             if let Some(h) = shard.get_mut(&oc.key) {
-                h.retain(|v| !Arc::ptr_eq(v, oc));
+                h.retain(|v| !ObjRef::ptr_eq(v, oc));
                 if h.idle() {
                     shard.remove(&oc.key);
                     self.count(C::NObjecthead, -1);
@@ -210,7 +210,7 @@ impl CacheInner {
 
     /// Charge `n` more bytes for `oc`, evicting least recently used objects
     /// to make room. False if it cannot fit even in an empty cache.
-    fn charge(&self, oc: &Arc<ObjCore>, n: u64) -> bool {
+    fn charge(&self, oc: &ObjRef, n: u64) -> bool {
         self.count(C::SmaCReq, 1);
         let total = oc.charged.load(Ordering::Acquire) + n;
         if total > self.budget {
@@ -322,7 +322,7 @@ impl Cache {
             }
         };
         let skip_ae = c.vary_skips_ae.load(Ordering::Relaxed);
-        let matches = |oc: &Arc<ObjCore>| match &oc.obj.vary {
+        let matches = |oc: &ObjRef| match &oc.obj.vary {
             None => true,
             Some(v) => v.iter().all(|(name, want)| (skip_ae && name == "accept-encoding") || vary_value(req.clone(), name) == *want),
         };
@@ -382,7 +382,7 @@ impl Cache {
 
     /// A hit marks the object referenced; eviction gives it a second
     /// chance (CLOCK). No lock: a hit never waits on the LRU.
-    fn touch(&self, oc: &Arc<ObjCore>) {
+    fn touch(&self, oc: &ObjRef) {
         if !oc.referenced.load(Ordering::Relaxed) {
             oc.referenced.store(true, Ordering::Relaxed);
         }
@@ -391,23 +391,12 @@ impl Cache {
     /// Put an object in the index under the guard's key, replacing variants
     /// with the same Vary values, and wake the waiters. Returns the core, or
     /// None if it did not fit in storage (it is then delivered but not kept).
-    pub fn insert(&self, mut guard: BusyGuard, obj: Object) -> (Arc<ObjCore>, bool) {
+    pub fn insert(&self, mut guard: BusyGuard, obj: Object) -> (ObjRef, bool) {
         let c = &self.inner;
         let key = guard.key;
-        let head_bytes = obj.head_bytes();
         let expires = ms(obj.life.expires_at());
-        let oc = Arc::new(ObjCore {
-            key,
-            obj,
-            charged: AtomicU64::new(0),
-            slot: AtomicU32::new(NONE),
-            heap: AtomicU32::new(NONE),
-            ban_id: AtomicU64::new(c.newest_ban.load(Ordering::Acquire)),
-            dead: AtomicBool::new(false),
-            stored: AtomicBool::new(true),
-            referenced: AtomicBool::new(false),
-            hits: AtomicU64::new(0),
-        });
+        let start = object::Start { key, ban_id: c.newest_ban.load(Ordering::Acquire), stored: true };
+        let (oc, head_bytes) = ObjRef::new(obj, start);
         c.store().add(&oc, expires);
         c.count(C::SmaGAlloc, 1);
         if !c.charge(&oc, head_bytes) {
@@ -416,7 +405,7 @@ impl Cache {
             guard.settle(BusyState::Ready);
             return (oc, false);
         }
-        let replaced: Vec<Arc<ObjCore>> = {
+        let replaced: Vec<ObjRef> = {
             let mut shard = c.shard(key);
             let head = match shard.get_mut(&key) {
                 Some(h) => h,
@@ -426,7 +415,7 @@ impl Cache {
                 }
             };
             let skip_ae = c.vary_skips_ae.load(Ordering::Relaxed);
-            let same = |o: &Arc<ObjCore>| same_vary(&o.obj.vary, &oc.obj.vary, skip_ae);
+            let same = |o: &ObjRef| same_vary(&o.obj.vary, &oc.obj.vary, skip_ae);
             let old: Vec<_> = head.variants().filter(|o| same(o)).cloned().collect();
             head.retain(|o| !same(o));
             head.push(oc.clone());
@@ -443,24 +432,13 @@ impl Cache {
 
     /// A core for an object that is delivered but never indexed
     /// (uncacheable responses, passes through the fetch path).
-    pub fn private(&self, obj: Object) -> Arc<ObjCore> {
-        Arc::new(ObjCore {
-            key: Key(0, 0),
-            obj,
-            charged: AtomicU64::new(0),
-            slot: AtomicU32::new(NONE),
-            heap: AtomicU32::new(NONE),
-            ban_id: AtomicU64::new(u64::MAX),
-            dead: AtomicBool::new(true),
-            stored: AtomicBool::new(false),
-            referenced: AtomicBool::new(false),
-            hits: AtomicU64::new(0),
-        })
+    pub fn private(&self, obj: Object) -> ObjRef {
+        ObjRef::new(obj, object::Start { key: Key(0, 0), ban_id: u64::MAX, stored: false }).0
     }
 
     /// Charge body bytes as they arrive. If the object no longer fits, it
     /// leaves the index (its current readers finish; nobody else gets it).
-    pub fn grow(&self, oc: &Arc<ObjCore>, n: u64) {
+    pub fn grow(&self, oc: &ObjRef, n: u64) {
         if oc.is_dead() || !oc.stored() {
             return;
         }
@@ -470,14 +448,14 @@ impl Cache {
     }
 
     /// Remove an object whose fetch failed (never keep a truncated body).
-    pub fn kill(&self, oc: &Arc<ObjCore>) {
+    pub fn kill(&self, oc: &ObjRef) {
         self.inner.remove(oc);
     }
 
     /// Remove every variant under `key`; returns how many.
     pub fn purge(&self, key: &[u8]) -> usize {
         let key = Key::of(key);
-        let victims: Vec<Arc<ObjCore>> = self.inner.shard(key).get(&key).map(|h| h.variants().cloned().collect()).unwrap_or_default();
+        let victims: Vec<ObjRef> = self.inner.shard(key).get(&key).map(|h| h.variants().cloned().collect()).unwrap_or_default();
         victims.iter().filter(|v| self.inner.remove(v)).count()
     }
 

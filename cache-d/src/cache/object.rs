@@ -2,22 +2,25 @@
 //! lifetime, Vary values) and the core the index keeps around it.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
+use triomphe::ThinArc;
 
-use crate::cache::body::ObjBody;
+use crate::cache::body::{Body, ObjBody};
 pub use crate::cache::headers::ObjHeaders;
+use crate::cache::store::NONE;
 use crate::cache::ttl::Life;
 
-/// Bytes charged per object on top of its packed head (and body, when it
-/// came whole with the head): the core struct and its Arc, the index entry
-/// (a 16-byte key), the LRU and expiry entries, malloc's own overhead.
-/// Measured, not guessed (`scripts/bench-memory.sh`; README, Benchmarks):
-/// anonymous memory after 100,000 objects of 1 KiB minus what the objects
-/// charge otherwise is 520 bytes each; while LRU evicts, the allocator's
-/// free lists hold about 70 more per object, and those are charged too so
-/// a full cache stays within its budget + 10%.
-pub const OBJ_OVERHEAD: u64 = 590;
+/// Bytes charged per object on top of its bytes (packed head and small
+/// body): the core in the same allocation (120 bytes, with the count and
+/// length 136), malloc's own, the index entry, the eviction ring and
+/// expiry heap entries. Measured, not guessed (`scripts/bench-memory.sh`;
+/// README, Benchmarks): anonymous memory after 100,000 objects of 1 KiB
+/// minus their bytes is 261 each; while LRU evicts, the allocator's free
+/// lists hold more, about 400 in all, and the charge is set so that a
+/// full cache stays within its budget + 10%.
+pub const OBJ_OVERHEAD: u64 = 300;
 /// A body that streams in (larger than what came with the head) costs
 /// its own struct, lock and wake-up list, and each stored chunk a handle
 /// and a shared count.
@@ -65,13 +68,10 @@ impl Object {
         self.headers.reason()
     }
 
-    /// Bytes this object holds, as charged to storage (body excluded while
-    /// it streams: it is charged as it arrives).
-    pub fn head_bytes(&self) -> u64 {
-        let live = if matches!(self.body, ObjBody::Live(_)) { LIVE_BODY_OVERHEAD } else { 0 };
-        // A Brotli copy made whole at fetch is charged here; one that
-        // streams in is charged as it grows, as the body is.
-        let coding = match self.coding.as_deref() {
+    /// What its Brotli copy costs in storage when made whole at fetch
+    /// (one that streams in is charged as it grows, as the body is).
+    fn coding_bytes(&self) -> u64 {
+        match self.coding.as_deref() {
             None => 0,
             Some(c) => {
                 std::mem::size_of::<crate::gzip::Coding>() as u64
@@ -81,15 +81,31 @@ impl Object {
                         None => 0,
                     }
             }
-        };
-        self.headers.bytes() as u64 + OBJ_OVERHEAD + live + coding
+        }
     }
 }
 
-/// An object in the index, with the bookkeeping the cache needs.
+/// What a stored object keeps of its [`Object`] besides its bytes.
+pub struct Meta {
+    /// vxid of the backend transaction that made it.
+    pub vxid: u32,
+    pub status: u16,
+    pub life: Life,
+    pub kind: Kind,
+    pub vary: Option<Vary>,
+    pub coding: Option<Box<crate::gzip::Coding>>,
+}
+
+/// An object in the index, with the bookkeeping the cache needs. It is
+/// the fixed part of one allocation whose bytes ([`ObjRef`]) are the
+/// packed head and, when it came whole, the body.
 pub struct ObjCore {
     pub key: crate::cache::key::Key,
-    pub obj: Object,
+    pub obj: Meta,
+    /// Where the head ends and the packed body starts in the bytes.
+    head_len: u32,
+    /// A body that streams in (or was too large to pack) lives apart.
+    live: Option<Arc<Body>>,
     /// Bytes charged to storage so far.
     pub(super) charged: AtomicU64,
     /// Its slot in the eviction ring and place in the expiry heap
@@ -121,6 +137,141 @@ impl ObjCore {
     }
     pub fn hits(&self) -> u64 {
         self.hits.load(Ordering::Relaxed)
+    }
+}
+
+/// Bodies up to this size that are whole when stored are packed into the
+/// object's allocation; larger ones stay where they are.
+const PACK_MAX: usize = 64 * 1024;
+
+/// A counted reference to a stored object: one allocation holding the
+/// [`ObjCore`], the packed head and a small body (no separate buffers,
+/// counts or handles per object). Bytes handed out for delivery are views
+/// of it that keep it alive.
+#[derive(Clone)]
+pub struct ObjRef(ThinArc<ObjCore, u8>);
+
+impl std::ops::Deref for ObjRef {
+    type Target = ObjCore;
+    fn deref(&self) -> &ObjCore {
+        &self.0.header.header
+    }
+}
+
+impl AsRef<[u8]> for ObjRef {
+    fn as_ref(&self) -> &[u8] {
+        &self.0.slice
+    }
+}
+
+/// How a new object starts out in the index.
+pub(super) struct Start {
+    pub key: crate::cache::key::Key,
+    pub ban_id: u64,
+    /// In the index and charged (false for a private object).
+    pub stored: bool,
+}
+
+impl ObjRef {
+    /// The stored form of `obj`, and what it costs in storage (a body that
+    /// streams in is charged as it arrives).
+    pub(super) fn new(obj: Object, start: Start) -> (ObjRef, u64) {
+        let coding = obj.coding_bytes();
+        let Object { vxid, status, headers, body, life, kind, vary, coding: k } = obj;
+        let head_len = headers.head_len();
+        let (data, live): (Bytes, _) = match body {
+            ObjBody::Whole(b) if headers.bytes() == head_len + b.len() => (headers.into_bytes(), None),
+            ObjBody::Whole(b) if b.len() <= PACK_MAX => {
+                let mut v = Vec::with_capacity(head_len + b.len());
+                v.extend_from_slice(&headers.into_bytes()[..head_len]);
+                v.extend_from_slice(&b);
+                (Bytes::from(v), None)
+            }
+            ObjBody::Whole(b) => (headers.into_bytes().slice(..head_len), Some(Arc::new(Body::whole(b)))),
+            ObjBody::Live(b) => (headers.into_bytes().slice(..head_len), Some(b)),
+        };
+        let charge = data.len() as u64
+            + OBJ_OVERHEAD
+            + coding
+            + match &live {
+                None => 0,
+                Some(b) if b.progress().done == crate::cache::body::Done::Complete => LIVE_BODY_OVERHEAD + b.progress().len,
+                Some(_) => LIVE_BODY_OVERHEAD,
+            };
+        let core = ObjCore {
+            key: start.key,
+            obj: Meta { vxid, status, life, kind, vary, coding: k },
+            head_len: head_len as u32,
+            live,
+            charged: AtomicU64::new(0),
+            slot: AtomicU32::new(NONE),
+            heap: AtomicU32::new(NONE),
+            ban_id: AtomicU64::new(start.ban_id),
+            dead: AtomicBool::new(!start.stored),
+            stored: AtomicBool::new(start.stored),
+            referenced: AtomicBool::new(false),
+            hits: AtomicU64::new(0),
+        };
+        (ObjRef(ThinArc::from_header_and_slice(core, &data)), charge)
+    }
+
+    /// The same object?
+    pub fn ptr_eq(a: &ObjRef, b: &ObjRef) -> bool {
+        a.0.ptr() == b.0.ptr()
+    }
+
+    fn head(&self) -> &[u8] {
+        &self.0.slice[..self.head_len as usize]
+    }
+
+    /// The object's bytes as a `Bytes` that keeps it alive (one small
+    /// allocation; slices of it are free).
+    fn view(&self) -> Bytes {
+        Bytes::from_owner(self.clone())
+    }
+
+    /// The stored head (reason and headers).
+    pub fn headers(&self) -> ObjHeaders {
+        ObjHeaders::from_bytes(self.view().slice(..self.head_len as usize))
+    }
+
+    /// First value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<Bytes> {
+        let (a, b) = crate::cache::headers::find(self.head(), name)?;
+        Some(self.view().slice(a..b))
+    }
+
+    /// The same, borrowed (no view made).
+    pub fn header_ref(&self, name: &str) -> Option<&[u8]> {
+        let (a, b) = crate::cache::headers::find(self.head(), name)?;
+        Some(&self.0.slice[a..b])
+    }
+
+    pub fn reason(&self) -> Bytes {
+        let (a, b) = crate::cache::headers::reason_span(self.head());
+        self.view().slice(a..b)
+    }
+
+    /// The head and the body, sharing one view.
+    pub fn parts(&self) -> (ObjHeaders, ObjBody) {
+        let view = self.view();
+        let body = match &self.live {
+            Some(b) => ObjBody::Live(b.clone()),
+            None => ObjBody::Whole(view.slice(self.head_len as usize..)),
+        };
+        (ObjHeaders::from_bytes(view.slice(..self.head_len as usize)), body)
+    }
+
+    pub fn body(&self) -> ObjBody {
+        match &self.live {
+            Some(b) => ObjBody::Live(b.clone()),
+            None => ObjBody::Whole(self.view().slice(self.head_len as usize..)),
+        }
+    }
+
+    /// The body that streams in, if it does.
+    pub fn live(&self) -> Option<&Arc<Body>> {
+        self.live.as_ref()
     }
 }
 

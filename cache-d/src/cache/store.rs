@@ -5,9 +5,8 @@
 //! leaves in O(log n) whatever the reason it goes.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
-use crate::cache::ObjCore;
+use crate::cache::{ObjCore, ObjRef};
 
 /// No position: not in the ring or heap.
 pub(super) const NONE: u32 = u32::MAX;
@@ -23,11 +22,11 @@ pub(super) struct Store {
     /// is reused by the next object, and slots are freed where the hand
     /// passed (evictions), so a new object lands behind the hand: the
     /// last the sweep comes back to.
-    ring: Vec<Option<Arc<ObjCore>>>,
+    ring: Vec<Option<ObjRef>>,
     free: Vec<u32>,
     hand: usize,
     /// Min-heap on expiry time (ms): (when, object).
-    heap: Vec<(u64, Arc<ObjCore>)>,
+    heap: Vec<(u64, ObjRef)>,
 }
 
 impl Store {
@@ -44,7 +43,7 @@ impl Store {
     }
 
     /// Take a new object in: a ring slot and its expiry time.
-    pub fn add(&mut self, oc: &Arc<ObjCore>, expires_ms: u64) {
+    pub fn add(&mut self, oc: &ObjRef, expires_ms: u64) {
         let slot = match self.free.pop() {
             Some(s) => {
                 self.ring[s as usize] = Some(oc.clone());
@@ -64,7 +63,7 @@ impl Store {
 
     /// Take an object out of the ring and the heap (if there); the caller
     /// drops what is returned after letting go of the lock.
-    pub fn forget(&mut self, oc: &ObjCore) -> [Option<Arc<ObjCore>>; 2] {
+    pub fn forget(&mut self, oc: &ObjCore) -> [Option<ObjRef>; 2] {
         let mut out = [None, None];
         let slot = oc.slot.swap(NONE, Ordering::Relaxed);
         if slot != NONE {
@@ -85,7 +84,7 @@ impl Store {
     /// hit since the hand last passed gives an object one more round
     /// (CLOCK, an approximation of LRU whose hits take no lock). `own`
     /// (the object being charged) is skipped, and so is one on its way out. None when nothing can go.
-    pub fn victim(&mut self, own: &ObjCore) -> Option<Arc<ObjCore>> {
+    pub fn victim(&mut self, own: &ObjCore) -> Option<ObjRef> {
         let n = self.ring.len();
         for _ in 0..=2 * n {
             if self.hand >= n {
@@ -107,7 +106,7 @@ impl Store {
 
     /// The objects whose time ended at or before `now_ms`, taken out of
     /// the heap (still in the ring: the caller removes them).
-    pub fn expired(&mut self, now_ms: u64) -> Vec<Arc<ObjCore>> {
+    pub fn expired(&mut self, now_ms: u64) -> Vec<ObjRef> {
         let mut due = Vec::new();
         while self.heap.first().is_some_and(|(t, _)| *t <= now_ms) {
             if let Some(oc) = self.heap_remove(0) {
@@ -134,7 +133,7 @@ impl Store {
         self.hand = hand;
     }
 
-    fn heap_remove(&mut self, at: usize) -> Option<Arc<ObjCore>> {
+    fn heap_remove(&mut self, at: usize) -> Option<ObjRef> {
         if at >= self.heap.len() {
             return None;
         }

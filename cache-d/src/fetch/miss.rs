@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 
 use crate::cache::body::{Body, ObjBody};
 use crate::cache::ttl::Lifetime;
-use crate::cache::{vary_value, BusyGuard, Cache, Kind, ObjCore, ObjHeaders, Object};
+use crate::cache::{vary_value, BusyGuard, Cache, Kind, ObjHeaders, ObjRef, Object};
 use crate::error::{Error, Side};
 use crate::fetch::steps::{self, BeTxn, Fetched};
 use crate::fetch::txn::{Fetch, Response};
@@ -39,7 +39,7 @@ pub struct MissSpec {
     pub req: Req,
     pub guard: BusyGuard,
     /// Stale object whose validators make the fetch conditional.
-    pub stale: Option<Arc<ObjCore>>,
+    pub stale: Option<ObjRef>,
     pub bxid: u32,
     pub rxid: u32,
     /// "fetch" or "bgfetch".
@@ -51,7 +51,7 @@ pub struct MissSpec {
 }
 
 /// Start a cache fetch; resolves when the object's headers are in.
-pub async fn start(sh: Arc<Shared>, spec: MissSpec) -> Result<Arc<ObjCore>, Error> {
+pub async fn start(sh: Arc<Shared>, spec: MissSpec) -> Result<ObjRef, Error> {
     let (tx, rx) = oneshot::channel();
     tokio::spawn(contain(run(sh, spec, tx)));
     rx.await.unwrap_or_else(|_| Err(Error::new(Side::Internal, "fetch task ended without an answer")))
@@ -79,14 +79,14 @@ struct Got {
 /// in the head's allocation, whole, instead of streaming in.
 const INLINE_MAX: u64 = 64 * 1024;
 
-async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<ObjCore>, Error>>) {
+async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<ObjRef, Error>>) {
     let MissSpec { req, guard, stale, bxid, rxid, reason, addrs, policy } = spec;
     let mut f = Fetch::new(&sh, bxid, rxid, reason);
     sh.seg.add(if reason == "bgfetch" { C::SBgfetch } else { C::SFetch }, 1);
-    let mut bereq = cache_bereq(&req, bxid, reason, stale.as_deref(), sh.params().http_gzip_support);
+    let mut bereq = cache_bereq(&req, bxid, reason, stale.as_ref(), sh.params().http_gzip_support);
     let fetched = {
         let mut t = BeTxn::<NoBody>::new(&sh, &*policy, &mut f, &mut bereq, addrs);
-        t.stale = stale.as_ref().map(|s| &s.obj);
+        t.stale = stale.as_ref();
         steps::run(&mut t).await
     };
     // stale-if-error: a refresh that failed (or answered 5xx) leaves the
@@ -104,7 +104,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
             return;
         }
     }
-    let got = match got(&sh, &mut f, fetched, stale.as_deref(), &bereq.url) {
+    let got = match got(&sh, &mut f, fetched, stale.as_ref(), &bereq.url) {
         Ok(g) => g,
         Err((e, logged)) => {
             if !logged {
@@ -163,7 +163,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Arc<Obj
 /// The backend request for the cache: a GET (a HEAD miss fetches the
 /// whole object), without the client's conditionals and ranges, made
 /// conditional on a stale object's validators.
-fn cache_bereq(req: &Req, bxid: u32, reason: &str, stale: Option<&ObjCore>, gzip: bool) -> Bereq {
+fn cache_bereq(req: &Req, bxid: u32, reason: &str, stale: Option<&ObjRef>, gzip: bool) -> Bereq {
     let mut bereq = Bereq::from_req(req, bxid);
     bereq.is_bgfetch = reason == "bgfetch";
     bereq.method = Bytes::from_static(b"GET");
@@ -177,10 +177,10 @@ fn cache_bereq(req: &Req, bxid: u32, reason: &str, stale: Option<&ObjCore>, gzip
         bereq.headers.set("Accept-Encoding", Bytes::from_static(b"gzip"));
     }
     if let Some(s) = stale {
-        if let Some(lm) = s.obj.header("last-modified") {
+        if let Some(lm) = s.header("last-modified") {
             bereq.headers.set("If-Modified-Since", lm);
         }
-        if let Some(et) = s.obj.header("etag") {
+        if let Some(et) = s.header("etag") {
             bereq.headers.set("If-None-Match", et);
         }
     }
@@ -204,7 +204,7 @@ fn failed(fetched: &Fetched) -> bool {
 /// are chosen here; a body that came whole with the head goes through
 /// them at once (and fails the fetch if it is bad gzip).
 /// Err carries whether the failure is already logged.
-fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjCore>, url: &[u8]) -> Result<Got, (Error, bool)> {
+fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjRef>, url: &[u8]) -> Result<Got, (Error, bool)> {
     match fetched {
         Fetched::Resp { mut resp, mut beresp, life, action } => {
             let expected = match resp.framing {
@@ -214,17 +214,7 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjCore>, ur
             };
             if let (Some(s), true) = (stale, beresp.was_304) {
                 let coding = s.obj.coding.as_deref().map(|c| Box::new(c.clone()));
-                return Ok(Got {
-                    resp: Some(resp),
-                    beresp,
-                    life,
-                    action,
-                    body: s.obj.body.clone(),
-                    inline: None,
-                    coding,
-                    coder: None,
-                    record: None,
-                });
+                return Ok(Got { resp: Some(resp), beresp, life, action, body: s.body(), inline: None, coding, coder: None, record: None });
             }
             let (plan, coder, mut coding) = filters(sh, &mut beresp, expected);
             match expected {
@@ -401,7 +391,7 @@ fn object(bxid: u32, got: &mut Got, req: &Req) -> Object {
 
 /// Put the object in the cache (or hand it to this request alone, with a
 /// hit-for-pass or hit-for-miss marker in the cache instead).
-fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -> Arc<ObjCore> {
+fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -> ObjRef {
     let (t, v, side) = (now(), f.vxid, LogSide::Backend);
     let (beresp, life) = (&got.beresp, got.life);
     let marker = match got.action {
@@ -458,7 +448,7 @@ async fn stream_body(
     mut f: Fetch,
     resp: Response,
     body: &Arc<Body>,
-    oc: &Arc<ObjCore>,
+    oc: &ObjRef,
     mut coder: Option<Coder>,
     url: &[u8],
 ) -> bool {
@@ -554,7 +544,7 @@ struct Store<'a> {
     body: &'a Body,
     br: Option<&'a Body>,
     cache: &'a Cache,
-    oc: &'a Arc<ObjCore>,
+    oc: &'a ObjRef,
     /// Pieces kept in `body` are charged to storage (not those of a page
     /// gathered plain before it is compressed).
     charge: bool,

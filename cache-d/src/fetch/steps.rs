@@ -14,8 +14,8 @@ use bytes::Bytes;
 use common::counters::C;
 use common::log::vsl::{Side as LogSide, Tag};
 
-use crate::cache::object::Object;
 use crate::cache::ttl::{self, Lifetime};
+use crate::cache::ObjRef;
 use crate::error::{Error, Side};
 use crate::fetch::txn::{Fetch, Response};
 use crate::http1::head::{self, Framing};
@@ -53,7 +53,7 @@ pub struct BeTxn<'a, B> {
     pub addrs: (SocketAddr, SocketAddr),
     /// A stale object whose validators made the request conditional: a
     /// 304 refreshes it.
-    pub stale: Option<&'a Object>,
+    pub stale: Option<&'a ObjRef>,
 }
 
 /// The steps of the backend side. (A response head is large, but the step
@@ -204,14 +204,14 @@ fn vcl_backend_error<B>(t: &mut BeTxn<'_, B>, status: u16, reason: String) -> St
 
 /// The backend response as vcl_backend_response sees it, and its
 /// lifetime from the headers (RFC 9111 and the default_* parameters).
-fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&Object>) -> (Beresp, Lifetime) {
+fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>) -> (Beresp, Lifetime) {
     let t = now();
     let fresh = stored_headers(&resp.head);
     let was_304 = resp.head.status == 304 && stale.is_some();
     let (status, reason, headers) = match stale.filter(|_| was_304) {
         Some(s) => {
             sh.seg.add(C::Fetch304, 1);
-            (s.status, s.reason(), merge_304(s, &fresh))
+            (s.obj.status, s.reason(), merge_304(s, &fresh))
         }
         None => {
             let mut h = fresh;
@@ -271,8 +271,8 @@ pub fn stored_headers(h: &head::Head) -> Vec<(Bytes, Bytes)> {
 }
 
 /// A 304 refreshes the stale object: its headers, updated by the 304's.
-fn merge_304(stale: &Object, fresh: &[(Bytes, Bytes)]) -> Vec<(Bytes, Bytes)> {
-    let mut h = stale.headers.to_headers();
+fn merge_304(stale: &ObjRef, fresh: &[(Bytes, Bytes)]) -> Vec<(Bytes, Bytes)> {
+    let mut h = stale.headers().to_headers();
     for (n, v) in fresh {
         if let Ok(name) = std::str::from_utf8(n) {
             h.set(name, v.clone());

@@ -8,7 +8,8 @@ use bytes::Bytes;
 use smallvec::SmallVec;
 
 use crate::cache::body::{Done, ObjBody};
-use crate::cache::{ObjCore, Object};
+use crate::cache::object::Meta;
+use crate::cache::ObjRef;
 use crate::esi::EsiData;
 use crate::gzip::code::{Dir, Zstream};
 use crate::http1::head::Framing;
@@ -141,7 +142,7 @@ enum Rep<'o> {
 }
 
 /// Choose the form for this request (gzip support and Brotli on or off).
-fn rep<'o>(obj: &'o Object, req: &Req, gzip: bool, brotli: bool) -> Rep<'o> {
+fn rep<'o>(obj: &'o Meta, req: &Req, gzip: bool, brotli: bool) -> Rep<'o> {
     let Some(c) = obj.coding.as_deref() else { return Rep::Stored };
     match &c.br {
         Some(br) if brotli && crate::gzip::can_brotli(&req.headers) && br.progress().done != Done::Failed => Rep::Brotli(br),
@@ -152,21 +153,22 @@ fn rep<'o>(obj: &'o Object, req: &Req, gzip: bool, brotli: bool) -> Rep<'o> {
 
 /// Send `oc`'s object to the client. `hit` adds the object's vxid to
 /// X-Varnish.
-pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bool) -> Step {
+pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: bool) -> Step {
     let obj = &oc.obj;
+    let (headers, body) = oc.parts();
     let t = now();
     let (gzip, brotli) = {
         let p = r.sh.params();
         (p.http_gzip_support, p.http_brotli_support)
     };
-    let Some((rep, esi, spliced)) = forms(r, obj, gzip, brotli).await else {
+    let Some((rep, esi, spliced)) = forms(r, obj, &body, gzip, brotli).await else {
         return Step::Synth { status: 503, reason: "Backend fetch failed".into() };
     };
     let mut resp = Resp {
         status: obj.status,
-        reason: obj.reason(),
-        headers: obj.headers.to_headers(),
-        is_streaming: obj.body.progress().done == Done::Streaming,
+        reason: headers.reason(),
+        headers: headers.to_headers(),
+        is_streaming: body.progress().done == Done::Streaming,
         do_esi: esi.is_some() && !r.req.disable_esi,
     };
     let age = (t - obj.life.t_origin).max(0.0) as u64;
@@ -195,13 +197,13 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjCore, hit: bo
         crate::gzip::weaken_etag(&mut resp.headers);
     }
     let (body, len, mut gunzip) = match rep {
-        Rep::Stored => (&obj.body, obj.body.known_len(), None),
+        Rep::Stored => (&body, body.known_len(), None),
         Rep::Brotli(br) => (br, br.known_len(), None),
         Rep::Gunzip => {
             resp.headers.unset("content-encoding");
             r.sh.seg.add(common::counters::C::NGunzip, 1);
             let info = obj.coding.as_deref().and_then(|c| c.info.get().copied());
-            (&obj.body, info.map(|i| i.plain_len), Some(Zstream::new(Dir::Gunzip, &r.sh.params().coding())))
+            (&body, info.map(|i| i.plain_len), Some(Zstream::new(Dir::Gunzip, &r.sh.params().coding())))
         }
     };
     let keep = r.keep && r.framing == Framing::None;
@@ -257,7 +259,8 @@ type EsiPage = Option<(std::sync::Arc<EsiData>, Vec<Bytes>)>;
 /// None if the object failed.
 async fn forms<'o, T: Transport>(
     r: &mut Request<'_, T>,
-    obj: &'o Object,
+    obj: &'o Meta,
+    body: &ObjBody,
     gzip: bool,
     brotli: bool,
 ) -> Option<(Rep<'o>, EsiPage, Option<Vec<Bytes>>)> {
@@ -267,14 +270,14 @@ async fn forms<'o, T: Transport>(
         None => None,
         Some(c) => {
             // Its instructions are there once it is whole.
-            let pieces = whole(&obj.body).await?;
+            let pieces = whole(body).await?;
             c.esi_data.get().cloned().map(|d| (d, pieces))
         }
     };
     let mut spliced = None;
     let gzip_obj = obj.coding.as_deref().is_some_and(|c| c.gzip && !c.esi);
     if esi.is_none() && gzip_obj && r.conn.esi_gzip().is_some() {
-        spliced = whole(&obj.body).await;
+        spliced = whole(body).await;
         if spliced.is_none() || obj.coding.as_deref().is_some_and(|c| c.info.get().is_none()) {
             (spliced, rep) = (None, Rep::Gunzip);
         }
@@ -283,7 +286,7 @@ async fn forms<'o, T: Transport>(
 }
 
 /// The `U D -` record of a delivery gunzip.
-fn gunzip_record<T: Transport>(r: &mut Request<'_, T>, obj: &Object, z: &Zstream) {
+fn gunzip_record<T: Transport>(r: &mut Request<'_, T>, obj: &Meta, z: &Zstream) {
     let bits = match (z.ended(), obj.coding.as_deref().and_then(|c| c.info.get())) {
         (true, Some(i)) => i.bits,
         _ => Default::default(),

@@ -3,12 +3,10 @@
 //! other requests for the same object), hit-for-miss, hit-for-pass, or
 //! waiting on another request's fetch.
 
-use std::sync::Arc;
-
 use common::counters::C;
 use common::log::vsl::{Side as LogSide, Tag};
 
-use crate::cache::{BusyGuard, BusyState, Lookup, ObjCore};
+use crate::cache::{BusyGuard, BusyState, Lookup, ObjRef};
 use crate::fetch::miss::{self, MissSpec};
 use crate::req::contain::contain;
 use crate::req::state::{divert, obj_view, Request, Step, With};
@@ -75,7 +73,7 @@ pub async fn lookup<T: Transport>(r: &mut Request<'_, T>, key: Vec<u8>) -> Step 
 
 /// An object was found: vcl_hit decides (deliver, or miss/pass after
 /// all). `guard` is set when this request should refresh a stale one.
-pub fn hit<T: Transport>(r: &mut Request<'_, T>, oc: Arc<ObjCore>, guard: Option<BusyGuard>) -> Step {
+pub fn hit<T: Transport>(r: &mut Request<'_, T>, oc: ObjRef, guard: Option<BusyGuard>) -> Step {
     let sh = r.sh.clone();
     let (rxid, side) = (r.rxid, LogSide::Client);
     let t = now();
@@ -126,7 +124,7 @@ pub fn hit<T: Transport>(r: &mut Request<'_, T>, oc: Arc<ObjCore>, guard: Option
 
 /// Refresh a stale object in the background (grace), while this request
 /// is served the stale one.
-fn background_fetch<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stale: Arc<ObjCore>) {
+fn background_fetch<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stale: ObjRef) {
     let bxid = r.sh.next_vxid();
     r.log.recf(Tag::Link, LogSide::Client, r.rxid, format_args!("bereq {bxid} bgfetch"));
     let spec = MissSpec {
@@ -144,7 +142,7 @@ fn background_fetch<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stal
 
 /// vcl_miss, then the fetch for the cache on behalf of this request (and
 /// its waiters).
-pub async fn miss<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stale: Option<Arc<ObjCore>>) -> Step {
+pub async fn miss<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stale: Option<ObjRef>) -> Step {
     match r.call(Sub::Miss, With::default()) {
         Action::Fetch => {}
         other => {

@@ -10,7 +10,6 @@ use std::io::Write as _;
 
 use bytes::Bytes;
 
-use crate::cache::Object;
 use crate::esi::gz::{splice, tail, GZIP_HDR};
 use crate::esi::{EsiData, Instr};
 use crate::gzip::code::inflate_segment;
@@ -150,7 +149,7 @@ pub async fn send_esi<T: Transport>(
 /// the page's stream (final bit cleared, padded to a byte), its CRC and
 /// length added to the page's. None when it cannot be (not gzip, or not
 /// whole), to be sent another way.
-pub async fn send_spliced<T: Transport>(r: &mut Request<'_, T>, obj: &Object, pieces: &[Bytes]) -> Option<(u64, bool)> {
+pub async fn send_spliced<T: Transport>(r: &mut Request<'_, T>, obj: &crate::cache::object::Meta, pieces: &[Bytes]) -> Option<(u64, bool)> {
     let info = obj.coding.as_deref().filter(|c| c.gzip && !c.esi)?.info.get().copied()?;
     let body = crate::gzip::code::join(pieces);
     let (bytes, crc, len) = splice(&body, info.bits.start, info.bits.last, info.bits.stop)?;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use common::counters::C;
 use common::log::vsl::{Batch, Side as LogSide, Tag};
 
-use crate::cache::{BusyGuard, Kind, ObjCore};
+use crate::cache::{BusyGuard, Kind, ObjRef};
 use crate::http1::head::{Framing, HeadOut};
 use crate::req::reason::Reason;
 use crate::req::transport::Transport;
@@ -70,9 +70,9 @@ pub enum Step {
     Lookup(Vec<u8>),
     /// vcl_hit on a found object; `guard` when this request refreshes a
     /// stale one in the background.
-    Hit { oc: Arc<ObjCore>, guard: Option<BusyGuard> },
+    Hit { oc: ObjRef, guard: Option<BusyGuard> },
     /// vcl_miss, then the fetch for the cache.
-    Miss { guard: BusyGuard, stale: Option<Arc<ObjCore>> },
+    Miss { guard: BusyGuard, stale: Option<ObjRef> },
     /// vcl_pass.
     Pass,
     /// The fetch for this request alone, streamed through.
@@ -81,7 +81,7 @@ pub enum Step {
     Pipe,
     /// vcl_deliver and the object's delivery; `hit` when it came from the
     /// cache (X-Varnish shows its vxid).
-    Deliver { oc: Arc<ObjCore>, hit: bool },
+    Deliver { oc: ObjRef, hit: bool },
     /// A pass's vcl_backend_error page, through vcl_deliver.
     DeliverSynthetic { resp: Resp, body: Vec<u8> },
     /// vcl_synth and the synthetic response.
@@ -288,12 +288,12 @@ pub fn end_log(sh: &Shared, log: &mut Batch, clock: &mut Clock, rxid: u32, rx: (
 }
 
 /// A cached object as vcl_hit (`full`) or vcl_deliver sees it.
-pub fn obj_view(oc: &ObjCore, t: f64, full: bool) -> ObjView {
+pub fn obj_view(oc: &ObjRef, t: f64, full: bool) -> ObjView {
     let life = &oc.obj.life;
     ObjView {
         status: oc.obj.status,
-        reason: oc.obj.reason(),
-        headers: if full { oc.obj.headers.to_headers() } else { Headers::default() },
+        reason: oc.reason(),
+        headers: if full { oc.headers().to_headers() } else { Headers::default() },
         ttl: life.ttl_left(t),
         grace: life.grace,
         keep: life.keep,

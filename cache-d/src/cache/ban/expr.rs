@@ -4,7 +4,7 @@
 
 use regex::Regex;
 
-use crate::cache::object::Object;
+use crate::cache::ObjRef;
 
 /// What a condition looks at.
 #[derive(Clone, Debug, PartialEq)]
@@ -191,7 +191,8 @@ pub struct ReqView<'a> {
 }
 
 /// Test all conditions (they are ANDed) against `obj` at `ban_time`.
-pub fn matches(conds: &[Cond], obj: &Object, req: Option<&ReqView<'_>>, ban_time: f64) -> bool {
+pub fn matches(conds: &[Cond], oc: &ObjRef, req: Option<&ReqView<'_>>, ban_time: f64) -> bool {
+    let obj = &oc.obj;
     conds.iter().all(|c| {
         let value: Option<Vec<u8>> = match &c.field {
             Field::ReqUrl => match req {
@@ -203,7 +204,7 @@ pub fn matches(conds: &[Cond], obj: &Object, req: Option<&ReqView<'_>>, ban_time
                 None => return false,
             },
             Field::ObjStatus => Some(obj.status.to_string().into_bytes()),
-            Field::ObjHttp(h) => obj.header(h).map(|v| v.to_vec()),
+            Field::ObjHttp(h) => oc.header_ref(h).map(|v| v.to_vec()),
             Field::ObjTtl => return num(c, obj.life.ttl_left(ban_time)),
             Field::ObjAge => return num(c, ban_time - obj.life.t_origin),
             Field::ObjGrace => return num(c, obj.life.grace),

@@ -13,7 +13,7 @@ use common::counters::C;
 
 use self::expr::ReqView;
 use self::list::{Ban, BanInfo, BanList};
-use crate::cache::{Cache, ObjCore};
+use crate::cache::{Cache, ObjRef};
 
 impl Cache {
     fn bans(&self) -> std::sync::MutexGuard<'_, BanList> {
@@ -77,7 +77,7 @@ impl Cache {
         I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
     {
         let newest = self.inner.newest_ban.load(Ordering::Acquire);
-        let pending: Vec<Arc<ObjCore>> = match self.inner.shard(key).get(&key) {
+        let pending: Vec<ObjRef> = match self.inner.shard(key).get(&key) {
             Some(h) => h.variants().filter(|o| o.ban_id.load(Ordering::Acquire) < newest).cloned().collect(),
             None => return,
         };
@@ -96,14 +96,14 @@ impl Cache {
 
     /// Test `oc` against the bans newer than it has seen (all of them, or
     /// only request-free ones when `req` is None). True if one matches.
-    fn test(&self, oc: &ObjCore, req: Option<&ReqView<'_>>, newest: u64) -> bool {
+    fn test(&self, oc: &ObjRef, req: Option<&ReqView<'_>>, newest: u64) -> bool {
         let seen = oc.ban_id.load(Ordering::Acquire);
         let todo: Vec<Arc<Ban>> = {
             let b = self.bans();
             b.list.iter().rev().take_while(|x| x.id > seen).filter(|x| !x.completed() && (req.is_some() || !x.req)).cloned().collect()
         };
         let tested = todo.len() as i64;
-        let hit = todo.iter().any(|x| expr::matches(&x.conds, &oc.obj, req, x.time));
+        let hit = todo.iter().any(|x| expr::matches(&x.conds, oc, req, x.time));
         self.inner.count(if req.is_some() { C::BansTested } else { C::BansLurkerTested }, tested);
         if !hit && req.is_some() {
             oc.ban_id.fetch_max(newest, Ordering::AcqRel);
@@ -135,13 +135,12 @@ impl Cache {
         let mut killed = 0;
         let mut min_seen = c.newest_ban.load(Ordering::Acquire);
         for shard in &c.shards {
-            let objs: Vec<Arc<ObjCore>> =
-                shard.lock().unwrap_or_else(|e| e.into_inner()).values().flat_map(|h| h.variants().cloned()).collect();
+            let objs: Vec<ObjRef> = shard.lock().unwrap_or_else(|e| e.into_inner()).values().flat_map(|h| h.variants().cloned()).collect();
             for oc in objs {
                 let seen = oc.ban_id.load(Ordering::Acquire);
                 let mine: Vec<&Arc<Ban>> = work.iter().filter(|b| b.id > seen).collect();
                 c.count(C::BansLurkerTested, mine.len() as i64);
-                if mine.iter().any(|b| expr::matches(&b.conds, &oc.obj, None, b.time)) {
+                if mine.iter().any(|b| expr::matches(&b.conds, &oc, None, b.time)) {
                     if c.remove(&oc) {
                         killed += 1;
                         c.count(C::BansLurkerObjKilled, 1);
