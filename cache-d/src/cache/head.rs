@@ -1,25 +1,40 @@
-//! An object head: the variants under one key and the busy marker of a
-//! fetch in progress. Sixteen bytes in the index for the usual head, one
-//! object and no fetch; a second variant or a busy marker moves to a box
-//! of its own.
+//! Object heads and their index. A head holds the variants under one key
+//! and the busy marker of a fetch in progress; the index is a hash table
+//! of heads, each knowing its key through its object. Sixteen bytes in
+//! the table for the usual head, one object and no fetch; a second
+//! variant, a busy marker or a head with no object yet (the key is then
+//! kept beside them) moves to a box of its own.
 
 use std::sync::Arc;
 
-use crate::cache::{Busy, ObjRef};
+use hashbrown::HashTable;
 
-#[derive(Default)]
+use crate::cache::{Busy, Key, ObjRef};
+
 pub(super) struct Head {
     one: Option<ObjRef>,
     more: Option<Box<More>>,
 }
 
-#[derive(Default)]
 struct More {
+    key: Key,
     variants: Vec<ObjRef>,
     busy: Option<Arc<Busy>>,
 }
 
 impl Head {
+    fn new(key: Key) -> Head {
+        Head { one: None, more: Some(Box::new(More { key, variants: Vec::new(), busy: None })) }
+    }
+
+    pub fn key(&self) -> Key {
+        match (&self.one, &self.more) {
+            (Some(o), _) => o.key,
+            (None, Some(m)) => m.key,
+            (None, None) => unreachable!("a head always has an object or its box"),
+        }
+    }
+
     pub fn variants(&self) -> impl Iterator<Item = &ObjRef> + Clone {
         self.one.iter().chain(self.more.iter().flat_map(|m| m.variants.iter()))
     }
@@ -30,7 +45,7 @@ impl Head {
 
     /// Neither an object nor a fetch: the head can leave the index.
     pub fn idle(&self) -> bool {
-        self.one.is_none() && self.more.is_none()
+        self.one.is_none() && self.more.as_ref().is_none_or(|m| m.variants.is_empty() && m.busy.is_none())
     }
 
     pub fn busy(&self) -> Option<&Arc<Busy>> {
@@ -38,7 +53,8 @@ impl Head {
     }
 
     pub fn set_busy(&mut self, busy: Option<Arc<Busy>>) {
-        self.more.get_or_insert_with(Box::default).busy = busy;
+        let key = self.key();
+        self.more.get_or_insert_with(|| Box::new(More { key, variants: Vec::new(), busy: None })).busy = busy;
         self.tidy();
     }
 
@@ -46,30 +62,73 @@ impl Head {
         if self.one.is_none() {
             self.one = Some(oc);
         } else {
-            self.more.get_or_insert_with(Box::default).variants.push(oc);
+            let key = self.key();
+            self.more.get_or_insert_with(|| Box::new(More { key, variants: Vec::new(), busy: None })).variants.push(oc);
         }
+        self.tidy();
     }
 
     pub fn retain(&mut self, mut keep: impl FnMut(&ObjRef) -> bool) {
+        let key = self.key();
         if self.one.as_ref().is_some_and(|o| !keep(o)) {
             self.one = None;
         }
         if let Some(m) = &mut self.more {
             m.variants.retain(&mut keep);
         }
+        if self.one.is_none() && self.more.is_none() {
+            self.more = Some(Box::new(More { key, variants: Vec::new(), busy: None }));
+        }
         self.tidy();
     }
 
-    /// Keep the inline place filled and the box only while it holds
-    /// something.
+    /// Keep the inline place filled, and the box only while it holds
+    /// something (or the key of a head with no object).
     fn tidy(&mut self) {
         if let Some(m) = &mut self.more {
             if self.one.is_none() && !m.variants.is_empty() {
                 self.one = Some(m.variants.remove(0));
             }
-            if m.variants.is_empty() && m.busy.is_none() {
+            if self.one.is_some() && m.variants.is_empty() && m.busy.is_none() {
                 self.more = None;
             }
         }
+    }
+}
+
+/// One shard of the index: heads by key.
+#[derive(Default)]
+pub(super) struct HeadMap(HashTable<Head>);
+
+/// Keys are random already: the table uses one half as the hash.
+fn hash(key: Key) -> u64 {
+    key.1
+}
+
+impl HeadMap {
+    pub fn get(&self, key: &Key) -> Option<&Head> {
+        self.0.find(hash(*key), |h| h.key() == *key)
+    }
+
+    pub fn get_mut(&mut self, key: &Key) -> Option<&mut Head> {
+        self.0.find_mut(hash(*key), |h| h.key() == *key)
+    }
+
+    /// The head for `key`, a new one if there was none (and whether it is new).
+    pub fn get_or_insert(&mut self, key: Key) -> (&mut Head, bool) {
+        match self.0.entry(hash(key), |h| h.key() == key, |h| hash(h.key())) {
+            hashbrown::hash_table::Entry::Occupied(e) => (e.into_mut(), false),
+            hashbrown::hash_table::Entry::Vacant(e) => (e.insert(Head::new(key)).into_mut(), true),
+        }
+    }
+
+    pub fn remove(&mut self, key: &Key) {
+        if let Ok(e) = self.0.find_entry(hash(*key), |h| h.key() == *key) {
+            e.remove();
+        }
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Head> {
+        self.0.iter()
     }
 }

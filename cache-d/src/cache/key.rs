@@ -12,12 +12,6 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Key(pub(super) u64, pub(super) u64);
 
-impl std::hash::Hash for Key {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        state.write_u64(self.1);
-    }
-}
-
 impl Key {
     pub fn of(data: &[u8]) -> Key {
         use std::hash::BuildHasher;
@@ -30,23 +24,5 @@ impl Key {
     /// Which of `n` shards the key's head is in.
     pub fn shard(self, n: usize) -> usize {
         self.0 as usize % n
-    }
-}
-
-/// Keys are random already: the map uses their low bits as they are.
-#[derive(Default)]
-pub struct KeyHasher(u64);
-
-impl std::hash::Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = self.0.rotate_left(8) ^ *b as u64;
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
     }
 }

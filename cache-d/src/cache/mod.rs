@@ -11,7 +11,6 @@ pub mod object;
 mod store;
 pub mod ttl;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -19,14 +18,12 @@ use common::counters::C;
 use common::segment::SegmentWriter;
 use tokio::sync::watch;
 
-use self::head::Head;
+use self::head::{Head, HeadMap};
 pub use self::key::Key;
 pub use self::object::{vary_value, Kind, ObjCore, ObjHeaders, ObjRef, Object, OBJ_OVERHEAD};
 use self::store::Store;
 
 const SHARDS: usize = 64;
-
-type HeadMap = HashMap<Key, Head, std::hash::BuildHasherDefault<key::KeyHasher>>;
 
 /// Outcome of the fetch a busy marker stands for, as waiters see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,7 +132,7 @@ pub struct Cache {
 
 /// Do two objects' Vary values select the same requests (Accept-Encoding
 /// left out when `skip_ae`)?
-fn same_vary(a: &Option<object::Vary>, b: &Option<object::Vary>, skip_ae: bool) -> bool {
+fn same_vary(a: Option<&object::Vary>, b: Option<&object::Vary>, skip_ae: bool) -> bool {
     match (a, b) {
         (Some(a), Some(b)) if skip_ae => {
             let keep = |v: &&(String, Option<bytes::Bytes>)| v.0 != "accept-encoding";
@@ -143,10 +140,6 @@ fn same_vary(a: &Option<object::Vary>, b: &Option<object::Vary>, skip_ae: bool) 
         }
         _ => a == b,
     }
-}
-
-fn ms(t: f64) -> u64 {
-    (t.max(0.0) * 1000.0) as u64
 }
 
 impl CacheInner {
@@ -318,11 +311,11 @@ impl Cache {
             Some(h) => h,
             None => {
                 c.count(C::NObjecthead, 1);
-                shard.entry(key).or_default()
+                shard.get_or_insert(key).0
             }
         };
         let skip_ae = c.vary_skips_ae.load(Ordering::Relaxed);
-        let matches = |oc: &ObjRef| match &oc.obj.vary {
+        let matches = |oc: &ObjRef| match oc.obj.vary() {
             None => true,
             Some(v) => v.iter().all(|(name, want)| (skip_ae && name == "accept-encoding") || vary_value(req.clone(), name) == *want),
         };
@@ -394,7 +387,7 @@ impl Cache {
     pub fn insert(&self, mut guard: BusyGuard, obj: Object) -> (ObjRef, bool) {
         let c = &self.inner;
         let key = guard.key;
-        let expires = ms(obj.life.expires_at());
+        let expires = obj.life.expires_at();
         let start = object::Start { key, ban_id: c.newest_ban.load(Ordering::Acquire), stored: true };
         let (oc, head_bytes) = ObjRef::new(obj, start);
         c.store().add(&oc, expires);
@@ -411,11 +404,11 @@ impl Cache {
                 Some(h) => h,
                 None => {
                     c.count(C::NObjecthead, 1);
-                    shard.entry(key).or_default()
+                    shard.get_or_insert(key).0
                 }
             };
             let skip_ae = c.vary_skips_ae.load(Ordering::Relaxed);
-            let same = |o: &ObjRef| same_vary(&o.obj.vary, &oc.obj.vary, skip_ae);
+            let same = |o: &ObjRef| same_vary(o.obj.vary(), oc.obj.vary(), skip_ae);
             let old: Vec<_> = head.variants().filter(|o| same(o)).cloned().collect();
             head.retain(|o| !same(o));
             head.push(oc.clone());
@@ -461,7 +454,7 @@ impl Cache {
 
     /// Drop objects whose ttl + grace + keep ended before `now`; returns how many.
     pub fn expire(&self, now: f64) -> usize {
-        let due = self.inner.store().expired(ms(now));
+        let due = self.inner.store().expired(now);
         let mut n = 0;
         for oc in due {
             if self.inner.remove(&oc) {

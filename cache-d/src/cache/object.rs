@@ -13,14 +13,15 @@ use crate::cache::store::NONE;
 use crate::cache::ttl::Life;
 
 /// Bytes charged per object on top of its bytes (packed head and small
-/// body): the core in the same allocation (120 bytes, with the count and
-/// length 136), malloc's own, the index entry, the eviction ring and
-/// expiry heap entries. Measured, not guessed (`scripts/bench-memory.sh`;
-/// README, Benchmarks): anonymous memory after 100,000 objects of 1 KiB
-/// minus their bytes is 261 each; while LRU evicts, the allocator's free
-/// lists hold more, about 400 in all, and the charge is set so that a
-/// full cache stays within its budget + 10%.
-pub const OBJ_OVERHEAD: u64 = 300;
+/// body): the core in the same allocation (104 bytes; 120 with the count
+/// and length), malloc's own, the index entry (16 bytes in a hash table
+/// kept under 7/8 full), the eviction ring slot (8) and expiry heap entry
+/// (8). Measured, not guessed (`scripts/bench-memory.sh`; README,
+/// Benchmarks): the structures of 100,000 objects of 1 KiB take 177 bytes
+/// each beyond their bytes, and a child that fetched them through the
+/// request path about 230 (what the allocator keeps free between them);
+/// with LRU evicting, the process stays within its budget + 10%.
+pub const OBJ_OVERHEAD: u64 = 210;
 /// A body that streams in (larger than what came with the head) costs
 /// its own struct, lock and wake-up list, and each stored chunk a handle
 /// and a shared count.
@@ -92,8 +93,28 @@ pub struct Meta {
     pub status: u16,
     pub life: Life,
     pub kind: Kind,
-    pub vary: Option<Vary>,
-    pub coding: Option<Box<crate::gzip::Coding>>,
+    /// Vary values, coding and a body that lives apart, for the objects
+    /// that have any (a plain small object pays one pointer for them).
+    extra: Option<Box<Extra>>,
+}
+
+struct Extra {
+    vary: Option<Vary>,
+    coding: Option<crate::gzip::Coding>,
+    /// A body that streams in (or was too large to pack) lives apart.
+    live: Option<Arc<Body>>,
+}
+
+impl Meta {
+    /// For each header named by Vary: its normalized request value.
+    pub fn vary(&self) -> Option<&Vary> {
+        self.extra.as_ref()?.vary.as_ref()
+    }
+
+    /// A gzip body (and its bits), a Brotli copy; None for a plain body.
+    pub fn coding(&self) -> Option<&crate::gzip::Coding> {
+        self.extra.as_ref()?.coding.as_ref()
+    }
 }
 
 /// An object in the index, with the bookkeeping the cache needs. It is
@@ -104,8 +125,6 @@ pub struct ObjCore {
     pub obj: Meta,
     /// Where the head ends and the packed body starts in the bytes.
     head_len: u32,
-    /// A body that streams in (or was too large to pack) lives apart.
-    live: Option<Arc<Body>>,
     /// Bytes charged to storage so far.
     pub(super) charged: AtomicU64,
     /// Its slot in the eviction ring and place in the expiry heap
@@ -200,9 +219,14 @@ impl ObjRef {
             };
         let core = ObjCore {
             key: start.key,
-            obj: Meta { vxid, status, life, kind, vary, coding: k },
+            obj: Meta {
+                vxid,
+                status,
+                life,
+                kind,
+                extra: (vary.is_some() || k.is_some() || live.is_some()).then(|| Box::new(Extra { vary, coding: k.map(|k| *k), live })),
+            },
             head_len: head_len as u32,
-            live,
             charged: AtomicU64::new(0),
             slot: AtomicU32::new(NONE),
             heap: AtomicU32::new(NONE),
@@ -255,7 +279,7 @@ impl ObjRef {
     /// The head and the body, sharing one view.
     pub fn parts(&self) -> (ObjHeaders, ObjBody) {
         let view = self.view();
-        let body = match &self.live {
+        let body = match self.live() {
             Some(b) => ObjBody::Live(b.clone()),
             None => ObjBody::Whole(view.slice(self.head_len as usize..)),
         };
@@ -263,7 +287,7 @@ impl ObjRef {
     }
 
     pub fn body(&self) -> ObjBody {
-        match &self.live {
+        match self.live() {
             Some(b) => ObjBody::Live(b.clone()),
             None => ObjBody::Whole(self.view().slice(self.head_len as usize..)),
         }
@@ -271,7 +295,7 @@ impl ObjRef {
 
     /// The body that streams in, if it does.
     pub fn live(&self) -> Option<&Arc<Body>> {
-        self.live.as_ref()
+        self.obj.extra.as_ref()?.live.as_ref()
     }
 }
 

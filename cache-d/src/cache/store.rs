@@ -1,12 +1,17 @@
 //! Storage bookkeeping: bytes charged against the budget, the CLOCK ring
-//! eviction sweeps, and the expiry heap. Both structures hold one pointer
-//! per object and the object holds its positions in them (Varnish's
-//! binheap index in the objcore), so an object costs 24 bytes here and
-//! leaves in O(log n) whatever the reason it goes.
+//! eviction sweeps, and the expiry heap. The ring holds a pointer per
+//! object, the heap its expiry and ring slot, and the object its places
+//! in both (Varnish's binheap index in the objcore): 16 bytes an object,
+//! and it leaves in O(log n) whatever the reason it goes.
 
 use std::sync::atomic::Ordering;
 
 use crate::cache::{ObjCore, ObjRef};
+
+/// Unix seconds, rounded up, as the heap keeps them.
+fn secs(t: f64) -> u32 {
+    t.max(0.0).ceil().min(u32::MAX as f64) as u32
+}
 
 /// No position: not in the ring or heap.
 pub(super) const NONE: u32 = u32::MAX;
@@ -25,8 +30,10 @@ pub(super) struct Store {
     ring: Vec<Option<ObjRef>>,
     free: Vec<u32>,
     hand: usize,
-    /// Min-heap on expiry time (ms): (when, object).
-    heap: Vec<(u64, ObjRef)>,
+    /// Min-heap on expiry time: (when, in whole seconds rounded up, the
+    /// object's ring slot). Eight bytes an object; the sweep runs once a
+    /// second and a lookup tests freshness itself, so seconds are enough.
+    heap: Vec<(u32, u32)>,
 }
 
 impl Store {
@@ -42,8 +49,8 @@ impl Store {
         self.heap.len()
     }
 
-    /// Take a new object in: a ring slot and its expiry time.
-    pub fn add(&mut self, oc: &ObjRef, expires_ms: u64) {
+    /// Take a new object in: a ring slot and its expiry time (Unix seconds).
+    pub fn add(&mut self, oc: &ObjRef, expires: f64) {
         let slot = match self.free.pop() {
             Some(s) => {
                 self.ring[s as usize] = Some(oc.clone());
@@ -55,7 +62,7 @@ impl Store {
             }
         };
         oc.slot.store(slot, Ordering::Relaxed);
-        self.heap.push((expires_ms, oc.clone()));
+        self.heap.push((secs(expires), slot));
         let at = self.heap.len() - 1;
         oc.heap.store(at as u32, Ordering::Relaxed);
         self.up(at);
@@ -63,21 +70,21 @@ impl Store {
 
     /// Take an object out of the ring and the heap (if there); the caller
     /// drops what is returned after letting go of the lock.
-    pub fn forget(&mut self, oc: &ObjCore) -> [Option<ObjRef>; 2] {
-        let mut out = [None, None];
-        let slot = oc.slot.swap(NONE, Ordering::Relaxed);
-        if slot != NONE {
-            out[0] = self.ring.get_mut(slot as usize).and_then(Option::take);
-            self.free.push(slot);
-            if self.free.len() >= COMPACT_FREE && self.free.len() * 2 > self.ring.len() {
-                self.compact();
-            }
-        }
+    pub fn forget(&mut self, oc: &ObjCore) -> Option<ObjRef> {
         let at = oc.heap.swap(NONE, Ordering::Relaxed);
         if at != NONE {
-            out[1] = self.heap_remove(at as usize);
+            self.heap_remove(at as usize);
         }
-        out
+        let slot = oc.slot.swap(NONE, Ordering::Relaxed);
+        if slot == NONE {
+            return None;
+        }
+        let gone = self.ring.get_mut(slot as usize).and_then(Option::take);
+        self.free.push(slot);
+        if self.free.len() >= COMPACT_FREE && self.free.len() * 2 > self.ring.len() {
+            self.compact();
+        }
+        gone
     }
 
     /// The object to evict: the first the hand finds unreferenced; one
@@ -104,14 +111,16 @@ impl Store {
         None
     }
 
-    /// The objects whose time ended at or before `now_ms`, taken out of
-    /// the heap (still in the ring: the caller removes them).
-    pub fn expired(&mut self, now_ms: u64) -> Vec<ObjRef> {
+    /// The objects whose time ended by `now` (Unix seconds), taken out
+    /// of the heap (still in the ring: the caller removes them).
+    pub fn expired(&mut self, now: f64) -> Vec<ObjRef> {
         let mut due = Vec::new();
-        while self.heap.first().is_some_and(|(t, _)| *t <= now_ms) {
-            if let Some(oc) = self.heap_remove(0) {
+        while self.heap.first().is_some_and(|(t, _)| (*t as f64) <= now) {
+            let (_, slot) = self.heap[0];
+            self.heap_remove(0);
+            if let Some(oc) = self.ring.get(slot as usize).and_then(Option::as_ref) {
                 oc.heap.store(NONE, Ordering::Relaxed);
-                due.push(oc);
+                due.push(oc.clone());
             }
         }
         due
@@ -125,6 +134,10 @@ impl Store {
         for (i, oc) in self.ring.iter().enumerate() {
             if let Some(oc) = oc {
                 oc.slot.store(i as u32, Ordering::Relaxed);
+                let at = oc.heap.load(Ordering::Relaxed);
+                if let Some(e) = self.heap.get_mut(at as usize) {
+                    e.1 = i as u32;
+                }
             }
         }
         self.ring.shrink_to(self.ring.len() * 2);
@@ -133,23 +146,29 @@ impl Store {
         self.hand = hand;
     }
 
-    fn heap_remove(&mut self, at: usize) -> Option<ObjRef> {
+    fn heap_remove(&mut self, at: usize) {
         if at >= self.heap.len() {
-            return None;
+            return;
         }
-        let (_, oc) = self.heap.swap_remove(at);
+        self.heap.swap_remove(at);
         if at < self.heap.len() {
-            self.heap[at].1.heap.store(at as u32, Ordering::Relaxed);
+            self.place(at);
             let at = self.up(at);
             self.down(at);
         }
-        Some(oc)
+    }
+
+    /// Tell the object at heap position `at` where it is.
+    fn place(&self, at: usize) {
+        if let Some(Some(oc)) = self.ring.get(self.heap[at].1 as usize) {
+            oc.heap.store(at as u32, Ordering::Relaxed);
+        }
     }
 
     fn swap(&mut self, a: usize, b: usize) {
         self.heap.swap(a, b);
-        self.heap[a].1.heap.store(a as u32, Ordering::Relaxed);
-        self.heap[b].1.heap.store(b as u32, Ordering::Relaxed);
+        self.place(a);
+        self.place(b);
     }
 
     fn up(&mut self, mut at: usize) -> usize {

@@ -304,3 +304,45 @@ fn zz_structural_bytes_per_object() {
         std::mem::size_of::<ObjCore>()
     );
 }
+
+#[test]
+fn expiry_heap_and_ring_stay_consistent() {
+    // Objects with shuffled lifetimes, some removed early: expiry takes
+    // exactly the due ones, in any order of insertion and removal.
+    let c = Cache::new(1 << 30, None);
+    let mut keys = Vec::new();
+    for i in 0..2000u64 {
+        let ttl = ((i * 7919) % 500) as f64 + 1.0;
+        let key = format!("k{i}");
+        insert(&c, key.as_bytes(), obj(ttl, 0.0, b"x", Kind::Normal));
+        keys.push((key, ttl));
+    }
+    for (key, _) in keys.iter().step_by(3) {
+        c.purge(key.as_bytes());
+    }
+    let left = |t: f64| keys.iter().enumerate().filter(|(i, (_, ttl))| i % 3 != 0 && *ttl > t).count();
+    for t in [0.0, 100.0, 250.0, 499.0, 501.0] {
+        c.expire(NOW + t);
+        assert_eq!(c.objects(), left(t), "at +{t}");
+        assert_eq!(c.inner.store().stored(), left(t));
+        assert_eq!(c.inner.store().expiring(), left(t));
+    }
+}
+
+#[test]
+fn a_compacted_ring_keeps_eviction_and_expiry_right() {
+    let c = Cache::new(1 << 30, None);
+    for i in 0..10_000u64 {
+        insert(&c, format!("k{i}").as_bytes(), obj(if i % 2 == 0 { 10.0 } else { 100.0 }, 0.0, b"x", Kind::Normal));
+    }
+    // Purging 6,000 frees more than half the ring: it is compacted.
+    for i in 0..6000u64 {
+        c.purge(format!("k{i}").as_bytes());
+    }
+    assert_eq!(c.inner.store().stored(), 4000);
+    assert_eq!(c.expire(NOW + 50.0), 2000);
+    assert_eq!(c.objects(), 2000);
+    assert_eq!(c.inner.store().expiring(), 2000);
+    assert_eq!(c.expire(NOW + 200.0), 2000);
+    assert_eq!(c.inner.store().stored(), 0);
+}

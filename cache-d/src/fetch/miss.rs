@@ -213,7 +213,7 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjRef>, url
                 _ => None,
             };
             if let (Some(s), true) = (stale, beresp.was_304) {
-                let coding = s.obj.coding.as_deref().map(|c| Box::new(c.clone()));
+                let coding = s.obj.coding().map(|c| Box::new(c.clone()));
                 return Ok(Got { resp: Some(resp), beresp, life, action, body: s.body(), inline: None, coding, coder: None, record: None });
             }
             let (plan, coder, mut coding) = filters(sh, &mut beresp, expected);
@@ -462,7 +462,7 @@ async fn stream_body(
         read_timeout: f.timeout(2),
         pace: None,
     };
-    let coding = oc.obj.coding.as_deref();
+    let coding = oc.obj.coding();
     let br = match coding.and_then(|c| c.br.as_ref()) {
         Some(ObjBody::Live(b)) => Some(b.clone()),
         _ => None,

@@ -143,7 +143,7 @@ enum Rep<'o> {
 
 /// Choose the form for this request (gzip support and Brotli on or off).
 fn rep<'o>(obj: &'o Meta, req: &Req, gzip: bool, brotli: bool) -> Rep<'o> {
-    let Some(c) = obj.coding.as_deref() else { return Rep::Stored };
+    let Some(c) = obj.coding() else { return Rep::Stored };
     match &c.br {
         Some(br) if brotli && crate::gzip::can_brotli(&req.headers) && br.progress().done != Done::Failed => Rep::Brotli(br),
         _ if gzip && c.gzip && !crate::gzip::can_gzip(&req.headers) => Rep::Gunzip,
@@ -202,7 +202,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
         Rep::Gunzip => {
             resp.headers.unset("content-encoding");
             r.sh.seg.add(common::counters::C::NGunzip, 1);
-            let info = obj.coding.as_deref().and_then(|c| c.info.get().copied());
+            let info = obj.coding().and_then(|c| c.info.get().copied());
             (&body, info.map(|i| i.plain_len), Some(Zstream::new(Dir::Gunzip, &r.sh.params().coding())))
         }
     };
@@ -266,7 +266,7 @@ async fn forms<'o, T: Transport>(
 ) -> Option<(Rep<'o>, EsiPage, Option<Vec<Bytes>>)> {
     let mut rep = rep(obj, &r.req, gzip, brotli);
     // An ESI page is delivered once it is whole (it is fetched whole).
-    let esi = match obj.coding.as_deref().filter(|c| c.esi) {
+    let esi = match obj.coding().filter(|c| c.esi) {
         None => None,
         Some(c) => {
             // Its instructions are there once it is whole.
@@ -275,10 +275,10 @@ async fn forms<'o, T: Transport>(
         }
     };
     let mut spliced = None;
-    let gzip_obj = obj.coding.as_deref().is_some_and(|c| c.gzip && !c.esi);
+    let gzip_obj = obj.coding().is_some_and(|c| c.gzip && !c.esi);
     if esi.is_none() && gzip_obj && r.conn.esi_gzip().is_some() {
         spliced = whole(body).await;
-        if spliced.is_none() || obj.coding.as_deref().is_some_and(|c| c.info.get().is_none()) {
+        if spliced.is_none() || obj.coding().is_some_and(|c| c.info.get().is_none()) {
             (spliced, rep) = (None, Rep::Gunzip);
         }
     }
@@ -287,7 +287,7 @@ async fn forms<'o, T: Transport>(
 
 /// The `U D -` record of a delivery gunzip.
 fn gunzip_record<T: Transport>(r: &mut Request<'_, T>, obj: &Meta, z: &Zstream) {
-    let bits = match (z.ended(), obj.coding.as_deref().and_then(|c| c.info.get())) {
+    let bits = match (z.ended(), obj.coding().and_then(|c| c.info.get())) {
         (true, Some(i)) => i.bits,
         _ => Default::default(),
     };
