@@ -203,6 +203,11 @@ impl ObjHeaders {
         self.buf
     }
 
+    /// The body packed after the head (empty if none).
+    pub fn packed_body(&self) -> &[u8] {
+        &self.buf[self.head_len()..]
+    }
+
     /// The head's own length (where a packed body starts).
     pub fn head_len(&self) -> usize {
         Layout(&self.buf).end()

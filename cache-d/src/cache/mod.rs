@@ -322,7 +322,7 @@ impl Cache {
         let mut stale = None;
         let mut fresh = None;
         for oc in head.variants().filter(|oc| !oc.is_dead() && matches(oc)) {
-            let life = &oc.obj.life;
+            let life = oc.obj.life();
             if life.fresh(now) {
                 fresh = Some(oc.clone());
                 break;
@@ -343,7 +343,7 @@ impl Cache {
             });
         }
         let head = shard.get_mut(&key).expect("head exists");
-        if let Some(s) = stale.as_ref().filter(|s| s.obj.life.in_grace(now)) {
+        if let Some(s) = stale.as_ref().filter(|s| s.obj.life().in_grace(now)) {
             let guard = if head.busy().is_none() { Some(self.new_busy(head, key)) } else { None };
             return Some(Lookup::Grace(s.clone(), guard));
         }

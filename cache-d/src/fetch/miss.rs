@@ -75,20 +75,42 @@ struct Got {
     record: Option<String>,
 }
 
-/// Bodies up to this size that are already read with the head are stored
-/// in the head's allocation, whole, instead of streaming in.
+/// Bodies of a known length up to this size are read whole before the
+/// object is made and stored in its allocation, instead of streaming in.
 const INLINE_MAX: u64 = 64 * 1024;
+
+/// Read the rest of a small body of known length (up to [`INLINE_MAX`])
+/// so that it is stored whole with the head: one allocation and one
+/// piece to send instead of a streaming body, its lock and its chunks.
+/// Its first client waits for it whole, a matter of microseconds from a
+/// backend on the same network. A read that fails or times out stops
+/// here; the streaming path meets the failure and reports it.
+async fn read_small_body(f: &Fetch, fetched: &mut Fetched) {
+    let Fetched::Resp { resp, beresp, .. } = fetched else { return };
+    let Framing::Length(n) = resp.framing else { return };
+    if beresp.was_304 || n > INLINE_MAX {
+        return;
+    }
+    let timeout = f.timeout(2);
+    while (resp.conn.buf.len() as u64) < n {
+        match resp.conn.fill_for(timeout, n - resp.conn.buf.len() as u64).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
 
 async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<ObjRef, Error>>) {
     let MissSpec { req, guard, stale, bxid, rxid, reason, addrs, policy } = spec;
     let mut f = Fetch::new(&sh, bxid, rxid, reason);
     sh.seg.add(if reason == "bgfetch" { C::SBgfetch } else { C::SFetch }, 1);
     let mut bereq = cache_bereq(&req, bxid, reason, stale.as_ref(), sh.params().http_gzip_support);
-    let fetched = {
+    let mut fetched = {
         let mut t = BeTxn::<NoBody>::new(&sh, &*policy, &mut f, &mut bereq, addrs);
         t.stale = stale.as_ref();
         steps::run(&mut t).await
     };
+    read_small_body(&f, &mut fetched).await;
     // stale-if-error: a refresh that failed (or answered 5xx) leaves the
     // stale object to deliver, rather than an error.
     if let (true, true, Some(s)) = (failed(&fetched), sh.params().stale_if_error, &stale) {

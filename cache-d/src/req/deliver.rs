@@ -171,7 +171,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
         is_streaming: body.progress().done == Done::Streaming,
         do_esi: esi.is_some() && !r.req.disable_esi,
     };
-    let age = (t - obj.life.t_origin).max(0.0) as u64;
+    let age = (t - obj.life().t_origin).max(0.0) as u64;
     resp.headers.set("Age", Bytes::from(age.to_string()));
     // What vcl_deliver sees: a weak ETag for a changed encoding (Varnish's
     // Resp_Setup_Deliver); the Brotli copy's Content-Encoding.

@@ -33,13 +33,13 @@ pub async fn lookup<T: Transport>(r: &mut Request<'_, T>, key: Vec<u8>) -> Step 
             Lookup::Grace(oc, guard) => Step::Hit { oc, guard },
             Lookup::HitForPass(oc) => {
                 sh.seg.add(C::CacheHitpass, 1);
-                r.log.recf(Tag::HitPass, side, rxid, format_args!("{} {:.6}", oc.obj.vxid, oc.obj.life.ttl_left(t)));
+                r.log.recf(Tag::HitPass, side, rxid, format_args!("{} {:.6}", oc.obj.vxid, oc.obj.life().ttl_left(t)));
                 r.req.is_hitpass = true;
                 Step::Pass
             }
             Lookup::HitForMiss(oc) => {
                 sh.seg.add(C::CacheHitmiss, 1);
-                r.log.recf(Tag::HitMiss, side, rxid, format_args!("{} {:.6}", oc.obj.vxid, oc.obj.life.ttl_left(t)));
+                r.log.recf(Tag::HitMiss, side, rxid, format_args!("{} {:.6}", oc.obj.vxid, oc.obj.life().ttl_left(t)));
                 r.req.is_hitmiss = true;
                 Step::Miss { guard: sh.cache.private_guard(&key), stale: None }
             }
@@ -77,7 +77,7 @@ pub fn hit<T: Transport>(r: &mut Request<'_, T>, oc: ObjRef, guard: Option<BusyG
     let sh = r.sh.clone();
     let (rxid, side) = (r.rxid, LogSide::Client);
     let t = now();
-    let life = oc.obj.life;
+    let life = oc.obj.life();
     r.log.recf(Tag::Hit, side, rxid, format_args!("{} {} {} {}", oc.obj.vxid, Secs(life.ttl_left(t)), Secs(life.grace), Secs(life.keep)));
     // req.ttl and req.grace bound what a hit may serve.
     let age = t - life.t_origin;

@@ -289,7 +289,7 @@ pub fn end_log(sh: &Shared, log: &mut Batch, clock: &mut Clock, rxid: u32, rx: (
 
 /// A cached object as vcl_hit (`full`) or vcl_deliver sees it.
 pub fn obj_view(oc: &ObjRef, t: f64, full: bool) -> ObjView {
-    let life = &oc.obj.life;
+    let life = oc.obj.life();
     ObjView {
         status: oc.obj.status,
         reason: oc.reason(),

@@ -205,10 +205,10 @@ pub fn matches(conds: &[Cond], oc: &ObjRef, req: Option<&ReqView<'_>>, ban_time:
             },
             Field::ObjStatus => Some(obj.status.to_string().into_bytes()),
             Field::ObjHttp(h) => oc.header_ref(h).map(|v| v.to_vec()),
-            Field::ObjTtl => return num(c, obj.life.ttl_left(ban_time)),
-            Field::ObjAge => return num(c, ban_time - obj.life.t_origin),
-            Field::ObjGrace => return num(c, obj.life.grace),
-            Field::ObjKeep => return num(c, obj.life.keep),
+            Field::ObjTtl => return num(c, obj.life().ttl_left(ban_time)),
+            Field::ObjAge => return num(c, ban_time - obj.life().t_origin),
+            Field::ObjGrace => return num(c, obj.life().grace),
+            Field::ObjKeep => return num(c, obj.life().keep),
         };
         match (&c.arg, value) {
             (Arg::Str(s), Some(v)) => (v == s.as_bytes()) == (c.op == Op::Eq),
