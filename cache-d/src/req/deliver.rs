@@ -208,7 +208,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
     };
     let keep = r.keep && r.framing == Framing::None;
     let len = if esi.is_some() { None } else { len };
-    let plan = plan(&r.req, len, &resp, r.head_only, keep);
+    let plan = plan(&r.req, len, &mut resp, r.head_only, keep);
     let mut wire = std::mem::take(&mut r.sess.wire);
     let head = RespHead {
         status: plan.status,
@@ -312,11 +312,12 @@ async fn whole(body: &ObjBody) -> Option<Vec<Bytes>> {
 /// Status, headers and framing: 304 for a matching conditional, 206 or
 /// 416 for a range, chunked when the length is not known yet (close for
 /// an HTTP/1.0 client).
-fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o Resp, head_only: bool, keep: bool) -> Plan<'o> {
+/// The response's headers move into the plan.
+fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o mut Resp, head_only: bool, keep: bool) -> Plan<'o> {
     let mut p = Plan {
         status: resp.status,
+        headers: std::mem::take(&mut resp.headers),
         reason: &resp.reason,
-        headers: resp.headers.clone(),
         framing: None,
         span: None,
         send_body: !head_only,
