@@ -99,9 +99,14 @@ pub const fn record_bytes(len: usize) -> usize {
 
 /// A batch's first buffer size: a usual transaction's records fit.
 const BATCH_START: usize = 2048;
-/// Buffers kept per thread for the next batches, and the largest kept.
+/// Buffers kept per thread for the next batches, then in a pool all
+/// threads share (a transaction may end on another thread than the one
+/// it began on), and the largest kept.
 const POOL_MAX: usize = 64;
+const SHARED_POOL_MAX: usize = 1024;
 const POOL_BUF_MAX: usize = 64 * 1024;
+
+static SHARED_POOL: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
 
 thread_local! {
     /// Buffers of finished batches. Every transaction has a batch, so
@@ -119,12 +124,22 @@ impl Drop for Batch {
         if (BATCH_START..=POOL_BUF_MAX).contains(&cap) {
             let mut buf = std::mem::take(&mut self.buf);
             buf.clear();
-            let _ = POOL.try_with(|p| {
+            let buf = POOL.try_with(|p| {
                 let mut p = p.borrow_mut();
                 if p.len() < POOL_MAX {
                     p.push(buf);
+                    None
+                } else {
+                    Some(buf)
                 }
             });
+            if let Ok(Some(buf)) = buf {
+                if let Ok(mut shared) = SHARED_POOL.lock() {
+                    if shared.len() < SHARED_POOL_MAX {
+                        shared.push(buf);
+                    }
+                }
+            }
         }
     }
 }
@@ -145,7 +160,8 @@ impl Batch {
 
     /// A batch whose records carry at most `reclen` payload bytes (NUL included).
     pub fn with_reclen(reclen: usize) -> Batch {
-        let buf = POOL.with_borrow_mut(Vec::pop).unwrap_or_else(|| Vec::with_capacity(BATCH_START));
+        let buf =
+            POOL.with_borrow_mut(Vec::pop).or_else(|| SHARED_POOL.lock().ok()?.pop()).unwrap_or_else(|| Vec::with_capacity(BATCH_START));
         Batch { buf, reclen: reclen.clamp(2, RECLEN_MAX), records: 0 }
     }
 
