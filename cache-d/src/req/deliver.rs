@@ -312,8 +312,14 @@ async fn whole(body: &ObjBody) -> Option<Vec<Bytes>> {
 /// Status, headers and framing: 304 for a matching conditional, 206 or
 /// 416 for a range, chunked when the length is not known yet (close for
 /// an HTTP/1.0 client).
-/// The response's headers move into the plan.
+/// The response's headers move into the plan (the conditionals and
+/// If-Range are judged on them first).
 fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o mut Resp, head_only: bool, keep: bool) -> Plan<'o> {
+    let not_modified = not_modified(req, resp);
+    let range = match (resp.status, req.headers.get("range"), len) {
+        (200, Some(r), Some(n)) if !not_modified && if_range_ok(req, resp) => parse_range(r, n),
+        _ => RangeReq::Whole,
+    };
     let mut p = Plan {
         status: resp.status,
         headers: std::mem::take(&mut resp.headers),
@@ -324,16 +330,12 @@ fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o mut Resp, head_only: bool, ke
         chunked: false,
         keep,
     };
-    if not_modified(req, resp) {
+    if not_modified {
         (p.status, p.reason) = (304, b"Not Modified");
         p.headers.unset("content-length");
         p.send_body = false;
         return p;
     }
-    let range = match (p.status, req.headers.get("range"), len) {
-        (200, Some(r), Some(n)) if if_range_ok(req, resp) => parse_range(r, n),
-        _ => RangeReq::Whole,
-    };
     let total = len.unwrap_or(0);
     match range {
         RangeReq::Part(a, b) => {
