@@ -9,7 +9,25 @@ use std::sync::Arc;
 
 use hashbrown::HashTable;
 
-use crate::cache::{Busy, Key, ObjRef};
+use tokio::sync::watch;
+
+use crate::cache::key::Key;
+use crate::cache::object::ObjRef;
+
+/// Outcome of the fetch a busy marker stands for, as waiters see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BusyState {
+    Fetching,
+    /// Headers are in and the object (or a hit-for-miss) is in the index.
+    Ready,
+    /// The fetch failed before there was an object.
+    Failed,
+}
+
+/// The marker of a fetch in progress for an object head.
+pub struct Busy {
+    pub(super) tx: watch::Sender<BusyState>,
+}
 
 pub(super) struct Head {
     one: Option<ObjRef>,

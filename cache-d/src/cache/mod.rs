@@ -18,27 +18,13 @@ use common::counters::C;
 use common::segment::SegmentWriter;
 use tokio::sync::watch;
 
-use self::head::{Head, HeadMap};
+pub use self::head::BusyState;
+use self::head::{Busy, Head, HeadMap};
 pub use self::key::Key;
 pub use self::object::{vary_value, Kind, ObjCore, ObjHeaders, ObjRef, Object, OBJ_OVERHEAD};
 use self::store::Store;
 
 const SHARDS: usize = 64;
-
-/// Outcome of the fetch a busy marker stands for, as waiters see it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BusyState {
-    Fetching,
-    /// Headers are in and the object (or a hit-for-miss) is in the index.
-    Ready,
-    /// The fetch failed before there was an object.
-    Failed,
-}
-
-/// The marker of a fetch in progress for an object head.
-pub struct Busy {
-    tx: watch::Sender<BusyState>,
-}
 
 /// The fetching request's hold on a busy marker. Dropped without
 /// [`Cache::insert`], it fails the waiters.

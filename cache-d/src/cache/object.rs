@@ -9,7 +9,6 @@ use triomphe::ThinArc;
 
 use crate::cache::body::{Body, ObjBody};
 pub use crate::cache::headers::ObjHeaders;
-use crate::cache::store::NONE;
 use crate::cache::ttl::Life;
 
 /// Bytes charged per object on top of its bytes (packed head and small
@@ -134,7 +133,7 @@ pub struct ObjCore {
     /// Bytes charged to storage so far.
     pub(super) charged: AtomicU64,
     /// Its slot in the eviction ring and place in the expiry heap
-    /// (`store::NONE` when not there).
+    /// ([`NONE`] when not there).
     pub(super) slot: AtomicU32,
     pub(super) heap: AtomicU32,
     /// The newest ban this object was tested against (or inserted after).
@@ -164,6 +163,9 @@ impl ObjCore {
         self.hits.load(Ordering::Relaxed)
     }
 }
+
+/// No position: not in the eviction ring or expiry heap.
+pub(super) const NONE: u32 = u32::MAX;
 
 /// Bodies up to this size that are whole when stored are packed into the
 /// object's allocation; larger ones stay where they are.

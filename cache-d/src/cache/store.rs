@@ -6,15 +6,12 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::cache::{ObjCore, ObjRef};
+use crate::cache::object::{ObjCore, ObjRef, NONE};
 
 /// Unix seconds, rounded up, as the heap keeps them.
 fn secs(t: f64) -> u32 {
     t.max(0.0).ceil().min(u32::MAX as f64) as u32
 }
-
-/// No position: not in the ring or heap.
-pub(super) const NONE: u32 = u32::MAX;
 
 /// Compact the ring when at least this many slots are free and they are
 /// more than half of it (so a sweep never walks mostly empty slots).

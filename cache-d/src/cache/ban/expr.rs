@@ -4,7 +4,7 @@
 
 use regex::Regex;
 
-use crate::cache::ObjRef;
+use crate::cache::object::ObjRef;
 
 /// What a condition looks at.
 #[derive(Clone, Debug, PartialEq)]

@@ -13,7 +13,8 @@ use common::counters::C;
 
 use self::expr::ReqView;
 use self::list::{Ban, BanInfo, BanList};
-use crate::cache::{Cache, ObjRef};
+use crate::cache::object::ObjRef;
+use crate::cache::Cache;
 
 impl Cache {
     fn bans(&self) -> std::sync::MutexGuard<'_, BanList> {
