@@ -14,7 +14,11 @@ mkdir -p "$dir"
 case "$cmd" in
 start)
     args=("$@")
-    if ! printf '%s\n' "${args[@]}" | grep -qx -- '-b'; then
+    # No pipe into `grep -q` here: under pipefail, grep quitting at the
+    # first match can fail printf with SIGPIPE, and the -b went unseen.
+    backend=no
+    for a in "${args[@]}"; do if [ "$a" = -b ]; then backend=yes; fi; done
+    if [ "$backend" = no ]; then
         cat >"$dir/proxy.vcl"
         args+=(-f "$dir/proxy.vcl")
     fi
