@@ -40,9 +40,15 @@ struct More {
     busy: Option<Arc<Busy>>,
 }
 
+impl More {
+    fn boxed(key: Key) -> Box<More> {
+        Box::new(More { key, variants: Vec::new(), busy: None })
+    }
+}
+
 impl Head {
     fn new(key: Key) -> Head {
-        Head { one: None, more: Some(Box::new(More { key, variants: Vec::new(), busy: None })) }
+        Head { one: None, more: Some(More::boxed(key)) }
     }
 
     pub fn key(&self) -> Key {
@@ -72,7 +78,7 @@ impl Head {
 
     pub fn set_busy(&mut self, busy: Option<Arc<Busy>>) {
         let key = self.key();
-        self.more.get_or_insert_with(|| Box::new(More { key, variants: Vec::new(), busy: None })).busy = busy;
+        self.more.get_or_insert_with(|| More::boxed(key)).busy = busy;
         self.tidy();
     }
 
@@ -81,7 +87,7 @@ impl Head {
             self.one = Some(oc);
         } else {
             let key = self.key();
-            self.more.get_or_insert_with(|| Box::new(More { key, variants: Vec::new(), busy: None })).variants.push(oc);
+            self.more.get_or_insert_with(|| More::boxed(key)).variants.push(oc);
         }
         self.tidy();
     }
@@ -95,7 +101,7 @@ impl Head {
             m.variants.retain(&mut keep);
         }
         if self.one.is_none() && self.more.is_none() {
-            self.more = Some(Box::new(More { key, variants: Vec::new(), busy: None }));
+            self.more = Some(More::boxed(key));
         }
         self.tidy();
     }

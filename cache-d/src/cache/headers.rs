@@ -264,9 +264,7 @@ pub fn find(buf: &[u8], name: &str) -> Option<(usize, usize)> {
 
 /// Where the reason phrase is in the packed head `buf`.
 pub fn reason_span(buf: &[u8]) -> (usize, usize) {
-    let l = Layout(buf);
-    let at = 4 + 2 * l.width() * l.count();
-    (at, at + l.u16_at(2))
+    Layout(buf).reason()
 }
 
 /// Reading a packed head.
@@ -303,9 +301,15 @@ impl<'a> Layout<'a> {
         }
     }
 
-    /// Where the names and values start.
+    /// Where the reason phrase is (after the pairs).
+    fn reason(&self) -> (usize, usize) {
+        let at = 4 + 2 * self.width() * self.count();
+        (at, at + self.u16_at(2))
+    }
+
+    /// Where the names and values start (after the reason).
     fn data(&self) -> usize {
-        4 + 2 * self.width() * self.count() + self.u16_at(2)
+        self.reason().1
     }
 
     /// Where the head ends.

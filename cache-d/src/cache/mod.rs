@@ -292,14 +292,12 @@ impl Cache {
         let c = &self.inner;
         let newest = c.newest_ban.load(Ordering::Acquire);
         let mut shard = c.shard(key);
-        let head = match shard.get_mut(&key) {
-            Some(h) if bans && h.variants().any(|o| o.ban_id.load(Ordering::Acquire) < newest) => return None,
-            Some(h) => h,
-            None => {
-                c.count(C::NObjecthead, 1);
-                shard.get_or_insert(key).0
-            }
-        };
+        let (head, new) = shard.get_or_insert(key);
+        if new {
+            c.count(C::NObjecthead, 1);
+        } else if bans && head.variants().any(|o| o.ban_id.load(Ordering::Acquire) < newest) {
+            return None;
+        }
         let skip_ae = c.vary_skips_ae.load(Ordering::Relaxed);
         let matches = |oc: &ObjRef| match oc.obj.vary() {
             None => true,
@@ -328,7 +326,6 @@ impl Cache {
                 Kind::HitForPass => Lookup::HitForPass(oc),
             });
         }
-        let head = shard.get_mut(&key).expect("head exists");
         if let Some(s) = stale.as_ref().filter(|s| s.obj.life().in_grace(now)) {
             let guard = if head.busy().is_none() { Some(self.new_busy(head, key)) } else { None };
             return Some(Lookup::Grace(s.clone(), guard));
@@ -386,13 +383,10 @@ impl Cache {
         }
         let replaced: Vec<ObjRef> = {
             let mut shard = c.shard(key);
-            let head = match shard.get_mut(&key) {
-                Some(h) => h,
-                None => {
-                    c.count(C::NObjecthead, 1);
-                    shard.get_or_insert(key).0
-                }
-            };
+            let (head, new) = shard.get_or_insert(key);
+            if new {
+                c.count(C::NObjecthead, 1);
+            }
             let skip_ae = c.vary_skips_ae.load(Ordering::Relaxed);
             let same = |o: &ObjRef| same_vary(o.obj.vary(), oc.obj.vary(), skip_ae);
             let old: Vec<_> = head.variants().filter(|o| same(o)).cloned().collect();

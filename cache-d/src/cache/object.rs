@@ -17,7 +17,8 @@ use crate::cache::ttl::Life;
 /// kept under 7/8 full), the eviction ring slot (8) and expiry heap entry
 /// (8). Measured, not guessed (`scripts/bench-memory.sh`; README,
 /// Benchmarks): the structures of 100,000 objects of 1 KiB take 162 bytes
-/// each beyond their bytes, and a child that fetched them through the
+/// each beyond their bytes (`cargo run --release -p cache-d --example
+/// object_bytes`), and a child that fetched them through the
 /// request path about 220 (what the allocator keeps free between them);
 /// the charge lies between, and a cache kept full by LRU stays within its
 /// budget + 10% (1.09x measured, 1 KiB and 10 KiB objects).
