@@ -11,6 +11,7 @@ use hashbrown::HashTable;
 
 use tokio::sync::watch;
 
+use crate::cache::ban::list::BanRefs;
 use crate::cache::key::Key;
 use crate::cache::object::ObjRef;
 
@@ -120,9 +121,13 @@ impl Head {
     }
 }
 
-/// One shard of the index: heads by key.
+/// One shard of the index: heads by key, and how many of its objects
+/// were last tested up to each ban.
 #[derive(Default)]
-pub(super) struct HeadMap(HashTable<Head>);
+pub(super) struct HeadMap {
+    heads: HashTable<Head>,
+    pub refs: BanRefs,
+}
 
 /// Keys are random already: the table uses one half as the hash.
 fn hash(key: Key) -> u64 {
@@ -131,28 +136,28 @@ fn hash(key: Key) -> u64 {
 
 impl HeadMap {
     pub fn get(&self, key: &Key) -> Option<&Head> {
-        self.0.find(hash(*key), |h| h.key() == *key)
+        self.heads.find(hash(*key), |h| h.key() == *key)
     }
 
     pub fn get_mut(&mut self, key: &Key) -> Option<&mut Head> {
-        self.0.find_mut(hash(*key), |h| h.key() == *key)
+        self.heads.find_mut(hash(*key), |h| h.key() == *key)
     }
 
     /// The head for `key`, a new one if there was none (and whether it is new).
     pub fn get_or_insert(&mut self, key: Key) -> (&mut Head, bool) {
-        match self.0.entry(hash(key), |h| h.key() == key, |h| hash(h.key())) {
+        match self.heads.entry(hash(key), |h| h.key() == key, |h| hash(h.key())) {
             hashbrown::hash_table::Entry::Occupied(e) => (e.into_mut(), false),
             hashbrown::hash_table::Entry::Vacant(e) => (e.insert(Head::new(key)).into_mut(), true),
         }
     }
 
     pub fn remove(&mut self, key: &Key) {
-        if let Ok(e) = self.0.find_entry(hash(*key), |h| h.key() == *key) {
+        if let Ok(e) = self.heads.find_entry(hash(*key), |h| h.key() == *key) {
             e.remove();
         }
     }
 
     pub fn values(&self) -> impl Iterator<Item = &Head> {
-        self.0.iter()
+        self.heads.iter()
     }
 }

@@ -100,8 +100,6 @@ pub struct CacheInner {
     /// Lock order: a shard, then the bans (never the other way round).
     bans: Mutex<ban::list::BanList>,
     newest_ban: AtomicU64,
-    /// When the lurker last walked the cache only to trim the ban list (ms).
-    last_trim_ms: AtomicU64,
     budget: u64,
     seg: Option<Arc<SegmentWriter>>,
     /// With gzip support on, Vary: Accept-Encoding does not split
@@ -155,10 +153,15 @@ impl CacheInner {
         {
             let mut shard = self.shard(oc.key);
             if let Some(h) = shard.get_mut(&oc.key) {
+                let before = h.len();
                 h.retain(|v| !ObjRef::ptr_eq(v, oc));
+                let found = h.len() < before;
                 if h.idle() {
                     shard.remove(&oc.key);
                     self.count(C::NObjecthead, -1);
+                }
+                if found {
+                    shard.refs.sub(oc.ban_id.load(Ordering::Acquire));
                 }
             }
         }
@@ -239,7 +242,6 @@ impl Cache {
                 store: Mutex::new(Store::default()),
                 bans: Mutex::new(ban::list::BanList::default()),
                 newest_ban: AtomicU64::new(0),
-                last_trim_ms: AtomicU64::new(0),
                 budget,
                 seg,
                 vary_skips_ae: AtomicBool::new(true),
@@ -392,6 +394,10 @@ impl Cache {
             let old: Vec<_> = head.variants().filter(|o| same(o)).cloned().collect();
             head.retain(|o| !same(o));
             head.push(oc.clone());
+            for o in &old {
+                shard.refs.sub(o.ban_id.load(Ordering::Acquire));
+            }
+            shard.refs.add(oc.ban_id.load(Ordering::Acquire));
             old
         };
         c.count(C::NObject, 1);

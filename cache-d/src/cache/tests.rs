@@ -308,3 +308,68 @@ fn a_compacted_ring_keeps_eviction_and_expiry_right() {
     assert_eq!(c.expire(NOW + 200.0), 2000);
     assert_eq!(c.inner.store().stored(), 0);
 }
+
+/// What the shards' per-ban counts say, and what a walk over the index finds.
+fn ban_refs_and_walk(c: &Cache) -> (Vec<(u64, u32)>, Vec<(u64, u32)>) {
+    let mut counted = std::collections::BTreeMap::new();
+    let mut walked = std::collections::BTreeMap::new();
+    for shard in &c.inner.shards {
+        let s = shard.lock().unwrap();
+        for (id, n) in s.refs.iter() {
+            *counted.entry(id).or_insert(0) += n;
+        }
+        for o in s.values().flat_map(|h| h.variants()) {
+            *walked.entry(o.ban_id.load(Ordering::Acquire)).or_insert(0) += 1;
+        }
+    }
+    (counted.into_iter().collect(), walked.into_iter().collect())
+}
+
+#[test]
+fn ban_counts_follow_objects_through_tests_replacements_and_removals() {
+    // Small storage, so that inserts evict too.
+    let c = Cache::new(40 * 1024, None);
+    let mut state = 7u64;
+    let mut next = || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state >> 33
+    };
+    for round in 0..3000 {
+        let key = format!("/o/{}", next() % 200);
+        match next() % 10 {
+            0 => {
+                c.ban(&args(&format!("req.url == /o/{}", next() % 200)), NOW, false).unwrap();
+            }
+            1 => {
+                c.purge(key.as_bytes());
+            }
+            2 => {
+                c.lurk(NOW + 120.0, 60.0);
+            }
+            3 | 4 => {
+                c.check_bans(key.as_bytes(), key.as_bytes(), no_headers());
+            }
+            _ => {
+                // A new object, or one replacing the variant under the key.
+                let found = c.lookup_banned(key.as_bytes(), key.as_bytes(), no_headers(), NOW);
+                let guard = match found {
+                    Lookup::Miss { guard, .. } => guard,
+                    _ => c.private_guard(key.as_bytes()),
+                };
+                c.insert(guard, obj(60.0, 0.0, &vec![b'x'; 300 + (next() % 900) as usize], Kind::Normal));
+            }
+        }
+        let (counted, walked) = ban_refs_and_walk(&c);
+        assert_eq!(counted, walked, "after step {round}");
+    }
+    // The lurker deletes every ban older than what the objects still need,
+    // without walking the cache; tested objects free the bans they passed.
+    for i in 0..200 {
+        let k = format!("/o/{i}");
+        c.check_bans(k.as_bytes(), k.as_bytes(), no_headers());
+    }
+    c.ban(&args("req.url == /last"), NOW, false).unwrap();
+    c.lurk(NOW + 120.0, 60.0);
+    let left: Vec<String> = c.ban_list().into_iter().map(|b| b.spec).collect();
+    assert_eq!(left, ["req.url == /last"]);
+}

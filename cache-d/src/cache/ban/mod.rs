@@ -107,9 +107,34 @@ impl Cache {
         let hit = todo.iter().any(|x| expr::matches(&x.conds, oc, req, x.time));
         self.inner.count(if req.is_some() { C::BansTested } else { C::BansLurkerTested }, tested);
         if !hit && req.is_some() {
-            oc.ban_id.fetch_max(newest, Ordering::AcqRel);
+            self.tested_up_to(oc, newest);
         }
         hit
+    }
+
+    /// `oc` has been tested against every ban up to `newest`. Under its
+    /// shard's lock, so that the shard's count of objects per ban stays
+    /// exact (an object no longer in the index is no longer counted).
+    fn tested_up_to(&self, oc: &ObjRef, newest: u64) {
+        let mut shard = self.inner.shard(oc.key);
+        let old = oc.ban_id.load(Ordering::Acquire);
+        if newest <= old {
+            return;
+        }
+        oc.ban_id.store(newest, Ordering::Release);
+        let indexed = shard.get(&oc.key).is_some_and(|h| h.variants().any(|v| ObjRef::ptr_eq(v, oc)));
+        if indexed {
+            shard.refs.sub(old);
+            shard.refs.add(newest);
+        }
+    }
+
+    /// The oldest ban an indexed object was last tested up to (the
+    /// newest ban when the cache is empty): every older ban can go.
+    fn oldest_needed(&self) -> u64 {
+        let c = &self.inner;
+        let newest = c.newest_ban.load(Ordering::Acquire);
+        c.shards.iter().filter_map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).refs.oldest()).min().unwrap_or(newest)
     }
 
     /// The ban lurker: test every object against the request-free bans at
@@ -121,36 +146,27 @@ impl Cache {
             let b = self.bans();
             (b.list.iter().filter(|b| !b.completed() && !b.req && now - b.time >= age).cloned().collect(), b.list.len())
         };
-        if work.is_empty() {
-            // Nothing to test: the walk would only find bans to delete
-            // from the tail. None with one ban listed (it is never
-            // deleted); otherwise at most once a second, not every
-            // ban_lurker_sleep (a walk over a million objects is work).
-            let last = c.last_trim_ms.load(Ordering::Relaxed);
-            let t = (now * 1000.0) as u64;
-            if listed <= 1 || t.saturating_sub(last) < 1000 {
-                return 0;
-            }
-            c.last_trim_ms.store(t, Ordering::Relaxed);
-        }
         let mut killed = 0;
-        let mut min_seen = c.newest_ban.load(Ordering::Acquire);
-        for shard in &c.shards {
-            let objs: Vec<ObjRef> = shard.lock().unwrap_or_else(|e| e.into_inner()).values().flat_map(|h| h.variants().cloned()).collect();
-            for oc in objs {
-                let seen = oc.ban_id.load(Ordering::Acquire);
-                let mine: Vec<&Arc<Ban>> = work.iter().filter(|b| b.id > seen).collect();
-                c.count(C::BansLurkerTested, mine.len() as i64);
-                if mine.iter().any(|b| expr::matches(&b.conds, &oc, None, b.time)) {
-                    if c.remove(&oc) {
+        if !work.is_empty() {
+            for shard in &c.shards {
+                let objs: Vec<ObjRef> =
+                    shard.lock().unwrap_or_else(|e| e.into_inner()).values().flat_map(|h| h.variants().cloned()).collect();
+                for oc in objs {
+                    let seen = oc.ban_id.load(Ordering::Acquire);
+                    let mine: Vec<&Arc<Ban>> = work.iter().filter(|b| b.id > seen).collect();
+                    c.count(C::BansLurkerTested, mine.len() as i64);
+                    if mine.iter().any(|b| expr::matches(&b.conds, &oc, None, b.time)) && c.remove(&oc) {
                         killed += 1;
                         c.count(C::BansLurkerObjKilled, 1);
                     }
-                    continue;
                 }
-                min_seen = min_seen.min(seen);
             }
+        } else if listed <= 1 {
+            return 0;
         }
+        // Which bans objects still need comes from the shards' counts,
+        // not from a walk over the cache.
+        let min_seen = self.oldest_needed();
         for b in &work {
             if !b.completed.swap(true, Ordering::AcqRel) {
                 c.count(C::BansCompleted, 1);
@@ -185,10 +201,8 @@ impl Cache {
     pub fn ban_list(&self) -> Vec<BanInfo> {
         let mut refs = std::collections::HashMap::new();
         for shard in &self.inner.shards {
-            for h in shard.lock().unwrap_or_else(|e| e.into_inner()).values() {
-                for o in h.variants() {
-                    *refs.entry(o.ban_id.load(Ordering::Relaxed)).or_insert(0u64) += 1;
-                }
+            for (id, n) in shard.lock().unwrap_or_else(|e| e.into_inner()).refs.iter() {
+                *refs.entry(id).or_insert(0u64) += u64::from(n);
             }
         }
         self.bans()
