@@ -309,8 +309,11 @@ fn a_compacted_ring_keeps_eviction_and_expiry_right() {
     assert_eq!(c.inner.store().stored(), 0);
 }
 
+/// Objects per ban id they were last tested up to.
+type PerBan = Vec<(u64, u32)>;
+
 /// What the shards' per-ban counts say, and what a walk over the index finds.
-fn ban_refs_and_walk(c: &Cache) -> (Vec<(u64, u32)>, Vec<(u64, u32)>) {
+fn ban_refs_and_walk(c: &Cache) -> (PerBan, PerBan) {
     let mut counted = std::collections::BTreeMap::new();
     let mut walked = std::collections::BTreeMap::new();
     for shard in &c.inner.shards {
