@@ -3,25 +3,21 @@
 //! housekeeping (expiry, idle backend connections, the ban lurker), and
 //! shutdown.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::counters::C;
 use common::instance;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{watch, Semaphore};
 
 use crate::error::StartError;
 use crate::http1::transport::Http1;
+use crate::listen::stream::ClientStream;
+use crate::listen::{Listener, Proto, Socket};
 use crate::req::contain::contain;
 use crate::shared::Shared;
-
-/// A bound listener and its name (`a0`, `a1`... or the `-a name=`).
-pub struct Listener {
-    pub name: Arc<str>,
-    pub socket: std::net::TcpListener,
-}
 
 /// Serve until `stop` turns true, then stop accepting, let open sessions
 /// finish their current request (up to `drain`), and return.
@@ -29,15 +25,15 @@ pub async fn serve(sh: Arc<Shared>, listeners: Vec<Listener>, mut stop: watch::R
     let limit = Arc::new(Semaphore::new(sh.params().max_connections));
     let mut accepts = Vec::new();
     for l in listeners {
-        let _ = l.socket.set_nonblocking(true);
-        let socket = match TcpListener::from_std(l.socket) {
+        let socket = match Accepting::from_std(l.socket) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("cache-d: listener {}: {e}", l.name);
                 continue;
             }
         };
-        accepts.push(tokio::spawn(accept_loop(sh.clone(), socket, l.name, limit.clone(), stop.clone())));
+        let on = On { name: l.name, proto: l.proto };
+        accepts.push(tokio::spawn(accept_loop(sh.clone(), socket, on, limit.clone(), stop.clone())));
     }
     let ticker = tokio::spawn(tick(sh.clone()));
     let _ = stop.wait_for(|s| *s).await;
@@ -50,9 +46,57 @@ pub async fn serve(sh: Arc<Shared>, listeners: Vec<Listener>, mut stop: watch::R
     ticker.abort();
 }
 
-async fn accept_loop(sh: Arc<Shared>, socket: TcpListener, name: Arc<str>, limit: Arc<Semaphore>, stop: watch::Receiver<bool>) {
+/// A listening socket in the runtime.
+enum Accepting {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+impl Accepting {
+    fn from_std(s: Socket) -> std::io::Result<Accepting> {
+        Ok(match s {
+            Socket::Tcp(s) => {
+                s.set_nonblocking(true)?;
+                Accepting::Tcp(TcpListener::from_std(s)?)
+            }
+            Socket::Unix(s) => {
+                s.set_nonblocking(true)?;
+                Accepting::Unix(UnixListener::from_std(s)?)
+            }
+        })
+    }
+
+    /// The next connection and its two ends (0.0.0.0:0 for both on a
+    /// Unix socket, as Varnish shows them).
+    async fn accept(&self) -> std::io::Result<(ClientStream, SocketAddr, SocketAddr)> {
+        match self {
+            Accepting::Tcp(l) => {
+                let (stream, peer) = l.accept().await?;
+                let _ = stream.set_nodelay(true);
+                let local = stream.local_addr().unwrap_or(NOWHERE);
+                Ok((ClientStream::Tcp(stream), peer, local))
+            }
+            Accepting::Unix(l) => {
+                let (stream, _) = l.accept().await?;
+                Ok((ClientStream::Unix(stream), NOWHERE, NOWHERE))
+            }
+        }
+    }
+}
+
+/// The address Varnish gives both ends of a Unix-socket connection.
+const NOWHERE: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+
+/// Which listener a connection came in on.
+#[derive(Clone)]
+pub struct On {
+    pub name: Arc<str>,
+    pub proto: Proto,
+}
+
+async fn accept_loop(sh: Arc<Shared>, socket: Accepting, on: On, limit: Arc<Semaphore>, stop: watch::Receiver<bool>) {
     loop {
-        let (stream, peer) = match socket.accept().await {
+        let (stream, peer, local) = match socket.accept().await {
             Ok(x) => x,
             Err(e) => {
                 sh.seg.add(C::SessFail, 1);
@@ -70,11 +114,9 @@ async fn accept_loop(sh: Arc<Shared>, socket: TcpListener, name: Arc<str>, limit
             drop(stream);
             continue;
         };
-        let _ = stream.set_nodelay(true);
-        let local = stream.local_addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
-        let (sh, name, stop) = (sh.clone(), name.clone(), stop.clone());
+        let (sh, on, stop) = (sh.clone(), on.clone(), stop.clone());
         tokio::spawn(async move {
-            if let Err(why) = contain(crate::req::session(sh.clone(), Http1::new(stream), peer, local, name, stop)).await {
+            if let Err(why) = contain(crate::req::session(sh.clone(), Http1::new(stream), peer, local, on, stop)).await {
                 crate::req::failed(&sh, peer, &why);
             }
             drop(permit);
@@ -117,35 +159,13 @@ async fn lurker(sh: Arc<Shared>) {
     }
 }
 
-/// Parse `-a [name=][host]:port` and bind it.
-pub fn bind(spec: &str, index: usize) -> Result<Vec<Listener>, StartError> {
-    let (name, addr) = match spec.split_once('=') {
-        Some((n, a)) => (n.to_string(), a),
-        None => (format!("a{index}"), spec),
-    };
-    let full = if addr.starts_with(':') { format!("0.0.0.0{addr}") } else { addr.to_string() };
-    let addrs: Vec<_> = full.to_socket_addrs().map_err(|e| StartError::Config(format!("-a {spec}: {e}")))?.collect();
-    if addrs.is_empty() {
-        return Err(StartError::Config(format!("-a {spec}: resolves to no address")));
-    }
-    let name: Arc<str> = name.into();
-    addrs
-        .into_iter()
-        .map(|a| {
-            let socket = std::net::TcpListener::bind(a).map_err(|source| StartError::Listen { addr: a.to_string(), source })?;
-            Ok(Listener { name: name.clone(), socket })
-        })
-        .collect()
-}
-
 /// Publish the bound addresses (`name ip port` lines), so that tools and
 /// tests that asked for port 0 can find the port (like varnishd's
 /// `debug.listen_address`).
 pub fn write_listen_file(dir: &std::path::Path, listeners: &[Listener]) -> Result<(), StartError> {
     let mut text = String::new();
     for l in listeners {
-        let a = l.socket.local_addr()?;
-        text.push_str(&format!("{} {} {}\n", l.name, a.ip(), a.port()));
+        text.push_str(&crate::listen::listen_line(l)?);
     }
     instance::write_file(dir, instance::LISTEN_FILE, text.as_bytes(), 0o644)?;
     Ok(())

@@ -16,6 +16,7 @@ pub mod esi;
 pub mod fetch;
 pub mod gzip;
 pub mod http1;
+pub mod listen;
 pub mod mgt;
 pub mod params;
 pub mod req;

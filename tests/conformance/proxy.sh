@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The proxy under test, for the conformance scenarios: started, stopped and
 # administered the same way whether it is varnishd or cache-d.
-#   proxy.sh KIND BIN PORT start DIR [proxy flags...]   (VCL on stdin if no -b)
+#   proxy.sh KIND BIN PORT start DIR [--listen-proto PROTO] [proxy flags...]
+#                                       (VCL on stdin if no -b; PROTO, e.g.
+#                                       PROXY, is added to the -a listener)
 #   proxy.sh KIND BIN PORT stop DIR
 #   proxy.sh KIND BIN PORT adm DIR COMMAND...
 #   proxy.sh KIND BIN PORT stat DIR COUNTER          (prints its value)
@@ -13,6 +15,8 @@ kind=$1 bin=$2 port=$3 cmd=$4 dir=$5; shift 5
 mkdir -p "$dir"
 case "$cmd" in
 start)
+    listen="127.0.0.1:$port"
+    if [ "${1:-}" = --listen-proto ]; then listen="$listen,$2"; shift 2; fi
     args=("$@")
     # No pipe into `grep -q` here: under pipefail, grep quitting at the
     # first match can fail printf with SIGPIPE, and the -b went unseen.
@@ -23,10 +27,10 @@ start)
         args+=(-f "$dir/proxy.vcl")
     fi
     if [ "$kind" = varnishd ]; then
-        varnishd -j none -a "127.0.0.1:$port" -n "$dir/inst" -P "$dir/pid" -T 127.0.0.1:0 "${args[@]}" >"$dir/proxy.log" 2>&1 ||
+        varnishd -j none -a "$listen" -n "$dir/inst" -P "$dir/pid" -T 127.0.0.1:0 "${args[@]}" >"$dir/proxy.log" 2>&1 ||
             { cat "$dir/proxy.log"; exit 1; }
     else
-        "$bin/cache-d" -a "127.0.0.1:$port" -n "$dir/inst" -P "$dir/pid" "${args[@]}" >"$dir/proxy.log" 2>&1 ||
+        "$bin/cache-d" -a "$listen" -n "$dir/inst" -P "$dir/pid" "${args[@]}" >"$dir/proxy.log" 2>&1 ||
             { cat "$dir/proxy.log"; exit 1; }
     fi
     echo "$(cat "$dir/pid")" >>"${CONFORMANCE_PIDS:-/dev/null}"

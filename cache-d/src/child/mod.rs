@@ -14,11 +14,12 @@ use std::time::Duration;
 use common::counters::C;
 use common::segment::SegmentWriter;
 
-use crate::acceptor::{self, Listener};
+use crate::acceptor;
 use crate::backend::pool::{self, Backend};
 use crate::backend::probe;
 use crate::cli::Args;
 use crate::error::StartError;
+use crate::listen::{Listener, Proto, Socket};
 use crate::params::Params;
 use crate::shared::Shared;
 
@@ -65,15 +66,23 @@ pub fn run(args: Args) -> Result<(), StartError> {
     let mut ctl = None;
     let mut listeners = Vec::new();
     for item in std::env::var(ENV_FDS).unwrap_or_default().split(',').filter(|s| !s.is_empty()) {
-        let (name, fd) = item.rsplit_once(':').ok_or_else(|| StartError::Config(format!("bad {ENV_FDS} item {item:?}")))?;
-        let fd: i32 = fd.parse().map_err(|_| StartError::Config(format!("bad {ENV_FDS} item {item:?}")))?;
+        let bad = || StartError::Config(format!("bad {ENV_FDS} item {item:?}"));
+        // ctl:FD, or NAME:FD:tcp|unix:PROTO (a name has no colon).
+        let mut f = item.split(':');
+        let (name, fd) = (f.next().ok_or_else(bad)?, f.next().ok_or_else(bad)?);
+        let fd: i32 = fd.parse().map_err(|_| bad())?;
         // SAFETY: the manager passed us these descriptors for our own use.
         if name == "ctl" {
             ctl = Some(unsafe { UnixStream::from_raw_fd(fd) });
-        } else {
-            let socket = unsafe { std::net::TcpListener::from_raw_fd(fd) };
-            listeners.push(Listener { name: name.into(), socket });
+            continue;
         }
+        let (kind, proto) = (f.next().ok_or_else(bad)?, f.next().and_then(Proto::from_name).ok_or_else(bad)?);
+        let socket = match kind {
+            "tcp" => Socket::Tcp(unsafe { std::net::TcpListener::from_raw_fd(fd) }),
+            "unix" => Socket::Unix(unsafe { std::os::unix::net::UnixListener::from_raw_fd(fd) }),
+            _ => return Err(bad()),
+        };
+        listeners.push(Listener { name: name.into(), proto, socket });
     }
     let ctl = ctl.ok_or_else(|| StartError::Config("started as a child without a control socket".into()))?;
     let seg = Arc::new(SegmentWriter::attach(&dir)?);

@@ -3,7 +3,6 @@
 //! client that started it goes away. The caller gets the object as soon as
 //! its headers are in; the body keeps streaming into it.
 
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -28,7 +27,7 @@ use crate::req::contain::contain;
 use crate::req::transport::NoBody;
 use crate::shared::Shared;
 use crate::util::now;
-use crate::vcl::model::{Action, Bereq, Beresp, Req};
+use crate::vcl::model::{Action, Bereq, Beresp, Ends, Req};
 use crate::vcl::policy::Policy;
 
 /// Client conditionals and ranges a cache fetch must not forward.
@@ -45,7 +44,7 @@ pub struct MissSpec {
     /// "fetch" or "bgfetch".
     pub reason: &'static str,
     /// The client's and our address (client.ip, server.ip).
-    pub addrs: (SocketAddr, SocketAddr),
+    pub addrs: Ends,
     /// The policy of the request that started the fetch.
     pub policy: Arc<dyn Policy>,
 }

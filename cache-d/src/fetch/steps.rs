@@ -8,8 +8,6 @@
 //!    └──── retry ─── Error (vcl_backend_error) ◀───────────┘
 //! ```
 
-use std::net::SocketAddr;
-
 use bytes::Bytes;
 use common::counters::C;
 use common::log::vsl::{Side as LogSide, Tag};
@@ -22,7 +20,7 @@ use crate::http1::head::{self, Framing};
 use crate::req::transport::ReqBody;
 use crate::shared::Shared;
 use crate::util::{http_date, now};
-use crate::vcl::model::{Action, Bereq, Beresp, Headers, Sub, Task};
+use crate::vcl::model::{Action, Bereq, Beresp, Ends, Headers, Sub, Task};
 use crate::vcl::policy::{run_sub, Policy};
 
 /// How the backend side of a transaction ended.
@@ -50,7 +48,7 @@ pub struct BeTxn<'a, B> {
     /// That body's framing (None: no body).
     pub framing: Framing,
     /// The client's and our address (client.ip, server.ip).
-    pub addrs: (SocketAddr, SocketAddr),
+    pub addrs: Ends,
     /// A stale object whose validators made the request conditional: a
     /// 304 refreshes it.
     pub stale: Option<&'a ObjRef>,
@@ -89,7 +87,7 @@ pub async fn run<B: ReqBody>(t: &mut BeTxn<'_, B>) -> Fetched {
 impl<'a, B> BeTxn<'a, B> {
     /// A transaction with no request body to send and nothing stale to
     /// refresh (set `client`/`framing` or `stale` after).
-    pub fn new(sh: &'a Shared, policy: &'a dyn Policy, f: &'a mut Fetch, bereq: &'a mut Bereq, addrs: (SocketAddr, SocketAddr)) -> Self {
+    pub fn new(sh: &'a Shared, policy: &'a dyn Policy, f: &'a mut Fetch, bereq: &'a mut Bereq, addrs: Ends) -> Self {
         BeTxn { sh, policy, f, bereq, client: None, framing: Framing::None, addrs, stale: None }
     }
 
@@ -99,8 +97,7 @@ impl<'a, B> BeTxn<'a, B> {
         let mut task = Task::new(self.sh);
         task.log = Some((&mut self.f.log, self.f.vxid, LogSide::Backend));
         task.bereq = Some(self.bereq);
-        task.client = Some(self.addrs.0);
-        task.local = Some(self.addrs.1);
+        task.ends = Some(self.addrs);
         task.beresp = beresp;
         task.body = body;
         run_sub(self.policy, sub, &mut task)
@@ -137,7 +134,7 @@ async fn send<B: ReqBody>(t: &mut BeTxn<'_, B>) -> Step {
     }
     t.f.vcl_timeouts = [bereq.connect_timeout, bereq.first_byte_timeout, bereq.between_bytes_timeout];
     let mut wire = Vec::with_capacity(1024);
-    t.f.build_request(&bereq.method.clone(), bereq, t.framing, t.addrs.0.ip(), &mut wire);
+    t.f.build_request(&bereq.method.clone(), bereq, t.framing, t.addrs.client.ip(), &mut wire);
     match t.f.send(t.framing, t.client.as_deref_mut(), &mut wire).await {
         Ok(resp) => Step::Response(resp),
         Err(e) if e.side == Side::Client => Step::Done(Fetched::Client(e)),

@@ -15,20 +15,22 @@ use crate::http1::body::{self, Moved, Pace, Transfer};
 use crate::http1::clientio::ClientIo;
 use crate::http1::conn::BufConn;
 use crate::http1::head::{self, Framing, Head, Parsed};
+use crate::listen::proxy::{self, Garbage, Scan};
+use crate::listen::stream::ClientStream;
 use crate::params::Params;
 use crate::req::reason::Reason;
-use crate::req::transport::{ReadErr, ReqBody, Transport, Tunnel};
+use crate::req::transport::{ProxyRead, ReadErr, ReqBody, Transport, Tunnel};
 use crate::util::now;
 
 /// A client's HTTP/1 connection.
 pub struct Http1 {
-    conn: BufConn<ClientIo<TcpStream>>,
+    conn: BufConn<ClientIo<ClientStream>>,
     /// Scratch space for body transfers.
     scratch: Vec<u8>,
 }
 
 impl Http1 {
-    pub fn new(stream: TcpStream) -> Http1 {
+    pub fn new(stream: ClientStream) -> Http1 {
         Http1 { conn: BufConn::new(ClientIo::new(stream)), scratch: Vec::new() }
     }
 }
@@ -48,7 +50,7 @@ impl ReqBody for Http1 {
 }
 
 impl Transport for Http1 {
-    type Out = ClientIo<TcpStream>;
+    type Out = ClientIo<ClientStream>;
 
     async fn read_head(&mut self, p: &Params, stop: &mut watch::Receiver<bool>) -> Result<(Head, f64), ReadErr> {
         let c = &mut self.conn;
@@ -85,9 +87,35 @@ impl Transport for Http1 {
         }
     }
 
+    async fn read_proxy(&mut self, timeout: Duration) -> ProxyRead {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let c = &mut self.conn;
+            let closed = |reason| ProxyRead::Closed { reason, garbage: None };
+            match proxy::scan(&c.buf) {
+                Scan::More => {}
+                Scan::Junk => return closed(Reason::RxJunk),
+                Scan::Overflow => return closed(Reason::RxOverflow),
+                Scan::Complete { len, header } => {
+                    // What follows is the first request.
+                    let _ = c.buf.split_to(len);
+                    return match header {
+                        Ok(h) => ProxyRead::Header(h),
+                        Err(Garbage(garbage)) => ProxyRead::Closed { reason: Reason::RxJunk, garbage },
+                    };
+                }
+            }
+            match c.fill(deadline.saturating_duration_since(tokio::time::Instant::now())).await {
+                Ok(0) => return closed(if c.buf.is_empty() { Reason::RemClose } else { Reason::RxJunk }),
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return closed(Reason::RxTimeout),
+                Err(_) => return closed(Reason::RemClose),
+            }
+        }
+    }
+
     fn fd(&self) -> i32 {
-        use std::os::fd::AsRawFd;
-        self.conn.io.get_ref().as_raw_fd()
+        self.conn.io.get_ref().raw_fd()
     }
 
     fn buffered(&self) -> &[u8] {
@@ -106,7 +134,7 @@ impl Transport for Http1 {
         self.conn.io.arm(total, idle);
     }
 
-    fn out(&mut self) -> &mut ClientIo<TcpStream> {
+    fn out(&mut self) -> &mut ClientIo<ClientStream> {
         &mut self.conn.io
     }
 
@@ -119,7 +147,7 @@ impl Transport for Http1 {
         let (to_be, to_client) = (AtomicU64::new(0), AtomicU64::new(0));
         let mut idle_out = false;
         {
-            let (mut cr, mut cw) = self.conn.io.get_mut().split();
+            let (mut cr, mut cw) = tokio::io::split(self.conn.io.get_mut());
             let (mut br, mut bw) = backend.split();
             tokio::select! {
                 _ = relay(&mut cr, &mut bw, &to_be) => {}

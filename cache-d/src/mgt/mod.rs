@@ -76,7 +76,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
         let specs = if args.listen.is_empty() { vec![":80".to_string()] } else { args.listen.clone() };
         let mut listeners = Vec::new();
         for (i, s) in specs.iter().enumerate() {
-            listeners.extend(crate::acceptor::bind(s, i)?);
+            listeners.extend(crate::listen::bind(s, i)?);
         }
         // The instance dir is checked and locked before anything is
         // written in it (see common::instance::prepare for the rules).

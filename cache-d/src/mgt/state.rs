@@ -18,9 +18,9 @@ use common::segment::SegmentWriter;
 
 use common::instance;
 
-use crate::acceptor::Listener;
 use crate::child;
 use crate::cli::Args;
+use crate::listen::Listener;
 use crate::params::Params;
 
 /// File in the instance dir naming the admin addresses (`T ip port`) and
@@ -165,8 +165,10 @@ impl Mgr {
         let mut fds = vec![format!("ctl:{}", theirs.as_raw_fd())];
         clear_cloexec(theirs.as_raw_fd());
         for l in &self.listeners {
-            clear_cloexec(l.socket.as_raw_fd());
-            fds.push(format!("{}:{}", l.name, l.socket.as_raw_fd()));
+            let fd = l.socket.raw_fd();
+            clear_cloexec(fd);
+            let kind = if matches!(l.socket, crate::listen::Socket::Unix(_)) { "unix" } else { "tcp" };
+            fds.push(format!("{}:{fd}:{kind}:{}", l.name, l.proto.name()));
         }
         let params: String = self.params().all().map(|(d, v)| format!("{}={v}\n", d.name)).collect();
         self.seg.new_generation(|name| name.starts_with("MGT."));

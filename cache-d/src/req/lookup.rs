@@ -134,7 +134,7 @@ fn background_fetch<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stal
         bxid,
         rxid: r.rxid,
         reason: "bgfetch",
-        addrs: (r.sess.peer, r.sess.local),
+        addrs: r.sess.ends,
         policy: r.active.policy.clone(),
     };
     tokio::spawn(contain(miss::start(r.sh.clone(), spec)));
@@ -162,7 +162,7 @@ pub async fn miss<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stale:
         bxid,
         rxid: r.rxid,
         reason: "fetch",
-        addrs: (r.sess.peer, r.sess.local),
+        addrs: r.sess.ends,
         policy: r.active.policy.clone(),
     };
     match miss::start(r.sh.clone(), spec).await {

@@ -40,10 +40,13 @@ use tokio::sync::watch;
 
 use self::reason::Reason;
 use self::state::{Request, Sess, Step};
-use self::transport::{ReadErr, Transport};
+use self::transport::{ProxyRead, ReadErr, Transport};
+use crate::acceptor::On;
 use crate::http1::head::{Framing, HeadError};
+use crate::listen::Proto;
 use crate::shared::Shared;
 use crate::util::{now, Clock, Secs};
+use crate::vcl::model::Ends;
 
 /// Serve a connection: its requests one after another (keep-alive,
 /// pipelining), logged as Varnish logs a session (`Begin sess`,
@@ -53,34 +56,43 @@ pub async fn session<T: Transport>(
     mut conn: T,
     peer: SocketAddr,
     local: SocketAddr,
-    listen: Arc<str>,
+    on: On,
     mut stop: watch::Receiver<bool>,
 ) {
     let t0 = now();
     let vxid = sh.next_vxid();
     let mut log = Batch::with_reclen(sh.params().vsl_reclen);
-    log.rec(Tag::Begin, LogSide::Client, vxid, b"sess 0 HTTP/1");
+    log.rec_parts(Tag::Begin, LogSide::Client, vxid, &[b"sess 0 ", on.proto.name().as_bytes()]);
     log.recf(
         Tag::SessOpen,
         LogSide::Client,
         vxid,
-        format_args!("{} {} {} {} {} {} {}", peer.ip(), peer.port(), listen, local.ip(), local.port(), Secs(t0), conn.fd()),
+        format_args!("{} {} {} {} {} {} {}", peer.ip(), peer.port(), on.name, local.ip(), local.port(), Secs(t0), conn.fd()),
     );
-    let mut s = Sess { sh, peer, local, listen, vxid, log, wire: Vec::with_capacity(1024), scratch: Vec::new(), http10: false };
-    let reason = loop {
-        let p = s.sh.params();
-        match conn.read_head(&p, &mut stop).await {
-            Ok((head, t_start)) => {
-                drop(p);
-                if let Some(reason) = request(&mut s, &mut conn, head, t_start).await {
-                    break reason;
+    let ends = Ends::direct(peer, local);
+    let mut s = Sess { sh, ends, listen: on.name, vxid, log, wire: Vec::with_capacity(1024), scratch: Vec::new(), http10: false };
+    let reason = match on.proto {
+        Proto::Proxy => proxy_header(&mut s, &mut conn).await.err(),
+        Proto::Http => None,
+    };
+    let reason = if let Some(r) = reason {
+        r
+    } else {
+        loop {
+            let p = s.sh.params();
+            match conn.read_head(&p, &mut stop).await {
+                Ok((head, t_start)) => {
+                    drop(p);
+                    if let Some(reason) = request(&mut s, &mut conn, head, t_start).await {
+                        break reason;
+                    }
                 }
-            }
-            Err(ReadErr::Closed(r)) => break r,
-            Err(ReadErr::Bad { err, t_start }) => {
-                drop(p);
-                recv::bad_request(&mut s, &mut conn, err, t_start).await;
-                break if err == HeadError::TooLarge { Reason::RxOverflow } else { Reason::RxJunk };
+                Err(ReadErr::Closed(r)) => break r,
+                Err(ReadErr::Bad { err, t_start }) => {
+                    drop(p);
+                    recv::bad_request(&mut s, &mut conn, err, t_start).await;
+                    break if err == HeadError::TooLarge { Reason::RxOverflow } else { Reason::RxJunk };
+                }
             }
         }
     };
@@ -91,6 +103,35 @@ pub async fn session<T: Transport>(
     s.log.rec(Tag::End, LogSide::Client, s.vxid, b"");
     sh.seg.log(&s.log);
     conn.close().await;
+}
+
+/// Read the PROXY header of a connection to a `,PROXY` listener (within
+/// timeout_idle, as Varnish): its addresses become client.ip and
+/// server.ip, logged as a `Proxy` record; a header that cannot be used
+/// closes the session, with a `ProxyGarbage` record saying why.
+async fn proxy_header<T: Transport>(s: &mut Sess, conn: &mut T) -> Result<(), Reason> {
+    let timeout = s.sh.params().timeout_idle;
+    match conn.read_proxy(timeout).await {
+        ProxyRead::Header(h) => {
+            if let Some(why) = &h.ignored {
+                s.log.rec(Tag::ProxyGarbage, LogSide::Client, s.vxid, why.as_bytes());
+            }
+            if let Some(r) = &h.record {
+                s.log.rec(Tag::Proxy, LogSide::Client, s.vxid, r.as_bytes());
+            }
+            if let Some((client, server)) = h.addrs {
+                s.ends.client = client;
+                s.ends.server = server;
+            }
+            Ok(())
+        }
+        ProxyRead::Closed { reason, garbage } => {
+            if let Some(why) = garbage {
+                s.log.rec(Tag::ProxyGarbage, LogSide::Client, s.vxid, why.as_bytes());
+            }
+            Err(reason)
+        }
+    }
 }
 
 /// A session whose task panicked: its connection is gone (closed when the

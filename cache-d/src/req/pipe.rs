@@ -42,7 +42,7 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
     bereq.headers.set("Connection", bytes::Bytes::from_static(b"close"));
     let mut wire = std::mem::take(&mut r.sess.wire);
     // build_request sends the Connection: close set above.
-    f.build_request(&bereq.method.clone(), &bereq, framing, r.sess.peer.ip(), &mut wire);
+    f.build_request(&bereq.method.clone(), &bereq, framing, r.sess.ends.client.ip(), &mut wire);
     f.be = r
         .active
         .policy

@@ -137,8 +137,8 @@ fn request_of(head: &Head, log: &mut common::log::vsl::Batch, rxid: u32, s: &Ses
         url,
         minor: head.minor,
         headers,
-        server_ip: s.local.ip().to_string(),
-        client_ip: Some(s.peer.ip()),
+        server_ip: s.ends.server.ip().to_string(),
+        client_ip: Some(s.ends.client.ip()),
         xid: rxid,
         ..Req::default()
     }

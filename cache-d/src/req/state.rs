@@ -3,7 +3,6 @@
 //! `struct req`), its timestamps ([`crate::util::Clock`]) and the steps themselves
 //! ([`Step`]).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use common::counters::C;
@@ -15,7 +14,7 @@ use crate::req::reason::Reason;
 use crate::req::transport::Transport;
 use crate::shared::{Active, Shared};
 use crate::util::Clock;
-use crate::vcl::model::{Action, Bereq, Headers, ObjView, Req, Resp, Sub, Task};
+use crate::vcl::model::{Action, Bereq, Ends, Headers, ObjView, Req, Resp, Sub, Task};
 use crate::vcl::policy::run_sub;
 
 /// Session records are flushed to the log once this many bytes gather.
@@ -24,8 +23,8 @@ const SESSION_LOG_FLUSH: usize = 4096;
 /// One connection's context.
 pub struct Sess {
     pub sh: Arc<Shared>,
-    pub peer: SocketAddr,
-    pub local: SocketAddr,
+    /// The connection's addresses (with what a PROXY header said).
+    pub ends: Ends,
     pub listen: Arc<str>,
     pub vxid: u32,
     /// The session's own records (Link req..., SessClose).
@@ -54,7 +53,12 @@ impl Sess {
         log.recf(Tag::Begin, LogSide::Client, rxid, format_args!("req {} rxreq", self.vxid));
         let mut clock = Clock::start(&mut log, LogSide::Client, rxid, t_start);
         clock.stamp(&mut log, rxid, "Req");
-        log.recf(Tag::ReqStart, LogSide::Client, rxid, format_args!("{} {} {}", self.peer.ip(), self.peer.port(), self.listen));
+        log.recf(
+            Tag::ReqStart,
+            LogSide::Client,
+            rxid,
+            format_args!("{} {} {}", self.ends.client.ip(), self.ends.client.port(), self.listen),
+        );
         (rxid, log, clock)
     }
 }
@@ -162,8 +166,7 @@ impl<T: Transport> Request<'_, T> {
     pub fn call(&mut self, sub: Sub, with: With<'_>) -> Action {
         let mut t = Task::new(&*self.sh);
         t.log = Some((&mut self.log, self.rxid, LogSide::Client));
-        t.client = Some(self.sess.peer);
-        t.local = Some(self.sess.local);
+        t.ends = Some(self.sess.ends);
         t.req = Some(&mut self.req);
         t.resp = with.resp;
         t.obj = with.obj;

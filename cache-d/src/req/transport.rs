@@ -26,6 +26,16 @@ pub enum ReadErr {
     Bad { err: HeadError, t_start: f64 },
 }
 
+/// What reading a PROXY header gave.
+pub enum ProxyRead {
+    Header(crate::listen::proxy::Header),
+    /// The session ends: why, and the `ProxyGarbage` record if any.
+    Closed {
+        reason: Reason,
+        garbage: Option<String>,
+    },
+}
+
 /// What a pipe moved before it ended.
 pub struct Tunnel {
     pub to_backend: u64,
@@ -61,6 +71,13 @@ pub trait Transport: ReqBody + Send {
     /// first byte, `timeout_req` for the rest; an idle connection also
     /// ends when `stop` turns true.
     async fn read_head(&mut self, p: &Params, stop: &mut watch::Receiver<bool>) -> Result<(Head, f64), ReadErr>;
+    /// Read the PROXY protocol header a `,PROXY` listener's connections
+    /// start with, within `timeout`; what follows it stays buffered for
+    /// the first request.
+    async fn read_proxy(&mut self, timeout: Duration) -> ProxyRead {
+        let _ = timeout;
+        ProxyRead::Closed { reason: Reason::RxJunk, garbage: None }
+    }
     /// The connection's descriptor (SessOpen shows it).
     fn fd(&self) -> i32;
     /// Bytes received and not consumed yet (a bad head, the start of a

@@ -368,6 +368,25 @@ pub trait Env: Sync {
 pub struct NoEnv;
 impl Env for NoEnv {}
 
+/// A client connection's addresses as VCL sees them: `client.ip` and
+/// `server.ip` are what a PROXY header said (else the connection's own
+/// ends), `remote.ip` and `local.ip` the connection's own ends. All four
+/// are 0.0.0.0 port 0 on a Unix socket without PROXY, as in Varnish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ends {
+    pub client: std::net::SocketAddr,
+    pub server: std::net::SocketAddr,
+    pub remote: std::net::SocketAddr,
+    pub local: std::net::SocketAddr,
+}
+
+impl Ends {
+    /// A connection with no PROXY header: client and server are its ends.
+    pub fn direct(remote: std::net::SocketAddr, local: std::net::SocketAddr) -> Ends {
+        Ends { client: remote, server: local, remote, local }
+    }
+}
+
 /// One call of a subroutine: what it can see and change. Which of these
 /// are present depends on the subroutine (VCL's rules on which variables
 /// exist where; the compiler checks them before anything runs).
@@ -383,9 +402,8 @@ pub struct Task<'a> {
     pub body: Option<&'a mut Vec<u8>>,
     /// Where std.log and runtime VCL errors go: the transaction's log.
     pub log: Option<(&'a mut Batch, u32, Side)>,
-    /// The client's and our end of the connection.
-    pub client: Option<std::net::SocketAddr>,
-    pub local: Option<std::net::SocketAddr>,
+    /// The connection's addresses (client.ip, server.ip, remote.ip, local.ip).
+    pub ends: Option<Ends>,
     pub env: &'a dyn Env,
     /// Set by a runtime error (logged as VCL_Error): the subroutine stops
     /// and returns fail.
@@ -404,8 +422,7 @@ impl<'a> Task<'a> {
             key: None,
             body: None,
             log: None,
-            client: None,
-            local: None,
+            ends: None,
             env,
             failed: None,
         }

@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use cache_d::acceptor::{self, Listener};
+use cache_d::acceptor;
+use cache_d::listen::{Listener, Proto, Socket};
 use cache_d::backend::pool::{self as backend, Backend};
 use cache_d::params::Params;
 use cache_d::shared::Shared;
@@ -58,7 +59,7 @@ fn start(origin: &Origin) -> InProcess {
     let port = socket.local_addr().unwrap().port();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (stop, rx) = tokio::sync::watch::channel(false);
-    let listeners = vec![Listener { name: "a0".into(), socket }];
+    let listeners = vec![Listener { name: "a0".into(), proto: Proto::Http, socket: Socket::Tcp(socket) }];
     rt.spawn(acceptor::serve(Arc::new(sh), listeners, rx, std::time::Duration::from_secs(1)));
     InProcess { rt, stop, port, _dir: dir, path }
 }

@@ -3,7 +3,7 @@
 use super::program::in_net;
 use super::*;
 use crate::vcl::model::Headers;
-use crate::vcl::model::{Bereq, Beresp, ObjView, Req, Resp};
+use crate::vcl::model::{Bereq, Beresp, Ends, ObjView, Req, Resp};
 use crate::vcl::parse_source;
 use bytes::Bytes;
 use std::sync::Mutex;
@@ -40,7 +40,7 @@ fn recv_url(vcl: &str, url: &str, hdrs: &[(&str, &str)]) -> (Action, String, Hea
     let a = {
         let mut t = Task::new(&NoEnv);
         t.req = Some(&mut r);
-        t.client = Some("10.1.2.3:5555".parse().unwrap());
+        t.ends = Some(Ends::direct("10.1.2.3:5555".parse().unwrap(), "127.0.0.1:80".parse().unwrap()));
         pol.call(Sub::Recv, &mut t)
     };
     (a, String::from_utf8_lossy(&r.url).into_owned(), r.headers)
@@ -342,7 +342,7 @@ fn builtin_vcl_text_decides_as_the_native_builtin() {
             };
             let mut key = Vec::new();
             let mut t = Task::new(&NoEnv);
-            t.local = Some("127.0.0.1:80".parse().unwrap());
+            t.ends = Some(Ends::direct("10.1.2.3:5555".parse().unwrap(), "127.0.0.1:80".parse().unwrap()));
             t.req = Some(&mut r);
             t.key = Some(&mut key);
             pol.call(Sub::Hash, &mut t);

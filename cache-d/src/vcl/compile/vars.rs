@@ -264,9 +264,11 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
             let host = crate::util::hostname();
             Box::new(move |_, _| Val::Str(host.clone()))
         }
-        "server.ip" | "local.ip" => Box::new(|t, _| t.local.map(|a| Val::Ip(a.ip(), a.port())).unwrap_or(Val::None)),
-        "client.ip" | "remote.ip" => Box::new(|t, _| t.client.map(|a| Val::Ip(a.ip(), a.port())).unwrap_or(Val::None)),
-        "client.identity" => Box::new(|t, _| t.client.map(|a| Val::Str(a.ip().to_string())).unwrap_or(Val::None)),
+        "server.ip" => Box::new(|t, _| t.ends.map(|e| Val::Ip(e.server.ip(), e.server.port())).unwrap_or(Val::None)),
+        "local.ip" => Box::new(|t, _| t.ends.map(|e| Val::Ip(e.local.ip(), e.local.port())).unwrap_or(Val::None)),
+        "client.ip" => Box::new(|t, _| t.ends.map(|e| Val::Ip(e.client.ip(), e.client.port())).unwrap_or(Val::None)),
+        "remote.ip" => Box::new(|t, _| t.ends.map(|e| Val::Ip(e.remote.ip(), e.remote.port())).unwrap_or(Val::None)),
+        "client.identity" => Box::new(|t, _| t.ends.map(|e| Val::Str(e.client.ip().to_string())).unwrap_or(Val::None)),
         "req.method" => get!(req, |r| text(&r.method)),
         "req.url" => get!(req, |r| text(&r.url)),
         "req.proto" => get!(req, |r| proto(r.minor)),
