@@ -15,7 +15,7 @@ use tokio::sync::{watch, Semaphore};
 use crate::error::StartError;
 use crate::http1::transport::Http1;
 use crate::listen::stream::ClientStream;
-use crate::listen::{Listener, Proto, Socket};
+use crate::listen::{Listener, On, Socket};
 use crate::req::contain::contain;
 use crate::shared::Shared;
 
@@ -86,13 +86,6 @@ impl Accepting {
 
 /// The address Varnish gives both ends of a Unix-socket connection.
 const NOWHERE: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
-
-/// Which listener a connection came in on.
-#[derive(Clone)]
-pub struct On {
-    pub name: Arc<str>,
-    pub proto: Proto,
-}
 
 async fn accept_loop(sh: Arc<Shared>, socket: Accepting, on: On, limit: Arc<Semaphore>, stop: watch::Receiver<bool>) {
     loop {

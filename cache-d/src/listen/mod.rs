@@ -164,6 +164,13 @@ pub struct Listener {
     pub socket: Socket,
 }
 
+/// Which listener a connection came in on.
+#[derive(Clone)]
+pub struct On {
+    pub name: Arc<str>,
+    pub proto: Proto,
+}
+
 /// Bind the `index`-th `-a` argument (a host name may give several addresses).
 pub fn bind(spec: &str, index: usize) -> Result<Vec<Listener>, StartError> {
     let s = parse(spec, index).map_err(StartError::Config)?;
