@@ -34,9 +34,11 @@ pub fn parse_storage(s: &str) -> Result<u64, String> {
 #[derive(Parser, Debug, Clone)]
 #[command(name = "cache-d", version, about, long_about = None)]
 pub struct Args {
-    /// Listen address: [name=][host]:port (default ":80"; repeatable).
-    /// Without a host, listens on all IPv4 addresses.
-    #[arg(short = 'a', value_name = "[NAME=][HOST]:PORT")]
+    /// Listen address: [name=][host][:port][,PROTO] or
+    /// [name=]/path.sock[,PROTO][,user=U][,group=G][,mode=OCTAL] (default
+    /// ":80"; repeatable). PROTO is HTTP (default) or PROXY. Without a
+    /// host, listens on all IPv4 addresses.
+    #[arg(short = 'a', value_name = "[NAME=]ADDRESS[,PROTO]")]
     pub listen: Vec<String>,
 
     /// Backend server: host[:port] (port defaults to 8080). Required unless

@@ -90,7 +90,7 @@ fn request(data: &[u8]) -> Req {
 }
 
 fn run_all(p: &VclPolicy, req: &Req) {
-    let client = Some("10.1.2.3:5555".parse().unwrap());
+    let ends = Some(cache_d::vcl::model::Ends::direct("10.1.2.3:5555".parse().unwrap(), "127.0.0.1:80".parse().unwrap()));
     for sub in [Sub::Recv, Sub::Hash, Sub::Hit, Sub::Miss, Sub::Pass, Sub::Pipe, Sub::Purge, Sub::Synth, Sub::Deliver] {
         let mut r = req.clone();
         let mut key = Vec::new();
@@ -98,7 +98,7 @@ fn run_all(p: &VclPolicy, req: &Req) {
         let mut resp = Resp { status: 200, reason: Bytes::from_static(b"OK"), headers: req.headers.clone(), is_streaming: false, do_esi: false };
         let obj = ObjView { status: 200, headers: req.headers.clone(), ttl: 10.0, grace: 10.0, hits: 3, ..ObjView::default() };
         let mut t = Task::new(&NoEnv);
-        t.client = client;
+        t.ends = ends;
         t.req = Some(&mut r);
         match sub {
             Sub::Hash => t.key = Some(&mut key),

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use cache_d::acceptor;
-use cache_d::listen::{Listener, Proto, Socket};
 use cache_d::backend::pool::{self as backend, Backend};
+use cache_d::listen::{Listener, Proto, Socket};
 use cache_d::params::Params;
 use cache_d::shared::Shared;
 use cache_d::vcl::builtin::builtin;

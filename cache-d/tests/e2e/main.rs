@@ -9,6 +9,7 @@ mod gzip;
 mod hooks;
 mod hostile;
 mod lifecycle;
+mod listeners;
 mod mgt;
 mod proxy;
 mod util;
