@@ -21,6 +21,7 @@ pub mod mgt;
 pub mod params;
 pub mod req;
 pub mod shared;
+pub mod tls;
 pub mod util;
 pub mod vcl;
 

@@ -1,0 +1,159 @@
+//! TLS termination (rustls, no OpenSSL): the certificates a child serves,
+//! chosen by SNI, and the server configuration its `https` listeners
+//! share. Certificates arrive from the manager over the control channel
+//! (the manager reads the PEM files; private keys are never written to the
+//! shared segment or the log): `tls.cert.load ID PEM` stages one,
+//! `tls.cert.commit` makes the staged set the one new handshakes use
+//! (connections already open keep theirs).
+
+pub mod config;
+
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::server::{ClientHello, ResolvesServerCert, ServerSessionMemoryCache};
+use rustls::sign::CertifiedKey;
+use rustls::ServerConfig;
+
+/// One certificate: its id (the manager's name for it), the chain and key
+/// rustls signs with, and the end-entity certificate for SNI matching.
+pub struct Cert {
+    pub id: String,
+    key: Arc<CertifiedKey>,
+    leaf: CertificateDer<'static>,
+}
+
+impl std::fmt::Debug for Cert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cert").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+impl Cert {
+    /// A PEM bundle as hitch takes it: the certificate, its chain, and its
+    /// private key (PKCS#8, PKCS#1 or SEC1), in any order.
+    pub fn from_pem(id: &str, pem: &[u8]) -> Result<Cert, String> {
+        let chain: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(pem).collect::<Result<_, _>>().map_err(|e| format!("{id}: bad certificate PEM ({e})"))?;
+        let Some(leaf) = chain.first().cloned() else { return Err(format!("{id}: no certificate in the PEM")) };
+        let key = PrivateKeyDer::from_pem_slice(pem).map_err(|e| format!("{id}: no usable private key in the PEM ({e})"))?;
+        let provider = rustls::crypto::ring::default_provider();
+        let signer = provider.key_provider.load_private_key(key).map_err(|e| format!("{id}: private key not supported ({e})"))?;
+        let key = CertifiedKey::new(chain, signer);
+        key.keys_match().map_err(|e| format!("{id}: the private key does not belong to the certificate ({e})"))?;
+        webpki::EndEntityCert::try_from(&leaf).map_err(|e| format!("{id}: unreadable certificate ({e})"))?;
+        Ok(Cert { id: id.to_string(), key: Arc::new(key), leaf })
+    }
+
+    /// Is this certificate valid for `name` (its SANs, wildcards included)?
+    fn serves(&self, name: &str) -> bool {
+        let (Ok(ee), Ok(sn)) = (webpki::EndEntityCert::try_from(&self.leaf), ServerName::try_from(name)) else { return false };
+        ee.verify_is_valid_for_subject_name(&sn).is_ok()
+    }
+}
+
+/// The certificates handshakes choose from: the first that serves the
+/// client's SNI name, else the first loaded (the default, as hitch).
+#[derive(Debug, Default)]
+pub struct CertSet {
+    pub certs: Vec<Arc<Cert>>,
+}
+
+impl CertSet {
+    pub fn pick(&self, sni: Option<&str>) -> Option<&Arc<Cert>> {
+        sni.and_then(|n| self.certs.iter().find(|c| c.serves(n))).or_else(|| self.certs.first())
+    }
+}
+
+/// The child's TLS state: the live set (what handshakes use), the staged
+/// one (what `tls.cert.commit` makes live), and the server configuration.
+pub struct Tls {
+    resolver: Arc<Resolver>,
+    staged: Mutex<Vec<Arc<Cert>>>,
+    pub config: Arc<ServerConfig>,
+}
+
+#[derive(Debug)]
+struct Resolver {
+    live: ArcSwap<CertSet>,
+}
+
+impl ResolvesServerCert for Resolver {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.live.load().pick(hello.server_name()).map(|c| c.key.clone())
+    }
+}
+
+impl Default for Tls {
+    fn default() -> Tls {
+        Tls::new()
+    }
+}
+
+impl Tls {
+    pub fn new() -> Tls {
+        let resolver = Arc::new(Resolver { live: ArcSwap::from_pointee(CertSet::default()) });
+        // TLS 1.2 and 1.3 with rustls's default (safe) suites; ALPN offers
+        // HTTP/1.1 only until HTTP/2 is served.
+        let mut config = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .expect("TLS 1.2 and 1.3 with the ring provider")
+            .with_no_client_auth()
+            .with_cert_resolver(resolver.clone());
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // Resumption: session ids (TLS 1.2) and stateless tickets.
+        config.session_storage = ServerSessionMemoryCache::new(20_000);
+        if let Ok(t) = rustls::crypto::ring::Ticketer::new() {
+            config.ticketer = t;
+        }
+        Tls { resolver, staged: Mutex::new(Vec::new()), config: Arc::new(config) }
+    }
+
+    fn staged(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Cert>>> {
+        self.staged.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stage a certificate (replacing a staged one with the same id).
+    pub fn load(&self, id: &str, pem: &[u8]) -> Result<(), String> {
+        let cert = Arc::new(Cert::from_pem(id, pem)?);
+        let mut s = self.staged();
+        match s.iter_mut().find(|c| c.id == id) {
+            Some(slot) => *slot = cert,
+            None => s.push(cert),
+        }
+        Ok(())
+    }
+
+    /// Drop a staged certificate.
+    pub fn discard(&self, id: &str) -> bool {
+        let mut s = self.staged();
+        let before = s.len();
+        s.retain(|c| c.id != id);
+        s.len() < before
+    }
+
+    /// New handshakes use the staged set from now on.
+    pub fn commit(&self) {
+        let certs = self.staged().clone();
+        self.resolver.live.store(Arc::new(CertSet { certs }));
+    }
+
+    /// The staged set goes back to the live one.
+    pub fn rollback(&self) {
+        *self.staged() = self.resolver.live.load().certs.clone();
+    }
+
+    /// Ids of the live certificates, default first.
+    pub fn live_ids(&self) -> Vec<String> {
+        self.resolver.live.load().certs.iter().map(|c| c.id.clone()).collect()
+    }
+
+    pub fn has_certs(&self) -> bool {
+        !self.resolver.live.load().certs.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests;
