@@ -15,7 +15,7 @@ use tokio::sync::{watch, Semaphore};
 use crate::error::StartError;
 use crate::http1::transport::Http1;
 use crate::listen::stream::ClientStream;
-use crate::listen::{Listener, On, Socket};
+use crate::listen::{Listener, On, Proto, Socket};
 use crate::req::contain::contain;
 use crate::shared::Shared;
 
@@ -109,11 +109,33 @@ async fn accept_loop(sh: Arc<Shared>, socket: Accepting, on: On, limit: Arc<Sema
         };
         let (sh, on, stop) = (sh.clone(), on.clone(), stop.clone());
         tokio::spawn(async move {
+            let stream = match on.proto {
+                Proto::Https => match handshake(&sh, stream).await {
+                    Ok(s) => s,
+                    Err(why) => {
+                        crate::req::no_session(&sh, peer, local, &on, &why);
+                        return;
+                    }
+                },
+                _ => stream,
+            };
             if let Err(why) = contain(crate::req::session(sh.clone(), Http1::new(stream), peer, local, on, stop)).await {
                 crate::req::failed(&sh, peer, &why);
             }
             drop(permit);
         });
+    }
+}
+
+/// A TLS handshake on an accepted connection, within timeout_idle.
+async fn handshake(sh: &Shared, stream: ClientStream) -> Result<ClientStream, String> {
+    let ClientStream::Tcp(tcp) = stream else { return Err("TLS on a connection that is not TCP".into()) };
+    let acceptor = tokio_rustls::TlsAcceptor::from(sh.tls.config.clone());
+    let timeout = sh.params().timeout_idle.max(Duration::from_millis(1));
+    match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
+        Ok(Ok(tls)) => Ok(ClientStream::Tls(Box::new(tls))),
+        Ok(Err(e)) => Err(format!("TLS handshake failed: {e}")),
+        Err(_) => Err("TLS handshake timed out".into()),
     }
 }
 

@@ -70,6 +70,12 @@ pub struct Args {
     #[arg(short = 'd')]
     pub debug: bool,
 
+    /// TLS configuration in hitch's syntax: pem-file = "PATH" lines (the
+    /// certificates https listeners serve, chosen by SNI) and frontend
+    /// sections (each an https listener).
+    #[arg(short = 'A', value_name = "FILE")]
+    pub tls: Option<PathBuf>,
+
     /// Write the process id to this file; it is removed at exit.
     #[arg(short = 'P', value_name = "FILE")]
     pub pidfile: Option<PathBuf>,

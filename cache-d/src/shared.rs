@@ -30,6 +30,8 @@ pub struct Shared {
     /// `debug.panic.request`: the next request's task panics (to test that
     /// such a panic fails that request alone).
     pub debug_panic_request: std::sync::atomic::AtomicBool,
+    /// Certificates and the server configuration of `https` listeners.
+    pub tls: crate::tls::Tls,
 }
 
 impl Shared {
@@ -47,6 +49,7 @@ impl Shared {
             via,
             vxid: AtomicU32::new(1),
             debug_panic_request: Default::default(),
+            tls: crate::tls::Tls::new(),
         }
     }
 

@@ -20,6 +20,8 @@ use crate::error::StartError;
 pub enum Proto {
     Http,
     Proxy,
+    /// TLS, then HTTP/1.1 (certificates from `-A`).
+    Https,
 }
 
 impl Proto {
@@ -27,15 +29,25 @@ impl Proto {
         match s.to_ascii_lowercase().as_str() {
             "http" => Some(Proto::Http),
             "proxy" => Some(Proto::Proxy),
+            "https" => Some(Proto::Https),
             _ => None,
         }
     }
 
-    /// As the `Begin` record and the child's inheritance name it.
+    /// As the child's inheritance names it.
     pub fn name(self) -> &'static str {
         match self {
             Proto::Http => "HTTP/1",
             Proto::Proxy => "PROXY",
+            Proto::Https => "HTTPS",
+        }
+    }
+
+    /// The transport a session's `Begin` record names (TLS carries HTTP/1).
+    pub fn transport(self) -> &'static str {
+        match self {
+            Proto::Proxy => "PROXY",
+            Proto::Http | Proto::Https => "HTTP/1",
         }
     }
 
@@ -43,6 +55,7 @@ impl Proto {
         match s {
             "HTTP/1" => Some(Proto::Http),
             "PROXY" => Some(Proto::Proxy),
+            "HTTPS" => Some(Proto::Https),
             _ => None,
         }
     }

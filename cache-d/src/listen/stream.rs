@@ -12,6 +12,8 @@ use tokio::net::{TcpStream, UnixStream};
 pub enum ClientStream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// A TLS connection, its handshake done.
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
 }
 
 impl ClientStream {
@@ -20,6 +22,7 @@ impl ClientStream {
         match self {
             ClientStream::Tcp(s) => s.as_raw_fd(),
             ClientStream::Unix(s) => s.as_raw_fd(),
+            ClientStream::Tls(s) => s.get_ref().0.as_raw_fd(),
         }
     }
 }
@@ -29,6 +32,7 @@ macro_rules! each {
         match $self.get_mut() {
             ClientStream::Tcp($s) => $e,
             ClientStream::Unix($s) => $e,
+            ClientStream::Tls($s) => $e,
         }
     };
 }

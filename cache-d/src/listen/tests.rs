@@ -20,6 +20,7 @@ fn tcp_and_unix_listeners_with_names_and_protocols() {
 fn bad_listeners_are_refused_with_varnishd_words() {
     let err = |s: &str| parse(s, 0).unwrap_err();
     assert_eq!(err(":80,HTTP2"), "Unknown protocol 'HTTP2'");
+    assert_eq!(parse(":443,https", 0).unwrap().proto, Proto::Https);
     assert_eq!(err(":80,HTTP,PROXY"), "Too many protocol sub-args in -a (PROXY)");
     assert_eq!(err(":80,mode=600"), "Invalid sub-arg mode=600 in -a");
     assert_eq!(err("run/c.sock"), "Unix domain socket addresses must be absolute paths in -a (run/c.sock)");

@@ -58,6 +58,52 @@ fn load_secret(dir: &Path, arg: Option<&Path>) -> Result<(Option<Vec<u8>>, Optio
     }
 }
 
+/// Bind the -a listeners and the -A frontends (`:80` without either); an
+/// https listener needs a certificate.
+fn bind_listeners(args: &Args, frontends: Vec<String>, certs: bool) -> Result<Vec<crate::listen::Listener>, StartError> {
+    let mut specs = if args.listen.is_empty() && frontends.is_empty() { vec![":80".to_string()] } else { args.listen.clone() };
+    specs.extend(frontends);
+    let mut listeners = Vec::new();
+    for (i, s) in specs.iter().enumerate() {
+        listeners.extend(crate::listen::bind(s, i)?);
+    }
+    if let Some(l) = listeners.iter().find(|l| l.proto == crate::listen::Proto::Https).filter(|_| !certs) {
+        return Err(StartError::Config(format!("listener {} speaks https but there is no certificate (give -A FILE)", l.name)));
+    }
+    Ok(listeners)
+}
+
+/// Certificates as (id, PEM bundle).
+type Certs = Vec<(String, String)>;
+
+/// Read the -A file and the certificates it names (here, in the manager:
+/// the child gets them over its control channel). Returns the frontends'
+/// listener specs and the certificates as (id, PEM); an id is the file's
+/// name without its extension (made unique with -2, -3...).
+fn load_tls(args: &Args) -> Result<(Vec<String>, Certs), StartError> {
+    let Some(path) = &args.tls else { return Ok((Vec::new(), Vec::new())) };
+    let file = crate::tls::config::read(path).map_err(StartError::Config)?;
+    let mut certs: Vec<(String, String)> = Vec::new();
+    for p in &file.pem_files {
+        let pem =
+            std::fs::read_to_string(p).map_err(|e| StartError::Config(format!("-A {}: pem-file {}: {e}", path.display(), p.display())))?;
+        let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "cert".into());
+        let mut id = stem.clone();
+        let mut n = 1;
+        while certs.iter().any(|(i, _)| *i == id) {
+            n += 1;
+            id = format!("{stem}-{n}");
+        }
+        crate::tls::Cert::from_pem(&id, pem.as_bytes())
+            .map_err(|e| StartError::Config(format!("-A {}: pem-file {}: {e}", path.display(), p.display())))?;
+        certs.push((id, pem));
+    }
+    if certs.is_empty() {
+        return Err(StartError::Config(format!("-A {}: no pem-file", path.display())));
+    }
+    Ok((file.frontends.iter().map(|f| format!("{f},https")).collect(), certs))
+}
+
 /// Start the manager: daemonize, bind, create the segment, serve the admin
 /// socket, run and supervise the child until SIGTERM.
 pub fn run(args: Args) -> Result<(), StartError> {
@@ -72,12 +118,9 @@ pub fn run(args: Args) -> Result<(), StartError> {
     crate::backend::pool::resolve(&backend).map_err(|e| StartError::Config(e.to_string()))?;
     let dir = instance::resolve(args.name.as_deref());
     let ready = if args.foreground || args.debug { None } else { Some(daemon::fork()?) };
+    let (frontends, tls_certs) = load_tls(&args)?;
     let started = (|| {
-        let specs = if args.listen.is_empty() { vec![":80".to_string()] } else { args.listen.clone() };
-        let mut listeners = Vec::new();
-        for (i, s) in specs.iter().enumerate() {
-            listeners.extend(crate::listen::bind(s, i)?);
-        }
+        let listeners = bind_listeners(&args, frontends, !tls_certs.is_empty())?;
         // The instance dir is checked and locked before anything is
         // written in it (see common::instance::prepare for the rules).
         let lock = instance::prepare(&dir)?;
@@ -120,6 +163,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
         secret,
         started: Instant::now(),
         listeners,
+        tls_certs,
         child: Mutex::new(ChildSlot { proc: None, ctl: None, state: ChildState::Stopped, wanted: true, last_start: None }),
         panic: Mutex::new(None),
         stopping: AtomicBool::new(false),

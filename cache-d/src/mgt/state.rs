@@ -82,6 +82,8 @@ pub struct Mgr {
     pub secret: Option<Vec<u8>>,
     pub started: Instant,
     pub(super) listeners: Vec<Listener>,
+    /// The certificates from -A, as (id, PEM bundle), handed to every child.
+    pub(super) tls_certs: Vec<(String, String)>,
     pub(super) child: Mutex<ChildSlot>,
     pub panic: Mutex<Option<PanicRecord>>,
     pub stopping: AtomicBool,
@@ -198,6 +200,7 @@ impl Mgr {
         self.seg.add(C::MgtChildStart, 1);
         drop(slot);
         self.replay_vcls();
+        self.replay_certs();
         // Now it may serve.
         let (code, body) = self.relay(&["go".to_string()]);
         if code != status::OK {
@@ -228,6 +231,20 @@ impl Mgr {
         if active != "boot" {
             let _ = self.relay(&["vcl.use".to_string(), active]);
         }
+    }
+
+    /// Give a new child the certificates and make them live.
+    fn replay_certs(&self) {
+        if self.tls_certs.is_empty() {
+            return;
+        }
+        for (id, pem) in &self.tls_certs {
+            let (code, body) = self.relay(&["tls.cert.load".to_string(), id.clone(), pem.clone()]);
+            if code != status::OK {
+                self.log(&format!("the new child refused certificate {id}: {body}"));
+            }
+        }
+        let _ = self.relay(&["tls.cert.commit".to_string()]);
     }
 
     /// Ask the child to stop and wait for it (up to `deadline`).

@@ -61,7 +61,7 @@ pub async fn session<T: Transport>(
     let t0 = now();
     let vxid = sh.next_vxid();
     let mut log = Batch::with_reclen(sh.params().vsl_reclen);
-    log.rec_parts(Tag::Begin, LogSide::Client, vxid, &[b"sess 0 ", on.proto.name().as_bytes()]);
+    log.rec_parts(Tag::Begin, LogSide::Client, vxid, &[b"sess 0 ", on.proto.transport().as_bytes()]);
     log.recf(
         Tag::SessOpen,
         LogSide::Client,
@@ -72,7 +72,7 @@ pub async fn session<T: Transport>(
     let mut s = Sess { sh, ends, listen: on.name, vxid, log, wire: Vec::with_capacity(1024), scratch: Vec::new(), http10: false };
     let reason = match on.proto {
         Proto::Proxy => proxy_header(&mut s, &mut conn).await.err(),
-        Proto::Http => None,
+        Proto::Http | Proto::Https => None,
     };
     let reason = if let Some(r) = reason {
         r
@@ -131,6 +131,26 @@ async fn proxy_header<T: Transport>(s: &mut Sess, conn: &mut T) -> Result<(), Re
             Err(reason)
         }
     }
+}
+
+/// A connection that never became a session (its TLS handshake failed or
+/// timed out): its own short transaction says why.
+pub fn no_session(sh: &Shared, peer: SocketAddr, local: SocketAddr, on: &On, why: &str) {
+    let vxid = sh.next_vxid();
+    let mut log = Batch::with_reclen(sh.params().vsl_reclen);
+    log.rec_parts(Tag::Begin, LogSide::Client, vxid, &[b"sess 0 ", on.proto.transport().as_bytes()]);
+    log.recf(
+        Tag::SessOpen,
+        LogSide::Client,
+        vxid,
+        format_args!("{} {} {} {} {} {} -1", peer.ip(), peer.port(), on.name, local.ip(), local.port(), Secs(now())),
+    );
+    log.rec(Tag::Error, LogSide::Client, vxid, why.as_bytes());
+    log.rec(Tag::SessClose, LogSide::Client, vxid, b"RX_JUNK 0.000");
+    log.rec(Tag::End, LogSide::Client, vxid, b"");
+    sh.seg.log(&log);
+    sh.seg.add(C::SessClosedErr, 1);
+    sh.seg.add(Reason::RxJunk.counter(), 1);
 }
 
 /// A session whose task panicked: its connection is gone (closed when the

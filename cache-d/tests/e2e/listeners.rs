@@ -169,3 +169,106 @@ fn unix_socket_listeners_serve_with_their_mode() {
     // The TCP listener still serves beside it.
     assert_eq!(Client::connect(d.port).get("/size/5", "").status, 200);
 }
+
+/// A self-signed certificate and key for these names, as one PEM bundle.
+fn bundle(names: &[&str]) -> String {
+    let ck = rcgen::generate_simple_self_signed(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem())
+}
+
+/// curl over TLS to `name` (resolved to 127.0.0.1), trusting `ca`: the
+/// exit status and what it printed (-v on stderr).
+fn curl_tls(port: u16, name: &str, ca: &Path, path: &str) -> (i32, String, String) {
+    let o = std::process::Command::new("curl")
+        .args(["-s", "-v", "--max-time", "10", "--cacert", ca.to_str().unwrap(), "--resolve", &format!("{name}:{port}:127.0.0.1")])
+        .arg(format!("https://{name}:{port}{path}"))
+        .output()
+        .unwrap();
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn https_listeners_pick_the_certificate_by_sni() {
+    if !have("curl") {
+        return;
+    }
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a.pem"), tmp.path().join("b.pem"));
+    std::fs::write(&a, bundle(&["a.test"])).unwrap();
+    std::fs::write(&b, bundle(&["b.test", "*.b.test"])).unwrap();
+    let conf = tmp.path().join("tls.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "pem-file = \"{}\"\nfrontend = {{\n  host = \"127.0.0.1\"\n  port = \"0\"\n}}\npem-file = \"{}\"\n",
+            a.display(),
+            b.display()
+        ),
+    )
+    .unwrap();
+    let d = Daemon::start(
+        &tmp.path().join("i"),
+        &format!("127.0.0.1:{}", origin.port),
+        &["-A", conf.to_str().unwrap(), "-a", "tls=127.0.0.1:0,https"],
+    );
+    let port = listen_port(&d.dir, "tls");
+    // Each name gets its own certificate (curl trusts only that one).
+    let (rc, body, err) = curl_tls(port, "a.test", &a, "/size/5?max_age=60");
+    assert_eq!((rc, body.as_str()), (0, "01234"), "{err}");
+    assert!(err.contains("ALPN: server accepted http/1.1") || err.contains("ALPN, server accepted to use http/1.1"), "{err}");
+    assert_eq!(curl_tls(port, "b.test", &b, "/size/5").0, 0);
+    assert_eq!(curl_tls(port, "x.b.test", &b, "/size/5").0, 0, "wildcard");
+    // The wrong certificate for the name: curl refuses it (60: peer certificate).
+    assert_eq!(curl_tls(port, "b.test", &a, "/size/5").0, 60);
+    // An unknown name gets the default (the first pem-file).
+    let (rc, _, err) = curl_tls(port, "other.test", &a, "/size/5");
+    assert_eq!(rc, 60, "the default certificate is a.test's, not valid for other.test: {err}");
+    // The frontend section is an https listener too.
+    let listen = std::fs::read_to_string(d.dir.join("_.listen")).unwrap();
+    let fport: u16 = listen.lines().find(|l| l.starts_with("a2 ")).and_then(|l| l.split(' ').nth(2)?.parse().ok()).expect(&listen);
+    assert_eq!(curl_tls(fport, "a.test", &a, "/size/5").0, 0);
+    // Plain HTTP to the TLS port: no session, an Error record, the child serves on.
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    assert!(!got.starts_with(b"HTTP/"), "at most a TLS alert, then the close");
+    let ds = d.dir.to_str().unwrap();
+    wait_for(10, "the handshake's Error record", || {
+        stdout(&run("cache-log", &["-d", "-g", "raw", "-i", "Error", "-n", ds])).contains("TLS handshake failed").then_some(())
+    });
+    assert_eq!(curl_tls(port, "a.test", &a, "/size/5").0, 0);
+    // Requests over TLS are logged like any other (ReqStart with the listener).
+    let raw = stdout(&run("cache-log", &["-d", "-g", "raw", "-i", "ReqStart", "-n", ds]));
+    assert!(raw.lines().any(|l| l.trim_end().ends_with(" tls")), "{raw}");
+}
+
+#[test]
+fn https_needs_a_certificate_and_bad_ones_are_refused_at_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("i");
+    let start = |args: &[&str]| {
+        let o = std::process::Command::new(bin("cache-d"))
+            .args(["-F", "-n", dir.to_str().unwrap(), "-b", "127.0.0.1:9"])
+            .args(args)
+            .output()
+            .unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, err) = start(&["-a", "t=127.0.0.1:0,https"]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("listener t speaks https but there is no certificate"), "{err}");
+    let conf = tmp.path().join("tls.conf");
+    let pem = tmp.path().join("c.pem");
+    let good = bundle(&["a.test"]);
+    std::fs::write(&pem, &good[..good.find("-----BEGIN PRIVATE KEY").unwrap()]).unwrap();
+    std::fs::write(&conf, format!("pem-file = \"{}\"\n", pem.display())).unwrap();
+    let (code, err) = start(&["-a", "127.0.0.1:0,https", "-A", conf.to_str().unwrap()]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("no usable private key"), "{err}");
+    std::fs::write(&conf, "pem-file = \"/no/such.pem\"\nfrontend = {\n").unwrap();
+    let (_, err) = start(&["-A", conf.to_str().unwrap()]);
+    assert!(err.contains(":2: frontend not closed"), "{err}");
+}
