@@ -163,7 +163,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
         secret,
         started: Instant::now(),
         listeners,
-        tls_certs,
+        tls: Mutex::new(state::TlsCerts { staged: tls_certs.clone(), live: tls_certs }),
         child: Mutex::new(ChildSlot { proc: None, ctl: None, state: ChildState::Stopped, wanted: true, last_start: None }),
         panic: Mutex::new(None),
         stopping: AtomicBool::new(false),

@@ -74,6 +74,14 @@ pub struct PanicRecord {
 }
 
 /// The manager's state, shared by the supervisor and admin sessions.
+/// Certificates as (id, PEM bundle): the live set every child gets, and
+/// the staged one `tls.cert.commit` makes live.
+#[derive(Default)]
+pub struct TlsCerts {
+    pub live: Vec<(String, String)>,
+    pub staged: Vec<(String, String)>,
+}
+
 pub struct Mgr {
     pub args: Args,
     pub dir: PathBuf,
@@ -82,8 +90,8 @@ pub struct Mgr {
     pub secret: Option<Vec<u8>>,
     pub started: Instant,
     pub(super) listeners: Vec<Listener>,
-    /// The certificates from -A, as (id, PEM bundle), handed to every child.
-    pub(super) tls_certs: Vec<(String, String)>,
+    /// The certificates (from -A and tls.cert.*), handed to every child.
+    pub tls: Mutex<TlsCerts>,
     pub(super) child: Mutex<ChildSlot>,
     pub panic: Mutex<Option<PanicRecord>>,
     pub stopping: AtomicBool,
@@ -235,10 +243,11 @@ impl Mgr {
 
     /// Give a new child the certificates and make them live.
     fn replay_certs(&self) {
-        if self.tls_certs.is_empty() {
+        let live = self.tls.lock().unwrap_or_else(|e| e.into_inner()).live.clone();
+        if live.is_empty() {
             return;
         }
-        for (id, pem) in &self.tls_certs {
+        for (id, pem) in &live {
             let (code, body) = self.relay(&["tls.cert.load".to_string(), id.clone(), pem.clone()]);
             if code != status::OK {
                 self.log(&format!("the new child refused certificate {id}: {body}"));

@@ -12,5 +12,6 @@ mod lifecycle;
 mod listeners;
 mod mgt;
 mod proxy;
+mod tls;
 mod util;
 mod vcl;

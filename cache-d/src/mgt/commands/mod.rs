@@ -6,6 +6,7 @@
 pub mod basic;
 pub mod call;
 pub mod param;
+pub mod tls;
 pub mod vcl;
 
 use std::fmt::Write as _;
@@ -73,6 +74,18 @@ pub const COMMANDS: &[Command] = &[
     cmd("status", "status [-j]", "Check status of Varnish cache process.", 0, 1, basic::status),
     cmd("stop", "stop", "Stop the Varnish cache process.", 0, 0, basic::stop),
     cmd("storage.list", "storage.list [-j]", "List storage devices.", 0, 1, basic::storage_list),
+    cmd("tls.cert.commit", "tls.cert.commit", "Make the staged certificates the ones new TLS handshakes use.", 0, 0, tls::commit),
+    cmd("tls.cert.discard", "tls.cert.discard <id>", "Stage the removal of a certificate.", 1, 1, tls::discard),
+    cmd("tls.cert.list", "tls.cert.list [-j]", "List the certificates, live and staged.", 0, 1, tls::list),
+    cmd(
+        "tls.cert.load",
+        "tls.cert.load <id> <filename>",
+        "Stage a certificate (PEM: certificate, chain and key) under an id.",
+        2,
+        2,
+        tls::load,
+    ),
+    cmd("tls.cert.rollback", "tls.cert.rollback", "Drop the staged certificate changes.", 0, 0, tls::rollback),
     cmd("vcl.discard", "vcl.discard <name_pattern>...", "Unload the named configurations (when possible).", 1, MANY, vcl::discard),
     cmd(
         "vcl.inline",

@@ -1,0 +1,108 @@
+//! Certificates at runtime, with Varnish Enterprise's verbs: `tls.cert.load
+//! ID FILE` and `tls.cert.discard ID` stage a change, `tls.cert.commit`
+//! makes the staged set the one new handshakes use (open connections keep
+//! theirs), `tls.cert.rollback` drops the staged changes, `tls.cert.list`
+//! shows both. The manager reads the files and keeps the sets (a restarted
+//! child gets the live one); the child gets each change as it is made.
+
+use common::adm::status;
+
+use crate::mgt::commands::call::{Call, Reply};
+use crate::mgt::state::{ChildState, Mgr, TlsCerts};
+
+fn certs(mgr: &Mgr) -> std::sync::MutexGuard<'_, TlsCerts> {
+    mgr.tls.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Pass a change to the running child; its refusal is the answer.
+fn to_child(mgr: &Mgr, args: &[&str]) -> Option<Reply> {
+    if mgr.child_state() != ChildState::Running {
+        return None;
+    }
+    let (code, body) = mgr.relay(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    (code != status::OK).then_some((code, body))
+}
+
+pub fn load(c: &Call) -> Reply {
+    let args = c.positional();
+    let (id, file) = (args[0], args[1]);
+    let pem = match std::fs::read_to_string(file) {
+        Ok(p) => p,
+        Err(e) => return (status::PARAM, format!("Cannot read {file}: {e}")),
+    };
+    if let Err(e) = crate::tls::Cert::from_pem(id, pem.as_bytes()) {
+        return (status::PARAM, e);
+    }
+    if let Some(refused) = to_child(c.mgr, &["tls.cert.load", id, &pem]) {
+        return refused;
+    }
+    let mut t = certs(c.mgr);
+    match t.staged.iter_mut().find(|(i, _)| i == id) {
+        Some(slot) => slot.1 = pem,
+        None => t.staged.push((id.to_string(), pem)),
+    }
+    (status::OK, format!("Certificate {id} staged (tls.cert.commit makes it live)."))
+}
+
+pub fn discard(c: &Call) -> Reply {
+    let id = c.positional()[0];
+    let mut t = certs(c.mgr);
+    if !t.staged.iter().any(|(i, _)| i == id) {
+        return (status::PARAM, format!("No certificate {id}."));
+    }
+    if t.staged.len() == 1 {
+        return (status::CANT, format!("Certificate {id} is the last one: an https listener needs one."));
+    }
+    if let Some(refused) = to_child(c.mgr, &["tls.cert.discard", id]) {
+        return refused;
+    }
+    t.staged.retain(|(i, _)| i != id);
+    (status::OK, format!("Certificate {id} staged for removal (tls.cert.commit removes it)."))
+}
+
+pub fn commit(c: &Call) -> Reply {
+    if let Some(refused) = to_child(c.mgr, &["tls.cert.commit"]) {
+        return refused;
+    }
+    let mut t = certs(c.mgr);
+    t.live = t.staged.clone();
+    (status::OK, format!("{} certificate(s) live.", t.live.len()))
+}
+
+pub fn rollback(c: &Call) -> Reply {
+    if let Some(refused) = to_child(c.mgr, &["tls.cert.rollback"]) {
+        return refused;
+    }
+    let mut t = certs(c.mgr);
+    t.staged = t.live.clone();
+    (status::OK, String::new())
+}
+
+/// Each certificate with its state: `live`, `staged` (loaded, not yet
+/// committed), `replaced` (a new bundle staged for a live id) or
+/// `discarded` (removed, not yet committed). The first live one is the
+/// default (a handshake whose name no certificate serves gets it).
+pub fn list(c: &Call) -> Reply {
+    let t = certs(c.mgr);
+    let mut rows: Vec<(String, &str)> = Vec::new();
+    for (id, pem) in &t.live {
+        let state = match t.staged.iter().find(|(i, _)| i == id) {
+            Some((_, p)) if p == pem => "live",
+            Some(_) => "replaced",
+            None => "discarded",
+        };
+        rows.push((id.clone(), state));
+    }
+    for (id, _) in t.staged.iter().filter(|(i, _)| !t.live.iter().any(|(l, _)| l == i)) {
+        rows.push((id.clone(), "staged"));
+    }
+    if c.json {
+        let v: Vec<_> = rows.iter().map(|(id, st)| serde_json::json!({"id": id, "state": st})).collect();
+        return c.json_reply(serde_json::Value::Array(v));
+    }
+    let mut out = format!("{:<24} {}\n", "ID", "STATE");
+    for (id, st) in rows {
+        out.push_str(&format!("{id:<24} {st}\n"));
+    }
+    (status::OK, out)
+}

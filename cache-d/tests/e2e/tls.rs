@@ -1,0 +1,164 @@
+//! Certificates changed at runtime: tls.cert.load/commit through the admin
+//! socket serve new handshakes the new certificate while a connection
+//! opened before keeps going, and a restarted child keeps the change.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+
+use crate::util::*;
+
+/// Accepts any certificate (the test looks at which one it was).
+#[derive(Debug)]
+struct AnyCert(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AnyCert {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// A kept-alive TLS connection to `name` on `port`.
+struct Conn(rustls::StreamOwned<rustls::ClientConnection, TcpStream>);
+
+impl Conn {
+    fn open(port: u16, name: &str) -> Conn {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
+            .with_no_client_auth();
+        let conn = rustls::ClientConnection::new(Arc::new(config), ServerName::try_from(name.to_string()).unwrap()).unwrap();
+        let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        tcp.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        Conn(rustls::StreamOwned::new(conn, tcp))
+    }
+
+    /// GET /size/5 on the connection; the body.
+    fn get(&mut self) -> String {
+        self.0.write_all(b"GET /size/5?max_age=60 HTTP/1.1\r\nHost: a.test\r\n\r\n").unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.ends_with(b"01234") {
+            let n = self.0.read(&mut buf).unwrap();
+            assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    }
+
+    /// The certificate the server presented.
+    fn cert(&self) -> Vec<u8> {
+        self.0.conn.peer_certificates().unwrap()[0].to_vec()
+    }
+}
+
+fn self_signed(name: &str, dir: &Path, file: &str) -> (std::path::PathBuf, Vec<u8>) {
+    let ck = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();
+    let path = dir.join(file);
+    std::fs::write(&path, format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem())).unwrap();
+    (path, ck.cert.der().to_vec())
+}
+
+fn adm(dir: &Path, args: &[&str]) -> (bool, String) {
+    let mut all = vec!["-n", dir.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let o = run("cache-adm", &all);
+    (o.status.success(), format!("{}{}", stdout(&o), stderr(&o)))
+}
+
+#[test]
+fn a_certificate_committed_at_runtime_serves_new_connections_while_old_ones_go_on() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (old_pem, old_der) = self_signed("a.test", tmp.path(), "old.pem");
+    let (new_pem, new_der) = self_signed("a.test", tmp.path(), "new.pem");
+    let conf = tmp.path().join("tls.conf");
+    std::fs::write(&conf, format!("pem-file = \"{}\"\n", old_pem.display())).unwrap();
+    let d = Daemon::start(
+        &tmp.path().join("i"),
+        &format!("127.0.0.1:{}", origin.port),
+        &["-A", conf.to_str().unwrap(), "-a", "tls=127.0.0.1:0,https"],
+    );
+    let port = wait_for(10, "the tls listener", || {
+        let text = std::fs::read_to_string(d.dir.join("_.listen")).ok()?;
+        text.lines().find(|l| l.starts_with("tls "))?.split(' ').nth(2)?.parse::<u16>().ok()
+    });
+    let mut before = Conn::open(port, "a.test");
+    assert!(before.get().starts_with("HTTP/1.1 200"));
+    assert_eq!(before.cert(), old_der);
+    let (ok, list) = adm(&d.dir, &["tls.cert.list"]);
+    assert!(ok && list.contains("old") && list.contains("live"), "{list}");
+    // Staged, not yet live.
+    let (ok, out) = adm(&d.dir, &["tls.cert.load", "old", new_pem.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    assert!(adm(&d.dir, &["tls.cert.list"]).1.contains("replaced"));
+    let mut c = Conn::open(port, "a.test");
+    c.get();
+    assert_eq!(c.cert(), old_der, "nothing changes before the commit");
+    let (ok, out) = adm(&d.dir, &["tls.cert.commit"]);
+    assert!(ok, "{out}");
+    let mut after = Conn::open(port, "a.test");
+    assert!(after.get().starts_with("HTTP/1.1 200"));
+    assert_eq!(after.cert(), new_der, "new handshakes get the new certificate");
+    // The connection opened before goes on, on its own session.
+    assert!(before.get().starts_with("HTTP/1.1 200"));
+    assert_eq!(before.cert(), old_der);
+    // Bad input changes nothing.
+    let (ok, out) = adm(&d.dir, &["tls.cert.load", "x", conf.to_str().unwrap()]);
+    assert!(!ok && out.contains("no certificate"), "{out}");
+    let (ok, out) = adm(&d.dir, &["tls.cert.load", "x", "/no/such/file.pem"]);
+    assert!(!ok && out.contains("Cannot read"), "{out}");
+    let (ok, out) = adm(&d.dir, &["tls.cert.discard", "old"]);
+    assert!(!ok && out.contains("last one"), "{out}");
+    // A restarted child serves the committed certificate.
+    assert!(adm(&d.dir, &["stop"]).0);
+    assert!(adm(&d.dir, &["start"]).0);
+    let mut restarted = wait_for(10, "the restarted child", || {
+        std::panic::catch_unwind(|| {
+            let mut c = Conn::open(port, "a.test");
+            c.get();
+            c
+        })
+        .ok()
+    });
+    assert_eq!(restarted.cert(), new_der);
+    assert!(restarted.get().starts_with("HTTP/1.1 200"));
+    // No private key in the shared memory log.
+    let ds = d.dir.to_str().unwrap();
+    let raw = stdout(&run("cache-log", &["-d", "-g", "raw", "-n", ds]));
+    assert!(!raw.contains("PRIVATE KEY"));
+}
