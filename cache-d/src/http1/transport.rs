@@ -114,6 +114,21 @@ impl Transport for Http1 {
         }
     }
 
+    fn tls_info(&self) -> Option<crate::vcl::model::TlsInfo> {
+        let ClientStream::Tls(s) = self.conn.io.get_ref() else { return None };
+        let c = &s.get_ref().1;
+        let version = match c.protocol_version() {
+            Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
+            Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
+            _ => "",
+        };
+        let cipher = c.negotiated_cipher_suite().and_then(|s| s.suite().as_str()).unwrap_or_default();
+        // rustls names TLS 1.3 suites TLS13_...; IANA's names are TLS_...
+        let cipher = cipher.strip_prefix("TLS13_").map_or_else(|| cipher.to_string(), |rest| format!("TLS_{rest}"));
+        let alpn = c.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned());
+        Some(crate::vcl::model::TlsInfo { version, cipher, sni: c.server_name().map(str::to_string), alpn })
+    }
+
     fn fd(&self) -> i32 {
         self.conn.io.get_ref().raw_fd()
     }

@@ -69,7 +69,17 @@ pub async fn session<T: Transport>(
         format_args!("{} {} {} {} {} {} {}", peer.ip(), peer.port(), on.name, local.ip(), local.port(), Secs(t0), conn.fd()),
     );
     let ends = Ends::direct(peer, local);
-    let mut s = Sess { sh, ends, listen: on.name, vxid, log, wire: Vec::with_capacity(1024), scratch: Vec::new(), http10: false };
+    let mut s = Sess {
+        sh,
+        ends,
+        listen: on.name,
+        vxid,
+        log,
+        wire: Vec::with_capacity(1024),
+        scratch: Vec::new(),
+        http10: false,
+        tls: conn.tls_info().map(Arc::new),
+    };
     let reason = match on.proto {
         Proto::Proxy => proxy_header(&mut s, &mut conn).await.err(),
         Proto::Http | Proto::Https => None,

@@ -14,7 +14,7 @@ use crate::req::reason::Reason;
 use crate::req::transport::Transport;
 use crate::shared::{Active, Shared};
 use crate::util::Clock;
-use crate::vcl::model::{Action, Bereq, Ends, Headers, ObjView, Req, Resp, Sub, Task};
+use crate::vcl::model::{Action, Bereq, Ends, Headers, ObjView, Req, Resp, Sub, Task, TlsInfo};
 use crate::vcl::policy::run_sub;
 
 /// Session records are flushed to the log once this many bytes gather.
@@ -34,6 +34,8 @@ pub struct Sess {
     pub scratch: Vec<u8>,
     /// The current request is HTTP/1.0: a kept connection says so.
     pub http10: bool,
+    /// What the connection's TLS negotiated (None: not TLS).
+    pub tls: Option<Arc<TlsInfo>>,
 }
 
 impl Sess {
@@ -167,6 +169,7 @@ impl<T: Transport> Request<'_, T> {
         let mut t = Task::new(&*self.sh);
         t.log = Some((&mut self.log, self.rxid, LogSide::Client));
         t.ends = Some(self.sess.ends);
+        t.tls = self.sess.tls.clone();
         t.req = Some(&mut self.req);
         t.resp = with.resp;
         t.obj = with.obj;

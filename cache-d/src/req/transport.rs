@@ -78,6 +78,10 @@ pub trait Transport: ReqBody + Send {
         let _ = timeout;
         ProxyRead::Closed { reason: Reason::RxJunk, garbage: None }
     }
+    /// What the connection's TLS negotiated (None: not TLS).
+    fn tls_info(&self) -> Option<crate::vcl::model::TlsInfo> {
+        None
+    }
     /// The connection's descriptor (SessOpen shows it).
     fn fd(&self) -> i32;
     /// Bytes received and not consumed yet (a bad head, the start of a

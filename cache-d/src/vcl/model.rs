@@ -368,6 +368,19 @@ pub trait Env: Sync {
 pub struct NoEnv;
 impl Env for NoEnv {}
 
+/// What a TLS connection negotiated, for vmod tls's functions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsInfo {
+    /// `TLSv1.2` or `TLSv1.3`, as OpenSSL names them.
+    pub version: &'static str,
+    /// The cipher suite's IANA name (`TLS_AES_128_GCM_SHA256`).
+    pub cipher: String,
+    /// The name the client asked for (SNI).
+    pub sni: Option<String>,
+    /// The protocol ALPN chose.
+    pub alpn: Option<String>,
+}
+
 /// A client connection's addresses as VCL sees them: `client.ip` and
 /// `server.ip` are what a PROXY header said (else the connection's own
 /// ends), `remote.ip` and `local.ip` the connection's own ends. All four
@@ -404,6 +417,8 @@ pub struct Task<'a> {
     pub log: Option<(&'a mut Batch, u32, Side)>,
     /// The connection's addresses (client.ip, server.ip, remote.ip, local.ip).
     pub ends: Option<Ends>,
+    /// The client connection's TLS parameters (None: not TLS).
+    pub tls: Option<std::sync::Arc<TlsInfo>>,
     pub env: &'a dyn Env,
     /// Set by a runtime error (logged as VCL_Error): the subroutine stops
     /// and returns fail.
@@ -423,6 +438,7 @@ impl<'a> Task<'a> {
             body: None,
             log: None,
             ends: None,
+            tls: None,
             env,
             failed: None,
         }

@@ -272,3 +272,45 @@ fn https_needs_a_certificate_and_bad_ones_are_refused_at_start() {
     let (_, err) = start(&["-A", conf.to_str().unwrap()]);
     assert!(err.contains(":2: frontend not closed"), "{err}");
 }
+
+#[test]
+fn vmod_tls_tells_the_policy_what_the_connection_negotiated() {
+    if !have("curl") {
+        return;
+    }
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a.pem");
+    std::fs::write(&a, bundle(&["a.test"])).unwrap();
+    let conf = tmp.path().join("tls.conf");
+    std::fs::write(&conf, format!("pem-file = \"{}\"\n", a.display())).unwrap();
+    let vcl = vcl_src(
+        tmp.path(),
+        "tls.vcl",
+        "vcl 4.1;\nimport tls;\nbackend default { .host = \"127.0.0.1\"; .port = \"ORIGIN_PORT\"; }\n\
+         sub vcl_deliver {\n  set resp.http.x-tls = tls.is_tls();\n  if (tls.is_tls()) {\n    set resp.http.x-version = tls.version();\n\
+         set resp.http.x-cipher = tls.cipher();\n    set resp.http.x-sni = tls.authority();\n    set resp.http.x-alpn = tls.alpn();\n  }\n}\n",
+        origin.port,
+    );
+    let d = Daemon::start_args(
+        &tmp.path().join("i"),
+        &["-f", vcl.to_str().unwrap(), "-A", conf.to_str().unwrap(), "-a", "tls=127.0.0.1:0,https"],
+    );
+    let port = listen_port(&d.dir, "tls");
+    let o = std::process::Command::new("curl")
+        .args(["-s", "-i", "--tlsv1.3", "--cacert", a.to_str().unwrap(), "--resolve", &format!("a.test:{port}:127.0.0.1")])
+        .arg(format!("https://a.test:{port}/size/5"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).to_lowercase();
+    for want in ["x-tls: true", "x-version: tlsv1.3", "x-cipher: tls_aes_", "x-sni: a.test", "x-alpn: http/1.1"] {
+        assert!(text.contains(want), "{want} in {text}");
+    }
+    let r = Client::connect(d.port).get("/size/5", "");
+    assert_eq!(r.header("x-tls"), Some("false"));
+    assert_eq!(r.header("x-version"), None);
+    // Without the import, the program is refused (as any vmod's functions).
+    let bad = vcl_src(tmp.path(), "bad.vcl", "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; .port = \"ORIGIN_PORT\"; }\nsub vcl_deliver { set resp.http.x = tls.version(); }\n", origin.port);
+    let o = run("cache-d", &["-C", "-f", bad.to_str().unwrap()]);
+    assert!(stderr(&o).contains("import tls"), "{}", stderr(&o));
+}

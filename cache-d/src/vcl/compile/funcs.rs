@@ -84,7 +84,7 @@ pub(super) fn only_in(name: &str, allowed: u32, pos: Pos, sc: &Scope<'_>) -> Res
 }
 
 /// The functions [`call`] knows (documented in cache-vcl(7)).
-pub const FUNCTIONS: [&str; 23] = [
+pub const FUNCTIONS: [&str; 28] = [
     "regsub",
     "regsuball",
     "hash_data",
@@ -108,6 +108,11 @@ pub const FUNCTIONS: [&str; 23] = [
     "std.port",
     "std.healthy",
     "std.collect",
+    "tls.is_tls",
+    "tls.version",
+    "tls.cipher",
+    "tls.authority",
+    "tls.alpn",
 ];
 
 /// Every variable a program can name (headers as `req.http.`), for the
@@ -308,6 +313,21 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
                     _ => Val::Bool(t.env.healthy(name)),
                 }
             })
+        }
+        // vmod tls (Varnish Enterprise's names): the client connection's TLS.
+        "tls.is_tls" => {
+            one_arg(args, name, 0, pos, sc)?;
+            Box::new(|t, _| Val::Bool(t.tls.is_some()))
+        }
+        "tls.version" | "tls.cipher" | "tls.authority" | "tls.alpn" => {
+            one_arg(args, name, 0, pos, sc)?;
+            let field: fn(&crate::vcl::model::TlsInfo) -> Option<String> = match name {
+                "tls.version" => |i| Some(i.version.to_string()),
+                "tls.cipher" => |i| Some(i.cipher.clone()),
+                "tls.authority" => |i| i.sni.clone(),
+                _ => |i| i.alpn.clone(),
+            };
+            Box::new(move |t, _| t.tls.as_deref().and_then(field).map_or(Val::None, Val::Str))
         }
         "std.collect" => {
             if args.is_empty() || args.len() > 2 {
