@@ -132,11 +132,13 @@ async fn handshake(sh: &Shared, stream: ClientStream) -> Result<ClientStream, St
     let ClientStream::Tcp(tcp) = stream else { return Err("TLS on a connection that is not TCP".into()) };
     let acceptor = tokio_rustls::TlsAcceptor::from(sh.tls.config.clone());
     let timeout = sh.params().timeout_idle.max(Duration::from_millis(1));
-    match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
+    let done = match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
         Ok(Ok(tls)) => Ok(ClientStream::Tls(Box::new(tls))),
         Ok(Err(e)) => Err(format!("TLS handshake failed: {e}")),
         Err(_) => Err("TLS handshake timed out".into()),
-    }
+    };
+    sh.seg.add(if done.is_ok() { C::TlsHandshakes } else { C::TlsHandshakeFail }, 1);
+    done
 }
 
 /// Once a second: the child's uptime and expiry of dead objects (the

@@ -207,6 +207,8 @@ counter_table! {
     NGunzip => "MAIN.n_gunzip", Counter, Info, Integer, "Gunzip operations";
     NTestGunzip => "MAIN.n_test_gunzip", Counter, Info, Integer, "Test gunzip operations";
     NBrotli => "MAIN.n_brotli", Counter, Info, Integer, "Brotli copies made (cachekit)";
+    TlsHandshakes => "MAIN.tls_handshakes", Counter, Info, Integer, "TLS handshakes completed (cachekit)";
+    TlsHandshakeFail => "MAIN.tls_handshake_fail", Counter, Info, Integer, "TLS handshakes failed or timed out (cachekit)";
     SmaCReq => "SMA.s0.c_req", Counter, Info, Integer, "Allocator requests";
     SmaCFail => "SMA.s0.c_fail", Counter, Info, Integer, "Allocator failures";
     SmaCBytes => "SMA.s0.c_bytes", Counter, Info, Bytes, "Bytes allocated";

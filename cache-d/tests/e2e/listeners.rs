@@ -240,6 +240,12 @@ fn https_listeners_pick_the_certificate_by_sni() {
         stdout(&run("cache-log", &["-d", "-g", "raw", "-i", "Error", "-n", ds])).contains("TLS handshake failed").then_some(())
     });
     assert_eq!(curl_tls(port, "a.test", &a, "/size/5").0, 0);
+    // Counted: the handshakes that completed (on our side: a client that
+    // refuses the certificate may still complete ours), and the plain
+    // request's failure.
+    let st = stat(&d.dir);
+    assert!(counter(&st, "MAIN.tls_handshakes").unwrap_or(0) >= 5, "{st}");
+    assert!(counter(&st, "MAIN.tls_handshake_fail").unwrap_or(0) >= 1, "{st}");
     // Requests over TLS are logged like any other (ReqStart with the listener).
     let raw = stdout(&run("cache-log", &["-d", "-g", "raw", "-i", "ReqStart", "-n", ds]));
     assert!(raw.lines().any(|l| l.trim_end().ends_with(" tls")), "{raw}");
