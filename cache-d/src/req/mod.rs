@@ -187,7 +187,14 @@ async fn request<T: Transport>(s: &mut Sess, conn: &mut T, head: crate::http1::h
         panic!("Don't panic (debug.panic.request was asked to)");
     }
     match recv::admit(s, conn, head, t_start).await {
-        Ok(mut r) => run(&mut r).await,
+        Ok(mut r) => {
+            let end = run(&mut r).await;
+            // A TLS connection may hold the response's last records after
+            // a write the socket took only part of: out before the next
+            // request is read (a no-op on plain sockets).
+            let _ = tokio::io::AsyncWriteExt::flush(r.conn.out()).await;
+            end
+        }
         Err(reason) => Some(reason),
     }
 }

@@ -320,3 +320,48 @@ fn vmod_tls_tells_the_policy_what_the_connection_negotiated() {
     let o = run("cache-d", &["-C", "-f", bad.to_str().unwrap()]);
     assert!(stderr(&o).contains("import tls"), "{}", stderr(&o));
 }
+
+#[test]
+fn large_bodies_over_tls_arrive_whole_on_a_kept_connection() {
+    if !have("curl") {
+        return;
+    }
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a.pem");
+    std::fs::write(&a, bundle(&["a.test"])).unwrap();
+    let conf = tmp.path().join("tls.conf");
+    std::fs::write(&conf, format!("pem-file = \"{}\"\n", a.display())).unwrap();
+    let d = Daemon::start(
+        &tmp.path().join("i"),
+        &format!("127.0.0.1:{}", origin.port),
+        &["-A", conf.to_str().unwrap(), "-a", "tls=127.0.0.1:0,https"],
+    );
+    let port = listen_port(&d.dir, "tls");
+    // Several large responses one after the other on one connection (curl
+    // reuses it), a miss streamed from the origin and then hits, each
+    // ending with the socket full: every byte must arrive without waiting
+    // for a next write.
+    let url = |n: u32| format!("https://a.test:{port}/size/3000000?max_age=60&n={n}");
+    let o = std::process::Command::new("curl")
+        .args(["-s", "--max-time", "20", "--cacert", a.to_str().unwrap(), "--resolve", &format!("a.test:{port}:127.0.0.1")])
+        .args([
+            "-w",
+            "%{size_download} %{num_connects}\n",
+            "-o",
+            "/dev/null",
+            &url(1),
+            "-o",
+            "/dev/null",
+            &url(1),
+            "-o",
+            "/dev/null",
+            &url(2),
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines, ["3000000 1", "3000000 0", "3000000 0"], "whole bodies, one connection");
+}
