@@ -155,19 +155,18 @@ fn command(sh: &Shared, progs: &mut Programs, args: &[String]) -> Reply {
             }
         }
         ["ban.list", flags @ ..] => ban_list(sh, flags),
-        // Certificates, as the manager hands them over (it reads the files).
+        // Certificates, as the manager hands a whole set over (it reads
+        // the files): clear, a load for each, commit.
+        ["tls.cert.clear"] => {
+            sh.tls.clear_staged();
+            (status::OK, String::new())
+        }
         ["tls.cert.load", id, pem] => match sh.tls.load(id, pem.as_bytes()) {
             Ok(()) => (status::OK, String::new()),
             Err(e) => (status::PARAM, e),
         },
-        ["tls.cert.discard", id] if sh.tls.discard(id) => (status::OK, String::new()),
-        ["tls.cert.discard", id] => (status::PARAM, format!("No certificate {id} staged.")),
         ["tls.cert.commit"] => {
             sh.tls.commit();
-            (status::OK, String::new())
-        }
-        ["tls.cert.rollback"] => {
-            sh.tls.rollback();
             (status::OK, String::new())
         }
         ["tls.cert.list"] => (status::OK, sh.tls.live_ids().iter().map(|id| format!("{id}\n")).collect()),

@@ -247,13 +247,27 @@ impl Mgr {
         if live.is_empty() {
             return;
         }
-        for (id, pem) in &live {
-            let (code, body) = self.relay(&["tls.cert.load".to_string(), id.clone(), pem.clone()]);
-            if code != status::OK {
-                self.log(&format!("the new child refused certificate {id}: {body}"));
-            }
+        if let Err(why) = self.send_certs(&live) {
+            self.log(&format!("the new child refused the certificates: {why}"));
         }
-        let _ = self.relay(&["tls.cert.commit".to_string()]);
+    }
+
+    /// Make `set` the child's live certificates: clear its staging, load
+    /// each, commit. Nothing changes in the child unless all load.
+    pub fn send_certs(&self, set: &[(String, String)]) -> Result<(), String> {
+        let relay = |args: &[&str]| {
+            let (code, body) = self.relay(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+            if code == status::OK {
+                Ok(())
+            } else {
+                Err(body)
+            }
+        };
+        relay(&["tls.cert.clear"])?;
+        for (id, pem) in set {
+            relay(&["tls.cert.load", id, pem])?;
+        }
+        relay(&["tls.cert.commit"])
     }
 
     /// Ask the child to stop and wait for it (up to `deadline`).

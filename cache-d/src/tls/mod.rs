@@ -1,10 +1,11 @@
 //! TLS termination (rustls, no OpenSSL): the certificates a child serves,
 //! chosen by SNI, and the server configuration its `https` listeners
 //! share. Certificates arrive from the manager over the control channel
-//! (the manager reads the PEM files; private keys are never written to the
-//! shared segment or the log): `tls.cert.load ID PEM` stages one,
-//! `tls.cert.commit` makes the staged set the one new handshakes use
-//! (connections already open keep theirs).
+//! (the manager reads the PEM files and keeps the live and staged sets;
+//! private keys are never written to the shared segment or the log): it
+//! sends `tls.cert.clear`, then `tls.cert.load ID PEM` for each certificate
+//! of the set, then `tls.cert.commit`, which makes that set the one new
+//! handshakes use (connections already open keep theirs).
 
 pub mod config;
 
@@ -126,23 +127,15 @@ impl Tls {
         Ok(())
     }
 
-    /// Drop a staged certificate.
-    pub fn discard(&self, id: &str) -> bool {
-        let mut s = self.staged();
-        let before = s.len();
-        s.retain(|c| c.id != id);
-        s.len() < before
+    /// Start staging a new set.
+    pub fn clear_staged(&self) {
+        self.staged().clear();
     }
 
     /// New handshakes use the staged set from now on.
     pub fn commit(&self) {
         let certs = self.staged().clone();
         self.resolver.live.store(Arc::new(CertSet { certs }));
-    }
-
-    /// The staged set goes back to the live one.
-    pub fn rollback(&self) {
-        *self.staged() = self.resolver.live.load().certs.clone();
     }
 
     /// Ids of the live certificates, default first.

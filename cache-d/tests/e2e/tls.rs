@@ -157,6 +157,24 @@ fn a_certificate_committed_at_runtime_serves_new_connections_while_old_ones_go_o
     });
     assert_eq!(restarted.cert(), new_der);
     assert!(restarted.get().starts_with("HTTP/1.1 200"));
+    // Changes made while the child is stopped reach it when it starts.
+    let (c_pem, c_der) = self_signed("c.test", tmp.path(), "c.pem");
+    assert!(adm(&d.dir, &["stop"]).0);
+    assert!(adm(&d.dir, &["tls.cert.load", "c", c_pem.to_str().unwrap()]).0);
+    assert!(adm(&d.dir, &["tls.cert.commit"]).0);
+    assert!(adm(&d.dir, &["start"]).0);
+    let c = wait_for(10, "the restarted child", || {
+        std::panic::catch_unwind(|| {
+            let mut c = Conn::open(port, "c.test");
+            c.get();
+            c
+        })
+        .ok()
+    });
+    assert_eq!(c.cert(), c_der);
+    let mut a = Conn::open(port, "a.test");
+    a.get();
+    assert_eq!(a.cert(), new_der, "the first is still the default and a.test's");
     // No private key in the shared memory log.
     let ds = d.dir.to_str().unwrap();
     let raw = stdout(&run("cache-log", &["-d", "-g", "raw", "-n", ds]));

@@ -2,8 +2,8 @@
 //! ID FILE` and `tls.cert.discard ID` stage a change, `tls.cert.commit`
 //! makes the staged set the one new handshakes use (open connections keep
 //! theirs), `tls.cert.rollback` drops the staged changes, `tls.cert.list`
-//! shows both. The manager reads the files and keeps the sets (a restarted
-//! child gets the live one); the child gets each change as it is made.
+//! shows both. The manager reads the files and keeps both sets; a commit
+//! (and a restarted child) gets the whole live set to the child.
 
 use common::adm::status;
 
@@ -14,15 +14,6 @@ fn certs(mgr: &Mgr) -> std::sync::MutexGuard<'_, TlsCerts> {
     mgr.tls.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Pass a change to the running child; its refusal is the answer.
-fn to_child(mgr: &Mgr, args: &[&str]) -> Option<Reply> {
-    if mgr.child_state() != ChildState::Running {
-        return None;
-    }
-    let (code, body) = mgr.relay(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>());
-    (code != status::OK).then_some((code, body))
-}
-
 pub fn load(c: &Call) -> Reply {
     let args = c.positional();
     let (id, file) = (args[0], args[1]);
@@ -30,11 +21,9 @@ pub fn load(c: &Call) -> Reply {
         Ok(p) => p,
         Err(e) => return (status::PARAM, format!("Cannot read {file}: {e}")),
     };
+    // Checked here with the child's own code, so a commit cannot fail on it.
     if let Err(e) = crate::tls::Cert::from_pem(id, pem.as_bytes()) {
         return (status::PARAM, e);
-    }
-    if let Some(refused) = to_child(c.mgr, &["tls.cert.load", id, &pem]) {
-        return refused;
     }
     let mut t = certs(c.mgr);
     match t.staged.iter_mut().find(|(i, _)| i == id) {
@@ -53,26 +42,25 @@ pub fn discard(c: &Call) -> Reply {
     if t.staged.len() == 1 {
         return (status::CANT, format!("Certificate {id} is the last one: an https listener needs one."));
     }
-    if let Some(refused) = to_child(c.mgr, &["tls.cert.discard", id]) {
-        return refused;
-    }
     t.staged.retain(|(i, _)| i != id);
     (status::OK, format!("Certificate {id} staged for removal (tls.cert.commit removes it)."))
 }
 
+/// The staged set goes to the running child whole (then it is live there)
+/// and becomes the manager's live set, which a restarted child gets.
 pub fn commit(c: &Call) -> Reply {
-    if let Some(refused) = to_child(c.mgr, &["tls.cert.commit"]) {
-        return refused;
+    let staged = certs(c.mgr).staged.clone();
+    if c.mgr.child_state() == ChildState::Running {
+        if let Err(why) = c.mgr.send_certs(&staged) {
+            return (status::CANT, format!("The child refused the certificates: {why}"));
+        }
     }
-    let mut t = certs(c.mgr);
-    t.live = t.staged.clone();
-    (status::OK, format!("{} certificate(s) live.", t.live.len()))
+    let n = staged.len();
+    certs(c.mgr).live = staged;
+    (status::OK, format!("{n} certificate(s) live."))
 }
 
 pub fn rollback(c: &Call) -> Reply {
-    if let Some(refused) = to_child(c.mgr, &["tls.cert.rollback"]) {
-        return refused;
-    }
     let mut t = certs(c.mgr);
     t.staged = t.live.clone();
     (status::OK, String::new())
