@@ -94,6 +94,17 @@ pub struct RunArgs {
     /// Count responses with another body size as errors.
     #[arg(long, value_name = "BYTES")]
     pub expect_size: Option<u64>,
+    /// https: trust the certificates in this PEM file (default: the
+    /// system's bundle, SSL_CERT_FILE or /etc/ssl/certs/ca-certificates.crt).
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<String>,
+    /// https: accept any certificate (self-signed test setups).
+    #[arg(long, short = 'k')]
+    pub insecure: bool,
+    /// Connect to ADDRESS for HOST (the URL's name still goes in SNI and
+    /// Host), as curl's --resolve (HOST:PORT:ADDRESS is taken too).
+    #[arg(long, value_name = "HOST:ADDRESS")]
+    pub resolve: Option<String>,
     /// A request with no complete answer in this time is an error.
     #[arg(long, default_value = "5s", value_name = "DURATION")]
     pub timeout: String,

@@ -337,7 +337,7 @@ fn run_plan(plan: Plan, msg: &Value, keys: &Keys, conn: Conn, out_dir: &str, ran
     let (h, p, _) = crate::plan::split_url(&plan.urls[0])?;
     let meta = Meta {
         label: label.clone(),
-        target: format!("http://{h}:{p}"),
+        target: format!("{}://{h}:{p}", crate::plan::scheme(&plan.urls[0])),
         started: chrono::DateTime::from_timestamp_millis(start_ms as i64)
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
             .unwrap_or_default(),

@@ -281,9 +281,8 @@ async fn connection(ctx: Rc<Ctx>, index: usize) {
             }
         };
         if conn.is_none() {
-            match tokio::time::timeout(timeout, TcpStream::connect(ctx.target.addr)).await {
+            match tokio::time::timeout(timeout, connect(&ctx.target)).await {
                 Ok(Ok(s)) => {
-                    let _ = s.set_nodelay(true);
                     conn = Some(Conn::new(s));
                     used = 0;
                 }
@@ -330,9 +329,62 @@ async fn connection(ctx: Rc<Ctx>, index: usize) {
     }
 }
 
+/// A connection to the target, plain or TLS (its handshake done).
+enum BenchStream {
+    Tcp(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+/// Connect (and shake hands for https): a failure counts as a connect error.
+async fn connect(t: &crate::plan::Target) -> std::io::Result<BenchStream> {
+    let s = TcpStream::connect(t.addr).await?;
+    let _ = s.set_nodelay(true);
+    match &t.tls {
+        None => Ok(BenchStream::Tcp(s)),
+        Some(tls) => {
+            let c = tokio_rustls::TlsConnector::from(tls.config.clone());
+            Ok(BenchStream::Tls(Box::new(c.connect(tls.name.clone(), s).await?)))
+        }
+    }
+}
+
+impl tokio::io::AsyncRead for BenchStream {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            BenchStream::Tcp(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            BenchStream::Tls(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for BenchStream {
+    fn poll_write(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            BenchStream::Tcp(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            BenchStream::Tls(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            BenchStream::Tcp(s) => std::pin::Pin::new(s).poll_flush(cx),
+            BenchStream::Tls(s) => std::pin::Pin::new(s).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            BenchStream::Tcp(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            BenchStream::Tls(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
 /// A client connection and its read buffer.
 struct Conn {
-    s: TcpStream,
+    s: BenchStream,
     buf: Vec<u8>,
     /// Bytes of `buf` holding unread data: buf[at..len].
     at: usize,
@@ -353,7 +405,7 @@ struct Resp {
 const MAX_HEAD: usize = 64 * 1024;
 
 impl Conn {
-    fn new(s: TcpStream) -> Conn {
+    fn new(s: BenchStream) -> Conn {
         Conn { s, buf: vec![0; 16 * 1024], at: 0, len: 0 }
     }
 
@@ -382,6 +434,8 @@ impl Conn {
     /// Send `req`, read the whole response.
     async fn exchange(&mut self, req: &[u8], head_only: bool) -> Result<Resp, ErrorKind> {
         self.s.write_all(req).await.map_err(|_| ErrorKind::Io)?;
+        // TLS may hold the last record after a partial write (a no-op on TCP).
+        self.s.flush().await.map_err(|_| ErrorKind::Io)?;
         let mut read = 0u64;
         let (status, framing, hit, close, first_byte) = self.read_head(head_only, &mut read).await?;
         let body = match framing {
@@ -624,7 +678,7 @@ mod tests {
                 b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
                 b"HTTP/1.1 200 OK\r\n\r\nuntil the end",
             ]);
-            let mut c = Conn::new(TcpStream::connect(addr).await.unwrap());
+            let mut c = Conn::new(BenchStream::Tcp(TcpStream::connect(addr).await.unwrap()));
             let r = c.exchange(req, false).await.unwrap();
             assert_eq!((r.status, r.body, r.hit, r.close), (200, 5, true, false));
             let r = c.exchange(req, false).await.unwrap();
@@ -640,7 +694,7 @@ mod tests {
                 (&b"SSH-2.0-OpenSSH\r\n\r\n"[..], ErrorKind::Io),
             ] {
                 let addr = canned(vec![reply]);
-                let mut c = Conn::new(TcpStream::connect(addr).await.unwrap());
+                let mut c = Conn::new(BenchStream::Tcp(TcpStream::connect(addr).await.unwrap()));
                 assert_eq!(c.exchange(req, false).await.err(), Some(want));
             }
         });

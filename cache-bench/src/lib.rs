@@ -14,6 +14,7 @@ pub mod report;
 pub mod run;
 pub mod search;
 pub mod stats;
+pub mod tls;
 
 use cli::{Args, Command};
 

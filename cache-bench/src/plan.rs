@@ -93,6 +93,16 @@ pub struct Plan {
     pub expect_size: Option<u64>,
     pub timeout_s: f64,
     pub seed: u64,
+    /// https: trust these PEM certificates (default: the system's bundle).
+    #[serde(default)]
+    pub cacert: Option<String>,
+    /// https: accept any certificate.
+    #[serde(default)]
+    pub insecure: bool,
+    /// Connect to this address instead of resolving the URL's host
+    /// (which still goes in SNI and Host).
+    #[serde(default)]
+    pub resolve: Option<String>,
 }
 
 impl Plan {
@@ -139,18 +149,25 @@ impl Plan {
             paths.push(path);
         }
         let (host, port) = first.expect("one URL at least");
-        let addr = (host.trim_start_matches('[').trim_end_matches(']'), port)
-            .to_socket_addrs()
-            .with_context(|| format!("cannot resolve {host}"))?
-            .next()
-            .ok_or_else(|| anyhow!("{host} resolves to no address"))?;
-        let host_header = self.host.clone().unwrap_or_else(|| if port == 80 { host.clone() } else { format!("{host}:{port}") });
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let addr = match &self.resolve {
+            Some(r) => resolved(r, bare, port)?,
+            None => (bare, port)
+                .to_socket_addrs()
+                .with_context(|| format!("cannot resolve {host}"))?
+                .next()
+                .ok_or_else(|| anyhow!("{host} resolves to no address"))?,
+        };
+        let https = self.urls[0].starts_with("https://");
+        let default_port = if https { 443 } else { 80 };
+        let host_header = self.host.clone().unwrap_or_else(|| if port == default_port { host.clone() } else { format!("{host}:{port}") });
+        let tls = if https { Some(crate::tls::client(bare, self.cacert.as_deref(), self.insecure)?) } else { None };
         let requests = paths.iter().map(|p| self.request_bytes(p, &host_header)).collect();
         if self.conns == 0 || self.threads == 0 {
             bail!("-c and -t must be at least 1");
         }
         self.check_bounds()?;
-        Ok(Target { addr, requests, head: self.method.eq_ignore_ascii_case("HEAD") })
+        Ok(Target { addr, requests, head: self.method.eq_ignore_ascii_case("HEAD"), tls })
     }
 
     /// Numbers a plan may carry (from the command line, or from a
@@ -211,6 +228,9 @@ pub(crate) fn tests_plan() -> Plan {
         expect_status: None,
         expect_size: None,
         timeout_s: 5.0,
+        cacert: None,
+        insecure: false,
+        resolve: None,
         seed: 1,
     }
 }
@@ -220,17 +240,43 @@ pub struct Target {
     pub addr: SocketAddr,
     pub requests: Vec<Vec<u8>>,
     pub head: bool,
+    /// For https: the client configuration and the name for SNI.
+    pub tls: Option<crate::tls::TlsClient>,
 }
 
-/// `http://host[:port]/path?query` → (host, port, path). Only plain HTTP.
+/// `--resolve HOST:ADDR` (curl's `HOST:PORT:ADDR` too): the address to
+/// connect to for `host`.
+fn resolved(spec: &str, host: &str, port: u16) -> Result<SocketAddr> {
+    let (name, rest) = spec.split_once(':').ok_or_else(|| anyhow!("--resolve {spec}: HOST:ADDRESS"))?;
+    if name != host {
+        bail!("--resolve {spec}: the URLs are on {host}");
+    }
+    // curl's form names the port first.
+    let rest = match rest.split_once(':') {
+        Some((p, a)) if p.parse::<u16>().is_ok() && !a.is_empty() && !rest.starts_with('[') => a,
+        _ => rest,
+    };
+    let ip: std::net::IpAddr =
+        rest.trim_start_matches('[').trim_end_matches(']').parse().map_err(|_| anyhow!("--resolve {spec}: {rest} is not an IP address"))?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+/// `https` or `http`: the scheme of a URL.
+pub fn scheme(u: &str) -> &'static str {
+    if u.starts_with("https://") {
+        "https"
+    } else {
+        "http"
+    }
+}
+
+/// `http[s]://host[:port]/path?query` → (host, port, path).
 pub fn split_url(u: &str) -> Result<(String, u16, String)> {
-    let rest = u.strip_prefix("http://").ok_or_else(|| {
-        if u.starts_with("https://") {
-            anyhow!("{u}: https is not supported (cache-bench speaks plain HTTP/1.1)")
-        } else {
-            anyhow!("{u}: not an http:// URL")
-        }
-    })?;
+    let (rest, default_port) = match (u.strip_prefix("http://"), u.strip_prefix("https://")) {
+        (Some(r), _) => (r, 80),
+        (_, Some(r)) => (r, 443),
+        _ => bail!("{u}: not an http:// or https:// URL"),
+    };
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
@@ -250,7 +296,7 @@ pub fn split_url(u: &str) -> Result<(String, u16, String)> {
     }
     let port = match port {
         Some(p) => p.parse().map_err(|_| anyhow!("{u}: bad port"))?,
-        None => 80,
+        None => default_port,
     };
     if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
         bail!("{u}: spaces or control characters in the path");
@@ -271,7 +317,7 @@ pub fn read_url_file(path: &str, base: Option<&str>) -> Result<Vec<String>> {
         let url = if line.starts_with('/') {
             let base = base.ok_or_else(|| anyhow!("{path}:{}: a path needs a URL on the command line to go with it", n + 1))?;
             let (h, p, _) = split_url(base)?;
-            format!("http://{h}:{p}{line}")
+            format!("{}://{h}:{p}{line}", scheme(base))
         } else {
             line.to_string()
         };
@@ -378,8 +424,14 @@ mod tests {
         assert_eq!(split_url("http://h:81/a?b").unwrap(), ("h".into(), 81, "/a?b".into()));
         assert_eq!(split_url("http://h").unwrap(), ("h".into(), 80, "/".into()));
         assert_eq!(split_url("http://[::1]:8080/x").unwrap(), ("[::1]".into(), 8080, "/x".into()));
-        assert!(split_url("https://h/").unwrap_err().to_string().contains("https"));
+        assert_eq!(split_url("https://h/x").unwrap(), ("h".into(), 443, "/x".into()));
+        assert_eq!(split_url("https://h:8443").unwrap(), ("h".into(), 8443, "/".into()));
         assert!(split_url("ftp://h/").is_err());
+        assert_eq!(resolved("a.test:127.0.0.2", "a.test", 443).unwrap(), "127.0.0.2:443".parse().unwrap());
+        assert_eq!(resolved("a.test:443:127.0.0.2", "a.test", 8443).unwrap(), "127.0.0.2:8443".parse().unwrap());
+        assert_eq!(resolved("a.test:[::1]", "a.test", 443).unwrap(), "[::1]:443".parse().unwrap());
+        assert!(resolved("b.test:127.0.0.1", "a.test", 443).is_err());
+        assert!(resolved("a.test:nowhere", "a.test", 443).is_err());
         let mut p = plan();
         p.urls.push("http://other:1/".into());
         assert!(p.target().is_err());

@@ -89,6 +89,9 @@ pub fn plan_of(a: &RunArgs) -> Result<Plan> {
         expect_status: a.expect_status,
         expect_size: a.expect_size,
         timeout_s: plan::parse_duration(&a.timeout)?.as_secs_f64(),
+        cacert: a.cacert.clone(),
+        insecure: a.insecure,
+        resolve: a.resolve.clone(),
         seed: a.seed.unwrap_or_else(|| std::process::id() as u64 ^ (chrono::Utc::now().timestamp_micros() as u64)),
     };
     p.target()?;
@@ -160,7 +163,7 @@ pub fn run(a: &RunArgs) -> Result<i32> {
     let tolerance = checks::parse_tolerance(&a.tolerance)?;
     let target = {
         let (h, p, _) = plan::split_url(&plan.urls[0])?;
-        format!("http://{h}:{p}")
+        format!("{}://{h}:{p}", plan::scheme(&plan.urls[0]))
     };
     let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     precheck(a, &plan, &checks, tolerance, &target, &started)?;

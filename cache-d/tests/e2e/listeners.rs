@@ -365,3 +365,58 @@ fn large_bodies_over_tls_arrive_whole_on_a_kept_connection() {
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines, ["3000000 1", "3000000 0", "3000000 0"], "whole bodies, one connection");
 }
+
+#[test]
+fn cache_bench_speaks_https_to_a_tls_listener() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a.pem");
+    std::fs::write(&a, bundle(&["a.test"])).unwrap();
+    let conf = tmp.path().join("tls.conf");
+    std::fs::write(&conf, format!("pem-file = \"{}\"\n", a.display())).unwrap();
+    let d = Daemon::start(
+        &tmp.path().join("i"),
+        &format!("127.0.0.1:{}", origin.port),
+        &["-A", conf.to_str().unwrap(), "-a", "tls=127.0.0.1:0,https"],
+    );
+    let port = listen_port(&d.dir, "tls");
+    let bench = |extra: &[&str]| {
+        let url = format!("https://a.test:{port}/size/100?max_age=60");
+        let mut args = vec!["run", "-q", "--json", "-c", "4", "-t", "1", "-n", "200", "--resolve", "a.test:127.0.0.1"];
+        args.extend_from_slice(extra);
+        args.push(&url);
+        let o = run("cache-bench", &args);
+        serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {} {}", stdout(&o), stderr(&o)))
+    };
+    // Trusting the listener's certificate: every request answered.
+    let v = bench(&["--cacert", a.to_str().unwrap()]);
+    assert_eq!((v["requests"].as_u64(), v["errors"]["total"].as_u64()), (Some(200), Some(0)), "{v}");
+    assert!(v["target"].as_str().unwrap_or_default().starts_with("https://"), "{v}");
+    // Another CA: every handshake refused, counted as connect errors.
+    let other = tmp.path().join("other.pem");
+    std::fs::write(&other, bundle(&["a.test"])).unwrap();
+    let o = run(
+        "cache-bench",
+        &[
+            "run",
+            "-q",
+            "--json",
+            "-c",
+            "1",
+            "-d",
+            "1s",
+            "--resolve",
+            "a.test:127.0.0.1",
+            "--cacert",
+            other.to_str().unwrap(),
+            &format!("https://a.test:{port}/size/1"),
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["requests"].as_u64(), Some(0), "{v}");
+    assert!(v["errors"]["connect"].as_u64().unwrap_or(0) > 0, "{v}");
+    // --insecure accepts it.
+    let v = bench(&["-k"]);
+    assert_eq!(v["requests"].as_u64(), Some(200), "{v}");
+    assert!(counter(&stat(&d.dir), "MAIN.tls_handshakes").unwrap_or(0) >= 8);
+}

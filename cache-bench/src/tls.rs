@@ -1,0 +1,83 @@
+//! https for the load generator: a rustls client configuration (trusting
+//! `--cacert`, the system's bundle, or with `--insecure` anything) and the
+//! name handshakes send in SNI.
+
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+/// What each connection's handshake needs.
+#[derive(Clone)]
+pub struct TlsClient {
+    pub config: Arc<ClientConfig>,
+    pub name: ServerName<'static>,
+}
+
+/// The client configuration for `host`: ALPN http/1.1, TLS 1.2 and 1.3,
+/// resumption (rustls's session cache, shared by the run's connections).
+pub fn client(host: &str, cacert: Option<&str>, insecure: bool) -> Result<TlsClient> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder =
+        ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().map_err(|e| anyhow!("TLS: {e}"))?;
+    let mut config = if insecure {
+        builder.dangerous().with_custom_certificate_verifier(Arc::new(AnyCert(provider))).with_no_client_auth()
+    } else {
+        let file = match cacert {
+            Some(f) => f.to_string(),
+            None => std::env::var("SSL_CERT_FILE").unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".into()),
+        };
+        let mut roots = RootCertStore::empty();
+        let pem = std::fs::read(&file).with_context(|| format!("--cacert {file}"))?;
+        for cert in CertificateDer::pem_slice_iter(&pem) {
+            let cert = cert.map_err(|e| anyhow!("--cacert {file}: {e}"))?;
+            roots.add(cert).map_err(|e| anyhow!("--cacert {file}: {e}"))?;
+        }
+        if roots.is_empty() {
+            bail!("--cacert {file}: no certificate in it");
+        }
+        builder.with_root_certificates(roots).with_no_client_auth()
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let name = ServerName::try_from(host.to_string()).map_err(|_| anyhow!("{host}: not a name for TLS"))?;
+    Ok(TlsClient { config: Arc::new(config), name })
+}
+
+/// `--insecure`: any certificate passes (signatures are still checked).
+#[derive(Debug)]
+struct AnyCert(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AnyCert {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn verify_tls13_signature(
+        &self,
+        m: &[u8],
+        c: &CertificateDer<'_>,
+        d: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
