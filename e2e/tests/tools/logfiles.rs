@@ -79,6 +79,13 @@ fn write_append_and_read_back() {
     for u in ["/size/1", "/size/2?status=404", "/size/1"] {
         c.get(u, "");
     }
+    // A transaction's records reach the log just after its response has
+    // gone out: wait for the third before capturing (on a busy machine
+    // the capture could otherwise miss it while a later read sees it).
+    wait_for(10, "the three requests in the log", || {
+        let raw = stdout(&run("cache-log", &["-d", "-g", "raw", "-i", "ReqAcct", "-n", ds]));
+        (raw.lines().count() >= 3).then_some(())
+    });
     let f = tmp.path().join("cap.vsl");
     let fs = f.to_str().unwrap();
     let o = run("cache-log", &["-d", "-w", fs, "-n", ds]);
