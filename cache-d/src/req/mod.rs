@@ -59,15 +59,7 @@ pub async fn session<T: Transport>(
     mut stop: watch::Receiver<bool>,
 ) {
     let t0 = now();
-    let vxid = sh.next_vxid();
-    let mut log = Batch::with_reclen(sh.params().vsl_reclen);
-    log.rec_parts(Tag::Begin, LogSide::Client, vxid, &[b"sess 0 ", on.proto.transport().as_bytes()]);
-    log.recf(
-        Tag::SessOpen,
-        LogSide::Client,
-        vxid,
-        format_args!("{} {} {} {} {} {} {}", peer.ip(), peer.port(), on.name, local.ip(), local.port(), Secs(t0), conn.fd()),
-    );
+    let (vxid, log) = sess_open(&sh, peer, local, &on, t0, conn.fd());
     let ends = Ends::direct(peer, local);
     let mut s = Sess {
         sh,
@@ -143,9 +135,9 @@ async fn proxy_header<T: Transport>(s: &mut Sess, conn: &mut T) -> Result<(), Re
     }
 }
 
-/// A connection that never became a session (its TLS handshake failed or
-/// timed out): its own short transaction says why.
-pub fn no_session(sh: &Shared, peer: SocketAddr, local: SocketAddr, on: &On, why: &str) {
+/// A session's first records (Begin, SessOpen with the connection's ends
+/// and descriptor) under a new vxid.
+fn sess_open(sh: &Shared, peer: SocketAddr, local: SocketAddr, on: &On, t0: f64, fd: i32) -> (u32, Batch) {
     let vxid = sh.next_vxid();
     let mut log = Batch::with_reclen(sh.params().vsl_reclen);
     log.rec_parts(Tag::Begin, LogSide::Client, vxid, &[b"sess 0 ", on.proto.transport().as_bytes()]);
@@ -153,8 +145,15 @@ pub fn no_session(sh: &Shared, peer: SocketAddr, local: SocketAddr, on: &On, why
         Tag::SessOpen,
         LogSide::Client,
         vxid,
-        format_args!("{} {} {} {} {} {} -1", peer.ip(), peer.port(), on.name, local.ip(), local.port(), Secs(now())),
+        format_args!("{} {} {} {} {} {} {fd}", peer.ip(), peer.port(), on.name, local.ip(), local.port(), Secs(t0)),
     );
+    (vxid, log)
+}
+
+/// A connection that never became a session (its TLS handshake failed or
+/// timed out): its own short transaction says why.
+pub fn no_session(sh: &Shared, peer: SocketAddr, local: SocketAddr, on: &On, why: &str) {
+    let (vxid, mut log) = sess_open(sh, peer, local, on, now(), -1);
     log.rec(Tag::Error, LogSide::Client, vxid, why.as_bytes());
     log.rec(Tag::SessClose, LogSide::Client, vxid, b"RX_JUNK 0.000");
     log.rec(Tag::End, LogSide::Client, vxid, b"");

@@ -142,10 +142,6 @@ impl Tls {
     pub fn live_ids(&self) -> Vec<String> {
         self.resolver.live.load().certs.iter().map(|c| c.id.clone()).collect()
     }
-
-    pub fn has_certs(&self) -> bool {
-        !self.resolver.live.load().certs.is_empty()
-    }
 }
 
 #[cfg(test)]

@@ -10,11 +10,24 @@ use std::time::Duration;
 use crate::util::*;
 
 /// The port of the listener named `name` in an instance's `_.listen`.
-fn listen_port(dir: &Path, name: &str) -> u16 {
+pub(crate) fn listen_port(dir: &Path, name: &str) -> u16 {
     wait_for(10, "the named listener", || {
         let text = std::fs::read_to_string(dir.join("_.listen")).ok()?;
         text.lines().find(|l| l.starts_with(&format!("{name} ")))?.split(' ').nth(2)?.parse().ok()
     })
+}
+
+/// A cache-d (`policy`: `-b ORIGIN` or `-f FILE`) with an https listener
+/// named `tls` serving the PEM bundle `pem` (an -A file beside it in
+/// `dir`); the daemon and the listener's port.
+pub(crate) fn tls_daemon(dir: &Path, policy: &[&str], pem: &Path) -> (Daemon, u16) {
+    let conf = dir.join("tls.conf");
+    std::fs::write(&conf, format!("pem-file = \"{}\"\n", pem.display())).unwrap();
+    let mut args = policy.to_vec();
+    args.extend_from_slice(&["-A", conf.to_str().unwrap(), "-a", "tls=127.0.0.1:0,https"]);
+    let d = Daemon::start_args(&dir.join("i"), &args);
+    let port = listen_port(&d.dir, "tls");
+    (d, port)
 }
 
 /// What one connection to a PROXY listener sends first, and whether a
@@ -225,8 +238,7 @@ fn https_listeners_pick_the_certificate_by_sni() {
     let (rc, _, err) = curl_tls(port, "other.test", &a, "/size/5");
     assert_eq!(rc, 60, "the default certificate is a.test's, not valid for other.test: {err}");
     // The frontend section is an https listener too.
-    let listen = std::fs::read_to_string(d.dir.join("_.listen")).unwrap();
-    let fport: u16 = listen.lines().find(|l| l.starts_with("a2 ")).and_then(|l| l.split(' ').nth(2)?.parse().ok()).expect(&listen);
+    let fport = listen_port(&d.dir, "a2");
     assert_eq!(curl_tls(fport, "a.test", &a, "/size/5").0, 0);
     // Plain HTTP to the TLS port: no session, an Error record, the child serves on.
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -288,8 +300,6 @@ fn vmod_tls_tells_the_policy_what_the_connection_negotiated() {
     let tmp = tempfile::tempdir().unwrap();
     let a = tmp.path().join("a.pem");
     std::fs::write(&a, bundle(&["a.test"])).unwrap();
-    let conf = tmp.path().join("tls.conf");
-    std::fs::write(&conf, format!("pem-file = \"{}\"\n", a.display())).unwrap();
     let vcl = vcl_src(
         tmp.path(),
         "tls.vcl",
@@ -298,11 +308,7 @@ fn vmod_tls_tells_the_policy_what_the_connection_negotiated() {
          set resp.http.x-cipher = tls.cipher();\n    set resp.http.x-sni = tls.authority();\n    set resp.http.x-alpn = tls.alpn();\n  }\n}\n",
         origin.port,
     );
-    let d = Daemon::start_args(
-        &tmp.path().join("i"),
-        &["-f", vcl.to_str().unwrap(), "-A", conf.to_str().unwrap(), "-a", "tls=127.0.0.1:0,https"],
-    );
-    let port = listen_port(&d.dir, "tls");
+    let (d, port) = tls_daemon(tmp.path(), &["-f", vcl.to_str().unwrap()], &a);
     let o = std::process::Command::new("curl")
         .args(["-s", "-i", "--tlsv1.3", "--cacert", a.to_str().unwrap(), "--resolve", &format!("a.test:{port}:127.0.0.1")])
         .arg(format!("https://a.test:{port}/size/5"))
@@ -330,14 +336,7 @@ fn large_bodies_over_tls_arrive_whole_on_a_kept_connection() {
     let tmp = tempfile::tempdir().unwrap();
     let a = tmp.path().join("a.pem");
     std::fs::write(&a, bundle(&["a.test"])).unwrap();
-    let conf = tmp.path().join("tls.conf");
-    std::fs::write(&conf, format!("pem-file = \"{}\"\n", a.display())).unwrap();
-    let d = Daemon::start(
-        &tmp.path().join("i"),
-        &format!("127.0.0.1:{}", origin.port),
-        &["-A", conf.to_str().unwrap(), "-a", "tls=127.0.0.1:0,https"],
-    );
-    let port = listen_port(&d.dir, "tls");
+    let (_d, port) = tls_daemon(tmp.path(), &["-b", &format!("127.0.0.1:{}", origin.port)], &a);
     // Several large responses one after the other on one connection (curl
     // reuses it), a miss streamed from the origin and then hits, each
     // ending with the socket full: every byte must arrive without waiting
@@ -372,14 +371,7 @@ fn cache_bench_speaks_https_to_a_tls_listener() {
     let tmp = tempfile::tempdir().unwrap();
     let a = tmp.path().join("a.pem");
     std::fs::write(&a, bundle(&["a.test"])).unwrap();
-    let conf = tmp.path().join("tls.conf");
-    std::fs::write(&conf, format!("pem-file = \"{}\"\n", a.display())).unwrap();
-    let d = Daemon::start(
-        &tmp.path().join("i"),
-        &format!("127.0.0.1:{}", origin.port),
-        &["-A", conf.to_str().unwrap(), "-a", "tls=127.0.0.1:0,https"],
-    );
-    let port = listen_port(&d.dir, "tls");
+    let (d, port) = tls_daemon(tmp.path(), &["-b", &format!("127.0.0.1:{}", origin.port)], &a);
     let bench = |extra: &[&str]| {
         let url = format!("https://a.test:{port}/size/100?max_age=60");
         let mut args = vec!["run", "-q", "--json", "-c", "4", "-t", "1", "-n", "200", "--resolve", "a.test:127.0.0.1"];

@@ -11,6 +11,7 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
+use crate::listeners::tls_daemon;
 use crate::util::*;
 
 /// Accepts any certificate (the test looks at which one it was).
@@ -106,17 +107,7 @@ fn a_certificate_committed_at_runtime_serves_new_connections_while_old_ones_go_o
     let tmp = tempfile::tempdir().unwrap();
     let (old_pem, old_der) = self_signed("a.test", tmp.path(), "old.pem");
     let (new_pem, new_der) = self_signed("a.test", tmp.path(), "new.pem");
-    let conf = tmp.path().join("tls.conf");
-    std::fs::write(&conf, format!("pem-file = \"{}\"\n", old_pem.display())).unwrap();
-    let d = Daemon::start(
-        &tmp.path().join("i"),
-        &format!("127.0.0.1:{}", origin.port),
-        &["-A", conf.to_str().unwrap(), "-a", "tls=127.0.0.1:0,https"],
-    );
-    let port = wait_for(10, "the tls listener", || {
-        let text = std::fs::read_to_string(d.dir.join("_.listen")).ok()?;
-        text.lines().find(|l| l.starts_with("tls "))?.split(' ').nth(2)?.parse::<u16>().ok()
-    });
+    let (d, port) = tls_daemon(tmp.path(), &["-b", &format!("127.0.0.1:{}", origin.port)], &old_pem);
     let mut before = Conn::open(port, "a.test");
     assert!(before.get().starts_with("HTTP/1.1 200"));
     assert_eq!(before.cert(), old_der);
@@ -138,6 +129,7 @@ fn a_certificate_committed_at_runtime_serves_new_connections_while_old_ones_go_o
     assert!(before.get().starts_with("HTTP/1.1 200"));
     assert_eq!(before.cert(), old_der);
     // Bad input changes nothing.
+    let conf = tmp.path().join("tls.conf");
     let (ok, out) = adm(&d.dir, &["tls.cert.load", "x", conf.to_str().unwrap()]);
     assert!(!ok && out.contains("no certificate"), "{out}");
     let (ok, out) = adm(&d.dir, &["tls.cert.load", "x", "/no/such/file.pem"]);
