@@ -17,6 +17,7 @@ use crate::http1::transport::Http1;
 use crate::listen::stream::ClientStream;
 use crate::listen::{Listener, On, Proto, Socket};
 use crate::req::contain::contain;
+use crate::req::Served;
 use crate::shared::Shared;
 
 /// Serve until `stop` turns true, then stop accepting, let open sessions
@@ -119,7 +120,7 @@ async fn accept_loop(sh: Arc<Shared>, socket: Accepting, on: On, limit: Arc<Sema
                 },
                 _ => stream,
             };
-            if let Err(why) = contain(crate::req::session(sh.clone(), Http1::new(stream), peer, local, on, stop)).await {
+            if let Err(why) = contain(serve_conn(sh.clone(), stream, peer, local, on, stop)).await {
                 crate::req::failed(&sh, peer, &why);
             }
             drop(permit);
@@ -127,10 +128,27 @@ async fn accept_loop(sh: Arc<Shared>, socket: Accepting, on: On, limit: Arc<Sema
     }
 }
 
+/// Serve an accepted connection: HTTP/2 when TLS chose it by ALPN, else
+/// HTTP/1 (which may turn to HTTP/2 by preface or upgrade).
+async fn serve_conn(sh: Arc<Shared>, stream: ClientStream, peer: SocketAddr, local: SocketAddr, on: On, stop: watch::Receiver<bool>) {
+    if stream.alpn() == Some(b"h2") {
+        let conn = Http1::new(stream);
+        let tls = crate::req::transport::Transport::tls_info(&conn).map(Arc::new);
+        let sess = crate::req::state::Sess::open(sh, peer, local, &on, crate::req::transport::Transport::fd(&conn), tls);
+        let (stream, pre) = conn.into_parts();
+        return crate::h2::serve(sess, stream, pre, None, stop).await;
+    }
+    let mut conn = Http1::new(stream);
+    if let Served::H2 { sess, upgrade } = crate::req::session(sh, &mut conn, peer, local, on, stop.clone()).await {
+        let (stream, pre) = conn.into_parts();
+        crate::h2::serve(*sess, stream, pre, upgrade, stop).await;
+    }
+}
+
 /// A TLS handshake on an accepted connection, within timeout_idle.
 async fn handshake(sh: &Shared, stream: ClientStream) -> Result<ClientStream, String> {
     let ClientStream::Tcp(tcp) = stream else { return Err("TLS on a connection that is not TCP".into()) };
-    let acceptor = tokio_rustls::TlsAcceptor::from(sh.tls.config.clone());
+    let acceptor = tokio_rustls::TlsAcceptor::from(sh.tls.config(sh.params().has_feature("http2")));
     let timeout = sh.params().timeout_idle.max(Duration::from_millis(1));
     let done = match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
         Ok(Ok(tls)) => Ok(ClientStream::Tls(Box::new(tls))),

@@ -15,6 +15,7 @@ pub mod error;
 pub mod esi;
 pub mod fetch;
 pub mod gzip;
+pub mod h2;
 pub mod http1;
 pub mod listen;
 pub mod mgt;

@@ -56,11 +56,21 @@ defs! {
     "default_grace" Seconds "10.000" Some("0.000"), None, "seconds" false "Default grace period: how long an object is served after its TTL while a fresh one is fetched.";
     "default_keep" Seconds "0.000" Some("0.000"), None, "seconds" false "Default keep period: how long an expired object is kept for conditional revalidation.";
     "default_ttl" Seconds "120.000" Some("0.000"), None, "seconds" false "The TTL assigned to objects if neither the backend nor the policy assigns one.";
-    "feature" Bits "+validate_headers" None, None, "" false "Enable/Disable various minor features: +name or -name (comma-separated), none, default. Known: http2, short_panic, no_coredump, https_scheme, http_date_postel, esi_ignore_https, esi_disable_xml_check, esi_ignore_other_elements, esi_remove_bom, esi_include_onerror, wait_silo, validate_headers, busy_stats_rate (the esi_* ones take effect; the others are accepted for Varnish's command lines).";
+    "feature" Bits "+validate_headers" None, None, "" false "Enable/Disable various minor features: +name or -name (comma-separated), none, default. Known: http2, short_panic, no_coredump, https_scheme, http_date_postel, esi_ignore_https, esi_disable_xml_check, esi_ignore_other_elements, esi_remove_bom, esi_include_onerror, wait_silo, validate_headers, busy_stats_rate (http2 — off by default, as in Varnish — and the esi_* ones take effect; the others are accepted for Varnish's command lines).";
     "first_byte_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Default timeout for receiving the first byte from the backend.";
     "gzip_buffer" Bytes "32k" Some("2k"), None, "bytes" false "Size of malloc buffer used for gzip processing. These buffers are used for in-transit data, for instance gunzip'ed data being sent to a client. Making this space too small results in more overhead, writes to sockets etc, making it too big is probably just a waste of memory.";
     "gzip_level" Uint "6" Some("0"), Some("9"), "" false "Gzip compression level: 0=debug, 1=fast, 9=best";
     "gzip_memlevel" Uint "8" Some("1"), Some("9"), "" false "Gzip memory level 1=slow/least, 9=fast/most compression. Memory impact is 1=1k, 2=2k, ... 9=256k.";
+    "h2_header_table_size" Bytes "4k" Some("0b"), Some("4294967295b"), "bytes" false "HTTP2 header table size: the size of the HPACK dynamic table the client may use when encoding headers for us (bounded: a client cannot make us keep more).";
+    "h2_initial_window_size" Bytes "65535b" Some("65535b"), Some("2147483647b"), "bytes" false "HTTP2 initial flow control window size: how much of a request body a client may send on a stream before we read it.";
+    "h2_max_concurrent_streams" Uint "100" Some("0"), None, "streams" false "HTTP2 Maximum number of concurrent streams: the requests a client may have in progress at once on one HTTP2 connection. Streams the client resets still count until their request's work is done, so a client cannot start more work than this by resetting (CVE-2023-44487).";
+    "h2_max_frame_size" Bytes "16k" Some("16k"), Some("16777215b"), "bytes" false "HTTP2 maximum per frame payload size we are willing to accept.";
+    "h2_max_header_list_size" Bytes "2147483647b" Some("0b"), Some("4294967295b"), "bytes" false "HTTP2 maximum size of an uncompressed header list; a request's headers are also bounded by http_req_size (the smaller applies), so an HPACK-compressed header block cannot expand beyond it.";
+    "h2_rapid_reset" Seconds "1.000" Some("0.000"), None, "seconds" false "The upper threshold for how soon after its HEADERS a client's reset of a stream counts as suspect and is subjected to the rate limit of h2_rapid_reset_limit and h2_rapid_reset_period (as Varnish 7.5).";
+    "h2_rapid_reset_limit" Uint "100" Some("0"), None, "" false "HTTP2 RST allowance: the most suspect stream resets (see h2_rapid_reset) and refused streams a client may cause per h2_rapid_reset_period before its connection is closed with GOAWAY ENHANCE_YOUR_CALM (SessClose RAPID_RESET, MAIN.sc_rapid_reset). 0 disables the limit.";
+    "h2_rapid_reset_period" Seconds "60.000" Some("1.000"), None, "seconds" false "HTTP2 sliding window duration for h2_rapid_reset_limit.";
+    "h2_rx_window_increment" Bytes "1M" Some("1M"), Some("1G"), "bytes" false "HTTP2 Receive Window Increments: accepted for Varnish's command lines. cachekit returns credit as request body bytes are consumed, so a stream's window refills to h2_initial_window_size and the connection's to h2_rx_window_low_water.";
+    "h2_rx_window_low_water" Bytes "10M" Some("65535b"), Some("1G"), "bytes" false "HTTP2 Receive Window low water mark: the connection-wide window for request bodies we keep open (ie: POST, PUT etc.).";
     "http_brotli_support" Bool "off" None, None, "bool" false "Enable Brotli copies (cachekit's own): Accept-Encoding keeps br for clients that take it (br, gzip), beresp.do_brotli stores a Brotli copy next to the object, and clients that sent br get it. Off by default so that VCL sees Accept-Encoding exactly as Varnish washes it.";
     "http_gzip_support" Bool "on" None, None, "bool" false "Enable gzip support. When enabled Varnish request compressed objects from the backend and store them compressed. If a client does not support gzip encoding Varnish will uncompress compressed objects on demand. Varnish will also rewrite the Accept-Encoding header of clients indicating support for gzip to: Accept-Encoding: gzip. Clients that do not support gzip will have their Accept-Encoding header removed. When gzip support is disabled the variables beresp.do_gzip and beresp.do_gunzip have no effect in VCL.";
     "http_max_hdr" Uint "64" Some("32"), Some("65535"), "header lines" false "Maximum number of HTTP header lines we allow in a request or response.";
@@ -244,6 +254,21 @@ pub fn validate(d: &ParamDef, v: &str) -> Result<f64, ParamError> {
     Ok(n)
 }
 
+/// The HTTP/2 parameters (Varnish's h2_*), as numbers.
+#[derive(Debug, Clone, Default)]
+pub struct H2Params {
+    pub header_table_size: u32,
+    pub initial_window_size: u32,
+    pub max_concurrent_streams: u32,
+    pub max_frame_size: u32,
+    pub max_header_list_size: u32,
+    pub rapid_reset: Duration,
+    pub rapid_reset_limit: u32,
+    pub rapid_reset_period: Duration,
+    pub rx_window_increment: u32,
+    pub rx_window_low_water: u32,
+}
+
 /// Parameter values used by the daemon.
 #[derive(Debug, Clone)]
 pub struct Params {
@@ -265,6 +290,8 @@ pub struct Params {
     pub gzip_buffer: usize,
     pub gzip_level: u32,
     pub gzip_memlevel: u32,
+    /// The h2_* parameters.
+    pub h2: H2Params,
     pub http_brotli_support: bool,
     pub http_gzip_support: bool,
     pub http_max_hdr: usize,
@@ -314,6 +341,7 @@ impl Default for Params {
             gzip_buffer: 0,
             gzip_level: 0,
             gzip_memlevel: 0,
+            h2: H2Params::default(),
             http_brotli_support: false,
             http_gzip_support: false,
             http_max_hdr: 0,
@@ -376,6 +404,16 @@ impl Params {
             "gzip_buffer" => self.gzip_buffer = n as usize,
             "gzip_level" => self.gzip_level = n as u32,
             "gzip_memlevel" => self.gzip_memlevel = n as u32,
+            "h2_header_table_size" => self.h2.header_table_size = n as u32,
+            "h2_initial_window_size" => self.h2.initial_window_size = n as u32,
+            "h2_max_concurrent_streams" => self.h2.max_concurrent_streams = n.min(u32::MAX as f64) as u32,
+            "h2_max_frame_size" => self.h2.max_frame_size = n as u32,
+            "h2_max_header_list_size" => self.h2.max_header_list_size = n as u32,
+            "h2_rapid_reset" => self.h2.rapid_reset = secs(),
+            "h2_rapid_reset_limit" => self.h2.rapid_reset_limit = n.min(u32::MAX as f64) as u32,
+            "h2_rapid_reset_period" => self.h2.rapid_reset_period = secs(),
+            "h2_rx_window_increment" => self.h2.rx_window_increment = n as u32,
+            "h2_rx_window_low_water" => self.h2.rx_window_low_water = n as u32,
             "http_brotli_support" => self.http_brotli_support = n != 0.0,
             "http_gzip_support" => self.http_gzip_support = n != 0.0,
             "http_max_hdr" => self.http_max_hdr = n as usize,

@@ -142,9 +142,11 @@ counter_table! {
     ScTxEof => "MAIN.sc_tx_eof", Counter, Diag, Integer, "Session OK  TX_EOF";
     ScRespClose => "MAIN.sc_resp_close", Counter, Diag, Integer, "Session OK  RESP_CLOSE";
     ScVclFailure => "MAIN.sc_vcl_failure", Counter, Diag, Integer, "Session Err VCL_FAILURE";
+    ScRapidReset => "MAIN.sc_rapid_reset", Counter, Diag, Integer, "Session Err RAPID_RESET";
     ClientReq400 => "MAIN.client_req_400", Counter, Info, Integer, "Client requests received, subject to 400 errors";
     ClientReq => "MAIN.client_req", Counter, Info, Integer, "Good client requests received";
     ClientReq417 => "MAIN.client_req_417", Counter, Info, Integer, "Client requests received, subject to 417 errors";
+    ReqReset => "MAIN.req_reset", Counter, Info, Integer, "Requests reset";
     CacheHit => "MAIN.cache_hit", Counter, Info, Integer, "Cache hits";
     CacheHitGrace => "MAIN.cache_hit_grace", Counter, Info, Integer, "Cache grace hits";
     CacheHitpass => "MAIN.cache_hitpass", Counter, Info, Integer, "Cache hits for pass.";

@@ -60,7 +60,7 @@ impl Pace {
 
 /// How long a read of a body may wait: `read_timeout`, or less when a
 /// pace is due sooner.
-fn body_wait(read_timeout: Duration, pace: Option<&Pace>, rx: u64) -> Duration {
+pub fn body_wait(read_timeout: Duration, pace: Option<&Pace>, rx: u64) -> Duration {
     pace.map_or(read_timeout, |p| read_timeout.min(p.allowance(rx)))
 }
 

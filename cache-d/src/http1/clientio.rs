@@ -39,6 +39,10 @@ impl<S> ClientIo<S> {
         self.blocked = false;
     }
 
+    pub fn into_inner(self) -> S {
+        self.io
+    }
+
     pub fn get_ref(&self) -> &S {
         &self.io
     }

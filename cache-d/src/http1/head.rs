@@ -15,7 +15,8 @@ pub struct Head {
     pub first: Range<usize>,
     /// Request URL (empty for responses).
     pub url: Range<usize>,
-    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    /// The HTTP version: 0 for HTTP/1.0, 1 for HTTP/1.1, 2 for a request
+    /// that came on an HTTP/2 stream.
     pub minor: u8,
     /// Response status (0 for requests).
     pub status: u16,
@@ -36,10 +37,10 @@ impl Head {
         self.s(&self.url)
     }
     pub fn protocol(&self) -> &'static str {
-        if self.minor == 0 {
-            "HTTP/1.0"
-        } else {
-            "HTTP/1.1"
+        match self.minor {
+            0 => "HTTP/1.0",
+            1 => "HTTP/1.1",
+            _ => "HTTP/2.0",
         }
     }
     /// Headers as (name, value) byte slices, in wire order.

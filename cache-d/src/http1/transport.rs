@@ -33,6 +33,11 @@ impl Http1 {
     pub fn new(stream: ClientStream) -> Http1 {
         Http1 { conn: BufConn::new(ClientIo::new(stream)), scratch: Vec::new() }
     }
+
+    /// The connection and the bytes read and not used (for HTTP/2).
+    pub fn into_parts(self) -> (ClientStream, BytesMut) {
+        (self.conn.io.into_inner(), self.conn.buf)
+    }
 }
 
 impl ReqBody for Http1 {
@@ -57,7 +62,13 @@ impl Transport for Http1 {
         let mut t_start = if c.buf.is_empty() { None } else { Some(now()) };
         let mut head_deadline = None;
         loop {
-            if !c.buf.is_empty() {
+            if !c.buf.is_empty() && p.has_feature("http2") && crate::h2::PREFACE.starts_with(&c.buf[..c.buf.len().min(24)]) {
+                // An HTTP/2 client with prior knowledge (or the start of
+                // its preface: wait for the rest).
+                if c.buf.len() >= crate::h2::PREFACE.len() {
+                    return Err(ReadErr::Preface);
+                }
+            } else if !c.buf.is_empty() {
                 let t = *t_start.get_or_insert_with(now);
                 match head::parse_request(&mut c.buf, p.http_max_hdr, p.http_req_size) {
                     Ok(Parsed::Complete(h)) => return Ok((h, t)),

@@ -25,6 +25,14 @@ impl ClientStream {
             ClientStream::Tls(s) => s.get_ref().0.as_raw_fd(),
         }
     }
+
+    /// The protocol TLS's ALPN chose (None: not TLS, or none chosen).
+    pub fn alpn(&self) -> Option<&[u8]> {
+        match self {
+            ClientStream::Tls(s) => s.get_ref().1.alpn_protocol(),
+            _ => None,
+        }
+    }
 }
 
 macro_rules! each {

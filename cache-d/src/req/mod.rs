@@ -45,35 +45,31 @@ use crate::http1::head::{Framing, HeadError};
 use crate::listen::{On, Proto};
 use crate::shared::Shared;
 use crate::util::{now, Clock, Secs};
-use crate::vcl::model::Ends;
+
+/// How a connection's HTTP/1 session ended.
+pub enum Served {
+    /// Closed (SessClose logged).
+    Closed,
+    /// It goes on as HTTP/2: after the connection preface (`upgrade`
+    /// None), or answering an `Upgrade: h2c` request on stream 1.
+    H2 { sess: Box<Sess>, upgrade: Option<crate::http1::head::Head> },
+}
 
 /// Serve a connection: its requests one after another (keep-alive,
 /// pipelining), logged as Varnish logs a session (`Begin sess`,
-/// `Link req`, `SessClose`).
+/// `Link req`, `SessClose`), until it ends or turns to HTTP/2.
 pub async fn session<T: Transport>(
     sh: Arc<Shared>,
-    mut conn: T,
+    conn: &mut T,
     peer: SocketAddr,
     local: SocketAddr,
     on: On,
     mut stop: watch::Receiver<bool>,
-) {
-    let t0 = now();
-    let (vxid, log) = sess_open(&sh, peer, local, &on, t0, conn.fd());
-    let ends = Ends::direct(peer, local);
-    let mut s = Sess {
-        sh,
-        ends,
-        listen: on.name,
-        vxid,
-        log,
-        wire: Vec::with_capacity(1024),
-        scratch: Vec::new(),
-        http10: false,
-        tls: conn.tls_info().map(Arc::new),
-    };
+) -> Served {
+    let tls = conn.tls_info().map(Arc::new);
+    let mut s = Sess::open(sh, peer, local, &on, conn.fd(), tls);
     let reason = match on.proto {
-        Proto::Proxy => proxy_header(&mut s, &mut conn).await.err(),
+        Proto::Proxy => proxy_header(&mut s, conn).await.err(),
         Proto::Http | Proto::Https => None,
     };
     let reason = if let Some(r) = reason {
@@ -82,28 +78,39 @@ pub async fn session<T: Transport>(
         loop {
             let p = s.sh.params();
             match conn.read_head(&p, &mut stop).await {
+                Ok((head, _)) if p.has_feature("http2") && crate::h2::upgrade::wants_h2c(&head) => {
+                    return Served::H2 { sess: Box::new(s), upgrade: Some(head) };
+                }
                 Ok((head, t_start)) => {
                     drop(p);
-                    if let Some(reason) = request(&mut s, &mut conn, head, t_start).await {
+                    if let Some(reason) = request(&mut s, conn, head, t_start).await {
                         break reason;
                     }
                 }
+                Err(ReadErr::Preface) => return Served::H2 { sess: Box::new(s), upgrade: None },
                 Err(ReadErr::Closed(r)) => break r,
                 Err(ReadErr::Bad { err, t_start }) => {
                     drop(p);
-                    recv::bad_request(&mut s, &mut conn, err, t_start).await;
+                    recv::bad_request(&mut s, conn, err, t_start).await;
                     break if err == HeadError::TooLarge { Reason::RxOverflow } else { Reason::RxJunk };
                 }
             }
         }
     };
+    close_session(&mut s, reason);
+    conn.close().await;
+    Served::Closed
+}
+
+/// The session is over: its SessClose and End records and counters.
+pub fn close_session(s: &mut Sess, reason: Reason) {
     let sh = &s.sh;
     sh.seg.add(if reason.is_error() { C::SessClosedErr } else { C::SessClosed }, 1);
     sh.seg.add(reason.counter(), 1);
-    s.log.recf(Tag::SessClose, LogSide::Client, s.vxid, format_args!("{} {:.3}", reason.name(), now() - t0));
+    s.log.recf(Tag::SessClose, LogSide::Client, s.vxid, format_args!("{} {:.3}", reason.name(), now() - s.t0));
     s.log.rec(Tag::End, LogSide::Client, s.vxid, b"");
     sh.seg.log(&s.log);
-    conn.close().await;
+    s.log.clear();
 }
 
 /// Read the PROXY header of a connection to a `,PROXY` listener (within
@@ -137,7 +144,7 @@ async fn proxy_header<T: Transport>(s: &mut Sess, conn: &mut T) -> Result<(), Re
 
 /// A session's first records (Begin, SessOpen with the connection's ends
 /// and descriptor) under a new vxid.
-fn sess_open(sh: &Shared, peer: SocketAddr, local: SocketAddr, on: &On, t0: f64, fd: i32) -> (u32, Batch) {
+pub(crate) fn sess_open(sh: &Shared, peer: SocketAddr, local: SocketAddr, on: &On, t0: f64, fd: i32) -> (u32, Batch) {
     let vxid = sh.next_vxid();
     let mut log = Batch::with_reclen(sh.params().vsl_reclen);
     log.rec_parts(Tag::Begin, LogSide::Client, vxid, &[b"sess 0 ", on.proto.transport().as_bytes()]);
@@ -178,7 +185,7 @@ pub fn failed(sh: &Shared, peer: SocketAddr, why: &str) {
 }
 
 /// Serve one request; Some(reason) when the session must end.
-async fn request<T: Transport>(s: &mut Sess, conn: &mut T, head: crate::http1::head::Head, t_start: f64) -> Option<Reason> {
+pub(crate) async fn request<T: Transport>(s: &mut Sess, conn: &mut T, head: crate::http1::head::Head, t_start: f64) -> Option<Reason> {
     let sh = &s.sh;
     if sh.debug_panic_request.load(std::sync::atomic::Ordering::Relaxed)
         && sh.debug_panic_request.swap(false, std::sync::atomic::Ordering::Relaxed)

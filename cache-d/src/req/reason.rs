@@ -21,6 +21,8 @@ pub enum Reason {
     TxPipe,
     /// The request's task failed (a caught panic).
     VclFailure,
+    /// An HTTP/2 client reset or made us refuse too many streams.
+    RapidReset,
 }
 
 impl Reason {
@@ -38,6 +40,7 @@ impl Reason {
             Reason::RespClose => "RESP_CLOSE",
             Reason::TxPipe => "TX_PIPE",
             Reason::VclFailure => "VCL_FAILURE",
+            Reason::RapidReset => "RAPID_RESET",
         }
     }
     /// Varnish's MAIN.sc_* counter for this reason.
@@ -55,6 +58,7 @@ impl Reason {
             Reason::RespClose => C::ScRespClose,
             Reason::TxPipe => C::ScTxPipe,
             Reason::VclFailure => C::ScVclFailure,
+            Reason::RapidReset => C::ScRapidReset,
         }
     }
     pub fn is_error(self) -> bool {

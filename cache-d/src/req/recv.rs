@@ -68,7 +68,7 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
         Framing::Length(n) => Some(Some(n)),
         Framing::Chunked => Some(None),
     };
-    s.http10 = head.minor == 0;
+    s.minor = head.minor;
     // This request runs on the policy active now, to its end.
     let active = sh.policy();
     if active.policy.may_esi() {
@@ -186,6 +186,11 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
     match action {
         // The body was read by an earlier pass: nothing to pipe.
         Action::Pipe if r.body_consumed || r.cached_body.is_some() => Step::Synth { status: 503, reason: "Service Unavailable".into() },
+        // A stream cannot be piped: Varnish passes it instead.
+        Action::Pipe if r.req.minor == 2 => {
+            r.log.rec(Tag::VclError, LogSide::Client, r.rxid, b"vcl_recv{} returns pipe for HTTP/2 request.  Doing pass.");
+            Step::Pass
+        }
         Action::Pipe => Step::Pipe,
         Action::Pass => Step::Pass,
         Action::Purge | Action::Hash => {

@@ -3,6 +3,7 @@
 //! `struct req`), its timestamps ([`crate::util::Clock`]) and the steps themselves
 //! ([`Step`]).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use common::counters::C;
@@ -10,6 +11,7 @@ use common::log::vsl::{Batch, Side as LogSide, Tag};
 
 use crate::cache::{BusyGuard, Kind, ObjRef};
 use crate::http1::head::{Framing, HeadOut};
+use crate::listen::On;
 use crate::req::reason::Reason;
 use crate::req::transport::Transport;
 use crate::shared::{Active, Shared};
@@ -32,13 +34,53 @@ pub struct Sess {
     /// Reusable buffers: response heads and body framing.
     pub wire: Vec<u8>,
     pub scratch: Vec<u8>,
-    /// The current request is HTTP/1.0: a kept connection says so.
-    pub http10: bool,
+    /// The current request's HTTP version: 0 for 1.0 (a kept connection
+    /// says so), 1 for 1.1, 2 for an HTTP/2 stream.
+    pub minor: u8,
     /// What the connection's TLS negotiated (None: not TLS).
     pub tls: Option<Arc<TlsInfo>>,
+    /// When the session began.
+    pub t0: f64,
 }
 
 impl Sess {
+    /// A new session on a connection between `peer` and `local`
+    /// accepted by listener `on`: its Begin and SessOpen records.
+    pub fn open(sh: Arc<Shared>, peer: SocketAddr, local: SocketAddr, on: &On, fd: i32, tls: Option<Arc<TlsInfo>>) -> Sess {
+        let t0 = crate::util::now();
+        let (vxid, log) = crate::req::sess_open(&sh, peer, local, on, t0, fd);
+        Sess {
+            sh,
+            ends: Ends::direct(peer, local),
+            listen: on.name.clone(),
+            vxid,
+            log,
+            wire: Vec::with_capacity(1024),
+            scratch: Vec::new(),
+            minor: 1,
+            tls,
+            t0,
+        }
+    }
+
+    /// The context of one HTTP/2 stream's request on this session: the
+    /// same session, its own buffers and records (its Link record is
+    /// written when the stream ends).
+    pub fn for_stream(&self) -> Sess {
+        Sess {
+            sh: self.sh.clone(),
+            ends: self.ends,
+            listen: self.listen.clone(),
+            vxid: self.vxid,
+            log: Batch::with_reclen(self.sh.params().vsl_reclen),
+            wire: Vec::with_capacity(1024),
+            scratch: Vec::new(),
+            minor: 2,
+            tls: self.tls.clone(),
+            t0: self.t0,
+        }
+    }
+
     /// A request begins: its vxid, its log (Begin, Start, ReqStart) and
     /// clock; the session links to it.
     pub fn begin_req(&mut self, t_start: f64) -> (u32, Batch, Clock) {
@@ -214,7 +256,7 @@ impl<T: Transport> Request<'_, T> {
 
     /// Write a response head into `wire` and log it.
     pub fn write_head(&mut self, wire: &mut Vec<u8>, head: &RespHead<'_>) {
-        write_head(wire, &mut self.log, self.rxid, &self.sh.via, self.sess.http10, head);
+        write_head(wire, &mut self.log, self.rxid, &self.sh.via, self.sess.minor, head);
         // An ESI include's head is logged, never sent: its body goes into
         // the page.
         if self.req.esi_level > 0 {
@@ -248,14 +290,16 @@ impl<T: Transport> Request<'_, T> {
 /// Write a response head into `wire` (cleared first) and log it: status
 /// line, `headers`, then X-Varnish (with the object's vxid on hits), Via,
 /// Accept-Ranges, the framing header, and Connection as needed.
-pub fn write_head(wire: &mut Vec<u8>, log: &mut Batch, rxid: u32, via: &str, http10: bool, h: &RespHead<'_>) {
+pub fn write_head(wire: &mut Vec<u8>, log: &mut Batch, rxid: u32, via: &str, minor: u8, h: &RespHead<'_>) {
     use std::io::Write as _;
     let side = LogSide::Client;
     wire.clear();
     let _ = write!(wire, "HTTP/1.1 {} ", h.status);
     wire.extend_from_slice(h.reason);
     wire.extend_from_slice(b"\r\n");
-    log.rec(Tag::RespProtocol, side, rxid, b"HTTP/1.1");
+    // The wire always carries HTTP/1.1; an HTTP/2 stream's transport
+    // turns it into frames.
+    log.rec(Tag::RespProtocol, side, rxid, if minor == 2 { b"HTTP/2.0" } else { b"HTTP/1.1" });
     log.recf(Tag::RespStatus, side, rxid, format_args!("{}", h.status));
     log.rec(Tag::RespReason, side, rxid, h.reason);
     let mut out = HeadOut { wire, log, tag: Tag::RespHeader, side, vxid: rxid };
@@ -276,7 +320,7 @@ pub fn write_head(wire: &mut Vec<u8>, log: &mut Batch, rxid: u32, via: &str, htt
     }
     if !h.keep {
         out.header(b"Connection", b"close");
-    } else if http10 {
+    } else if minor == 0 {
         out.header(b"Connection", b"keep-alive");
     }
     out.wire.extend_from_slice(b"\r\n");

@@ -129,7 +129,7 @@ async fn send_synth<T: Transport>(s: &mut Sess, conn: &mut T, log: &mut Batch, r
         keep: !close,
         accept_ranges: false,
     };
-    write_head(&mut wire, log, rxid, &s.sh.via, s.http10, &head);
+    write_head(&mut wire, log, rxid, &s.sh.via, s.minor, &head);
     if include {
         wire.clear();
     }

@@ -24,6 +24,9 @@ pub enum ReadErr {
     Closed(Reason),
     /// Bytes came that are not a request: answered with 400.
     Bad { err: HeadError, t_start: f64 },
+    /// The HTTP/2 connection preface came (http2 enabled): the connection
+    /// turns to HTTP/2, the preface still buffered.
+    Preface,
 }
 
 /// What reading a PROXY header gave.

@@ -73,7 +73,9 @@ impl CertSet {
 pub struct Tls {
     resolver: Arc<Resolver>,
     staged: Mutex<Vec<Arc<Cert>>>,
-    pub config: Arc<ServerConfig>,
+    /// ALPN offering http/1.1, and h2 then http/1.1 (feature http2).
+    http1: Arc<ServerConfig>,
+    http2: Arc<ServerConfig>,
 }
 
 #[derive(Debug)]
@@ -96,8 +98,7 @@ impl Default for Tls {
 impl Tls {
     pub fn new() -> Tls {
         let resolver = Arc::new(Resolver { live: ArcSwap::from_pointee(CertSet::default()) });
-        // TLS 1.2 and 1.3 with rustls's default (safe) suites; ALPN offers
-        // HTTP/1.1 only until HTTP/2 is served.
+        // TLS 1.2 and 1.3 with rustls's default (safe) suites.
         let mut config = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
             .expect("TLS 1.2 and 1.3 with the ring provider")
@@ -109,7 +110,19 @@ impl Tls {
         if let Ok(t) = rustls::crypto::ring::Ticketer::new() {
             config.ticketer = t;
         }
-        Tls { resolver, staged: Mutex::new(Vec::new()), config: Arc::new(config) }
+        let mut http2 = config.clone();
+        http2.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Tls { resolver, staged: Mutex::new(Vec::new()), http1: Arc::new(config), http2: Arc::new(http2) }
+    }
+
+    /// The configuration for a handshake: ALPN offers h2 when `h2`. Both
+    /// share certificates, session cache and ticket keys.
+    pub fn config(&self, h2: bool) -> Arc<ServerConfig> {
+        if h2 {
+            self.http2.clone()
+        } else {
+            self.http1.clone()
+        }
     }
 
     fn staged(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Cert>>> {

@@ -223,7 +223,14 @@ fn text(b: &Bytes) -> Val {
 }
 
 fn proto(minor: u8) -> Val {
-    Val::Str(if minor == 0 { "HTTP/1.0" } else { "HTTP/1.1" }.into())
+    Val::Str(
+        match minor {
+            0 => "HTTP/1.0",
+            1 => "HTTP/1.1",
+            _ => "HTTP/2.0",
+        }
+        .into(),
+    )
 }
 
 macro_rules! get {
@@ -278,7 +285,7 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "req.esi" => get!(req, |r| Val::Bool(!r.disable_esi)),
         "req_top.method" => get!(req, |r| Val::Str(String::from_utf8_lossy(r.top.as_ref().map_or(&r.method, |t| &t.method)).into_owned())),
         "req_top.url" => get!(req, |r| Val::Str(String::from_utf8_lossy(r.top.as_ref().map_or(&r.url, |t| &t.url)).into_owned())),
-        "req_top.proto" => get!(req, |r| Val::Str(format!("HTTP/1.{}", r.top.as_ref().map_or(r.minor, |t| t.minor)))),
+        "req_top.proto" => get!(req, |r| proto(r.top.as_ref().map_or(r.minor, |t| t.minor))),
         "req.can_gzip" => get!(req, |r| Val::Bool(crate::gzip::can_gzip(&r.headers))),
         "req.is_hitmiss" => get!(req, |r| Val::Bool(r.is_hitmiss)),
         "req.is_hitpass" => get!(req, |r| Val::Bool(r.is_hitpass)),

@@ -1,0 +1,231 @@
+//! HTTP/2 (`-p feature=+http2`, off by default as in Varnish): on TLS
+//! listeners by ALPN, on cleartext ones by the connection preface (prior
+//! knowledge) or `Upgrade: h2c`. The `h2` crate does the framing, HPACK
+//! and flow control; each stream becomes one request through the same
+//! steps as HTTP/1 ([`stream::H2Stream`] is its transport), logged under
+//! the connection's session as Varnish logs streams.
+//!
+//! Defences, beyond the crate's own (HPACK tables bounded by
+//! h2_header_table_size, decoded header lists by h2_max_header_list_size
+//! and http_req_size, CONTINUATION frames counted, streams reset before
+//! they are accepted limited):
+//! - work in progress is bounded by h2_max_concurrent_streams counted in
+//!   our running requests, not in the client's open streams, so resetting
+//!   streams frees nothing (CVE-2023-44487); a stream over the limit is
+//!   refused (REFUSED_STREAM);
+//! - resets within h2_rapid_reset of a stream's start, and refused
+//!   streams, count against h2_rapid_reset_limit per h2_rapid_reset_period;
+//!   past it the connection ends with GOAWAY ENHANCE_YOUR_CALM (SessClose
+//!   RAPID_RESET, MAIN.sc_rapid_reset).
+
+pub mod head;
+pub mod out;
+pub mod stream;
+pub mod upgrade;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use common::counters::C;
+use h2::server::{Connection, SendResponse};
+use h2::RecvStream;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use self::out::RespOut;
+use self::stream::H2Stream;
+use self::upgrade::Rewind;
+use crate::http1::head::Head;
+use crate::listen::stream::ClientStream;
+use crate::params::Params;
+use crate::req::reason::Reason;
+use crate::req::state::Sess;
+use crate::util::now;
+
+/// The HTTP/2 connection preface a client starts with.
+pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Serve a connection as HTTP/2 until it ends, then close the session.
+/// `pre` holds bytes already read from it (the preface, or what followed
+/// an upgrade request); `upgrade` is the HTTP/1.1 request that asked for
+/// h2c, answered on stream 1.
+pub async fn serve(mut sess: Sess, stream: ClientStream, pre: BytesMut, upgrade: Option<Head>, stop: watch::Receiver<bool>) {
+    let fd = stream.raw_fd();
+    let p = sess.sh.params().clone();
+    let mut io = Rewind::new(stream, pre);
+    let reason = match upgrade {
+        Some(head) => match upgrade::switch(&mut io, &head, p.timeout_idle).await {
+            Ok(()) => connection(&mut sess, &mut io, &p, fd, stop).await,
+            Err(r) => r,
+        },
+        None => connection(&mut sess, &mut io, &p, fd, stop).await,
+    };
+    crate::req::close_session(&mut sess, reason);
+    let _ = tokio::time::timeout(Duration::from_secs(1), io.shutdown()).await;
+}
+
+/// The crate's server settings from the h2_* parameters.
+fn builder(p: &Params) -> h2::server::Builder {
+    let h = &p.h2;
+    let mut b = h2::server::Builder::new();
+    b.initial_window_size(h.initial_window_size)
+        .initial_connection_window_size(h.rx_window_low_water.max(65_535))
+        .max_frame_size(h.max_frame_size)
+        .max_header_list_size(h.max_header_list_size.min(u32::try_from(p.http_req_size).unwrap_or(u32::MAX)))
+        .header_table_size(h.header_table_size)
+        .max_concurrent_streams(h.max_concurrent_streams);
+    b
+}
+
+/// Handshake and serve streams; why the session ended.
+async fn connection<S>(sess: &mut Sess, io: &mut S, p: &Params, fd: i32, mut stop: watch::Receiver<bool>) -> Reason
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut conn = match tokio::time::timeout(p.timeout_idle.max(Duration::from_millis(1)), builder(p).handshake::<_, Bytes>(io)).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return ended(&e),
+        Err(_) => return Reason::RxTimeout,
+    };
+    let mut tasks: JoinSet<bool> = JoinSet::new();
+    let mut resets = Resets::new(p.h2.rapid_reset_limit, p.h2.rapid_reset_period);
+    let mut verdict = None;
+    let mut stopping = false;
+    let limit = p.h2.max_concurrent_streams as usize;
+    let reason = loop {
+        let idle = tasks.is_empty() && !stopping;
+        tokio::select! {
+            next = conn.accept() => match next {
+                Some(Ok((req, respond))) if tasks.len() >= limit => {
+                    refuse(sess, req.into_body(), respond);
+                    if resets.hit() {
+                        verdict = Some(calm(&mut conn));
+                    }
+                }
+                Some(Ok((req, respond))) => {
+                    let t = StreamTask { sess: sess.for_stream(), fd, rapid: p.h2.rapid_reset };
+                    tasks.spawn(t.run(req, respond));
+                }
+                Some(Err(e)) => break verdict.unwrap_or_else(|| ended(&e)),
+                None => break verdict.unwrap_or(Reason::RemClose),
+            },
+            Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                if done.unwrap_or(false) && resets.hit() && verdict.is_none() {
+                    verdict = Some(calm(&mut conn));
+                }
+            }
+            _ = tokio::time::sleep(p.timeout_idle), if idle => {
+                conn.graceful_shutdown();
+                verdict = verdict.or(Some(Reason::RxCloseIdle));
+                stopping = true;
+            }
+            _ = stop.wait_for(|s| *s), if !stopping => {
+                conn.graceful_shutdown();
+                stopping = true;
+            }
+        }
+    };
+    drop(conn);
+    // Streams still running end at their next write to the closed
+    // connection; their records go before the session's last ones.
+    while tasks.join_next().await.is_some() {}
+    reason
+}
+
+/// Too many resets: GOAWAY ENHANCE_YOUR_CALM, counted.
+fn calm<T: AsyncRead + AsyncWrite + Unpin>(conn: &mut Connection<T, Bytes>) -> Reason {
+    conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+    Reason::RapidReset
+}
+
+/// A stream over the limit of requests in progress: refused, counted.
+fn refuse(sess: &Sess, body: RecvStream, mut respond: SendResponse<Bytes>) {
+    drop(body);
+    respond.send_reset(h2::Reason::REFUSED_STREAM);
+    sess.sh.seg.add(C::ReqReset, 1);
+}
+
+/// Why a connection the crate gave up on ended.
+fn ended(e: &h2::Error) -> Reason {
+    if e.reason() == Some(h2::Reason::ENHANCE_YOUR_CALM) {
+        Reason::RapidReset
+    } else if e.is_io() || e.is_remote() && e.reason() == Some(h2::Reason::NO_ERROR) {
+        Reason::RemClose
+    } else {
+        Reason::RxJunk
+    }
+}
+
+/// One stream's request.
+struct StreamTask {
+    sess: Sess,
+    fd: i32,
+    /// Resets sooner than this after the stream began count as rapid.
+    rapid: Duration,
+}
+
+impl StreamTask {
+    /// Serve the request; true if the client reset the stream within
+    /// h2_rapid_reset of its start.
+    async fn run(mut self, req: http::Request<RecvStream>, respond: SendResponse<Bytes>) -> bool {
+        let (t0, t_start) = (Instant::now(), now());
+        let (parts, body) = req.into_parts();
+        let head = head::request_head(&parts);
+        let out = RespOut::new(respond, parts.method == http::Method::HEAD);
+        let mut conn = H2Stream::new(body, out, self.fd);
+        let sh = self.sess.sh.clone();
+        let served = crate::req::contain::contain(crate::req::request(&mut self.sess, &mut conn, head, t_start)).await;
+        if let Err(why) = served {
+            sh.seg.add(C::ScVclFailure, 1);
+            self.sess.log.recf(
+                common::log::vsl::Tag::Error,
+                common::log::vsl::Side::Client,
+                self.sess.vxid,
+                format_args!("request task failed (HTTP/2 stream): {why}"),
+            );
+        }
+        conn.out.finish();
+        sh.seg.log(&self.sess.log);
+        let reset = conn.out.peer_reset();
+        if reset {
+            sh.seg.add(C::ReqReset, 1);
+        }
+        reset && t0.elapsed() < self.rapid
+    }
+}
+
+/// Suspect resets in a sliding window (h2_rapid_reset_limit per
+/// h2_rapid_reset_period; a limit of 0 never trips).
+struct Resets {
+    limit: u32,
+    period: Duration,
+    hits: VecDeque<Instant>,
+}
+
+impl Resets {
+    fn new(limit: u32, period: Duration) -> Resets {
+        Resets { limit, period, hits: VecDeque::new() }
+    }
+
+    /// One more; true when the limit is exceeded.
+    fn hit(&mut self) -> bool {
+        if self.limit == 0 {
+            return false;
+        }
+        let now = Instant::now();
+        while self.hits.front().is_some_and(|t| now.duration_since(*t) > self.period) {
+            self.hits.pop_front();
+        }
+        if self.hits.len() > self.limit as usize {
+            return true;
+        }
+        self.hits.push_back(now);
+        self.hits.len() > self.limit as usize
+    }
+}

@@ -1,0 +1,354 @@
+//! A stream's response side. The request steps write an HTTP/1.1
+//! response (head, then the body framed by Content-Length, chunked, or
+//! until the end) to their transport's byte sink, whatever the protocol;
+//! [`RespOut`] is that sink for an HTTP/2 stream: it reads the head back
+//! into HEADERS, strips the body's framing ([`Unframe`]) and sends the
+//! payload as DATA within the stream's flow-control window, ending the
+//! stream with the body. Every delivery path (hits, passes, ESI pages,
+//! gzip on the fly, ranges, synthetic pages, 100 Continue) works on a
+//! stream unchanged.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use h2::server::SendResponse;
+use h2::SendStream;
+use tokio::io::AsyncWrite;
+use tokio::time::{Instant, Sleep};
+
+use super::head;
+use crate::http1::head::{parse_response, Head, Parsed};
+
+/// The most a response head may take (ours, so generous).
+const MAX_HEAD: usize = 1 << 20;
+/// The most payload offered to one DATA write (the crate splits it into
+/// frames of the client's maximum size).
+const MAX_CHUNK: usize = 256 * 1024;
+
+/// How a body's bytes are framed in what the steps write.
+#[derive(Debug, PartialEq)]
+pub enum Unframe {
+    /// This many payload bytes remain.
+    Length(u64),
+    Chunked(Chunk),
+    /// Everything until the request ends is payload.
+    Eof,
+    /// The body is complete; anything more is dropped.
+    Over,
+}
+
+/// Where a chunked body's parser stands.
+#[derive(Debug, PartialEq)]
+pub enum Chunk {
+    /// Reading a chunk size (hex digits so far).
+    Size(u64),
+    /// Skipping the rest of the size line (extensions, CR).
+    Line(u64),
+    /// Payload bytes of the chunk remain.
+    Data(u64),
+    /// Skipping the CRLF after a chunk's payload.
+    DataEnd,
+    /// After the last chunk: trailer lines until an empty one (the flag:
+    /// the current line is empty so far).
+    Trailer(bool),
+}
+
+/// What the next bytes written are.
+#[derive(Debug, PartialEq)]
+pub enum Piece {
+    /// This many bytes are framing, consumed.
+    Frame(usize),
+    /// This many bytes are payload.
+    Data(usize),
+    /// The body is over.
+    Over,
+}
+
+impl Unframe {
+    /// Classify the start of `buf` (not empty); framing bytes are consumed
+    /// here, payload bytes when [`Unframe::took`] says they went out.
+    pub fn step(&mut self, buf: &[u8]) -> Piece {
+        match self {
+            Unframe::Over | Unframe::Length(0) => {
+                *self = Unframe::Over;
+                Piece::Over
+            }
+            Unframe::Eof => Piece::Data(buf.len()),
+            Unframe::Length(n) => Piece::Data((*n).min(buf.len() as u64) as usize),
+            Unframe::Chunked(Chunk::Data(n)) => Piece::Data((*n).min(buf.len() as u64) as usize),
+            Unframe::Chunked(c) => {
+                let mut i = 0;
+                while i < buf.len() && !matches!(c, Chunk::Data(_)) {
+                    if c.frame_byte(buf[i]) {
+                        *self = Unframe::Over;
+                        return Piece::Frame(i + 1);
+                    }
+                    i += 1;
+                }
+                Piece::Frame(i)
+            }
+        }
+    }
+
+    /// `n` payload bytes went out.
+    pub fn took(&mut self, n: usize) {
+        match self {
+            Unframe::Length(left) => *left -= n as u64,
+            Unframe::Chunked(Chunk::Data(left)) => {
+                *left -= n as u64;
+                if *left == 0 {
+                    *self = Unframe::Chunked(Chunk::DataEnd);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Does the body end with the payload sent so far?
+    pub fn complete(&self) -> bool {
+        matches!(self, Unframe::Length(0) | Unframe::Over)
+    }
+}
+
+impl Chunk {
+    /// One framing byte; true when it ended the body.
+    fn frame_byte(&mut self, b: u8) -> bool {
+        match *self {
+            Chunk::Size(n) => match (b as char).to_digit(16) {
+                Some(d) => *self = Chunk::Size(n.saturating_mul(16) + u64::from(d)),
+                None if b == b'\n' => *self = Chunk::after_size(n),
+                None => *self = Chunk::Line(n),
+            },
+            Chunk::Line(n) => {
+                if b == b'\n' {
+                    *self = Chunk::after_size(n);
+                }
+            }
+            Chunk::DataEnd => {
+                if b == b'\n' {
+                    *self = Chunk::Size(0);
+                }
+            }
+            Chunk::Trailer(empty) => match b {
+                b'\n' if empty => return true,
+                b'\n' => *self = Chunk::Trailer(true),
+                b'\r' => {}
+                _ => *self = Chunk::Trailer(false),
+            },
+            Chunk::Data(_) => {}
+        }
+        false
+    }
+
+    fn after_size(n: u64) -> Chunk {
+        if n == 0 {
+            Chunk::Trailer(true)
+        } else {
+            Chunk::Data(n)
+        }
+    }
+}
+
+enum State {
+    /// Waiting for (the rest of) a response head.
+    Head(BytesMut),
+    Body {
+        send: SendStream<Bytes>,
+        body: Unframe,
+    },
+    /// The stream ended (or never will carry more): writes are dropped.
+    Done,
+}
+
+/// The byte sink of a stream's response.
+pub struct RespOut {
+    respond: SendResponse<Bytes>,
+    state: State,
+    head_only: bool,
+    /// Send deadlines (see [`crate::req::transport::Transport::arm_send`]).
+    deadline: Option<Instant>,
+    idle: Duration,
+    timer: Option<Pin<Box<Sleep>>>,
+    /// The stream was reset or its connection went away.
+    pub broken: bool,
+    /// We reset the stream (a cut or missing response).
+    we_reset: bool,
+}
+
+impl RespOut {
+    pub fn new(respond: SendResponse<Bytes>, head_only: bool) -> RespOut {
+        let state = State::Head(BytesMut::new());
+        RespOut { respond, state, head_only, deadline: None, idle: Duration::MAX, timer: None, broken: false, we_reset: false }
+    }
+
+    pub fn arm(&mut self, total: Duration, idle: Duration) {
+        self.deadline = Some(Instant::now() + total);
+        self.idle = idle;
+        self.timer = None;
+    }
+
+    /// The request is over: end the stream. A body without a length ends
+    /// here; a response that never came or was cut short resets the
+    /// stream (a client must not take a partial body for a whole one).
+    pub fn finish(&mut self) {
+        match std::mem::replace(&mut self.state, State::Done) {
+            State::Body { mut send, body: Unframe::Eof | Unframe::Over } => {
+                let _ = send.send_data(Bytes::new(), true);
+            }
+            State::Body { mut send, .. } => {
+                send.send_reset(h2::Reason::INTERNAL_ERROR);
+                self.we_reset = true;
+            }
+            State::Head(_) => {
+                self.respond.send_reset(h2::Reason::INTERNAL_ERROR);
+                self.we_reset = true;
+            }
+            State::Done => {}
+        }
+    }
+
+    /// Did the client reset the stream (with an error code)?
+    pub fn peer_reset(&mut self) -> bool {
+        if self.we_reset {
+            return false;
+        }
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        matches!(self.respond.poll_reset(&mut cx), Poll::Ready(Ok(r)) if r != h2::Reason::NO_ERROR)
+    }
+
+    /// Take `buf` towards a response head; how much of it was used.
+    fn head_bytes(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let State::Head(acc) = &mut self.state else { return Ok(0) };
+        let before = acc.len();
+        acc.extend_from_slice(buf);
+        let h = match parse_response(acc, 4096, MAX_HEAD) {
+            Ok(Parsed::Complete(h)) => h,
+            Ok(Parsed::Partial) => return Ok(buf.len()),
+            Err(e) => return Err(io::Error::other(format!("response head for HTTP/2: {e:?}"))),
+        };
+        // parse_response split the head off; what follows is not ours yet.
+        let used = h.raw.len() - before;
+        acc.clear();
+        self.send_head(&h)?;
+        Ok(used)
+    }
+
+    fn send_head(&mut self, h: &Head) -> io::Result<()> {
+        let resp = head::response(h);
+        if (100..200).contains(&h.status) {
+            // 100 Continue and the like; a head follows.
+            return self.respond.send_informational(resp).map_err(broken);
+        }
+        let bodiless = head::bodiless(h.status, self.head_only);
+        let body = if bodiless {
+            Unframe::Over
+        } else if h.has_token("transfer-encoding", "chunked") {
+            Unframe::Chunked(Chunk::Size(0))
+        } else {
+            match h.get("content-length").and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok()) {
+                Some(n) => Unframe::Length(n),
+                None => Unframe::Eof,
+            }
+        };
+        let end = bodiless || body == Unframe::Length(0);
+        let send = self.respond.send_response(resp, end).map_err(broken)?;
+        self.state = if end { State::Done } else { State::Body { send, body } };
+        Ok(())
+    }
+
+    /// Wait for flow-control credit; the send deadlines apply.
+    fn poll_credit(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<usize>> {
+        let State::Body { send, .. } = &mut self.state else { return Poll::Ready(Ok(0)) };
+        send.reserve_capacity(want.min(MAX_CHUNK));
+        loop {
+            if send.capacity() > 0 {
+                self.timer = None;
+                return Poll::Ready(Ok(send.capacity()));
+            }
+            match send.poll_capacity(cx) {
+                Poll::Ready(Some(Ok(_))) => continue,
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(broken(e))),
+                Poll::Ready(None) => return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+                Poll::Pending => break,
+            }
+        }
+        let now = Instant::now();
+        let until = self.deadline.map_or(now + self.idle, |d| d.min(now.checked_add(self.idle).unwrap_or(d)));
+        let timer = self.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(until)));
+        ready!(timer.as_mut().poll(cx));
+        Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "send timeout (HTTP/2 flow control)")))
+    }
+}
+
+/// A stream error as an I/O error.
+fn broken(e: h2::Error) -> io::Error {
+    match e.into_io() {
+        Some(e) => e,
+        None => io::ErrorKind::BrokenPipe.into(),
+    }
+}
+
+use std::future::Future as _;
+
+impl AsyncWrite for RespOut {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        if this.broken {
+            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+        }
+        let r = match &mut this.state {
+            State::Head(_) => this.head_bytes(buf),
+            State::Done => Ok(buf.len()),
+            State::Body { body, .. } => match body.step(buf) {
+                Piece::Frame(n) => {
+                    if body.complete() {
+                        this.finish();
+                    }
+                    Ok(n)
+                }
+                Piece::Over => {
+                    this.finish();
+                    Ok(buf.len())
+                }
+                Piece::Data(n) => match ready!(this.poll_credit(cx, n)) {
+                    Ok(credit) => this.send(&buf[..n.min(credit)]),
+                    Err(e) => Err(e),
+                },
+            },
+        };
+        if r.is_err() {
+            this.broken = true;
+        }
+        Poll::Ready(r)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.finish();
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl RespOut {
+    /// Send payload bytes we have credit for; the last of the body ends
+    /// the stream with them.
+    fn send(&mut self, data: &[u8]) -> io::Result<usize> {
+        let State::Body { send, body } = &mut self.state else { return Ok(data.len()) };
+        body.took(data.len());
+        let end = body.complete();
+        send.send_data(Bytes::copy_from_slice(data), end).map_err(broken)?;
+        if end {
+            self.state = State::Done;
+        }
+        Ok(data.len())
+    }
+}

@@ -1,0 +1,180 @@
+//! Getting a cleartext connection into HTTP/2: [`Rewind`] gives the `h2`
+//! crate the bytes HTTP/1 already read (the preface), and [`switch`]
+//! answers an `Upgrade: h2c` request (RFC 7540 §3.2). The crate has no
+//! way to start a server connection with stream 1 already open, so the
+//! upgrade request is handed to it as the client would have sent it on
+//! HTTP/2: a HEADERS frame (HPACK literals, never indexed) placed right
+//! after the client's preface and first SETTINGS frame.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+
+use super::PREFACE;
+use crate::http1::head::Head;
+use crate::req::reason::Reason;
+
+/// A stream that returns `pre` before what it reads.
+pub struct Rewind<S> {
+    io: S,
+    pre: BytesMut,
+}
+
+impl<S> Rewind<S> {
+    pub fn new(io: S, pre: BytesMut) -> Rewind<S> {
+        Rewind { io, pre }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if !self.pre.is_empty() {
+            let n = self.pre.len().min(buf.remaining());
+            buf.put_slice(&self.pre[..n]);
+            self.pre.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// Does this HTTP/1.1 request ask to switch to h2c (RFC 7540 §3.2: an
+/// Upgrade naming h2c, one HTTP2-Settings field, both named in
+/// Connection)? A request with a body stays on HTTP/1.1, as the RFC
+/// allows: its body would have to be read before the switch.
+pub fn wants_h2c(head: &Head) -> bool {
+    head.minor == 1
+        && head.has_token("upgrade", "h2c")
+        && head.has_token("connection", "upgrade")
+        && head.has_token("connection", "http2-settings")
+        && head.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"http2-settings")).count() == 1
+        && head.get("content-length").is_none_or(|v| v.trim_ascii() == b"0")
+        && head.get("transfer-encoding").is_none()
+}
+
+/// Answer an upgrade with 101, then read the client's preface and first
+/// SETTINGS frame (within `timeout`) and put the request after them.
+pub async fn switch<S: AsyncRead + AsyncWrite + Unpin>(io: &mut Rewind<S>, head: &Head, timeout: Duration) -> Result<(), Reason> {
+    let answer = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
+    io.io.write_all(answer).await.map_err(|_| Reason::TxError)?;
+    let mut got = std::mem::take(&mut io.pre);
+    let read = async {
+        loop {
+            if let Some(at) = settings_end(&got)? {
+                return Ok(at);
+            }
+            if io.io.read_buf(&mut got).await.map_err(|_| Reason::RemClose)? == 0 {
+                return Err(Reason::RemClose);
+            }
+        }
+    };
+    let at = tokio::time::timeout(timeout, read).await.map_err(|_| Reason::RxTimeout)??;
+    let mut pre = BytesMut::with_capacity(got.len() + 1024);
+    pre.put_slice(&got[..at]);
+    pre.put_slice(&request_frames(head));
+    pre.put_slice(&got[at..]);
+    io.pre = pre;
+    Ok(())
+}
+
+/// Where the client's first SETTINGS frame ends after its preface (None:
+/// not all here yet); anything else is junk.
+fn settings_end(got: &[u8]) -> Result<Option<usize>, Reason> {
+    let n = got.len().min(PREFACE.len());
+    if got[..n] != PREFACE[..n] {
+        return Err(Reason::RxJunk);
+    }
+    let Some(f) = got.get(PREFACE.len()..PREFACE.len() + 9) else { return Ok(None) };
+    if f[3] != 0x4 {
+        return Err(Reason::RxJunk);
+    }
+    let len = (usize::from(f[0]) << 16) | (usize::from(f[1]) << 8) | usize::from(f[2]);
+    let end = PREFACE.len() + 9 + len;
+    Ok((got.len() >= end).then_some(end))
+}
+
+/// Fields that do not go on a stream (RFC 9113 §8.2.2), with those of the
+/// upgrade itself.
+const NOT_ON_STREAM: [&str; 8] =
+    ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "http2-settings", "host", "te"];
+
+/// The upgrade request as HEADERS (and CONTINUATION) frames on stream 1,
+/// END_STREAM set: pseudo-fields, then the fields in order, names in
+/// lower case.
+pub fn request_frames(head: &Head) -> Vec<u8> {
+    let mut block = Vec::with_capacity(head.raw.len() + 64);
+    literal(&mut block, b":method", head.method());
+    literal(&mut block, b":scheme", b"http");
+    literal(&mut block, b":path", head.url());
+    if let Some(host) = head.get("host") {
+        literal(&mut block, b":authority", host.trim_ascii());
+    }
+    for (name, value) in head.iter() {
+        if NOT_ON_STREAM.iter().any(|n| name.eq_ignore_ascii_case(n.as_bytes())) {
+            continue;
+        }
+        literal(&mut block, &name.to_ascii_lowercase(), value);
+    }
+    let mut frames = Vec::with_capacity(block.len() + 32);
+    let pieces: Vec<&[u8]> = if block.is_empty() { vec![&[][..]] } else { block.chunks(16_384).collect() };
+    for (i, piece) in pieces.iter().enumerate() {
+        let last = i + 1 == pieces.len();
+        let (kind, mut flags) = if i == 0 { (0x1, 0x1) } else { (0x9, 0x0) };
+        if last {
+            flags |= 0x4;
+        }
+        let len = piece.len();
+        frames.extend_from_slice(&[(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags, 0, 0, 0, 1]);
+        frames.extend_from_slice(piece);
+    }
+    frames
+}
+
+/// An HPACK literal field without indexing, with a new name (RFC 7541
+/// §6.2.2), neither string Huffman-coded.
+fn literal(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.push(0);
+    int(out, 7, name.len());
+    out.extend_from_slice(name);
+    int(out, 7, value.len());
+    out.extend_from_slice(value);
+}
+
+/// An HPACK integer with an `n`-bit prefix (RFC 7541 §5.1); the prefix's
+/// other bits are 0 (the H flag is off).
+fn int(out: &mut Vec<u8>, n: u32, v: usize) {
+    let max = (1usize << n) - 1;
+    if v < max {
+        out.push(v as u8);
+        return;
+    }
+    out.push(max as u8);
+    let mut v = v - max;
+    while v >= 128 {
+        out.push((v % 128 + 128) as u8);
+        v /= 128;
+    }
+    out.push(v as u8);
+}
