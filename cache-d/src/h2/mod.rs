@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use common::counters::C;
+use common::log::vsl::{Side as LogSide, Tag};
 use h2::server::{Connection, SendResponse};
 use h2::RecvStream;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -58,6 +59,10 @@ pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 pub async fn serve(mut sess: Sess, stream: ClientStream, pre: BytesMut, upgrade: Option<Head>, stop: watch::Receiver<bool>) {
     let fd = stream.raw_fd();
     let p = sess.sh.params().clone();
+    // The session's first records (Begin, SessOpen, earlier requests'
+    // Links) go out before any stream's Link record.
+    sess.sh.seg.log(&sess.log);
+    sess.log.clear();
     let mut io = Rewind::new(stream, pre);
     let reason = match upgrade {
         Some(head) => match upgrade::switch(&mut io, &head, p.timeout_idle).await {
@@ -90,7 +95,7 @@ where
 {
     let mut conn = match tokio::time::timeout(p.timeout_idle.max(Duration::from_millis(1)), builder(p).handshake::<_, Bytes>(io)).await {
         Ok(Ok(c)) => c,
-        Ok(Err(e)) => return ended(&e),
+        Ok(Err(e)) => return ended(sess, &e),
         Err(_) => return Reason::RxTimeout,
     };
     let mut tasks: JoinSet<bool> = JoinSet::new();
@@ -112,7 +117,7 @@ where
                     let t = StreamTask { sess: sess.for_stream(), fd, rapid: p.h2.rapid_reset };
                     tasks.spawn(t.run(req, respond));
                 }
-                Some(Err(e)) => break verdict.unwrap_or_else(|| ended(&e)),
+                Some(Err(e)) => break verdict.unwrap_or_else(|| ended(sess, &e)),
                 None => break verdict.unwrap_or(Reason::RemClose),
             },
             Some(done) = tasks.join_next(), if !tasks.is_empty() => {
@@ -151,12 +156,18 @@ fn refuse(sess: &Sess, body: RecvStream, mut respond: SendResponse<Bytes>) {
     sess.sh.seg.add(C::ReqReset, 1);
 }
 
-/// Why a connection the crate gave up on ended.
-fn ended(e: &h2::Error) -> Reason {
-    if e.reason() == Some(h2::Reason::ENHANCE_YOUR_CALM) {
+/// Why a connection the crate gave up on ended; an error is logged
+/// (e.g. "HTTP/2: connection error detected: ENHANCE_YOUR_CALM:
+/// too_many_continuations").
+fn ended(sess: &mut Sess, e: &h2::Error) -> Reason {
+    if e.is_io() || e.is_remote() && e.reason() == Some(h2::Reason::NO_ERROR) {
+        return Reason::RemClose;
+    }
+    let text = e.to_string();
+    sess.log.recf(Tag::Error, LogSide::Client, sess.vxid, format_args!("HTTP/2: {text}"));
+    // The crate's own limit on streams reset before they were served.
+    if text.contains("too_many_resets") {
         Reason::RapidReset
-    } else if e.is_io() || e.is_remote() && e.reason() == Some(h2::Reason::NO_ERROR) {
-        Reason::RemClose
     } else {
         Reason::RxJunk
     }
@@ -183,12 +194,8 @@ impl StreamTask {
         let served = crate::req::contain::contain(crate::req::request(&mut self.sess, &mut conn, head, t_start)).await;
         if let Err(why) = served {
             sh.seg.add(C::ScVclFailure, 1);
-            self.sess.log.recf(
-                common::log::vsl::Tag::Error,
-                common::log::vsl::Side::Client,
-                self.sess.vxid,
-                format_args!("request task failed (HTTP/2 stream): {why}"),
-            );
+            let vxid = self.sess.vxid;
+            self.sess.log.recf(Tag::Error, LogSide::Client, vxid, format_args!("request task failed (HTTP/2 stream): {why}"));
         }
         conn.out.finish();
         sh.seg.log(&self.sess.log);

@@ -1,1 +1,134 @@
+use bytes::BytesMut;
 
+use super::head::{request_head, response};
+use super::out::{Piece, Unframe};
+use super::upgrade::{request_frames, wants_h2c};
+use crate::http1::head::{parse_request, parse_response, Head, Parsed};
+
+/// Feed `wire` to an unframer in writes of `step` bytes, as the steps
+/// would; the payload it let through and whether the body ended.
+fn unframe(mut u: Unframe, wire: &[u8], step: usize) -> (Vec<u8>, bool) {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < wire.len() {
+        let buf = &wire[at..(at + step).min(wire.len())];
+        match u.step(buf) {
+            Piece::Frame(n) => at += n,
+            Piece::Data(n) => {
+                out.extend_from_slice(&buf[..n]);
+                u.took(n);
+                at += n;
+            }
+            Piece::Over => break,
+        }
+        if u.complete() {
+            break;
+        }
+    }
+    (out, u.complete())
+}
+
+#[test]
+fn chunked_bodies_lose_their_framing_in_any_split() {
+    let wire = b"5\r\nhello\r\n1a;ext=1\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nTrailer: x\r\n\r\nEXTRA";
+    for step in [1, 2, 3, 7, 64, 1000] {
+        let (payload, done) = unframe(Unframe::Chunked(super::out::Chunk::Size(0)), wire, step);
+        assert_eq!(payload, b"helloabcdefghijklmnopqrstuvwxyz", "step {step}");
+        assert!(done, "step {step}");
+    }
+    // A body cut before its last chunk is not complete.
+    let (payload, done) = unframe(Unframe::Chunked(super::out::Chunk::Size(0)), b"5\r\nhel", 2);
+    assert_eq!((payload, done), (b"hel".to_vec(), false));
+}
+
+#[test]
+fn lengths_end_the_body_and_eof_never_does() {
+    assert_eq!(unframe(Unframe::Length(5), b"helloEXTRA", 3), (b"hello".to_vec(), true));
+    assert_eq!(unframe(Unframe::Length(5), b"hel", 3), (b"hel".to_vec(), false));
+    assert_eq!(unframe(Unframe::Eof, b"anything", 3), (b"anything".to_vec(), false));
+}
+
+fn http1(raw: &[u8]) -> Head {
+    match parse_request(&mut BytesMut::from(raw), 64, 65536).unwrap() {
+        Parsed::Complete(h) => h,
+        Parsed::Partial => panic!("partial"),
+    }
+}
+
+#[test]
+fn a_stream_request_is_a_head_as_http1_gives() {
+    let req = http::Request::builder()
+        .method("POST")
+        .uri("https://example.com/a?b=c")
+        .header("cookie", "a=1")
+        .header("x-one", "1")
+        .header("cookie", "b=2")
+        .body(())
+        .unwrap();
+    let (parts, ()) = req.into_parts();
+    let h = request_head(&parts);
+    assert_eq!((h.method(), h.url(), h.protocol()), (&b"POST"[..], &b"/a?b=c"[..], "HTTP/2.0"));
+    assert_eq!(h.get("host"), Some(&b"example.com"[..]));
+    assert_eq!(h.get("cookie"), Some(&b"a=1; b=2"[..]));
+    assert_eq!(h.get("x-one"), Some(&b"1"[..]));
+    // A Host field the client sent wins over :authority.
+    let (parts, ()) = http::Request::builder().uri("http://a.test/").header("host", "b.test").body(()).unwrap().into_parts();
+    let h = request_head(&parts);
+    assert_eq!(h.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"host")).count(), 1);
+    assert_eq!(h.get("host"), Some(&b"b.test"[..]));
+}
+
+#[test]
+fn responses_drop_what_http2_forbids() {
+    let wire = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\nKeep-Alive: x\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\nX-A: 2\r\n\r\n";
+    let Parsed::Complete(h) = parse_response(&mut BytesMut::from(&wire[..]), 64, 65536).unwrap() else { panic!() };
+    let r = response(&h);
+    assert_eq!(r.status(), 200);
+    let names: Vec<&str> = r.headers().keys().map(|k| k.as_str()).collect();
+    assert_eq!(names, ["content-length", "x-a"]);
+    assert_eq!(r.headers().get_all("x-a").iter().count(), 2);
+}
+
+#[test]
+fn upgrades_are_recognised_only_as_the_rfc_asks() {
+    let ok = "GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n";
+    assert!(wants_h2c(&http1(ok.as_bytes())));
+    for bad in [
+        ok.replace("Upgrade: h2c", "Upgrade: websocket"),
+        ok.replace("Connection: Upgrade, HTTP2-Settings", "Connection: Upgrade"),
+        ok.replace("HTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n", ""),
+        ok.replace("HTTP/1.1", "HTTP/1.0"),
+        ok.replace("Host: a\r\n", "Host: a\r\nContent-Length: 5\r\n"),
+        ok.replace("Host: a\r\n", "Host: a\r\nHTTP2-Settings: AAAA\r\n"),
+    ] {
+        assert!(!wants_h2c(&http1(bad.as_bytes())), "{bad}");
+    }
+}
+
+#[test]
+fn the_upgrade_request_becomes_headers_on_stream_one() {
+    let h = http1(
+        b"GET /x HTTP/1.1\r\nHost: a.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAAA\r\nX-Y: z\r\n\r\n",
+    );
+    let f = request_frames(&h);
+    let len = (usize::from(f[0]) << 16) | (usize::from(f[1]) << 8) | usize::from(f[2]);
+    assert_eq!(len + 9, f.len());
+    assert_eq!(&f[3..9], &[0x1, 0x5, 0, 0, 0, 1], "HEADERS, END_STREAM|END_HEADERS, stream 1");
+    let block = &f[9..];
+    // Literal, not indexed, new name ":method" (7 bytes) "GET" (3 bytes).
+    assert_eq!(&block[..13], b"\x00\x07:method\x03GET");
+    let text = String::from_utf8_lossy(block);
+    assert!(text.contains(":authority\x06a.test") && text.contains("x-y\x01z"), "{text:?}");
+    assert!(!text.contains("upgrade") && !text.contains("http2-settings") && !text.contains("host\x06"), "{text:?}");
+    // A long head is cut into HEADERS and CONTINUATION frames.
+    let long = format!("GET / HTTP/1.1\r\nHost: a\r\nX-Long: {}\r\n\r\n", "v".repeat(40_000));
+    let f = request_frames(&http1(long.as_bytes()));
+    let mut at = 0;
+    let mut kinds = Vec::new();
+    while at < f.len() {
+        let len = (usize::from(f[at]) << 16) | (usize::from(f[at + 1]) << 8) | usize::from(f[at + 2]);
+        kinds.push((f[at + 3], f[at + 4]));
+        at += 9 + len;
+    }
+    assert_eq!(kinds, [(0x1, 0x1), (0x9, 0x0), (0x9, 0x4)]);
+}
