@@ -111,6 +111,18 @@ impl Transport for H2Stream {
     async fn read_head(&mut self, _: &Params, _: &mut watch::Receiver<bool>) -> Result<(Head, f64), ReadErr> {
         Err(ReadErr::Closed(Reason::RemClose))
     }
+    /// Content-Length if the client sent one (the crate checks the DATA
+    /// against it), else a body until the stream ends, forwarded chunked.
+    fn framing(&self, head: &Head) -> Option<Result<Framing, &'static str>> {
+        let length = head.get("content-length").map(|v| std::str::from_utf8(v).ok().and_then(|v| v.trim().parse::<u64>().ok()));
+        Some(match (length, self.body.is_some()) {
+            (Some(None), _) => Err("Bad Content-Length header"),
+            (Some(Some(n)), true) => Ok(Framing::Length(n)),
+            (Some(Some(0)) | None, false) => Ok(Framing::None),
+            (Some(Some(_)), false) => Err("Content-Length on a request without a body"),
+            (None, true) => Ok(Framing::Chunked),
+        })
+    }
     fn fd(&self) -> i32 {
         self.fd
     }

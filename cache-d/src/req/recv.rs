@@ -30,7 +30,8 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
         log.rec_parts(Tag::ReqHeader, side, rxid, &[n, b": ", v]);
     }
     let hdr_rx = head.wire_len() as u64;
-    let checked = match checks(&head, sh.params().http_req_hdr_len) {
+    let framing = conn.framing(&head).unwrap_or_else(|| head::request_framing(&head));
+    let checked = match checks(&head, framing, sh.params().http_req_hdr_len) {
         Err(why) => {
             sh.seg.add(C::ClientReq400, 1);
             log.rec(Tag::Error, side, rxid, why.as_bytes());
@@ -104,8 +105,8 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
 
 /// The head's body framing, if the head is acceptable: framing headers,
 /// header lengths, Host.
-fn checks(head: &Head, hdr_len: usize) -> Result<Framing, &'static str> {
-    head::request_framing(head).and_then(|f| match head.iter().any(|(n, v)| n.len() + 2 + v.len() > hdr_len) {
+fn checks(head: &Head, framing: Result<Framing, &'static str>, hdr_len: usize) -> Result<Framing, &'static str> {
+    framing.and_then(|f| match head.iter().any(|(n, v)| n.len() + 2 + v.len() > hdr_len) {
         true => Err("a header is longer than http_req_hdr_len"),
         false => head::request_checks(head).map(|()| f),
     })

@@ -81,6 +81,13 @@ pub trait Transport: ReqBody + Send {
         let _ = timeout;
         ProxyRead::Closed { reason: Reason::RxJunk, garbage: None }
     }
+    /// The body framing of a request with this head, where the transport
+    /// knows it rather than the head (an HTTP/2 stream's body ends with
+    /// the stream); None: the head's framing fields say (HTTP/1).
+    fn framing(&self, head: &Head) -> Option<Result<Framing, &'static str>> {
+        let _ = head;
+        None
+    }
     /// What the connection's TLS negotiated (None: not TLS).
     fn tls_info(&self) -> Option<crate::vcl::model::TlsInfo> {
         None

@@ -6,6 +6,7 @@ mod backends;
 mod caching;
 mod esi;
 mod gzip;
+mod h2;
 mod hooks;
 mod hostile;
 mod lifecycle;
