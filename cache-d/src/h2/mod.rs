@@ -19,6 +19,7 @@
 //!   RAPID_RESET, MAIN.sc_rapid_reset).
 
 pub mod head;
+pub mod io;
 pub mod out;
 pub mod stream;
 pub mod upgrade;
@@ -39,9 +40,9 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use self::io::Rewind;
 use self::out::RespOut;
 use self::stream::H2Stream;
-use self::upgrade::Rewind;
 use crate::http1::head::Head;
 use crate::listen::stream::ClientStream;
 use crate::params::Params;
@@ -89,10 +90,12 @@ fn builder(p: &Params) -> h2::server::Builder {
 }
 
 /// Handshake and serve streams; why the session ended.
-async fn connection<S>(sess: &mut Sess, io: &mut S, p: &Params, fd: i32, mut stop: watch::Receiver<bool>) -> Reason
+async fn connection<S>(sess: &mut Sess, io: &mut Rewind<S>, p: &Params, fd: i32, mut stop: watch::Receiver<bool>) -> Reason
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    let resets_seen = io.resets();
+    let ended = |sess: &mut Sess, e: &h2::Error| ended(sess, e, resets_seen.load(std::sync::atomic::Ordering::Relaxed));
     let mut conn = match tokio::time::timeout(p.timeout_idle.max(Duration::from_millis(1)), builder(p).handshake::<_, Bytes>(io)).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => return ended(sess, &e),
@@ -156,17 +159,17 @@ fn refuse(sess: &Sess, body: RecvStream, mut respond: SendResponse<Bytes>) {
     sess.sh.seg.add(C::ReqReset, 1);
 }
 
-/// Why a connection the crate gave up on ended; an error is logged
-/// (e.g. "HTTP/2: connection error detected: ENHANCE_YOUR_CALM:
-/// too_many_continuations").
-fn ended(sess: &mut Sess, e: &h2::Error) -> Reason {
+/// Why a connection the crate gave up on ended (the client had sent
+/// `resets` RST_STREAM frames); an error is logged.
+fn ended(sess: &mut Sess, e: &h2::Error, resets: u64) -> Reason {
     if e.is_io() || e.is_remote() && e.reason() == Some(h2::Reason::NO_ERROR) {
         return Reason::RemClose;
     }
     let text = e.to_string();
     sess.log.recf(Tag::Error, LogSide::Client, sess.vxid, format_args!("HTTP/2: {text}"));
-    // The crate's own limit on streams reset before they were served.
-    if text.contains("too_many_resets") {
+    // The crate's own limit on streams reset before they were served
+    // (its error does not say which limit: the client's resets do).
+    if e.reason() == Some(h2::Reason::ENHANCE_YOUR_CALM) && resets > 0 {
         Reason::RapidReset
     } else {
         Reason::RxJunk

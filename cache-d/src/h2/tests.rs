@@ -132,3 +132,16 @@ fn the_upgrade_request_becomes_headers_on_stream_one() {
     }
     assert_eq!(kinds, [(0x1, 0x1), (0x9, 0x0), (0x9, 0x4)]);
 }
+
+#[test]
+fn the_frame_scan_counts_resets_in_any_split() {
+    let frame = |kind: u8, len: usize| [&[(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, 0, 0, 0, 0, 1][..], &vec![0; len]].concat();
+    let wire = [super::PREFACE.to_vec(), frame(4, 6), frame(1, 20), frame(3, 4), frame(0, 70_000), frame(3, 4), frame(3, 4)].concat();
+    for step in [1, 5, 9, 100, wire.len()] {
+        let mut scan = super::io::FrameScan::new();
+        for piece in wire.chunks(step) {
+            scan.feed(piece);
+        }
+        assert_eq!(scan.resets.load(std::sync::atomic::Ordering::Relaxed), 3, "step {step}");
+    }
+}

@@ -1,64 +1,18 @@
-//! Getting a cleartext connection into HTTP/2: [`Rewind`] gives the `h2`
-//! crate the bytes HTTP/1 already read (the preface), and [`switch`]
-//! answers an `Upgrade: h2c` request (RFC 7540 §3.2). The crate has no
+//! Answering an `Upgrade: h2c` request (RFC 7540 §3.2) with [`switch`]. The crate has no
 //! way to start a server connection with stream 1 already open, so the
 //! upgrade request is handed to it as the client would have sent it on
 //! HTTP/2: a HEADERS frame (HPACK literals, never indexed) placed right
 //! after the client's preface and first SETTINGS frame.
 
-use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use bytes::{BufMut, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use super::io::Rewind;
 use super::PREFACE;
 use crate::http1::head::Head;
 use crate::req::reason::Reason;
-
-/// A stream that returns `pre` before what it reads.
-pub struct Rewind<S> {
-    io: S,
-    pre: BytesMut,
-}
-
-impl<S> Rewind<S> {
-    pub fn new(io: S, pre: BytesMut) -> Rewind<S> {
-        Rewind { io, pre }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        if !self.pre.is_empty() {
-            let n = self.pre.len().min(buf.remaining());
-            buf.put_slice(&self.pre[..n]);
-            self.pre.advance(n);
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
-    }
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
 
 /// Does this HTTP/1.1 request ask to switch to h2c (RFC 7540 §3.2: an
 /// Upgrade naming h2c, one HTTP2-Settings field, both named in
@@ -78,14 +32,14 @@ pub fn wants_h2c(head: &Head) -> bool {
 /// SETTINGS frame (within `timeout`) and put the request after them.
 pub async fn switch<S: AsyncRead + AsyncWrite + Unpin>(io: &mut Rewind<S>, head: &Head, timeout: Duration) -> Result<(), Reason> {
     let answer = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
-    io.io.write_all(answer).await.map_err(|_| Reason::TxError)?;
-    let mut got = std::mem::take(&mut io.pre);
+    io.get_mut().write_all(answer).await.map_err(|_| Reason::TxError)?;
+    let mut got = io.take_pre();
     let read = async {
         loop {
             if let Some(at) = settings_end(&got)? {
                 return Ok(at);
             }
-            if io.io.read_buf(&mut got).await.map_err(|_| Reason::RemClose)? == 0 {
+            if io.get_mut().read_buf(&mut got).await.map_err(|_| Reason::RemClose)? == 0 {
                 return Err(Reason::RemClose);
             }
         }
@@ -95,7 +49,7 @@ pub async fn switch<S: AsyncRead + AsyncWrite + Unpin>(io: &mut Rewind<S>, head:
     pre.put_slice(&got[..at]);
     pre.put_slice(&request_frames(head));
     pre.put_slice(&got[at..]);
-    io.pre = pre;
+    io.set_pre(pre);
     Ok(())
 }
 

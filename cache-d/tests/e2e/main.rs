@@ -7,6 +7,7 @@ mod caching;
 mod esi;
 mod gzip;
 mod h2;
+mod h2_hostile;
 mod hooks;
 mod hostile;
 mod lifecycle;
