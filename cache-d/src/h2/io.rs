@@ -15,31 +15,31 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::PREFACE;
 
-/// A stream that returns `pre` before what it reads.
+/// A stream that returns `pre` before what it reads, and can put frames
+/// of its own after the client's first SETTINGS frame (an upgrade's
+/// request).
 pub struct Rewind<S> {
     io: S,
     pre: BytesMut,
     scan: FrameScan,
+    /// Frames to put after the client's preface and first frame, and the
+    /// client's bytes held back until that frame is complete.
+    inject: Option<(Vec<u8>, BytesMut)>,
 }
 
 impl<S> Rewind<S> {
     pub fn new(io: S, pre: BytesMut) -> Rewind<S> {
-        Rewind { io, pre, scan: FrameScan::new() }
+        Rewind { io, pre, scan: FrameScan::new(), inject: None }
+    }
+
+    /// Put `frames` after the client's preface and SETTINGS frame.
+    pub fn inject_after_settings(&mut self, frames: Vec<u8>) {
+        let held = std::mem::take(&mut self.pre);
+        self.inject = Some((frames, held));
     }
 
     pub fn get_mut(&mut self) -> &mut S {
         &mut self.io
-    }
-
-    /// Take the bytes not yet returned.
-    pub fn take_pre(&mut self) -> BytesMut {
-        std::mem::take(&mut self.pre)
-    }
-
-    /// Return these first (and scan them from the preface on).
-    pub fn set_pre(&mut self, pre: BytesMut) {
-        self.pre = pre;
-        self.scan = FrameScan::new();
     }
 
     /// The count of the client's RST_STREAM frames read so far.
@@ -48,9 +48,56 @@ impl<S> Rewind<S> {
     }
 }
 
+impl<S: AsyncRead + Unpin> Rewind<S> {
+    /// Hold the client's bytes until its first frame is complete, then
+    /// queue them with the injected frames after that frame.
+    fn poll_inject(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while let Some((frames, held)) = &mut self.inject {
+            match settings_end(held) {
+                Err(()) => return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, "not an HTTP/2 preface and SETTINGS"))),
+                Ok(Some(at)) => {
+                    let mut pre = BytesMut::with_capacity(held.len() + frames.len());
+                    pre.extend_from_slice(&held[..at]);
+                    pre.extend_from_slice(frames);
+                    pre.extend_from_slice(&held[at..]);
+                    self.pre = pre;
+                    self.inject = None;
+                }
+                Ok(None) => {
+                    let mut chunk = [0u8; 4096];
+                    let mut rb = ReadBuf::new(&mut chunk);
+                    std::task::ready!(Pin::new(&mut self.io).poll_read(cx, &mut rb))?;
+                    if rb.filled().is_empty() {
+                        return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into()));
+                    }
+                    held.extend_from_slice(rb.filled());
+                }
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Where the client's first frame (SETTINGS) ends after its preface
+/// (None: not all here yet; Err: not a preface and SETTINGS).
+pub fn settings_end(got: &[u8]) -> Result<Option<usize>, ()> {
+    let n = got.len().min(PREFACE.len());
+    if got[..n] != PREFACE[..n] {
+        return Err(());
+    }
+    let Some(f) = got.get(PREFACE.len()..PREFACE.len() + 9) else { return Ok(None) };
+    if f[3] != 0x4 {
+        return Err(());
+    }
+    let len = (usize::from(f[0]) << 16) | (usize::from(f[1]) << 8) | usize::from(f[2]);
+    let end = PREFACE.len() + 9 + len;
+    Ok((got.len() >= end).then_some(end))
+}
+
 impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        std::task::ready!(this.poll_inject(cx))?;
         let before = buf.filled().len();
         if !this.pre.is_empty() {
             let n = this.pre.len().min(buf.remaining());

@@ -66,7 +66,7 @@ pub async fn serve(mut sess: Sess, stream: ClientStream, pre: BytesMut, upgrade:
     sess.log.clear();
     let mut io = Rewind::new(stream, pre);
     let reason = match upgrade {
-        Some(head) => match upgrade::switch(&mut io, &head, p.timeout_idle).await {
+        Some(head) => match upgrade::switch(&mut io, &head).await {
             Ok(()) => connection(&mut sess, &mut io, &p, fd, stop).await,
             Err(r) => r,
         },
@@ -81,7 +81,6 @@ fn builder(p: &Params) -> h2::server::Builder {
     let h = &p.h2;
     let mut b = h2::server::Builder::new();
     b.initial_window_size(h.initial_window_size)
-        .initial_connection_window_size(h.rx_window_low_water.max(65_535))
         .max_frame_size(h.max_frame_size)
         .max_header_list_size(h.max_header_list_size.min(u32::try_from(p.http_req_size).unwrap_or(u32::MAX)))
         .header_table_size(h.header_table_size)
@@ -105,6 +104,7 @@ where
     let mut resets = Resets::new(p.h2.rapid_reset_limit, p.h2.rapid_reset_period);
     let mut verdict = None;
     let mut stopping = false;
+    let mut wide = false;
     let limit = p.h2.max_concurrent_streams as usize;
     let reason = loop {
         let idle = tasks.is_empty() && !stopping;
@@ -117,6 +117,13 @@ where
                     }
                 }
                 Some(Ok((req, respond))) => {
+                    // The connection's window opens to h2_rx_window_low_water
+                    // with the first request body (as Varnish: no
+                    // WINDOW_UPDATE before one is on its way).
+                    if !wide && !req.body().is_end_stream() {
+                        conn.set_target_window_size(p.h2.rx_window_low_water.max(65_535));
+                        wide = true;
+                    }
                     let t = StreamTask { sess: sess.for_stream(), fd, rapid: p.h2.rapid_reset };
                     tasks.spawn(t.run(req, respond));
                 }

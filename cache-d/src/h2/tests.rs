@@ -2,7 +2,7 @@ use bytes::BytesMut;
 
 use super::head::{request_head, response};
 use super::out::{Piece, Unframe};
-use super::upgrade::{request_frames, wants_h2c};
+use super::upgrade::{request_frames, settings_field_ok, wants_h2c};
 use crate::http1::head::{parse_request, parse_response, Head, Parsed};
 
 /// Feed `wire` to an unframer in writes of `step` bytes, as the steps
@@ -95,13 +95,25 @@ fn upgrades_are_recognised_only_as_the_rfc_asks() {
     assert!(wants_h2c(&http1(ok.as_bytes())));
     for bad in [
         ok.replace("Upgrade: h2c", "Upgrade: websocket"),
-        ok.replace("Connection: Upgrade, HTTP2-Settings", "Connection: Upgrade"),
         ok.replace("HTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n", ""),
         ok.replace("HTTP/1.1", "HTTP/1.0"),
         ok.replace("Host: a\r\n", "Host: a\r\nContent-Length: 5\r\n"),
         ok.replace("Host: a\r\n", "Host: a\r\nHTTP2-Settings: AAAA\r\n"),
     ] {
         assert!(!wants_h2c(&http1(bad.as_bytes())), "{bad}");
+    }
+    // Connection need not name them (Varnish does not ask it to).
+    assert!(wants_h2c(&http1(ok.replace("Connection: Upgrade, HTTP2-Settings\r\n", "").as_bytes())));
+    for (v, good) in [
+        ("AAMAAABkAAQAAP__", true),
+        ("AAMAAABkAAQCAAAAAAIAAAAA", true),
+        ("", true),
+        ("#######", false),
+        ("AAMAAABk", true),
+        ("AAMAAA", false),
+        ("AAMAAABkAAQAAP+/", false),
+    ] {
+        assert_eq!(settings_field_ok(v.as_bytes()), good, "{v}");
     }
 }
 

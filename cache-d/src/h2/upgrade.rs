@@ -4,69 +4,46 @@
 //! HTTP/2: a HEADERS frame (HPACK literals, never indexed) placed right
 //! after the client's preface and first SETTINGS frame.
 
-use std::time::Duration;
-
-use bytes::{BufMut, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use super::io::Rewind;
-use super::PREFACE;
 use crate::http1::head::Head;
 use crate::req::reason::Reason;
 
 /// Does this HTTP/1.1 request ask to switch to h2c (RFC 7540 §3.2: an
-/// Upgrade naming h2c, one HTTP2-Settings field, both named in
-/// Connection)? A request with a body stays on HTTP/1.1, as the RFC
-/// allows: its body would have to be read before the switch.
+/// Upgrade naming h2c, one HTTP2-Settings field)? Connection need not
+/// name them, as Varnish does not ask it to. A request with a body stays
+/// on HTTP/1.1, as the RFC allows (and Varnish does): its body would
+/// have to be read before the switch.
 pub fn wants_h2c(head: &Head) -> bool {
     head.minor == 1
         && head.has_token("upgrade", "h2c")
-        && head.has_token("connection", "upgrade")
-        && head.has_token("connection", "http2-settings")
         && head.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"http2-settings")).count() == 1
         && head.get("content-length").is_none_or(|v| v.trim_ascii() == b"0")
         && head.get("transfer-encoding").is_none()
 }
 
-/// Answer an upgrade with 101, then read the client's preface and first
-/// SETTINGS frame (within `timeout`) and put the request after them.
-pub async fn switch<S: AsyncRead + AsyncWrite + Unpin>(io: &mut Rewind<S>, head: &Head, timeout: Duration) -> Result<(), Reason> {
+/// Answer an upgrade with 101 and have its request arrive on stream 1,
+/// after the client's preface and first SETTINGS frame; an
+/// HTTP2-Settings field that is not base64url SETTINGS closes the
+/// connection instead, as Varnish does.
+pub async fn switch<S: AsyncRead + AsyncWrite + Unpin>(io: &mut Rewind<S>, head: &Head) -> Result<(), Reason> {
+    if !settings_field_ok(head.get("http2-settings").unwrap_or_default()) {
+        return Err(Reason::RxJunk);
+    }
     let answer = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
     io.get_mut().write_all(answer).await.map_err(|_| Reason::TxError)?;
-    let mut got = io.take_pre();
-    let read = async {
-        loop {
-            if let Some(at) = settings_end(&got)? {
-                return Ok(at);
-            }
-            if io.get_mut().read_buf(&mut got).await.map_err(|_| Reason::RemClose)? == 0 {
-                return Err(Reason::RemClose);
-            }
-        }
-    };
-    let at = tokio::time::timeout(timeout, read).await.map_err(|_| Reason::RxTimeout)??;
-    let mut pre = BytesMut::with_capacity(got.len() + 1024);
-    pre.put_slice(&got[..at]);
-    pre.put_slice(&request_frames(head));
-    pre.put_slice(&got[at..]);
-    io.set_pre(pre);
+    io.inject_after_settings(request_frames(head));
     Ok(())
 }
 
-/// Where the client's first SETTINGS frame ends after its preface (None:
-/// not all here yet); anything else is junk.
-fn settings_end(got: &[u8]) -> Result<Option<usize>, Reason> {
-    let n = got.len().min(PREFACE.len());
-    if got[..n] != PREFACE[..n] {
-        return Err(Reason::RxJunk);
-    }
-    let Some(f) = got.get(PREFACE.len()..PREFACE.len() + 9) else { return Ok(None) };
-    if f[3] != 0x4 {
-        return Err(Reason::RxJunk);
-    }
-    let len = (usize::from(f[0]) << 16) | (usize::from(f[1]) << 8) | usize::from(f[2]);
-    let end = PREFACE.len() + 9 + len;
-    Ok((got.len() >= end).then_some(end))
+/// Is this HTTP2-Settings value base64url (RFC 4648 §5, padding
+/// optional) of whole SETTINGS entries (six bytes each)?
+pub fn settings_field_ok(v: &[u8]) -> bool {
+    let v = v.trim_ascii();
+    let body = v.strip_suffix(b"==").or_else(|| v.strip_suffix(b"=")).unwrap_or(v);
+    let alphabet = |b: &u8| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_';
+    body.iter().all(alphabet) && (body.len() * 6 / 8) % 6 == 0 && body.len() % 4 != 1
 }
 
 /// Fields that do not go on a stream (RFC 9113 §8.2.2), with those of the
