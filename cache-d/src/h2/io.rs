@@ -54,8 +54,8 @@ impl<S: AsyncRead + Unpin> Rewind<S> {
     fn poll_inject(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while let Some((frames, held)) = &mut self.inject {
             match settings_end(held) {
-                Err(()) => return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, "not an HTTP/2 preface and SETTINGS"))),
-                Ok(Some(at)) => {
+                Opening::Junk => return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, "not an HTTP/2 preface and SETTINGS"))),
+                Opening::Ends(at) => {
                     let mut pre = BytesMut::with_capacity(held.len() + frames.len());
                     pre.extend_from_slice(&held[..at]);
                     pre.extend_from_slice(frames);
@@ -63,7 +63,7 @@ impl<S: AsyncRead + Unpin> Rewind<S> {
                     self.pre = pre;
                     self.inject = None;
                 }
-                Ok(None) => {
+                Opening::More => {
                     let mut chunk = [0u8; 4096];
                     let mut rb = ReadBuf::new(&mut chunk);
                     std::task::ready!(Pin::new(&mut self.io).poll_read(cx, &mut rb))?;
@@ -78,20 +78,32 @@ impl<S: AsyncRead + Unpin> Rewind<S> {
     }
 }
 
-/// Where the client's first frame (SETTINGS) ends after its preface
-/// (None: not all here yet; Err: not a preface and SETTINGS).
-pub fn settings_end(got: &[u8]) -> Result<Option<usize>, ()> {
+/// How far a client's opening (preface, then a SETTINGS frame) came.
+pub enum Opening {
+    More,
+    /// The SETTINGS frame ends here.
+    Ends(usize),
+    /// Not a preface and SETTINGS.
+    Junk,
+}
+
+/// Where the client's first frame (SETTINGS) ends after its preface.
+pub fn settings_end(got: &[u8]) -> Opening {
     let n = got.len().min(PREFACE.len());
     if got[..n] != PREFACE[..n] {
-        return Err(());
+        return Opening::Junk;
     }
-    let Some(f) = got.get(PREFACE.len()..PREFACE.len() + 9) else { return Ok(None) };
+    let Some(f) = got.get(PREFACE.len()..PREFACE.len() + 9) else { return Opening::More };
     if f[3] != 0x4 {
-        return Err(());
+        return Opening::Junk;
     }
     let len = (usize::from(f[0]) << 16) | (usize::from(f[1]) << 8) | usize::from(f[2]);
     let end = PREFACE.len() + 9 + len;
-    Ok((got.len() >= end).then_some(end))
+    if got.len() >= end {
+        Opening::Ends(end)
+    } else {
+        Opening::More
+    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
