@@ -114,6 +114,9 @@ enum Want {
     Reset,
 }
 
+/// A hostile connection: its name, its bytes, and what it must get.
+type Row = (&'static str, fn() -> Vec<u8>, Want);
+
 fn rapid_reset() -> Vec<u8> {
     let mut b = opening(&[]);
     for i in 0..2000u32 {
@@ -182,7 +185,7 @@ fn hostile_http2_is_answered_and_the_child_lives() {
     let tmp = tempfile::tempdir().unwrap();
     let backend = format!("127.0.0.1:{}", origin.port);
     let d = Daemon::start(&tmp.path().join("i"), &backend, &["-p", "feature=+http2", "-p", "idle_send_timeout=1"]);
-    let table: &[(&str, fn() -> Vec<u8>, Want)] = &[
+    let table: &[Row] = &[
         ("rapid reset", rapid_reset, Want::GoAway(ENHANCE_YOUR_CALM)),
         ("CONTINUATION flood", continuation_flood, Want::GoAway(ENHANCE_YOUR_CALM)),
         ("CONTINUATION past the header list size", continuation_oversized, Want::Refused),
