@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::PREFACE;
+use crate::http1::head::H2_PREFACE as PREFACE;
 
 /// A stream that returns `pre` before what it reads, and can put frames
 /// of its own after the client's first SETTINGS frame (an upgrade's

@@ -51,7 +51,7 @@ use crate::req::state::Sess;
 use crate::util::now;
 
 /// The HTTP/2 connection preface a client starts with.
-pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub use crate::http1::head::H2_PREFACE as PREFACE;
 
 /// Serve a connection as HTTP/2 until it ends, then close the session.
 /// `pre` holds bytes already read from it (the preface, or what followed

@@ -2,7 +2,8 @@ use bytes::BytesMut;
 
 use super::head::{request_head, response};
 use super::out::{Piece, Unframe};
-use super::upgrade::{request_frames, settings_field_ok, wants_h2c};
+use super::upgrade::{request_frames, settings_field_ok};
+use crate::http1::head::wants_h2c;
 use crate::http1::head::{parse_request, parse_response, Head, Parsed};
 
 /// Feed `wire` to an unframer in writes of `step` bytes, as the steps

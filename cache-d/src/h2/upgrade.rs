@@ -10,19 +10,6 @@ use super::io::Rewind;
 use crate::http1::head::Head;
 use crate::req::reason::Reason;
 
-/// Does this HTTP/1.1 request ask to switch to h2c (RFC 7540 §3.2: an
-/// Upgrade naming h2c, one HTTP2-Settings field)? Connection need not
-/// name them, as Varnish does not ask it to. A request with a body stays
-/// on HTTP/1.1, as the RFC allows (and Varnish does): its body would
-/// have to be read before the switch.
-pub fn wants_h2c(head: &Head) -> bool {
-    head.minor == 1
-        && head.has_token("upgrade", "h2c")
-        && head.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"http2-settings")).count() == 1
-        && head.get("content-length").is_none_or(|v| v.trim_ascii() == b"0")
-        && head.get("transfer-encoding").is_none()
-}
-
 /// Answer an upgrade with 101 and have its request arrive on stream 1,
 /// after the client's preface and first SETTINGS frame; an
 /// HTTP2-Settings field that is not base64url SETTINGS closes the

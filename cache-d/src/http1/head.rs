@@ -350,3 +350,20 @@ impl HeadOut<'_> {
         self.log.rec_parts(self.tag, self.side, self.vxid, &[name, b": ", value]);
     }
 }
+
+/// The HTTP/2 connection preface a client with prior knowledge starts
+/// with (RFC 9113 §3.4).
+pub const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Does this HTTP/1.1 request ask to switch to h2c (RFC 7540 §3.2: an
+/// Upgrade naming h2c, one HTTP2-Settings field)? Connection need not
+/// name them, as Varnish does not ask it to. A request with a body stays
+/// on HTTP/1.1, as the RFC allows (and Varnish does): its body would
+/// have to be read before the switch.
+pub fn wants_h2c(head: &Head) -> bool {
+    head.minor == 1
+        && head.has_token("upgrade", "h2c")
+        && head.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"http2-settings")).count() == 1
+        && head.get("content-length").is_none_or(|v| v.trim_ascii() == b"0")
+        && head.get("transfer-encoding").is_none()
+}

@@ -62,10 +62,10 @@ impl Transport for Http1 {
         let mut t_start = if c.buf.is_empty() { None } else { Some(now()) };
         let mut head_deadline = None;
         loop {
-            if !c.buf.is_empty() && p.has_feature("http2") && crate::h2::PREFACE.starts_with(&c.buf[..c.buf.len().min(24)]) {
+            if !c.buf.is_empty() && p.has_feature("http2") && head::H2_PREFACE.starts_with(&c.buf[..c.buf.len().min(24)]) {
                 // An HTTP/2 client with prior knowledge (or the start of
                 // its preface: wait for the rest).
-                if c.buf.len() >= crate::h2::PREFACE.len() {
+                if c.buf.len() >= head::H2_PREFACE.len() {
                     return Err(ReadErr::Preface);
                 }
             } else if !c.buf.is_empty() {

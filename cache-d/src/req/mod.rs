@@ -39,12 +39,12 @@ use common::log::vsl::{Batch, Side as LogSide, Tag};
 use tokio::sync::watch;
 
 use self::reason::Reason;
-use self::state::{Request, Sess, Step};
+use self::state::{sess_open, Request, Sess, Step};
 use self::transport::{ProxyRead, ReadErr, Transport};
 use crate::http1::head::{Framing, HeadError};
 use crate::listen::{On, Proto};
 use crate::shared::Shared;
-use crate::util::{now, Clock, Secs};
+use crate::util::{now, Clock};
 
 /// How a connection's HTTP/1 session ended.
 pub enum Served {
@@ -78,7 +78,7 @@ pub async fn session<T: Transport>(
         loop {
             let p = s.sh.params();
             match conn.read_head(&p, &mut stop).await {
-                Ok((head, _)) if p.has_feature("http2") && crate::h2::upgrade::wants_h2c(&head) => {
+                Ok((head, _)) if p.has_feature("http2") && crate::http1::head::wants_h2c(&head) => {
                     return Served::H2 { sess: Box::new(s), upgrade: Some(head) };
                 }
                 Ok((head, t_start)) => {
@@ -140,21 +140,6 @@ async fn proxy_header<T: Transport>(s: &mut Sess, conn: &mut T) -> Result<(), Re
             Err(reason)
         }
     }
-}
-
-/// A session's first records (Begin, SessOpen with the connection's ends
-/// and descriptor) under a new vxid.
-pub(crate) fn sess_open(sh: &Shared, peer: SocketAddr, local: SocketAddr, on: &On, t0: f64, fd: i32) -> (u32, Batch) {
-    let vxid = sh.next_vxid();
-    let mut log = Batch::with_reclen(sh.params().vsl_reclen);
-    log.rec_parts(Tag::Begin, LogSide::Client, vxid, &[b"sess 0 ", on.proto.transport().as_bytes()]);
-    log.recf(
-        Tag::SessOpen,
-        LogSide::Client,
-        vxid,
-        format_args!("{} {} {} {} {} {} {fd}", peer.ip(), peer.port(), on.name, local.ip(), local.port(), Secs(t0)),
-    );
-    (vxid, log)
 }
 
 /// A connection that never became a session (its TLS handshake failed or

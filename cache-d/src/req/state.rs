@@ -15,7 +15,7 @@ use crate::listen::On;
 use crate::req::reason::Reason;
 use crate::req::transport::Transport;
 use crate::shared::{Active, Shared};
-use crate::util::Clock;
+use crate::util::{Clock, Secs};
 use crate::vcl::model::{Action, Bereq, Ends, Headers, ObjView, Req, Resp, Sub, Task, TlsInfo};
 use crate::vcl::policy::run_sub;
 
@@ -48,7 +48,7 @@ impl Sess {
     /// accepted by listener `on`: its Begin and SessOpen records.
     pub fn open(sh: Arc<Shared>, peer: SocketAddr, local: SocketAddr, on: &On, fd: i32, tls: Option<Arc<TlsInfo>>) -> Sess {
         let t0 = crate::util::now();
-        let (vxid, log) = crate::req::sess_open(&sh, peer, local, on, t0, fd);
+        let (vxid, log) = sess_open(&sh, peer, local, on, t0, fd);
         Sess {
             sh,
             ends: Ends::direct(peer, local),
@@ -105,6 +105,21 @@ impl Sess {
         );
         (rxid, log, clock)
     }
+}
+
+/// A session's first records (Begin, SessOpen with the connection's ends
+/// and descriptor) under a new vxid.
+pub fn sess_open(sh: &Shared, peer: SocketAddr, local: SocketAddr, on: &On, t0: f64, fd: i32) -> (u32, Batch) {
+    let vxid = sh.next_vxid();
+    let mut log = Batch::with_reclen(sh.params().vsl_reclen);
+    log.rec_parts(Tag::Begin, LogSide::Client, vxid, &[b"sess 0 ", on.proto.transport().as_bytes()]);
+    log.recf(
+        Tag::SessOpen,
+        LogSide::Client,
+        vxid,
+        format_args!("{} {} {} {} {} {} {fd}", peer.ip(), peer.port(), on.name, local.ip(), local.port(), Secs(t0)),
+    );
+    (vxid, log)
 }
 
 /// The steps of the client side. Each step function returns the next;
