@@ -71,8 +71,21 @@ pub struct RunArgs {
     #[arg(long, value_name = "STAGES")]
     pub stages: Option<String>,
     /// Close and reopen each connection after N requests.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", conflicts_with = "new_conn")]
     pub requests_per_conn: Option<u64>,
+    /// Every request on a new connection (TCP connect, and the TLS
+    /// handshake on https://, counted in its latency): the request rate
+    /// is the handshake rate.
+    #[arg(long)]
+    pub new_conn: bool,
+    /// Speak HTTP/2: prior knowledge on http://, ALPN h2 on https://;
+    /// --streams requests in flight on each of the -c connections.
+    #[arg(long)]
+    pub h2: bool,
+    /// With --h2: requests in flight at once on each connection (h2load's
+    /// -m).
+    #[arg(long, value_name = "N", default_value = "1", requires = "h2")]
+    pub streams: usize,
     /// Request method.
     #[arg(short = 'm', long, default_value = "GET")]
     pub method: String,

@@ -103,6 +103,16 @@ pub struct Plan {
     /// (which still goes in SNI and Host).
     #[serde(default)]
     pub resolve: Option<String>,
+    /// Speak HTTP/2 (prior knowledge on http://, ALPN h2 on https://).
+    #[serde(default)]
+    pub h2: bool,
+    /// HTTP/2: requests in flight at once on each connection.
+    #[serde(default = "one")]
+    pub streams: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Plan {
@@ -161,13 +171,17 @@ impl Plan {
         let https = self.urls[0].starts_with("https://");
         let default_port = if https { 443 } else { 80 };
         let host_header = self.host.clone().unwrap_or_else(|| if port == default_port { host.clone() } else { format!("{host}:{port}") });
-        let tls = if https { Some(crate::tls::client(bare, self.cacert.as_deref(), self.insecure)?) } else { None };
+        let tls = if https { Some(crate::tls::client(bare, self.cacert.as_deref(), self.insecure, self.h2)?) } else { None };
         let requests = paths.iter().map(|p| self.request_bytes(p, &host_header)).collect();
         if self.conns == 0 || self.threads == 0 {
             bail!("-c and -t must be at least 1");
         }
+        if self.streams == 0 || self.streams > 10_000 {
+            bail!("--streams must be between 1 and 10000");
+        }
         self.check_bounds()?;
-        Ok(Target { addr, requests, head: self.method.eq_ignore_ascii_case("HEAD"), tls })
+        let h2 = H2Target { scheme: if https { "https" } else { "http" }.into(), authority: host_header, paths };
+        Ok(Target { addr, requests, head: self.method.eq_ignore_ascii_case("HEAD"), tls, h2 })
     }
 
     /// Numbers a plan may carry (from the command line, or from a
@@ -231,6 +245,8 @@ pub(crate) fn tests_plan() -> Plan {
         cacert: None,
         insecure: false,
         resolve: None,
+        h2: false,
+        streams: 1,
         seed: 1,
     }
 }
@@ -242,6 +258,16 @@ pub struct Target {
     pub head: bool,
     /// For https: the client configuration and the name for SNI.
     pub tls: Option<crate::tls::TlsClient>,
+    /// What an HTTP/2 request needs (--h2).
+    pub h2: H2Target,
+}
+
+/// The parts of an HTTP/2 request: :scheme, :authority (the Host the
+/// HTTP/1 requests carry) and each URL's :path.
+pub struct H2Target {
+    pub scheme: String,
+    pub authority: String,
+    pub paths: Vec<String>,
 }
 
 /// `--resolve HOST:ADDR` (curl's `HOST:PORT:ADDR` too): the address to

@@ -178,10 +178,14 @@ pub fn text(meta: &Meta, r: &Recorder, agents: &[(String, Recorder, f64)], serve
         (true, None) => format!("open loop in {} stage(s)", p.stages.len()),
         _ => "closed loop".into(),
     };
+    let conns = match (p.h2, p.requests_per_conn) {
+        (true, _) => format!("{} HTTP/2 connection(s) x {} stream(s)", p.conns, p.streams),
+        (false, Some(1)) => format!("{} connection(s), a new one per request", p.conns),
+        _ => format!("{} connection(s)", p.conns),
+    };
     let mut s = format!(
-        "cache-bench: {:.1} s, {model}, {} connection(s), {} thread(s), {} URL(s) on {}\n",
+        "cache-bench: {:.1} s, {model}, {conns}, {} thread(s), {} URL(s) on {}\n",
         meta.duration_s,
-        p.conns,
         p.threads,
         p.urls.len(),
         meta.target

@@ -81,7 +81,8 @@ pub fn plan_of(a: &RunArgs) -> Result<Plan> {
         count: a.requests,
         rate: a.rate,
         stages,
-        requests_per_conn: a.requests_per_conn.filter(|n| *n > 0),
+        // --new-conn: every request on a connection of its own.
+        requests_per_conn: if a.new_conn { Some(1) } else { a.requests_per_conn.filter(|n| *n > 0) },
         method: a.method.to_ascii_uppercase(),
         headers,
         body,
@@ -92,6 +93,8 @@ pub fn plan_of(a: &RunArgs) -> Result<Plan> {
         cacert: a.cacert.clone(),
         insecure: a.insecure,
         resolve: a.resolve.clone(),
+        h2: a.h2,
+        streams: a.streams,
         seed: a.seed.unwrap_or_else(|| std::process::id() as u64 ^ (chrono::Utc::now().timestamp_micros() as u64)),
     };
     p.target()?;

@@ -19,7 +19,7 @@ pub struct TlsClient {
 
 /// The client configuration for `host`: ALPN http/1.1, TLS 1.2 and 1.3,
 /// resumption (rustls's session cache, shared by the run's connections).
-pub fn client(host: &str, cacert: Option<&str>, insecure: bool) -> Result<TlsClient> {
+pub fn client(host: &str, cacert: Option<&str>, insecure: bool, h2: bool) -> Result<TlsClient> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder =
         ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().map_err(|e| anyhow!("TLS: {e}"))?;
@@ -41,7 +41,8 @@ pub fn client(host: &str, cacert: Option<&str>, insecure: bool) -> Result<TlsCli
         }
         builder.with_root_certificates(roots).with_no_client_auth()
     };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // ALPN: the protocol the run speaks (h2 with --h2).
+    config.alpn_protocols = vec![if h2 { b"h2".to_vec() } else { b"http/1.1".to_vec() }];
     let name = ServerName::try_from(host.to_string()).map_err(|_| anyhow!("{host}: not a name for TLS"))?;
     Ok(TlsClient { config: Arc::new(config), name })
 }

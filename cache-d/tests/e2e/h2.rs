@@ -204,3 +204,42 @@ fn streams_are_logged_under_their_session() {
         assert_eq!(stdout(&run("cache-log", &args)), String::from_utf8_lossy(&theirs.stdout));
     }
 }
+
+#[test]
+fn cache_bench_loads_h2_streams_and_new_connections() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let backend = format!("127.0.0.1:{}", origin.port);
+    let (d, tls) = tls_daemon(tmp.path(), &["-b", &backend, "-p", "feature=+http2"], &pem(tmp.path()));
+    let ca = tmp.path().join("ca.pem");
+    let bench = |extra: &[&str], url: &str| {
+        let mut args = vec!["run", "-q", "--json", "-t", "1"];
+        args.extend_from_slice(extra);
+        args.push(url);
+        let o = run("cache-bench", &args);
+        serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {} {}", stdout(&o), stderr(&o)))
+    };
+    let count = |v: &serde_json::Value| (v["requests"].as_u64(), v["errors"]["total"].as_u64());
+    let before = stat(&d.dir);
+    // h2c by prior knowledge: 2 connections, 10 streams each.
+    let plain = format!("http://127.0.0.1:{}/size/100?max_age=60", d.port);
+    let v = bench(&["--h2", "--streams", "10", "-c", "2", "-n", "1000"], &plain);
+    assert_eq!(count(&v), (Some(1000), Some(0)), "{v}");
+    let after = stat(&d.dir);
+    let delta = |name: &str| counter(&after, name).unwrap_or(0) - counter(&before, name).unwrap_or(0);
+    assert_eq!((delta("MAIN.sess_conn"), delta("MAIN.client_req")), (2, 1000), "{after}");
+    // h2 by ALPN, and a handshake per request.
+    let secure = format!("https://h2.test:{tls}/size/100?max_age=60");
+    let trust = ["--cacert", ca.to_str().unwrap(), "--resolve", "h2.test:127.0.0.1"];
+    let v = bench(&[&trust[..], &["--h2", "--streams", "4", "-c", "1", "-n", "300"]].concat(), &secure);
+    assert_eq!(count(&v), (Some(300), Some(0)), "{v}");
+    let before = stat(&d.dir);
+    let v = bench(&[&trust[..], &["--new-conn", "-c", "2", "-n", "100"]].concat(), &secure);
+    assert_eq!(count(&v), (Some(100), Some(0)), "{v}");
+    let after = stat(&d.dir);
+    let delta = |name: &str| counter(&after, name).unwrap_or(0) - counter(&before, name).unwrap_or(0);
+    assert_eq!((delta("MAIN.sess_conn"), delta("MAIN.tls_handshakes")), (100, 100), "{after}");
+    // --streams needs --h2.
+    let o = run("cache-bench", &["run", "--streams", "4", &plain]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

@@ -24,6 +24,8 @@ use anyhow::{anyhow, Result};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+mod h2;
+
 use crate::plan::{Pick, Plan, Schedule, Target};
 use crate::stats::{ErrorKind, Recorder};
 
@@ -167,7 +169,11 @@ async fn worker(
     let mut tasks = Vec::with_capacity(conns);
     for i in 0..conns {
         let ctx = ctx.clone();
-        tasks.push(local.spawn_local(connection(ctx, first + i)));
+        if ctx.plan.h2 {
+            tasks.push(local.spawn_local(h2::connection(ctx, first + i)));
+        } else {
+            tasks.push(local.spawn_local(connection(ctx, first + i)));
+        }
     }
     local
         .run_until(async {
@@ -260,26 +266,62 @@ fn expected(plan: &Plan, r: Resp) -> Result<Resp, ErrorKind> {
     }
 }
 
+/// Which URL each request of one connection (or HTTP/2 stream loop)
+/// takes: Zipf, random, or in turn from a start spread over the
+/// connections.
+struct Picker {
+    rng: Rng,
+    seq: usize,
+}
+
+impl Picker {
+    /// For loop `index` of `of`.
+    fn new(ctx: &Ctx, index: usize, of: usize) -> Picker {
+        let n_urls = ctx.target.requests.len();
+        Picker { rng: Rng::new(ctx.plan.seed ^ (index as u64 + 1)), seq: index * n_urls / of.max(1) }
+    }
+
+    fn next(&mut self, ctx: &Ctx) -> usize {
+        let n_urls = ctx.target.requests.len();
+        match (&ctx.zipf, ctx.plan.pick) {
+            (Some(cdf), _) => {
+                let u = self.rng.unit();
+                cdf.partition_point(|p| *p < u).min(n_urls - 1)
+            }
+            (None, Pick::Random) => (self.rng.next() % n_urls as u64) as usize,
+            _ => {
+                self.seq = (self.seq + 1) % n_urls;
+                self.seq
+            }
+        }
+    }
+}
+
+/// Record a request's outcome: its latency from `base`, or its error.
+fn record(ctx: &Ctx, base: Instant, done: Instant, outcome: Result<Resp, ErrorKind>) {
+    let sec = ctx.second(done);
+    match outcome {
+        Ok(r) => {
+            let lat = done.saturating_duration_since(base).as_micros() as u64;
+            let ttfb = r.first_byte.saturating_duration_since(base).as_micros() as u64;
+            ctx.rec.borrow_mut().ok(sec, lat, ttfb, r.bytes, r.hit);
+            ctx.live.requests.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(k) => {
+            ctx.rec.borrow_mut().error(sec, k);
+            ctx.live.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 async fn connection(ctx: Rc<Ctx>, index: usize) {
-    let n_urls = ctx.target.requests.len();
-    let mut rng = Rng::new(ctx.plan.seed ^ (index as u64 + 1));
-    let mut seq = index * n_urls / ctx.plan.conns.max(1);
+    let mut pick = Picker::new(&ctx, index, ctx.plan.conns);
     let mut conn: Option<Conn> = None;
     let mut used = 0u64;
     let timeout = Duration::from_secs_f64(ctx.plan.timeout_s.max(0.001));
     loop {
         let Some(base) = next_due(&ctx).await else { break };
-        let url = match (&ctx.zipf, ctx.plan.pick) {
-            (Some(cdf), _) => {
-                let u = rng.unit();
-                cdf.partition_point(|p| *p < u).min(n_urls - 1)
-            }
-            (None, Pick::Random) => (rng.next() % n_urls as u64) as usize,
-            _ => {
-                seq = (seq + 1) % n_urls;
-                seq
-            }
-        };
+        let url = pick.next(&ctx);
         if conn.is_none() {
             match tokio::time::timeout(timeout, connect(&ctx.target)).await {
                 Ok(Ok(s)) => {
@@ -299,7 +341,6 @@ async fn connection(ctx: Rc<Ctx>, index: usize) {
         let Some(c) = conn.as_mut() else { continue };
         let result = tokio::time::timeout(timeout, c.exchange(&ctx.target.requests[url], ctx.target.head)).await;
         let done = Instant::now();
-        let sec = ctx.second(done);
         used += 1;
         let outcome = match result {
             Err(_) => Err(ErrorKind::Timeout),
@@ -311,21 +352,10 @@ async fn connection(ctx: Rc<Ctx>, index: usize) {
                 expected(&ctx.plan, r)
             }
         };
-        match outcome {
-            Ok(r) => {
-                let lat = done.saturating_duration_since(base).as_micros() as u64;
-                let ttfb = r.first_byte.saturating_duration_since(base).as_micros() as u64;
-                ctx.rec.borrow_mut().ok(sec, lat, ttfb, r.bytes, r.hit);
-                ctx.live.requests.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(k) => {
-                if matches!(k, ErrorKind::Timeout | ErrorKind::Io | ErrorKind::ShortBody) {
-                    conn = None;
-                }
-                ctx.rec.borrow_mut().error(sec, k);
-                ctx.live.errors.fetch_add(1, Ordering::Relaxed);
-            }
+        if matches!(outcome, Err(ErrorKind::Timeout | ErrorKind::Io | ErrorKind::ShortBody)) {
+            conn = None;
         }
+        record(&ctx, base, done, outcome);
     }
 }
 
@@ -579,28 +609,10 @@ enum Framing {
 /// server closes the connection. A hit: `X-Cache` saying HIT, else
 /// `X-Varnish` with two ids, else `Age` above 0; anything else is a miss.
 fn head_facts(r: &httparse::Response<'_, '_>, status: u16, head_only: bool) -> (Framing, bool, bool) {
-    let (mut length, mut chunked, mut close, mut xcache, mut xvarnish, mut age) = (None, false, false, None, None, None);
-    for h in r.headers.iter() {
-        let v = h.value;
-        let name = h.name;
-        if name.eq_ignore_ascii_case("content-length") {
-            length = std::str::from_utf8(v).ok().and_then(|s| s.trim().parse::<u64>().ok());
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            chunked = v.windows(7).any(|w| w.eq_ignore_ascii_case(b"chunked"));
-        } else if name.eq_ignore_ascii_case("connection") {
-            close = v.windows(5).any(|w| w.eq_ignore_ascii_case(b"close"));
-        } else if name.eq_ignore_ascii_case("x-cache") {
-            xcache = Some(v.windows(3).any(|w| w.eq_ignore_ascii_case(b"hit")));
-        } else if name.eq_ignore_ascii_case("x-varnish") {
-            xvarnish = Some(v.split(|b| *b == b' ').filter(|p| !p.is_empty()).count() >= 2);
-        } else if name.eq_ignore_ascii_case("age") {
-            age = std::str::from_utf8(v).ok().and_then(|s| s.trim().parse::<u64>().ok());
-        }
-    }
+    let (length, chunked, mut close, hit) = header_facts(r.headers.iter().map(|h| (h.name, h.value)));
     if r.version == Some(0) {
         close = true;
     }
-    let hit = xcache.or(xvarnish).unwrap_or(age.is_some_and(|a| a > 0));
     let framing = if head_only || status == 204 || status == 304 || (100..200).contains(&status) {
         Framing::None
     } else if chunked {
@@ -615,6 +627,29 @@ fn head_facts(r: &httparse::Response<'_, '_>, status: u16, head_only: bool) -> (
         Framing::Close
     };
     (framing, hit, close)
+}
+
+/// From a response's fields: Content-Length, chunked, Connection: close,
+/// and whether a cache served it.
+fn header_facts<'a>(headers: impl Iterator<Item = (&'a str, &'a [u8])>) -> (Option<u64>, bool, bool, bool) {
+    let (mut length, mut chunked, mut close, mut xcache, mut xvarnish, mut age) = (None, false, false, None, None, None);
+    for (name, v) in headers {
+        if name.eq_ignore_ascii_case("content-length") {
+            length = std::str::from_utf8(v).ok().and_then(|s| s.trim().parse::<u64>().ok());
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = v.windows(7).any(|w| w.eq_ignore_ascii_case(b"chunked"));
+        } else if name.eq_ignore_ascii_case("connection") {
+            close = v.windows(5).any(|w| w.eq_ignore_ascii_case(b"close"));
+        } else if name.eq_ignore_ascii_case("x-cache") {
+            xcache = Some(v.windows(3).any(|w| w.eq_ignore_ascii_case(b"hit")));
+        } else if name.eq_ignore_ascii_case("x-varnish") {
+            xvarnish = Some(v.split(|b| *b == b' ').filter(|p| !p.is_empty()).count() >= 2);
+        } else if name.eq_ignore_ascii_case("age") {
+            age = std::str::from_utf8(v).ok().and_then(|s| s.trim().parse::<u64>().ok());
+        }
+    }
+    let hit = xcache.or(xvarnish).unwrap_or(age.is_some_and(|a| a > 0));
+    (length, chunked, close, hit)
 }
 
 #[cfg(test)]
