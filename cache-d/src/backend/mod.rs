@@ -1,8 +1,9 @@
 //! Backends: connection pools with their counters and limits (`pool`),
 //! health and its probes (`health`, `probe`), and the directors that pick
-//! one backend among several (`director`).
+//! one backend among several (`director`), HTTPS backends (`tls`).
 
 pub mod director;
 pub mod health;
 pub mod pool;
 pub mod probe;
+pub mod tls;

@@ -11,10 +11,11 @@ use common::counters::{Vbe, VBE};
 use common::segment::SegmentWriter;
 use tokio::net::TcpStream;
 
+use crate::backend::tls::{BeStream, BeTls};
 use crate::error::{Error, Side};
 use crate::http1::conn::BufConn;
 
-pub type BeConn = BufConn<TcpStream>;
+pub type BeConn = BufConn<BeStream>;
 
 pub struct Backend {
     /// Name used in logs and counters (`default`, as for `-b` in varnishd).
@@ -80,6 +81,8 @@ pub struct BackendCfg {
     /// Host header for requests that have none.
     pub host_header: Option<String>,
     pub probe: Option<crate::backend::health::ProbeSpec>,
+    /// `.ssl = 1`: connections (and probes) speak TLS with these settings.
+    pub ssl: Option<Arc<BeTls>>,
 }
 
 fn cfg_probe_state(cfg: &BackendCfg) -> crate::backend::health::ProbeState {
@@ -141,20 +144,22 @@ pub struct IdlePool {
     conns: Mutex<Vec<(BeConn, Instant)>>,
 }
 
-type Pools = Mutex<std::collections::HashMap<Vec<SocketAddr>, std::sync::Weak<IdlePool>>>;
+/// Idle pools by addresses and TLS settings.
+type Pools = Mutex<std::collections::HashMap<(Vec<SocketAddr>, String), std::sync::Weak<IdlePool>>>;
 
 impl IdlePool {
     /// The pool for `addrs`: the one other backends to them use, else a
     /// new one (gone when its last backend is).
-    fn for_endpoint(addrs: &[SocketAddr]) -> Arc<IdlePool> {
+    fn for_endpoint(addrs: &[SocketAddr], tls: &str) -> Arc<IdlePool> {
         static POOLS: std::sync::OnceLock<Pools> = std::sync::OnceLock::new();
         let mut pools = POOLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
         pools.retain(|_, p| p.strong_count() > 0);
-        if let Some(p) = pools.get(addrs).and_then(std::sync::Weak::upgrade) {
+        let key = (addrs.to_vec(), tls.to_string());
+        if let Some(p) = pools.get(&key).and_then(std::sync::Weak::upgrade) {
             return p;
         }
         let p = Arc::new(IdlePool { conns: Mutex::new(Vec::new()) });
-        pools.insert(addrs.to_vec(), Arc::downgrade(&p));
+        pools.insert(key, Arc::downgrade(&p));
         p
     }
 }
@@ -188,7 +193,9 @@ impl Backend {
 
     pub fn with_cfg(vcl: &str, name: &str, addrs: Vec<SocketAddr>, cfg: BackendCfg) -> Backend {
         let created = crate::util::now();
-        let idle = IdlePool::for_endpoint(&addrs);
+        // TLS connections are pooled apart from plain ones (and from
+        // other TLS settings) to the same address.
+        let idle = IdlePool::for_endpoint(&addrs, &cfg.ssl.as_ref().map(|t| t.pool_key()).unwrap_or_default());
         Backend {
             created,
             name: name.to_string(),
@@ -296,24 +303,29 @@ impl Backend {
             if since.elapsed() >= max_idle {
                 continue;
             }
-            let mut probe = [0u8; 1];
-            match c.io.try_read(&mut probe) {
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Some(c),
-                _ => continue, // EOF, error, or unexpected data: drop it.
+            if c.io.alive() {
+                return Some(c);
             }
+            // EOF, error, or unexpected data: dropped.
         }
         None
     }
 
-    /// Open a new connection within `timeout`, trying each address.
+    /// Open a new connection within `timeout`, trying each address (with
+    /// its TLS handshake for `.ssl = 1`, within the same time).
     pub async fn connect(&self, timeout: Duration) -> Result<BeConn, Error> {
         let mut last = None;
         for a in &self.addrs {
-            match tokio::time::timeout(timeout, TcpStream::connect(a)).await {
-                Ok(Ok(s)) => {
-                    let _ = s.set_nodelay(true);
-                    return Ok(BufConn::new(s));
+            let open = async {
+                let s = TcpStream::connect(a).await?;
+                let _ = s.set_nodelay(true);
+                match &self.cfg.ssl {
+                    None => Ok(BeStream::Tcp(s)),
+                    Some(tls) => tls.connect(s).await.map_err(|e| std::io::Error::new(e.kind(), format!("TLS handshake: {e}"))),
                 }
+            };
+            match tokio::time::timeout(timeout, open).await {
+                Ok(Ok(s)) => return Ok(BufConn::new(s)),
                 Ok(Err(e)) => last = Some(e),
                 Err(_) => last = Some(std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")),
             }

@@ -16,28 +16,42 @@ use common::segment::SegmentWriter;
 use crate::backend::health::{Outcome, ProbeSpec, ProbeState};
 use crate::backend::pool::{Admin, Backend};
 
+/// A probe's connection, plain or TLS.
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
 /// Send one probe; the outcome, the time it took and the response line.
 pub fn probe_once(be: &Backend, spec: &ProbeSpec) -> (Outcome, f64, String) {
     let start = Instant::now();
     let mut out = Outcome::default();
     let Some(addr) = be.addrs.first() else { return (out, 0.0, "no address".into()) };
-    let mut s = match TcpStream::connect_timeout(addr, spec.timeout) {
+    let tcp = match TcpStream::connect_timeout(addr, spec.timeout) {
         Ok(s) => s,
         Err(e) => return (out, start.elapsed().as_secs_f64(), e.to_string()),
     };
     out.connected = true;
     let left = |start: Instant| spec.timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(1));
-    let _ = s.set_write_timeout(Some(left(start)));
+    // One deadline for the handshake, the request and the answer.
+    let _ = tcp.set_write_timeout(Some(left(start)));
+    let _ = tcp.set_read_timeout(Some(left(start)));
+    // .ssl = 1: the probe speaks TLS as the fetches do (the handshake
+    // happens with the first write).
+    let mut s: Box<dyn ReadWrite> = match &be.cfg.ssl {
+        None => Box::new(tcp),
+        Some(tls) => match rustls::ClientConnection::new(tls.config.clone(), tls.name.clone()) {
+            Ok(c) => Box::new(rustls::StreamOwned::new(c, tcp)),
+            Err(e) => return (out, start.elapsed().as_secs_f64(), format!("TLS: {e}")),
+        },
+    };
     let host = be.cfg.host_header.clone().unwrap_or_else(|| addr.to_string());
     let req = match &spec.request {
         Some(lines) => format!("{}\r\n\r\n", lines.join("\r\n")),
         None => format!("GET {} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n", spec.url),
     };
-    if s.write_all(req.as_bytes()).is_err() {
-        return (out, start.elapsed().as_secs_f64(), "write failed".into());
+    if let Err(e) = s.write_all(req.as_bytes()).and_then(|()| s.flush()) {
+        return (out, start.elapsed().as_secs_f64(), format!("write failed: {e}"));
     }
     out.sent = true;
-    let _ = s.set_read_timeout(Some(left(start)));
     let mut buf = Vec::new();
     let mut chunk = [0u8; 1024];
     while !buf.contains(&b'\n') && buf.len() < 8192 {

@@ -5,7 +5,6 @@
 //! ended with nothing delivered (a `Drop` guard, so every exit ends it once).
 
 use std::net::IpAddr;
-use std::os::fd::AsRawFd;
 
 use common::counters::{Vbe, C};
 use common::log::vsl::{Batch, Side as LogSide, Tag};
@@ -262,6 +261,8 @@ impl Fetch {
             self.req_body_rx = moved.rx;
             sh.seg.add(C::SReqBodybytes, moved.rx);
         }
+        // A TLS backend may hold the request's last record (a no-op on TCP).
+        conn.io.flush().await.map_err(|e| (Error::io(Side::Backend, "writing request", e), false))?;
         self.stamp("Bereq");
         let mut interim = 0;
         loop {

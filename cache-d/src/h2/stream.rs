@@ -8,7 +8,6 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use h2::RecvStream;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use super::out::RespOut;
@@ -150,7 +149,7 @@ impl Transport for H2Stream {
         Ok(())
     }
     /// Never called: a pipe on a stream is turned into a pass in vcl_recv.
-    async fn tunnel(&mut self, _: &mut TcpStream, _: Duration) -> Tunnel {
+    async fn tunnel(&mut self, _: &mut crate::backend::tls::BeStream, _: Duration) -> Tunnel {
         Tunnel { to_backend: 0, to_client: 0, idle_out: false }
     }
     async fn close(&mut self) {

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::error::{Error, Side};
@@ -169,12 +168,12 @@ impl Transport for Http1 {
         body::prefill(&mut self.conn, framing, limit, read_timeout, pace).await
     }
 
-    async fn tunnel(&mut self, backend: &mut TcpStream, idle: Duration) -> Tunnel {
+    async fn tunnel(&mut self, backend: &mut crate::backend::tls::BeStream, idle: Duration) -> Tunnel {
         let (to_be, to_client) = (AtomicU64::new(0), AtomicU64::new(0));
         let mut idle_out = false;
         {
             let (mut cr, mut cw) = tokio::io::split(self.conn.io.get_mut());
-            let (mut br, mut bw) = backend.split();
+            let (mut br, mut bw) = tokio::io::split(backend);
             tokio::select! {
                 _ = relay(&mut cr, &mut bw, &to_be) => {}
                 _ = relay(&mut br, &mut cw, &to_client) => {}
@@ -214,7 +213,8 @@ async fn relay<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(r: &mut R, w: &mut W
         match r.read(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(k) => {
-                if w.write_all(&buf[..k]).await.is_err() {
+                // Flushed: a TLS side may hold what it took (a no-op on TCP).
+                if w.write_all(&buf[..k]).await.is_err() || w.flush().await.is_err() {
                     return;
                 }
                 n.fetch_add(k as u64, Ordering::Relaxed);

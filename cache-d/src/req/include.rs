@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncWrite;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::error::{Error, Side};
@@ -138,7 +137,7 @@ impl<'a> Transport for EsiConn<'a> {
         Ok(())
     }
     /// An include cannot pipe: nothing moves.
-    async fn tunnel(&mut self, _: &mut TcpStream, _: Duration) -> Tunnel {
+    async fn tunnel(&mut self, _: &mut crate::backend::tls::BeStream, _: Duration) -> Tunnel {
         Tunnel { to_backend: 0, to_client: 0, idle_out: false }
     }
     async fn close(&mut self) {}

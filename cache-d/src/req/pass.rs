@@ -143,7 +143,7 @@ fn pass_coding<T: Transport>(
 async fn coded_transfer<T: Transport>(
     r: &mut Request<'_, T>,
     fetch: &mut Fetch,
-    be: &mut crate::http1::conn::BufConn<tokio::net::TcpStream>,
+    be: &mut crate::backend::pool::BeConn,
     mut t: Transfer,
     filters: crate::gzip::fetch::Plan,
     gunzip_out: bool,

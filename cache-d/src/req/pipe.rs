@@ -80,6 +80,7 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
     let mut ok = be.io.write_all(&wire).await.is_ok();
     let pending = r.conn.take_buffered();
     ok = ok && be.io.write_all(&pending).await.is_ok();
+    ok = ok && tokio::io::AsyncWriteExt::flush(&mut be.io).await.is_ok();
     r.sess.wire = wire;
     r.stamp("Pipe");
     let (mut to_be, mut to_client) = (pending.len() as u64, 0);

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::AsyncWrite;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use crate::backend::tls::BeStream;
 use crate::error::Error;
 use crate::error::Side;
 use crate::http1::body::{Moved, Pace};
@@ -116,7 +116,7 @@ pub trait Transport: ReqBody + Send {
     async fn prefill(&mut self, framing: Framing, limit: usize, read_timeout: Duration) -> Result<(), Error>;
     /// Relay bytes both ways with `backend` until either side closes, or
     /// nothing moves for `idle` (0: never); then close our side.
-    async fn tunnel(&mut self, backend: &mut TcpStream, idle: Duration) -> Tunnel;
+    async fn tunnel(&mut self, backend: &mut BeStream, idle: Duration) -> Tunnel;
     /// The session is over: close the connection.
     async fn close(&mut self);
 }

@@ -86,9 +86,24 @@ pub(super) fn backend_spec(
         ),
         _ => None,
     };
+    let host = text("host").unwrap_or_else(|| "127.0.0.1".into());
+    let ssl = match flag(fields, "ssl") {
+        Some(true) => {
+            let ask = crate::backend::tls::TlsAsk {
+                sni: flag(fields, "ssl_sni"),
+                verify_peer: flag(fields, "ssl_verify_peer"),
+                verify_host: flag(fields, "ssl_verify_host"),
+                ca_file: text("ssl_ca_file"),
+            };
+            let name = text("host_header").unwrap_or_else(|| host.clone());
+            let at = field_value(fields, "ssl").map_or(pos, |f| f.pos);
+            Some(std::sync::Arc::new(crate::backend::tls::BeTls::new(&name, &ask).map_err(|msg| VclError { msg, pos: at })?))
+        }
+        _ => None,
+    };
     Ok(BackendSpec {
         name: name.to_string(),
-        host: text("host").unwrap_or_else(|| "127.0.0.1".into()),
+        host,
         port: text("port").unwrap_or_else(|| "80".into()),
         cfg: crate::backend::pool::BackendCfg {
             connect_timeout: dur("connect_timeout"),
@@ -97,11 +112,21 @@ pub(super) fn backend_spec(
             max_connections: max,
             host_header: text("host_header"),
             probe,
+            ssl,
         },
     })
 }
 
-const BACKEND_FIELDS: [&str; 13] = [
+/// A yes/no field: 0 or 1, true or false.
+fn flag(fields: &[Field], name: &str) -> Option<bool> {
+    field_value(fields, name).and_then(|f| match &f.value {
+        FieldValue::Expr(Expr::Int(i, _)) => Some(*i != 0),
+        FieldValue::Expr(Expr::Name(n, _)) => Some(n == "true"),
+        _ => None,
+    })
+}
+
+const BACKEND_FIELDS: [&str; 18] = [
     "host",
     "port",
     "path",
@@ -115,6 +140,11 @@ const BACKEND_FIELDS: [&str; 13] = [
     "authority",
     "via",
     "preamble",
+    "ssl",
+    "ssl_sni",
+    "ssl_verify_peer",
+    "ssl_verify_host",
+    "ssl_ca_file",
 ];
 const PROBE_FIELDS: [&str; 8] = ["url", "request", "expected_response", "timeout", "interval", "initial", "window", "threshold"];
 
@@ -136,6 +166,12 @@ pub(super) fn check_backend(name: &str, fields: &[Field], pos: Pos) -> Result<()
             ("connect_timeout" | "first_byte_timeout" | "between_bytes_timeout", FieldValue::Expr(Expr::Duration(..))) => {}
             ("connect_timeout" | "first_byte_timeout" | "between_bytes_timeout", _) => {
                 return err(format!("'.{}' takes a duration (e.g. 5s)", f.name), f.pos);
+            }
+            ("ssl" | "ssl_sni" | "ssl_verify_peer" | "ssl_verify_host", FieldValue::Expr(Expr::Int(0 | 1, _))) => {}
+            ("ssl" | "ssl_sni" | "ssl_verify_peer" | "ssl_verify_host", FieldValue::Expr(Expr::Name(n, _)))
+                if n == "true" || n == "false" => {}
+            ("ssl" | "ssl_sni" | "ssl_verify_peer" | "ssl_verify_host", _) => {
+                return err(format!("'.{}' takes 0 or 1 (or true or false)", f.name), f.pos);
             }
             ("max_connections" | "proxy_header", FieldValue::Expr(Expr::Int(..))) => {}
             ("max_connections" | "proxy_header", _) => return err(format!("'.{}' takes a number", f.name), f.pos),
