@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use h2::client::SendRequest;
 
-use super::{connect, header_facts, next_due, record, Ctx, Picker, Resp};
+use super::conn::connect;
+use super::ctx::{expected, next_due, record, Ctx, Picker, Resp};
+use super::http1::header_facts;
 use crate::stats::ErrorKind;
 
 /// What a connection's stream loops share.
@@ -97,7 +99,7 @@ async fn stream_loop(ctx: Rc<Ctx>, mut send: SendRequest<Bytes>, shared: Rc<Shar
         if matches!(outcome, Err((_, true))) || ctx.plan.requests_per_conn.is_some_and(|n| shared.used.get() >= n) {
             shared.broken.set(true);
         }
-        record(&ctx, base, done, outcome.map_err(|(k, _)| k).and_then(|r| super::expected(&ctx.plan, r)));
+        record(&ctx, base, done, outcome.map_err(|(k, _)| k).and_then(|r| expected(&ctx.plan, r)));
     }
 }
 
