@@ -5,7 +5,8 @@
 # package runs it (-j unix,user=vcache when root, the packaged jail; without
 # root, -j none), both -b to the origin (or -f the policy, ORIGIN_PORT in it
 # replaced by the origin's port) and -s malloc,BUDGET, on free loopback
-# ports, all stopped at exit.
+# ports, all stopped at exit. varnishd also gets the arguments in the
+# array varnish_extra, if set (e.g. (-p feature=+http2)).
 # Sets: bin, work, origin, c_url, v_url, c_inst, v_inst, c_child, v_child,
 # varnish_config. Also defines fill (below).
 cargo build --release --workspace --locked >&2
@@ -52,7 +53,7 @@ start_pair() {
     fi
     v_inst=$work/varnish
     varnishd "${jail[@]}" -a 127.0.0.1:0 "${policy[@]}" -n "$v_inst" -s "malloc,$budget" \
-        -P "$work/varnish.pid" >"$work/varnish.log" 2>&1 || { cat "$work/varnish.log" >&2; exit 1; }
+        ${varnish_extra[@]+"${varnish_extra[@]}"} -P "$work/varnish.pid" >"$work/varnish.log" 2>&1 || { cat "$work/varnish.log" >&2; exit 1; }
     local vport=""
     for _ in $(seq 200); do
         vport=$(varnishadm -n "$v_inst" debug.listen_address 2>/dev/null | awk '{print $3; exit}') && [ -n "$vport" ] && break

@@ -73,9 +73,10 @@ pub struct RunArgs {
     /// Close and reopen each connection after N requests.
     #[arg(long, value_name = "N", conflicts_with = "new_conn")]
     pub requests_per_conn: Option<u64>,
-    /// Every request on a new connection (TCP connect, and the TLS
-    /// handshake on https://, counted in its latency): the request rate
-    /// is the handshake rate.
+    /// Every request on a new connection (TCP connect, and a full TLS
+    /// handshake on https:// — sessions are not resumed — counted in its
+    /// latency): the request rate is the handshake rate. For resumed
+    /// handshakes, --requests-per-conn 1.
     #[arg(long)]
     pub new_conn: bool,
     /// Speak HTTP/2: prior knowledge on http://, ALPN h2 on https://;

@@ -109,6 +109,9 @@ pub struct Plan {
     /// HTTP/2: requests in flight at once on each connection.
     #[serde(default = "one")]
     pub streams: usize,
+    /// --new-conn: a new connection per request, TLS sessions not resumed.
+    #[serde(default)]
+    pub new_conn: bool,
 }
 
 fn one() -> usize {
@@ -171,7 +174,12 @@ impl Plan {
         let https = self.urls[0].starts_with("https://");
         let default_port = if https { 443 } else { 80 };
         let host_header = self.host.clone().unwrap_or_else(|| if port == default_port { host.clone() } else { format!("{host}:{port}") });
-        let tls = if https { Some(crate::tls::client(bare, self.cacert.as_deref(), self.insecure, self.h2)?) } else { None };
+        let tls = if https {
+            let mode = crate::tls::Mode { h2: self.h2, resume: !self.new_conn };
+            Some(crate::tls::client(bare, self.cacert.as_deref(), self.insecure, mode)?)
+        } else {
+            None
+        };
         let requests = paths.iter().map(|p| self.request_bytes(p, &host_header)).collect();
         if self.conns == 0 || self.threads == 0 {
             bail!("-c and -t must be at least 1");
@@ -247,6 +255,7 @@ pub(crate) fn tests_plan() -> Plan {
         resolve: None,
         h2: false,
         streams: 1,
+        new_conn: false,
         seed: 1,
     }
 }

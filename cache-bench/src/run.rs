@@ -95,6 +95,7 @@ pub fn plan_of(a: &RunArgs) -> Result<Plan> {
         resolve: a.resolve.clone(),
         h2: a.h2,
         streams: a.streams,
+        new_conn: a.new_conn,
         seed: a.seed.unwrap_or_else(|| std::process::id() as u64 ^ (chrono::Utc::now().timestamp_micros() as u64)),
     };
     p.target()?;

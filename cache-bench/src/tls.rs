@@ -17,9 +17,18 @@ pub struct TlsClient {
     pub name: ServerName<'static>,
 }
 
-/// The client configuration for `host`: ALPN http/1.1, TLS 1.2 and 1.3,
-/// resumption (rustls's session cache, shared by the run's connections).
-pub fn client(host: &str, cacert: Option<&str>, insecure: bool, h2: bool) -> Result<TlsClient> {
+/// How the run's connections speak TLS.
+pub struct Mode {
+    /// ALPN h2 (else http/1.1).
+    pub h2: bool,
+    /// Resume sessions across the run's connections (rustls's session
+    /// cache); off, every handshake is a full one.
+    pub resume: bool,
+}
+
+/// The client configuration for `host`: TLS 1.2 and 1.3, ALPN and
+/// resumption as `mode` says.
+pub fn client(host: &str, cacert: Option<&str>, insecure: bool, mode: Mode) -> Result<TlsClient> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder =
         ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().map_err(|e| anyhow!("TLS: {e}"))?;
@@ -42,7 +51,10 @@ pub fn client(host: &str, cacert: Option<&str>, insecure: bool, h2: bool) -> Res
         builder.with_root_certificates(roots).with_no_client_auth()
     };
     // ALPN: the protocol the run speaks (h2 with --h2).
-    config.alpn_protocols = vec![if h2 { b"h2".to_vec() } else { b"http/1.1".to_vec() }];
+    config.alpn_protocols = vec![if mode.h2 { b"h2".to_vec() } else { b"http/1.1".to_vec() }];
+    if !mode.resume {
+        config.resumption = rustls::client::Resumption::disabled();
+    }
     let name = ServerName::try_from(host.to_string()).map_err(|_| anyhow!("{host}: not a name for TLS"))?;
     Ok(TlsClient { config: Arc::new(config), name })
 }

@@ -33,11 +33,11 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use common::counters::C;
 use common::log::vsl::{Side as LogSide, Tag};
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use h2::server::{Connection, SendResponse};
 use h2::RecvStream;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use self::io::Rewind;
@@ -100,7 +100,10 @@ where
         Ok(Err(e)) => return ended(sess, &e),
         Err(_) => return Reason::RxTimeout,
     };
-    let mut tasks: JoinSet<bool> = JoinSet::new();
+    // The streams run in this task, beside the connection (as a server
+    // thread serves its connections' streams): no task per stream, no
+    // wakeups across threads; connections spread over the workers.
+    let mut tasks = FuturesUnordered::new();
     let mut resets = Resets::new(p.h2.rapid_reset_limit, p.h2.rapid_reset_period);
     let mut verdict = None;
     let mut stopping = false;
@@ -125,13 +128,13 @@ where
                         wide = true;
                     }
                     let t = StreamTask { sess: sess.for_stream(), fd, rapid: p.h2.rapid_reset };
-                    tasks.spawn(t.run(req, respond));
+                    tasks.push(t.run(req, respond));
                 }
                 Some(Err(e)) => break verdict.unwrap_or_else(|| ended(sess, &e)),
                 None => break verdict.unwrap_or(Reason::RemClose),
             },
-            Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                if done.unwrap_or(false) && resets.hit() && verdict.is_none() {
+            Some(rapid) = tasks.next(), if !tasks.is_empty() => {
+                if rapid && resets.hit() && verdict.is_none() {
                     verdict = Some(calm(&mut conn));
                 }
             }
@@ -149,7 +152,7 @@ where
     drop(conn);
     // Streams still running end at their next write to the closed
     // connection; their records go before the session's last ones.
-    while tasks.join_next().await.is_some() {}
+    while tasks.next().await.is_some() {}
     reason
 }
 

@@ -118,7 +118,7 @@ impl Chunk {
     fn frame_byte(&mut self, b: u8) -> bool {
         match *self {
             Chunk::Size(n) => match (b as char).to_digit(16) {
-                Some(d) => *self = Chunk::Size(n.saturating_mul(16) + u64::from(d)),
+                Some(d) => *self = Chunk::Size(n.saturating_mul(16).saturating_add(u64::from(d))),
                 None if b == b'\n' => *self = Chunk::after_size(n),
                 None => *self = Chunk::Line(n),
             },
@@ -224,13 +224,16 @@ impl RespOut {
         let State::Head(acc) = &mut self.state else { return Ok(0) };
         let before = acc.len();
         acc.extend_from_slice(buf);
-        let h = match parse_response(acc, 4096, MAX_HEAD) {
+        // As many header slots as the head has lines (on the stack for
+        // any usual head), not a fixed large number.
+        let lines = acc.iter().filter(|&&b| b == b'\n').count();
+        let h = match parse_response(acc, lines.max(1), MAX_HEAD) {
             Ok(Parsed::Complete(h)) => h,
             Ok(Parsed::Partial) => return Ok(buf.len()),
             Err(e) => return Err(io::Error::other(format!("response head for HTTP/2: {e:?}"))),
         };
         // parse_response split the head off; what follows is not ours yet.
-        let used = h.raw.len() - before;
+        let used = h.raw.len().saturating_sub(before).max(1).min(buf.len());
         acc.clear();
         self.send_head(&h)?;
         Ok(used)

@@ -37,6 +37,9 @@ fn chunked_bodies_lose_their_framing_in_any_split() {
         assert_eq!(payload, b"helloabcdefghijklmnopqrstuvwxyz", "step {step}");
         assert!(done, "step {step}");
     }
+    // A chunk size past u64 (found by fuzz/h2_glue) saturates.
+    let (payload, done) = unframe(Unframe::Chunked(super::out::Chunk::Size(0)), b"ffffffffffffffffffffffff\nab", 3);
+    assert_eq!((payload, done), (b"ab".to_vec(), false));
     // A body cut before its last chunk is not complete.
     let (payload, done) = unframe(Unframe::Chunked(super::out::Chunk::Size(0)), b"5\r\nhel", 2);
     assert_eq!((payload, done), (b"hel".to_vec(), false));

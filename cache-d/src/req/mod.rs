@@ -78,7 +78,8 @@ pub async fn session<T: Transport>(
         loop {
             let p = s.sh.params();
             match conn.read_head(&p, &mut stop).await {
-                Ok((head, _)) if p.has_feature("http2") && crate::http1::head::wants_h2c(&head) => {
+                // h2c is for cleartext connections (RFC 9113 §3.1).
+                Ok((head, _)) if p.has_feature("http2") && s.tls.is_none() && crate::http1::head::wants_h2c(&head) => {
                     return Served::H2 { sess: Box::new(s), upgrade: Some(head) };
                 }
                 Ok((head, t_start)) => {

@@ -98,13 +98,28 @@ impl Default for Tls {
 impl Tls {
     pub fn new() -> Tls {
         let resolver = Arc::new(Resolver { live: ArcSwap::from_pointee(CertSet::default()) });
-        // TLS 1.2 and 1.3 with rustls's default (safe) suites.
-        let mut config = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        // TLS 1.2 and 1.3 with rustls's default (safe) suites, AES-128-GCM
+        // first and in our order (as Cloudflare and Google choose): the
+        // same security in TLS, and its SHA-256 key schedule runs on the
+        // CPU's SHA extensions where ring's SHA-384 (AES-256-GCM's) runs
+        // scalar on AMD CPUs — a third of a resumed handshake's cost.
+        let mut provider = rustls::crypto::ring::default_provider();
+        provider.cipher_suites.sort_by_key(|s| match s.suite() {
+            rustls::CipherSuite::TLS13_AES_128_GCM_SHA256 => 0,
+            rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 | rustls::CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => 1,
+            _ => 2,
+        });
+        let mut config = ServerConfig::builder_with_provider(Arc::new(provider))
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
             .expect("TLS 1.2 and 1.3 with the ring provider")
             .with_no_client_auth()
             .with_cert_resolver(resolver.clone());
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.ignore_client_order = true;
+        // One TLS 1.3 ticket per handshake (rustls sends two by default,
+        // for clients that open parallel connections): each costs an
+        // encryption here and a session stored by the client.
+        config.send_tls13_tickets = 1;
         // Resumption: session ids (TLS 1.2) and stateless tickets.
         config.session_storage = ServerSessionMemoryCache::new(20_000);
         if let Ok(t) = rustls::crypto::ring::Ticketer::new() {
