@@ -100,6 +100,19 @@ impl crate::vcl::model::Env for Shared {
         let args = common::adm::tokenize(spec).map_err(|e| e.to_string())?;
         self.cache.ban(&args, crate::util::now(), self.params().ban_dups).map(|_| ()).map_err(|e| e.to_string())
     }
+    fn xkey_purge(&self, keys: &str, soft: bool) -> i64 {
+        self.cache.xkey_purge(keys.as_bytes(), soft, crate::util::now()) as i64
+    }
+    fn purge_hash(&self, hash: &[u8], soft: Option<(f64, Option<f64>, Option<f64>)>) -> i64 {
+        let n = match soft {
+            Some((ttl, grace, keep)) => self.cache.soft_purge(hash, crate::util::now(), ttl, grace, keep),
+            None => self.cache.purge(hash),
+        };
+        // As Varnish's vmod_purge counts them.
+        self.seg.add(common::counters::C::NPurges, 1);
+        self.seg.add(common::counters::C::NObjPurged, n as u64);
+        n as i64
+    }
 }
 
 /// The active policy and its name (for VCL_use records and vcl.list).

@@ -184,6 +184,11 @@ counter_table! {
     SPipeOut => "MAIN.s_pipe_out", Counter, Info, Bytes, "Piped bytes to client";
     NPurges => "MAIN.n_purges", Counter, Info, Integer, "Number of purge operations executed";
     NObjPurged => "MAIN.n_obj_purged", Counter, Info, Integer, "Number of purged objects";
+    XkeyKeys => "MAIN.xkey_keys", Gauge, Info, Integer, "Surrogate keys indexed (cachekit)";
+    XkeyPurges => "MAIN.xkey_purges", Counter, Info, Integer, "xkey.purge() calls (cachekit)";
+    XkeySoftpurges => "MAIN.xkey_softpurges", Counter, Info, Integer, "xkey.softpurge() calls (cachekit)";
+    XkeyObjPurged => "MAIN.xkey_obj_purged", Counter, Info, Integer, "Objects removed by xkey.purge() (cachekit)";
+    XkeyObjSoftpurged => "MAIN.xkey_obj_softpurged", Counter, Info, Integer, "Objects made stale by xkey.softpurge() (cachekit)";
     Bans => "MAIN.bans", Gauge, Info, Integer, "Count of bans";
     BansCompleted => "MAIN.bans_completed", Gauge, Diag, Integer, "Number of bans marked 'completed'";
     BansObj => "MAIN.bans_obj", Gauge, Diag, Integer, "Number of bans using obj.*";

@@ -10,6 +10,7 @@ pub mod key;
 pub mod object;
 mod store;
 pub mod ttl;
+pub mod xkey;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -102,6 +103,8 @@ pub struct CacheInner {
     newest_ban: AtomicU64,
     budget: u64,
     seg: Option<Arc<SegmentWriter>>,
+    /// Objects by surrogate key (xkey).
+    xkeys: xkey::Xkeys,
     /// With gzip support on, Vary: Accept-Encoding does not split
     /// variants: one gzip object serves every client (Varnish's vry_cmp,
     /// which skips it when matching, not when storing).
@@ -112,6 +115,12 @@ pub struct CacheInner {
 #[derive(Clone)]
 pub struct Cache {
     inner: Arc<CacheInner>,
+}
+
+/// Does an object list surrogate keys (a header lookup; the keys are
+/// parsed only for those that do)?
+fn tagged(oc: &ObjRef) -> bool {
+    xkey::HEADERS.iter().any(|h| oc.header_ref(h).is_some())
 }
 
 /// Do two objects' Vary values select the same requests (Accept-Encoding
@@ -167,6 +176,10 @@ impl CacheInner {
         }
         self.count(C::NObject, -1);
         self.count(C::NObjectcore, -1);
+        if tagged(oc) {
+            let gone = self.xkeys.remove(oc, &xkey::keys_of(oc));
+            self.count(C::XkeyKeys, -(gone as i64));
+        }
         self.free(oc);
         true
     }
@@ -244,6 +257,7 @@ impl Cache {
                 newest_ban: AtomicU64::new(0),
                 budget,
                 seg,
+                xkeys: xkey::Xkeys::default(),
                 vary_skips_ae: AtomicBool::new(true),
             }),
         };
@@ -402,6 +416,10 @@ impl Cache {
         };
         c.count(C::NObject, 1);
         c.count(C::NObjectcore, 1);
+        if tagged(&oc) {
+            let new = c.xkeys.add(&oc, &xkey::keys_of(&oc));
+            c.count(C::XkeyKeys, new as i64);
+        }
         for o in replaced {
             c.remove(&o);
         }
@@ -429,6 +447,45 @@ impl Cache {
     /// Remove an object whose fetch failed (never keep a truncated body).
     pub fn kill(&self, oc: &ObjRef) {
         self.inner.remove(oc);
+    }
+
+    /// xkey.purge (`soft`: xkey.softpurge): the objects under any of the
+    /// keys in `keys` are removed (made stale at `now`, grace and keep
+    /// kept); how many. Costs the objects touched, not a walk.
+    pub fn xkey_purge(&self, keys: &[u8], soft: bool, now: f64) -> usize {
+        let list: Vec<&[u8]> = xkey::split(keys).collect();
+        let mut n = 0;
+        for oc in self.inner.xkeys.objects(&list) {
+            if soft {
+                if !oc.is_dead() {
+                    oc.obj.rearm(now, 0.0, None, None);
+                    n += 1;
+                }
+            } else if self.inner.remove(&oc) {
+                n += 1;
+            }
+        }
+        let (calls, objs) = if soft { (C::XkeySoftpurges, C::XkeyObjSoftpurged) } else { (C::XkeyPurges, C::XkeyObjPurged) };
+        self.inner.count(calls, 1);
+        self.inner.count(objs, n as i64);
+        n
+    }
+
+    /// Surrogate keys indexed now.
+    pub fn xkeys(&self) -> usize {
+        self.inner.xkeys.len()
+    }
+
+    /// purge.soft(): every variant under `key` fresh for `ttl` more
+    /// seconds at most, with this grace and keep (None: unchanged); how
+    /// many.
+    pub fn soft_purge(&self, key: &[u8], now: f64, ttl: f64, grace: Option<f64>, keep: Option<f64>) -> usize {
+        let key = Key::of(key);
+        let victims: Vec<ObjRef> = self.inner.shard(key).get(&key).map(|h| h.variants().cloned().collect()).unwrap_or_default();
+        for v in &victims {
+            v.obj.rearm(now, ttl, grace, keep);
+        }
+        victims.len()
     }
 
     /// Remove every variant under `key`; returns how many.

@@ -109,7 +109,13 @@ struct Extra {
 impl Meta {
     /// When it was made, its ttl, grace and keep.
     pub fn life(&self) -> Life {
-        self.life.into()
+        self.life.get()
+    }
+
+    /// A soft purge: fresh for `ttl` more seconds at most, grace and keep
+    /// as given (None: unchanged).
+    pub fn rearm(&self, now: f64, ttl: f64, grace: Option<f64>, keep: Option<f64>) {
+        self.life.rearm(now, ttl, grace, keep);
     }
 
     /// For each header named by Vary: its normalized request value.

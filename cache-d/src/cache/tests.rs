@@ -376,3 +376,38 @@ fn ban_counts_follow_objects_through_tests_replacements_and_removals() {
     let left: Vec<String> = c.ban_list().into_iter().map(|b| b.spec).collect();
     assert_eq!(left, ["req.url == /last"]);
 }
+
+fn tagged(keys: &str, body: &[u8]) -> Object {
+    let mut o = obj(60.0, 30.0, body, Kind::Normal);
+    o.headers = ObjHeaders::from_pairs(b"OK", [(&b"xkey"[..], keys.as_bytes())].into_iter());
+    o
+}
+
+#[test]
+fn the_xkey_index_follows_objects_in_and_out() {
+    // Room for about three of these objects.
+    let c = Cache::new(3 * 4096 + 1024, None);
+    insert(&c, b"a", tagged("k1 k2", &[0; 4000]));
+    insert(&c, b"b", tagged("k2,k3", &[0; 4000]));
+    assert_eq!(c.xkeys(), 3);
+    // Replaced: the old object's keys go, the new one's come.
+    let Lookup::Hit(_) = c.lookup(b"a", no_headers(), NOW) else { panic!("a hit") };
+    let Lookup::Miss { guard, .. } = c.lookup_banned(b"a", b"/", no_headers(), NOW + 100.0) else { panic!("stale: a miss") };
+    c.insert(guard, tagged("k4", &[0; 4000]));
+    assert_eq!(c.xkeys(), 3, "k2 k3 (b) and k4 (a); k1 gone");
+    assert_eq!(c.xkey_purge(b"k1", false, NOW), 0);
+    // Evicted by LRU: its keys go too.
+    insert(&c, b"c", tagged("k5", &[0; 4000]));
+    insert(&c, b"d", tagged("k6", &[0; 4000]));
+    let left = c.xkeys();
+    assert!(left < 5, "an eviction took keys out: {left}");
+    // Soft purge: stale, within grace, still indexed; hard purge: gone.
+    assert_eq!(c.xkey_purge(b"k6", true, NOW + 1.0), 1);
+    assert!(matches!(c.lookup(b"d", no_headers(), NOW + 2.0), Lookup::Grace(..)));
+    assert_eq!(c.xkey_purge(b"k6", false, NOW + 2.0), 1);
+    assert!(matches!(c.lookup(b"d", no_headers(), NOW + 2.0), Lookup::Miss { .. }));
+    // What is left goes by its keys, and the index is empty with it.
+    let objects = c.objects();
+    assert_eq!(c.xkey_purge(b"k2 k3 k4 k5", false, NOW + 2.0), objects);
+    assert_eq!((c.xkeys(), c.objects()), (0, 0));
+}

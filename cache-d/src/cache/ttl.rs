@@ -1,6 +1,8 @@
 //! Object lifetimes from response headers (Varnish's core TTL computation,
 //! RFC 9111 §4.2), sans-io: `now` is an argument.
 
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
 /// The lifetime parameters that apply when headers say nothing.
 #[derive(Clone, Copy, Debug)]
 pub struct Defaults {
@@ -89,24 +91,47 @@ impl Life {
 /// A [`Life`] as a stored object keeps it: grace and keep in single
 /// precision (24 bytes instead of 32; whole seconds up to 16.7 million
 /// and the usual fractions come back exact, others within 1e-7 of
-/// themselves).
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// themselves), and the ttl changeable in place (a soft purge ends it
+/// while grace and keep stay).
+#[derive(Debug)]
 pub struct StoredLife {
     t_origin: f64,
-    ttl: f64,
-    grace: f32,
-    keep: f32,
+    /// The ttl's f64 bits, grace's and keep's f32 bits.
+    ttl: AtomicU64,
+    grace: AtomicU32,
+    keep: AtomicU32,
 }
 
 impl From<Life> for StoredLife {
     fn from(l: Life) -> StoredLife {
-        StoredLife { t_origin: l.t_origin, ttl: l.ttl, grace: l.grace as f32, keep: l.keep as f32 }
+        StoredLife {
+            t_origin: l.t_origin,
+            ttl: l.ttl.to_bits().into(),
+            grace: (l.grace as f32).to_bits().into(),
+            keep: (l.keep as f32).to_bits().into(),
+        }
     }
 }
 
-impl From<StoredLife> for Life {
-    fn from(l: StoredLife) -> Life {
-        Life { t_origin: l.t_origin, ttl: l.ttl, grace: l.grace as f64, keep: l.keep as f64 }
+impl StoredLife {
+    pub fn get(&self) -> Life {
+        let ttl = f64::from_bits(self.ttl.load(Ordering::Acquire));
+        let (grace, keep) = (f32::from_bits(self.grace.load(Ordering::Acquire)), f32::from_bits(self.keep.load(Ordering::Acquire)));
+        Life { t_origin: self.t_origin, ttl, grace: grace as f64, keep: keep as f64 }
+    }
+
+    /// A soft purge: the ttl ends `ttl` seconds after `now` (never later
+    /// than it would have), grace and keep become the given ones (None:
+    /// unchanged) — xkey.softpurge and purge.soft().
+    pub fn rearm(&self, now: f64, ttl: f64, grace: Option<f64>, keep: Option<f64>) {
+        let ttl = (now + ttl.max(0.0) - self.t_origin).max(0.0);
+        let _ = self.ttl.fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| (ttl < f64::from_bits(old)).then_some(ttl.to_bits()));
+        if let Some(g) = grace {
+            self.grace.store((g.max(0.0) as f32).to_bits(), Ordering::Release);
+        }
+        if let Some(k) = keep {
+            self.keep.store((k.max(0.0) as f32).to_bits(), Ordering::Release);
+        }
     }
 }
 

@@ -362,6 +362,15 @@ pub trait Env: Sync {
     fn ban(&self, _spec: &str) -> Result<(), String> {
         Err("bans are not available here".into())
     }
+    /// xkey.purge (`soft`: xkey.softpurge): how many objects.
+    fn xkey_purge(&self, _keys: &str, _soft: bool) -> i64 {
+        0
+    }
+    /// purge.hard() (`soft` None) or purge.soft(ttl, grace, keep) on the
+    /// variants under the hash key `hash`: how many.
+    fn purge_hash(&self, _hash: &[u8], _soft: Option<(f64, Option<f64>, Option<f64>)>) -> i64 {
+        0
+    }
 }
 
 /// An engine that lends nothing (unit tests, benchmarks, vcl_init).

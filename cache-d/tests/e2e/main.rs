@@ -18,3 +18,4 @@ mod proxy;
 mod tls;
 mod util;
 mod vcl;
+mod xkey;

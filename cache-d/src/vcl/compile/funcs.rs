@@ -84,7 +84,7 @@ pub(super) fn only_in(name: &str, allowed: u32, pos: Pos, sc: &Scope<'_>) -> Res
 }
 
 /// The functions [`call`] knows (documented in cache-vcl(7)).
-pub const FUNCTIONS: [&str; 28] = [
+pub const FUNCTIONS: [&str; 32] = [
     "regsub",
     "regsuball",
     "hash_data",
@@ -113,6 +113,10 @@ pub const FUNCTIONS: [&str; 28] = [
     "tls.cipher",
     "tls.authority",
     "tls.alpn",
+    "xkey.purge",
+    "xkey.softpurge",
+    "purge.hard",
+    "purge.soft",
 ];
 
 /// Every variable a program can name (headers as `req.http.`), for the
@@ -315,6 +319,22 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             })
         }
         // vmod tls (Varnish Enterprise's names): the client connection's TLS.
+        // varnish-modules' xkey: purge (or make stale) by surrogate key.
+        "xkey.purge" | "xkey.softpurge" => {
+            let keys = one_arg(args, name, 1, pos, sc)?.remove(0);
+            let soft = name == "xkey.softpurge";
+            Box::new(move |t, c| {
+                let keys = keys(t, c).text();
+                let n = t.env.xkey_purge(&keys, soft);
+                t.record(
+                    Tag::VclLog,
+                    format!("{}: {n} object(s) for \"{keys}\"", if soft { "xkey.softpurge" } else { "xkey.purge" }).as_bytes(),
+                );
+                Val::Int(n)
+            })
+        }
+        // Varnish 7's vmod_purge: the current object's variants.
+        "purge.hard" | "purge.soft" => purge_call(name, args, names, pos, sc)?,
         "tls.is_tls" => {
             one_arg(args, name, 0, pos, sc)?;
             Box::new(|t, _| Val::Bool(t.tls.is_some()))
@@ -524,4 +544,39 @@ fn set_ban_error(t: &mut Task<'_>, e: String) {
     } else if let Some(r) = t.bereq.as_deref_mut() {
         r.ban_error = e;
     }
+}
+
+/// purge.hard() and purge.soft(ttl = 0s, grace = -1s, keep = -1s) (a
+/// negative grace or keep leaves it as it is), in vcl_hit and vcl_miss
+/// only, as Varnish 7's vmod_purge; they return how many variants.
+fn purge_call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+    only_in(name, mask(&[Sub::Hit, Sub::Miss]), pos, sc)?;
+    let soft = name == "purge.soft";
+    if !soft && !args.is_empty() {
+        return err("purge.hard() takes no argument", pos);
+    }
+    let mut parts: [Option<ExprFn>; 3] = [None, None, None];
+    for (i, (a, n)) in args.iter().zip(names).enumerate() {
+        let at = match n.as_deref().or_else(|| ["ttl", "grace", "keep"].get(i).copied()) {
+            Some("ttl") => 0,
+            Some("grace") => 1,
+            Some("keep") => 2,
+            _ => return err(format!("purge.soft() has no argument '{}'", n.as_deref().unwrap_or("")), a.pos()),
+        };
+        parts[at] = Some(sc.expr(a)?);
+    }
+    let [ttl, grace, keep] = parts;
+    Ok(Box::new(move |t, c| {
+        let mut secs = |f: &Option<ExprFn>, default: f64| {
+            f.as_ref().map_or(default, |f| match f(t, c) {
+                Val::Dur(d) | Val::Real(d) => d,
+                Val::Int(i) => i as f64,
+                _ => default,
+            })
+        };
+        let (ttl, grace, keep) = (secs(&ttl, 0.0), secs(&grace, -1.0), secs(&keep, -1.0));
+        let Some(hash) = t.req.as_ref().and_then(|r| r.hash.clone()) else { return Val::Int(0) };
+        let soft_args = soft.then_some((ttl, (grace >= 0.0).then_some(grace), (keep >= 0.0).then_some(keep)));
+        Val::Int(t.env.purge_hash(&hash, soft_args))
+    }))
 }
