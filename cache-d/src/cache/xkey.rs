@@ -16,9 +16,12 @@ const SHARDS: usize = 64;
 /// The headers that carry an object's keys.
 pub const HEADERS: [&str; 2] = ["xkey", "surrogate-key"];
 
-/// Objects by key; each key's objects by their address.
+/// One shard of the index: each key's objects by their address.
+type Shard = HashMap<Box<[u8]>, HashMap<usize, ObjRef>>;
+
+/// Objects by key, in shards by the key's hash.
 pub struct Xkeys {
-    shards: Vec<Mutex<HashMap<Box<[u8]>, HashMap<usize, ObjRef>>>>,
+    shards: Vec<Mutex<Shard>>,
 }
 
 impl Default for Xkeys {
@@ -55,7 +58,7 @@ fn addr(oc: &ObjRef) -> usize {
 }
 
 impl Xkeys {
-    fn shard(&self, key: &[u8]) -> MutexGuard<'_, HashMap<Box<[u8]>, HashMap<usize, ObjRef>>> {
+    fn shard(&self, key: &[u8]) -> MutexGuard<'_, Shard> {
         let h = key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3));
         self.shards[(h % SHARDS as u64) as usize].lock().unwrap_or_else(|e| e.into_inner())
     }
