@@ -9,7 +9,8 @@ use clap::Parser;
 /// With a command, runs it on every target and exits 0 if all answered
 /// 200. Without one: an interactive shell (line editing, history, tab
 /// completion) on a terminal, else commands from standard input, one a
-/// line. Several -n or -T run the same command on each instance.
+/// line. Several -n or -T run the same command on each instance; --peers
+/// runs it on a whole fleet at once, a line per node.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "cache-adm", version, about, long_about = None)]
 pub struct Args {
@@ -34,9 +35,60 @@ pub struct Args {
     #[arg(short = 'p')]
     pub raw: bool,
 
+    /// Run the command on every node of a fleet, in parallel: a file of
+    /// host:port admin addresses (one a line, # comments), or
+    /// dns:NAME:PORT (every address NAME resolves to, e.g. a headless
+    /// Service). One line per node ("NODE STATUS first-line" or "NODE
+    /// unreachable: why"); exit 0 only when every node answered 200, else
+    /// 1 naming the others. -S gives the fleet's secret.
+    #[arg(long, value_name = "FILE|dns:NAME:PORT", conflicts_with_all = ["name", "target"])]
+    pub peers: Option<String>,
+
+    /// With --peers: try nodes that could not be reached again (every half
+    /// second) until this long has passed (10s, 500ms, 2m).
+    #[arg(long, value_name = "DURATION", requires = "peers", value_parser = duration)]
+    pub retry_for: Option<std::time::Duration>,
+
+    /// With --peers: print a JSON list, an object per node (node, ok,
+    /// status, answer, error, attempts).
+    #[arg(short = 'j', long = "json", requires = "peers")]
+    pub json: bool,
+
     /// The command and its arguments, joined with spaces as varnishadm
     /// joins them ('ban req.url ~ ^/a/' and ban 'req.url ~ ^/a/' both
     /// work); quote inside an argument what must stay one word.
     #[arg(trailing_var_arg = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// `--retry-for`: seconds with an optional ms, s or m suffix.
+pub fn duration(s: &str) -> Result<std::time::Duration, String> {
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (s, 1.0)
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=86_400.0).contains(&(v * scale)) => Ok(std::time::Duration::from_secs_f64(v * scale)),
+        _ => Err(format!("'{s}' is not a duration up to a day (10s, 500ms, 2m)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(duration("3"), Ok(Duration::from_secs(3)));
+        assert!(duration("2d").is_err() && duration("-1s").is_err() && duration("nan").is_err());
+    }
 }

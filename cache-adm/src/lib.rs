@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod conn;
+pub mod peers;
 pub mod shell;
 
 use std::io::{BufRead, Write};
@@ -17,6 +18,9 @@ use crate::conn::{command_line, targets, Conn};
 /// could not be reached or authenticated).
 pub fn run(args: Args, out: &mut impl Write, err: &mut impl Write) -> i32 {
     let timeout = Duration::from_secs_f64(args.timeout.clamp(0.001, 3600.0));
+    if let Some(spec) = &args.peers {
+        return fleet(&args, spec, timeout, out, err);
+    }
     let targets = match targets(&args) {
         Ok(t) => t,
         Err(e) => {
@@ -83,4 +87,34 @@ pub fn run(args: Args, out: &mut impl Write, err: &mut impl Write) -> i32 {
         }
     }
     worst
+}
+
+/// `--peers`: the command on every node at once; 0 only when all said 200.
+fn fleet(args: &Args, spec: &str, timeout: Duration, out: &mut impl Write, err: &mut impl Write) -> i32 {
+    if args.command.is_empty() {
+        let _ = writeln!(err, "cache-adm: --peers needs a command\nUsage: cache-adm --peers FILE|dns:NAME:PORT [-S FILE] [--retry-for DURATION] [-j] COMMAND...");
+        return 2;
+    }
+    let nodes = match peers::nodes(spec) {
+        Ok(n) => n,
+        Err(e) => {
+            let _ = writeln!(err, "cache-adm: {e}");
+            return 2;
+        }
+    };
+    let line = command_line(&args.command);
+    let outcomes = peers::run_all(&nodes, args.secret.as_deref(), &line, timeout, args.retry_for.unwrap_or_default());
+    if args.json {
+        let _ = writeln!(out, "{}", peers::json(&outcomes));
+    } else {
+        for o in &outcomes {
+            let _ = writeln!(out, "{}", peers::text_line(o));
+        }
+    }
+    let failed: Vec<&str> = outcomes.iter().filter(|o| !o.ok()).map(|o| o.node.as_str()).collect();
+    if failed.is_empty() {
+        return 0;
+    }
+    let _ = writeln!(err, "cache-adm: {} of {} node(s) failed: {}", failed.len(), outcomes.len(), failed.join(" "));
+    1
 }

@@ -6,6 +6,7 @@ mod backend_tls;
 mod backends;
 mod caching;
 mod esi;
+mod fleet;
 mod gzip;
 mod h2;
 mod h2_hostile;

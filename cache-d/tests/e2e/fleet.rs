@@ -1,0 +1,80 @@
+//! A fleet driven as one (issue 20): `cache-adm --peers` runs a command
+//! on every node, a line (or a JSON object) per node, exit 1 naming the
+//! nodes that failed or could not be reached, and `--retry-for` delivering
+//! to a node that comes back.
+
+use std::path::Path;
+
+use crate::util::*;
+
+/// A free loopback port (nothing listens on it when this returns).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A node: cache-d with its admin socket on `admin` and the fleet's secret.
+fn node(dir: &Path, backend: &str, admin: u16, secret: &Path) -> Daemon {
+    Daemon::start(dir, backend, &["-T", &format!("127.0.0.1:{admin}"), "-S", secret.to_str().unwrap()])
+}
+
+#[test]
+fn cache_adm_bans_across_the_fleet_and_names_the_nodes_that_fail() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let backend = format!("127.0.0.1:{}", origin.port);
+    let secret = tmp.path().join("secret");
+    std::fs::write(&secret, "fleet secret\n").unwrap();
+    let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
+    let nodes: Vec<Daemon> = (0..3).map(|i| node(&tmp.path().join(format!("n{i}")), &backend, ports[i], &secret)).collect();
+    let peers = tmp.path().join("peers");
+    let list: String = ports.iter().map(|p| format!("127.0.0.1:{p}\n")).collect();
+    std::fs::write(&peers, format!("# the fleet\n{list}")).unwrap();
+    let (p, s) = (peers.to_str().unwrap(), secret.to_str().unwrap());
+    // Three answer, the fourth is not there: a line each, exit 1 naming it.
+    let o = run("cache-adm", &["--peers", p, "-S", s, "ban", "req.url", "~", "^/old/"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    for (i, port) in ports.iter().enumerate() {
+        let want = if i < 3 { format!("127.0.0.1:{port} 200") } else { format!("127.0.0.1:{port} unreachable:") };
+        assert!(lines[i].starts_with(&want), "{}: {out}", lines[i]);
+    }
+    assert!(stderr(&o).contains(&format!("127.0.0.1:{}", ports[3])), "{}", stderr(&o));
+    for n in &nodes {
+        let o = run("cache-adm", &["-n", n.dir.to_str().unwrap(), "ban.list"]);
+        assert!(stdout(&o).contains("req.url ~ ^/old/"), "{}", stdout(&o));
+    }
+    // JSON: an object per node.
+    let o = run("cache-adm", &["--peers", p, "-S", s, "-j", "ping"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let oks: Vec<bool> = v.as_array().unwrap().iter().map(|n| n["ok"].as_bool().unwrap()).collect();
+    assert_eq!(oks, [true, true, true, false], "{v}");
+    assert_eq!(v[0]["status"], 200);
+    assert!(v[3]["error"].as_str().unwrap().contains("could not connect"), "{v}");
+    // A command that fails on the nodes: exit 1 too, their status shown.
+    let o = run("cache-adm", &["--peers", p, "-S", s, "param.set", "default_ttl", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).lines().take(3).all(|l| l.contains(" 106 ")), "{}", stdout(&o));
+    // --retry-for: the fourth node starts a second later and gets the ban.
+    let (pp, ss) = (p.to_string(), s.to_string());
+    let late = std::thread::spawn(move || {
+        std::process::Command::new(bin("cache-adm"))
+            .args(["--peers", &pp, "-S", &ss, "--retry-for", "20s", "ban", "req.url", "~", "^/later/"])
+            .output()
+    });
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let fourth = node(&tmp.path().join("n3"), &backend, ports[3], &secret);
+    let o = late.join().unwrap().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let o = run("cache-adm", &["-n", fourth.dir.to_str().unwrap(), "ban.list"]);
+    assert!(stdout(&o).contains("req.url ~ ^/later/"), "{}", stdout(&o));
+    // Bad peers specs: a usage error.
+    let bad = tmp.path().join("bad");
+    std::fs::write(&bad, "not-an-address\n").unwrap();
+    let o = run("cache-adm", &["--peers", bad.to_str().unwrap(), "ping"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("line 1: 'not-an-address' is not host:port"), "{}", stderr(&o));
+    let o = run("cache-adm", &["--peers", "dns:localhost:1", "--retry-for", "1s", "ping"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+}
