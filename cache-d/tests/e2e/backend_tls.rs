@@ -38,7 +38,7 @@ fn https_backends_verify_pool_and_probe_over_tls() {
     vcl += &backend(
         "good",
         tls_port,
-        &format!("{trust} .ssl_verify_host = 1; .probe = {{ .url = \"/size/1\"; .interval = 0.2s; .window = 3; .threshold = 2; }}"),
+        &format!("{trust} .ssl_verify_host = 1; .probe = {{ .url = \"/size/1\"; .interval = 0.5s; .window = 3; .threshold = 2; }}"),
     );
     vcl += &backend("wrongname", tls_port, &format!(".ssl_ca_file = \"{ca}\"; .host_header = \"other.test\"; .ssl_verify_host = 1;"));
     vcl += &backend("anyname", tls_port, &format!(".ssl_ca_file = \"{ca}\"; .host_header = \"other.test\";"));
@@ -64,14 +64,19 @@ fn https_backends_verify_pool_and_probe_over_tls() {
     assert_eq!((r.status, r.body.len()), (200, 100), "{}", errors());
     assert_eq!(c.get("/size/100?max_age=60", "").status, 200);
     assert_eq!(counter(&stat(&d.dir), "MAIN.cache_hit"), Some(1), "a hit");
-    // Twenty passes reuse pooled TLS connections: few handshakes on the origin.
+    // Twenty passes reuse pooled TLS connections: the origin sees a
+    // handshake or two for them (and one per probe meanwhile), not twenty.
+    let handshakes = || counter(&stat(&o.dir), "MAIN.tls_handshakes").unwrap_or(0);
+    let (before, t0) = (handshakes(), std::time::Instant::now());
     for i in 0..20 {
         assert_eq!(c.get(&format!("/pass/size/{i}"), "").status, 200);
     }
     let ours = stat(&d.dir);
     assert!(counter(&ours, "MAIN.backend_reuse") >= Some(19), "{ours}");
-    let theirs = stat(&o.dir);
-    assert!(counter(&theirs, "MAIN.tls_handshakes") <= Some(6), "probes and a couple of fetch connections:\n{theirs}");
+    let probes = (t0.elapsed().as_secs_f64() / 0.5).ceil() as u64 + 1;
+    let during = handshakes() - before;
+    assert!(during <= 2 + probes, "{during} handshakes for 20 passes and {probes} probes");
+
     // What each backend's settings allow.
     assert_eq!(c.get("/wrongname/size/5", "").status, 503, "the name is checked");
     assert_eq!(c.get("/anyname/size/5", "").status, 200, "the chain only");
