@@ -155,6 +155,15 @@ fn command(sh: &Shared, progs: &mut Programs, args: &[String]) -> Reply {
             }
         }
         ["ban.list", flags @ ..] => ban_list(sh, flags),
+        ["xkey.purge", rest @ ..] => {
+            let soft = rest.first() == Some(&"-s");
+            let keys = rest[usize::from(soft)..].join(" ");
+            if keys.trim().is_empty() {
+                return (status::PARAM, "xkey.purge needs at least one key".into());
+            }
+            let n = sh.cache.xkey_purge(keys.as_bytes(), soft, now());
+            (status::OK, format!("{n} object(s) {}", if soft { "made stale" } else { "purged" }))
+        }
         // Certificates, as the manager hands a whole set over (it reads
         // the files): clear, a load for each, commit.
         ["tls.cert.clear"] => {

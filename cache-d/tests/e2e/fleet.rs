@@ -45,6 +45,21 @@ fn cache_adm_bans_across_the_fleet_and_names_the_nodes_that_fail() {
         let o = run("cache-adm", &["-n", n.dir.to_str().unwrap(), "ban.list"]);
         assert!(stdout(&o).contains("req.url ~ ^/old/"), "{}", stdout(&o));
     }
+    // Surrogate keys across the fleet: each node purges what it holds.
+    for n in &nodes {
+        let mut c = Client::connect(n.port);
+        for u in ["/size/1?max_age=600&header=xkey:red", "/size/2?max_age=600&header=xkey:red%20blue", "/size/3?max_age=600"] {
+            assert_eq!(c.get(u, "").status, 200);
+        }
+    }
+    let three: String = ports[..3].iter().map(|p| format!("127.0.0.1:{p}\n")).collect();
+    let up = tmp.path().join("up");
+    std::fs::write(&up, three).unwrap();
+    let o = run("cache-adm", &["--peers", up.to_str().unwrap(), "-S", s, "xkey.purge", "red"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o).lines().filter(|l| l.ends_with(" 200 2 object(s) purged")).count(), 3, "{}", stdout(&o));
+    let o = run("cache-adm", &["--peers", up.to_str().unwrap(), "-S", s, "xkey.purge", "-s", "blue", "red"]);
+    assert!(stdout(&o).lines().all(|l| l.ends_with(" 200 0 object(s) made stale")), "{}", stdout(&o));
     // JSON: an object per node.
     let o = run("cache-adm", &["--peers", p, "-S", s, "-j", "ping"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();

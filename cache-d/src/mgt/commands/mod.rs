@@ -108,6 +108,14 @@ pub const COMMANDS: &[Command] = &[
     cmd("vcl.show", "vcl.show [-v] [<configname>]", "Display the source code for the specified configuration.", 0, 2, vcl::show),
     cmd("vcl.state", "vcl.state <configname> [auto|cold|warm]", "Force the state of the named configuration.", 1, 2, vcl::state),
     cmd("vcl.use", "vcl.use <configname|label>", "Switch to the named configuration immediately.", 1, 1, vcl::use_),
+    cmd(
+        "xkey.purge",
+        "xkey.purge [-s] <key>...",
+        "Remove (-s: make stale, keeping grace and keep) the objects tagged with any of the surrogate keys.",
+        1,
+        MANY,
+        basic::relay,
+    ),
 ];
 
 /// Run one command line (already split into words, at least one).
