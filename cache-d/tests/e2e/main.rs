@@ -5,6 +5,7 @@
 mod backend_tls;
 mod backends;
 mod caching;
+mod cluster;
 mod esi;
 mod fleet;
 mod gzip;
