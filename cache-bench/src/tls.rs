@@ -5,10 +5,9 @@
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, RootCertStore};
 
 /// What each connection's handshake needs.
 #[derive(Clone)]
@@ -33,7 +32,7 @@ pub fn client(host: &str, cacert: Option<&str>, insecure: bool, mode: Mode) -> R
     let builder =
         ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().map_err(|e| anyhow!("TLS: {e}"))?;
     let mut config = if insecure {
-        builder.dangerous().with_custom_certificate_verifier(Arc::new(AnyCert(provider))).with_no_client_auth()
+        builder.dangerous().with_custom_certificate_verifier(Arc::new(common::tls::AnyCert(provider))).with_no_client_auth()
     } else {
         let file = match cacert {
             Some(f) => f.to_string(),
@@ -57,40 +56,4 @@ pub fn client(host: &str, cacert: Option<&str>, insecure: bool, mode: Mode) -> R
     }
     let name = ServerName::try_from(host.to_string()).map_err(|_| anyhow!("{host}: not a name for TLS"))?;
     Ok(TlsClient { config: Arc::new(config), name })
-}
-
-/// `--insecure`: any certificate passes (signatures are still checked).
-#[derive(Debug)]
-struct AnyCert(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for AnyCert {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
-    }
-    fn verify_tls13_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }

@@ -24,3 +24,4 @@ pub mod httpdate;
 pub mod instance;
 pub mod log;
 pub mod segment;
+pub mod tls;
