@@ -34,10 +34,7 @@ pub fn client(host: &str, cacert: Option<&str>, insecure: bool, mode: Mode) -> R
     let mut config = if insecure {
         builder.dangerous().with_custom_certificate_verifier(Arc::new(common::tls::AnyCert(provider))).with_no_client_auth()
     } else {
-        let file = match cacert {
-            Some(f) => f.to_string(),
-            None => std::env::var("SSL_CERT_FILE").unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".into()),
-        };
+        let file = common::tls::ca_file(cacert);
         let mut roots = RootCertStore::empty();
         let pem = std::fs::read(&file).with_context(|| format!("--cacert {file}"))?;
         for cert in CertificateDer::pem_slice_iter(&pem) {

@@ -1,5 +1,5 @@
-//! What the programs share about TLS clients: a certificate verifier that
-//! accepts any certificate (cache-bench's `--insecure`, a backend's
+//! What the programs share about TLS clients: where the trusted roots are
+//! ([`ca_file`]), and a certificate verifier that accepts any certificate (cache-bench's `--insecure`, a backend's
 //! `.ssl_verify_peer = 0`, tests that look at which certificate came).
 //! The handshake's signatures are still checked, so the peer holds the
 //! key of the certificate it showed.
@@ -10,6 +10,15 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
+
+/// The PEM file of trusted roots: `file` if given, else the system bundle
+/// (SSL_CERT_FILE, else Debian's /etc/ssl/certs/ca-certificates.crt).
+pub fn ca_file(file: Option<&str>) -> String {
+    match file {
+        Some(f) => f.to_string(),
+        None => std::env::var("SSL_CERT_FILE").unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".into()),
+    }
+}
 
 /// Any certificate passes; signatures are checked with the provider's
 /// algorithms.

@@ -96,10 +96,7 @@ fn host_name(host: &str) -> &str {
 
 /// The roots in `file`, or in the system bundle.
 fn roots(file: Option<&str>) -> Result<rustls::RootCertStore, String> {
-    let path = match file {
-        Some(f) => f.to_string(),
-        None => std::env::var("SSL_CERT_FILE").unwrap_or_else(|_| "/etc/ssl/certs/ca-certificates.crt".into()),
-    };
+    let path = common::tls::ca_file(file);
     let pem = std::fs::read(&path).map_err(|e| format!("cannot read CA file {path}: {e}"))?;
     let mut store = rustls::RootCertStore::empty();
     for c in rustls_pemfile_certs(&pem) {
