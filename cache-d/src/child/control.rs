@@ -191,9 +191,7 @@ fn vcl_load(sh: &Shared, progs: &mut Programs, verb: &str, name: &str, src: &str
         .and_then(|c| crate::vcl::compile::VclPolicy::load(name, c));
     match loaded {
         Ok(p) => {
-            for b in Policy::backends(&p) {
-                probe::start(&b, sh.seg.clone());
-            }
+            Policy::start(&p, &sh.seg);
             progs.vcls.insert(name.to_string(), Arc::new(Active { name: name.to_string(), policy: Arc::new(p) }));
             (status::OK, String::new())
         }

@@ -92,9 +92,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
     let shared = Shared::new(seg.clone(), params, Backend::new("default", addrs));
     if let Some(p) = policy {
         seg.set(C::NBackend, p.backends().len().max(1) as u64);
-        for b in p.backends() {
-            probe::start(&b, seg.clone());
-        }
+        p.start(&seg);
         shared.set_policy("boot", p);
     } else {
         probe::start(&shared.backend, seg.clone());

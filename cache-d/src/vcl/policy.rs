@@ -38,9 +38,17 @@ pub trait Policy: Send + Sync {
     fn backend(&self, _name: Option<&str>, _key: &[u8]) -> Option<std::sync::Arc<Backend>> {
         None
     }
-    /// Every backend the policy declares, in order.
+    /// Every backend the policy declares, in order (and those its dynamic
+    /// directors made so far).
     fn backends(&self) -> Vec<std::sync::Arc<Backend>> {
         Vec::new()
+    }
+    /// The child took the policy on: its backends get their counters in
+    /// `seg` and their probes start (and so do backends made later).
+    fn start(&self, seg: &std::sync::Arc<common::segment::SegmentWriter>) {
+        for b in self.backends() {
+            crate::backend::probe::start(&b, seg.clone());
+        }
     }
 }
 

@@ -242,9 +242,19 @@ pub(super) fn check_probe(fields: &[Field]) -> Result<(), VclError> {
     Ok(())
 }
 
-/// The directors `new` makes, with their kind; anything else `new` is
+/// What `new` can make.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ObjKind {
+    Director(crate::backend::director::Kind),
+    /// dynamic.director()
+    Dynamic,
+    /// dynamic.resolver()
+    Resolver,
+}
+
+/// The objects `new` makes, with their kind; anything else `new` is
 /// refused.
-pub(super) fn collect_objects(body: &[Stmt], out: &mut HashMap<String, crate::backend::director::Kind>) -> Result<(), VclError> {
+pub(super) fn collect_objects(body: &[Stmt], out: &mut HashMap<String, ObjKind>) -> Result<(), VclError> {
     for s in body {
         match s {
             Stmt::New { name, ctor, pos } => {
@@ -255,8 +265,13 @@ pub(super) fn collect_objects(body: &[Stmt], out: &mut HashMap<String, crate::ba
                     Some(Expr::Name(b, _)) => b == "true",
                     _ => false,
                 };
-                let Some(kind) = crate::backend::director::Kind::from_ctor(ctor_name, sticky) else {
-                    return unsupported(&format!("Object {ctor_name}()"), *cpos);
+                let kind = match ctor_name.as_str() {
+                    "dynamic.director" => ObjKind::Dynamic,
+                    "dynamic.resolver" => ObjKind::Resolver,
+                    c => match crate::backend::director::Kind::from_ctor(c, sticky) {
+                        Some(k) => ObjKind::Director(k),
+                        None => return unsupported(&format!("Object {ctor_name}()"), *cpos),
+                    },
                 };
                 if out.insert(name.clone(), kind).is_some() {
                     return err(format!("Object '{name}' redefined"), *pos);

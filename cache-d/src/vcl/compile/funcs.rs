@@ -1,5 +1,6 @@
 //! Functions: the built-in ones, vmod_std's, and the directors' methods.
 
+use super::decls::ObjKind;
 use super::program::*;
 use crate::vcl::ast::*;
 use crate::vcl::compile::vars::*;
@@ -137,11 +138,14 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
         }))
     };
     if let Some((obj, method)) = name.split_once('.') {
-        if let Some(kind) = sc.objects.get(obj) {
-            if *kind == crate::backend::director::Kind::Shard && method == "backend" {
+        match sc.objects.get(obj) {
+            Some(ObjKind::Director(crate::backend::director::Kind::Shard)) if method == "backend" => {
                 return shard_backend(obj, args, names, pos, sc);
             }
-            return director_call(obj, *kind, method, args, pos, sc);
+            Some(ObjKind::Director(kind)) => return director_call(obj, *kind, method, args, pos, sc),
+            Some(ObjKind::Dynamic) => return super::dynamic::director_call(obj, method, args, names, pos, sc),
+            Some(ObjKind::Resolver) => return super::dynamic::resolver_call(obj, method, args, pos, sc),
+            None => {}
         }
     }
     Ok(match name {

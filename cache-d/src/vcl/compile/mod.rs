@@ -21,6 +21,7 @@ use crate::vcl::model::{Action, NoEnv, Sub, Task};
 use crate::vcl::policy::Policy;
 
 mod decls;
+mod dynamic;
 mod funcs;
 mod program;
 #[cfg(test)]
@@ -102,7 +103,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
         _ => None,
     });
     let version = version.unwrap_or(4.0);
-    let mut objects: HashMap<String, crate::backend::director::Kind> = HashMap::new();
+    let mut objects: HashMap<String, ObjKind> = HashMap::new();
     for item in &p.items {
         if let Item::Sub { body, .. } = item {
             collect_objects(body, &mut objects)?;
@@ -114,6 +115,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
                 ctx: contexts.get(name).cloned().unwrap_or_default(),
                 acls: &c.acls,
                 backends: &c.backends,
+                probes: &probes,
                 objects: &objects,
                 version,
                 compile_expr: expr,
@@ -233,14 +235,18 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
                 Flow::Next
             })
         }
-        Stmt::New { name, .. } => {
-            let kind = sc.objects[name];
-            let name = name.clone();
-            Box::new(move |_, c| {
-                c.directors().insert(name.clone(), Arc::new(crate::backend::director::Director::new(&name, kind)));
-                Flow::Next
-            })
-        }
+        Stmt::New { name, ctor, .. } => match (sc.objects[name], ctor) {
+            (ObjKind::Director(kind), _) => {
+                let name = name.clone();
+                Box::new(move |_, c| {
+                    c.directors().insert(name.clone(), Arc::new(crate::backend::director::Director::new(&name, kind)));
+                    Flow::Next
+                })
+            }
+            (ObjKind::Dynamic, Expr::Call { args, names, .. }) => dynamic::director_new(name, args, names, sc)?,
+            (ObjKind::Resolver, Expr::Call { args, names, .. }) => dynamic::resolver_new(name, args, names)?,
+            (_, other) => return err("\"new\" takes a constructor", other.pos()),
+        },
     })
 }
 
@@ -479,6 +485,7 @@ impl VclPolicy {
             bes.insert(spec.name.clone(), Arc::new(crate::backend::pool::Backend::with_cfg(name, &spec.name, addrs, spec.cfg.clone())));
         }
         let _ = prog.runtime.set(bes);
+        let _ = prog.vcl_name.set(name.to_string());
         let p = VclPolicy { name: name.to_string(), prog: Arc::new(prog) };
         let mut t = Task::new(&NoEnv);
         match p.call(Sub::Init, &mut t) {
@@ -500,8 +507,19 @@ impl Policy for VclPolicy {
     }
     fn fini(&self) {
         let _ = self.call(Sub::Fini, &mut Task::new(&NoEnv));
+        for d in self.prog.dynamics().values() {
+            d.stop();
+        }
         for b in self.backends() {
             b.stop_probe();
+        }
+    }
+    fn start(&self, seg: &Arc<common::segment::SegmentWriter>) {
+        for b in self.backends() {
+            crate::backend::probe::start(&b, seg.clone());
+        }
+        for d in self.prog.dynamics().values() {
+            d.attach(seg);
         }
     }
     fn backend(&self, name: Option<&str>, key: &[u8]) -> Option<Arc<crate::backend::pool::Backend>> {
@@ -512,7 +530,9 @@ impl Policy for VclPolicy {
     }
     fn backends(&self) -> Vec<Arc<crate::backend::pool::Backend>> {
         let Some(bes) = self.prog.runtime.get() else { return Vec::new() };
-        self.prog.backends.iter().filter_map(|n| bes.get(n).cloned()).collect()
+        let mut all: Vec<_> = self.prog.backends.iter().filter_map(|n| bes.get(n).cloned()).collect();
+        all.extend(self.prog.dynamic_backends());
+        all
     }
     fn call(&self, sub: Sub, t: &mut Task<'_>) -> Action {
         if !self.prog.defined[sub as usize] {

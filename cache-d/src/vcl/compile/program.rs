@@ -147,6 +147,12 @@ pub struct Compiled {
     pub(super) runtime: std::sync::OnceLock<HashMap<String, Arc<crate::backend::pool::Backend>>>,
     /// The directors vcl_init made.
     pub(super) directors: std::sync::Mutex<HashMap<String, Arc<crate::backend::director::Director>>>,
+    /// The dynamic directors vcl_init made.
+    pub(super) dynamics: std::sync::Mutex<HashMap<String, Arc<crate::backend::dynamic::Dynamic>>>,
+    /// dynamic.resolver() objects: what vcl_init configured.
+    pub(super) resolvers: std::sync::Mutex<HashMap<String, crate::backend::resolve::ResolverSpec>>,
+    /// The program's name (set when it is loaded, before vcl_init).
+    pub(super) vcl_name: std::sync::OnceLock<String>,
     /// The default backend's host and port (the one named `default`,
     /// else the first declared), if the program declares one.
     pub backend: Option<String>,
@@ -166,6 +172,9 @@ impl Compiled {
             backend_specs: Vec::new(),
             runtime: std::sync::OnceLock::new(),
             directors: std::sync::Mutex::new(HashMap::new()),
+            dynamics: std::sync::Mutex::new(HashMap::new()),
+            resolvers: std::sync::Mutex::new(HashMap::new()),
+            vcl_name: std::sync::OnceLock::new(),
             backend: None,
             may_esi,
         }
@@ -181,12 +190,38 @@ impl Compiled {
         self.directors.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    pub(super) fn dynamics(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<crate::backend::dynamic::Dynamic>>> {
+        self.dynamics.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn resolvers(&self) -> std::sync::MutexGuard<'_, HashMap<String, crate::backend::resolve::ResolverSpec>> {
+        self.resolvers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The dynamic director and its domain a name like `d(host:port)`
+    /// stands for.
+    fn domain(&self, name: &str) -> Option<(Arc<crate::backend::dynamic::Dynamic>, Arc<crate::backend::dynamic::Domain>)> {
+        let (obj, _) = name.split_once('(')?;
+        let d = self.dynamics().get(obj).cloned()?;
+        let dom = d.find(name)?;
+        Some((d, dom))
+    }
+
+    /// The dynamic directors' backends now.
+    pub(super) fn dynamic_backends(&self) -> Vec<Arc<crate::backend::pool::Backend>> {
+        let ds: Vec<_> = self.dynamics().values().cloned().collect();
+        ds.iter().flat_map(|d| d.backends()).collect()
+    }
+
     /// The healthy backend `name` stands for: itself if it is a backend,
     /// what a director picks (nested directors followed) if it is one; a
     /// shard director picks by `key`'s point on its ring.
     pub fn resolve(&self, name: &str, depth: usize, key: &[u8]) -> Option<Arc<crate::backend::pool::Backend>> {
         if let Some(b) = self.runtime.get().and_then(|r| r.get(name)) {
             return b.healthy().then(|| b.clone());
+        }
+        if let Some((d, dom)) = self.domain(name) {
+            return d.pick(&dom, true);
         }
         let d = self.directors().get(name).cloned()?;
         if depth > 8 {
@@ -223,6 +258,9 @@ impl Compiled {
         if let Some(b) = self.runtime.get().and_then(|r| r.get(name)) {
             return b.healthy();
         }
+        if let Some((_, dom)) = self.domain(name) {
+            return dom.usable();
+        }
         let Some(d) = self.directors().get(name).cloned() else { return false };
         depth <= 8 && d.member_names().iter().any(|m| self.usable(m, depth + 1))
     }
@@ -230,7 +268,13 @@ impl Compiled {
     /// Like [`resolve`], but a backend is returned even when sick (so the
     /// fetch fails as "sick" rather than "no backend").
     pub(super) fn backend_named(&self, name: &str, key: &[u8]) -> Option<Arc<crate::backend::pool::Backend>> {
-        self.runtime.get().and_then(|r| r.get(name).cloned()).or_else(|| self.resolve(name, 0, key))
+        if let Some(b) = self.runtime.get().and_then(|r| r.get(name).cloned()) {
+            return Some(b);
+        }
+        if let Some((d, dom)) = self.domain(name) {
+            return d.pick(&dom, false);
+        }
+        self.resolve(name, 0, key)
     }
 }
 
@@ -240,8 +284,11 @@ pub(super) struct Scope<'a> {
     pub(super) ctx: Vec<Sub>,
     pub(super) acls: &'a HashMap<String, Acl>,
     pub(super) backends: &'a [String],
-    /// Objects made with `new` (directors), by name.
-    pub(super) objects: &'a HashMap<String, crate::backend::director::Kind>,
+    /// The probes declared, by name.
+    pub(super) probes: &'a HashMap<String, crate::backend::health::ProbeSpec>,
+    /// Objects made with `new` (directors, dynamic directors and
+    /// resolvers), by name.
+    pub(super) objects: &'a HashMap<String, super::decls::ObjKind>,
     /// The program's VCL version (`vcl 4.1;` is 4.1), for std.syntax().
     pub(super) version: f64,
     /// The expression compiler (handed in, so that calls can compile their
