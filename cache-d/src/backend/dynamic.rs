@@ -330,7 +330,8 @@ impl Dynamic {
     /// HOST, the domain's) if there is one, else a new one, probed.
     fn backend_for(&self, inner: &mut Inner, dom: &Domain, sa: SocketAddr) -> Arc<Backend> {
         let (ip, port) = (sa.ip(), sa.port());
-        let name = if self.spec.share_host { format!("{}.{}({ip}:{port})", self.name, dom.host) } else { format!("{}({ip}:{port})", self.name) };
+        let name =
+            if self.spec.share_host { format!("{}.{}({ip}:{port})", self.name, dom.host) } else { format!("{}({ip}:{port})", self.name) };
         if let Some(b) = inner.backends.get(&name) {
             return b.clone();
         }
@@ -397,27 +398,31 @@ impl Dynamic {
 }
 
 impl Domain {
-    /// The next healthy backend in turn (with none healthy and
-    /// `healthy_only` false, the next one).
+    /// The next healthy backend in turn among the addresses of the last
+    /// answer (with none healthy and `healthy_only` false, the next one).
+    /// Addresses kept from earlier answers (`keep`) take no requests.
     fn pick(&self, healthy_only: bool) -> Option<Arc<Backend>> {
         let refs = lock(&self.refs);
-        let n = refs.len();
+        let live: Vec<&Arc<Backend>> = refs.iter().filter(|r| r.missed == 0).map(|r| &r.be).collect();
+        let n = live.len();
         if n == 0 {
             return None;
         }
         let start = self.next.fetch_add(1, Ordering::Relaxed);
-        let found = (0..n).map(|i| &refs[(start + i) % n].be).find(|b| b.healthy());
-        found.or_else(|| (!healthy_only).then(|| &refs[start % n].be)).cloned()
+        let found = (0..n).map(|i| live[(start + i) % n]).find(|b| b.healthy());
+        found.or_else(|| (!healthy_only).then(|| live[start % n])).cloned()
     }
 
     /// Can one of its backends take a request now?
     pub fn usable(&self) -> bool {
-        lock(&self.refs).iter().any(|r| r.be.healthy())
+        lock(&self.refs).iter().any(|r| r.missed == 0 && r.be.healthy())
     }
 
-    /// The addresses it resolves to now.
-    pub fn addrs(&self) -> Vec<SocketAddr> {
-        lock(&self.refs).iter().filter_map(|r| r.be.addrs.first().copied()).collect()
+    /// The addresses of the last answer, and those kept from earlier ones.
+    pub fn addrs(&self) -> (Vec<SocketAddr>, Vec<SocketAddr>) {
+        let refs = lock(&self.refs);
+        let of = |kept: bool| refs.iter().filter(|r| (r.missed > 0) == kept).filter_map(|r| r.be.addrs.first().copied()).collect();
+        (of(false), of(true))
     }
 
     fn finish_first(&self) {
@@ -491,12 +496,14 @@ mod tests {
         let dom = d.domain("127.0.0.10", "81", 8).unwrap();
         d.pick(&dom, true);
         let a = |ips: &[&str]| Answer { addrs: ips.iter().map(|i| i.parse().unwrap()).collect(), ttl: None };
+        let (ten, eleven): (SocketAddr, SocketAddr) = ("127.0.0.10:81".parse().unwrap(), "127.0.0.11:81".parse().unwrap());
         d.update(&dom, &a(&["127.0.0.10", "127.0.0.11"]), 81);
-        assert_eq!(dom.addrs().len(), 2);
+        assert_eq!(dom.addrs(), (vec![ten, eleven], vec![]));
         d.update(&dom, &a(&["127.0.0.11"]), 81);
-        assert_eq!(dom.addrs().len(), 2, "missing once: kept (keep = 1)");
+        assert_eq!(dom.addrs(), (vec![eleven], vec![ten]), "missing once: kept (keep = 1), but takes no request");
+        assert!((0..4).all(|_| dom.pick(true).unwrap().addrs == [eleven]));
         d.update(&dom, &a(&["127.0.0.11"]), 81);
-        assert_eq!(dom.addrs(), vec!["127.0.0.11:81".parse().unwrap()]);
+        assert_eq!(dom.addrs(), (vec![eleven], vec![]));
         assert_eq!(d.backends().len(), 1, "the removed address's backend is gone");
         d.stop();
     }

@@ -148,8 +148,6 @@ mod tests {
         assert_eq!(r.lookup("127.0.0.7", 80).unwrap().addrs, vec!["127.0.0.7".parse::<IpAddr>().unwrap()]);
         assert_eq!(r.lookup("[::1]", 80).unwrap().addrs, vec!["::1".parse::<IpAddr>().unwrap()]);
         assert!(r.lookup("localhost", 80).unwrap().addrs.iter().all(|a| a.is_loopback()));
-        let e = r.lookup("no-such-name.invalid", 80).unwrap_err();
-        assert_eq!(e.resolver, "getaddrinfo");
         let none = ResolverSpec { from_os: false, ..Default::default() };
         assert!(Resolver::dns(&none).err().unwrap().contains("needs a name server"));
     }

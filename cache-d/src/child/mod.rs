@@ -88,7 +88,12 @@ pub fn run(args: Args) -> Result<(), StartError> {
     let seg = Arc::new(SegmentWriter::attach(&dir)?);
     seg.set(C::NBackend, 1);
     let (policy, be) = crate::vcl::load::load_policy(&args)?;
-    let addrs = pool::resolve(&be).map_err(|e| StartError::Config(e.to_string()))?;
+    // No backend (a program with only directors): requests that pick none
+    // fail to connect ("no address").
+    let addrs = match &be {
+        Some(b) => pool::resolve(b).map_err(|e| StartError::Config(e.to_string()))?,
+        None => Vec::new(),
+    };
     let shared = Shared::new(seg.clone(), params, Backend::new("default", addrs));
     if let Some(p) = policy {
         seg.set(C::NBackend, p.backends().len().max(1) as u64);

@@ -104,18 +104,30 @@ fn load_tls(args: &Args) -> Result<(Vec<String>, Certs), StartError> {
     Ok((file.frontends.iter().map(|f| format!("{f},https")).collect(), certs))
 }
 
+/// Compile the boot program and resolve its backend (the child loads it
+/// again; here its lookups and probes stop at once).
+fn check_boot(args: &Args) -> Result<(), StartError> {
+    let (policy, backend) = crate::vcl::load::load_policy(args)?;
+    if let Some(p) = policy {
+        p.fini();
+    }
+    if let Some(b) = &backend {
+        crate::backend::pool::resolve(b).map_err(|e| StartError::Config(e.to_string()))?;
+    }
+    Ok(())
+}
+
 /// Start the manager: daemonize, bind, create the segment, serve the admin
 /// socket, run and supervise the child until SIGTERM.
 pub fn run(args: Args) -> Result<(), StartError> {
     let params = params_from_args(&args)?;
     // Compile the VCL (and find the backend) before anything starts, so a
     // bad file is reported at once with its line and column.
-    let (_, backend) = crate::vcl::load::load_policy(&args)?;
+    check_boot(&args)?;
     let boot_source = match &args.vcl {
         Some(f) => std::fs::read_to_string(f).unwrap_or_default(),
         None => "// The built-in policy (no -f was given): see cache-d(1).\n".to_string(),
     };
-    crate::backend::pool::resolve(&backend).map_err(|e| StartError::Config(e.to_string()))?;
     let dir = instance::resolve(args.name.as_deref());
     let ready = if args.foreground || args.debug { None } else { Some(daemon::fork()?) };
     let (frontends, tls_certs) = load_tls(&args)?;

@@ -6,6 +6,7 @@ mod backend_tls;
 mod backends;
 mod caching;
 mod cluster;
+mod dynamic;
 mod esi;
 mod fleet;
 mod gzip;

@@ -83,8 +83,10 @@ pub(super) fn director_new(name: &str, args: &[Expr], names: &[Option<String>], 
         match n {
             "port" => {
                 spec.port = text(a, &what)?;
-                spec.port_num = port_number(&spec.port)
-                    .ok_or_else(|| VclError { msg: format!("{what}: '{}' is not a port (a number, http or https)", spec.port), pos: a.pos() })?;
+                spec.port_num = port_number(&spec.port).ok_or_else(|| VclError {
+                    msg: format!("{what}: '{}' is not a port (a number, http or https)", spec.port),
+                    pos: a.pos(),
+                })?;
             }
             "host_header" => spec.cfg.host_header = Some(text(a, &what)?),
             "share" => share = word(a, &["DEFAULT", "DIRECTOR", "HOST"], &what)?,
@@ -217,13 +219,25 @@ pub(super) fn resolver_call(obj: &str, method: &str, args: &[Expr], pos: Pos, sc
             edit(Box::new(move |r| r.timeout = Some(d)))
         }
         ("use", []) => return err(format!("{obj}.use() is the resolver argument of dynamic.director()"), pos),
-        (m, _) => return unsupported(&format!("Method {m}() of dynamic.resolver (cachekit's resolver takes add_nameserver, clear_nameservers, set_timeout)"), pos),
+        (m, _) => {
+            return unsupported(
+                &format!("Method {m}() of dynamic.resolver (cachekit's resolver takes add_nameserver, clear_nameservers, set_timeout)"),
+                pos,
+            )
+        }
     })
 }
 
 /// A method of a dynamic.director(): `.backend(host = "", port = "")`
 /// and `.debug(BOOL)`.
-pub(super) fn director_call(obj: &str, method: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+pub(super) fn director_call(
+    obj: &str,
+    method: &str,
+    args: &[Expr],
+    names: &[Option<String>],
+    pos: Pos,
+    sc: &Scope<'_>,
+) -> Result<ExprFn, VclError> {
     let obj = obj.to_string();
     match method {
         "backend" => {

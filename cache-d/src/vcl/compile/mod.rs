@@ -109,6 +109,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
             collect_objects(body, &mut objects)?;
         }
     }
+    c.declares_directors = objects.values().any(|k| *k != ObjKind::Resolver);
     for item in &p.items {
         if let Item::Sub { name, body, .. } = item {
             let scope = Scope {

@@ -156,6 +156,9 @@ pub struct Compiled {
     /// The default backend's host and port (the one named `default`,
     /// else the first declared), if the program declares one.
     pub backend: Option<String>,
+    /// The program makes directors with `new` (it may then declare no
+    /// backend, as Varnish allows).
+    pub declares_directors: bool,
     /// The source names beresp.do_esi: requests keep their headers as
     /// they arrived, for the ESI includes they may make.
     pub may_esi: bool,
@@ -176,6 +179,7 @@ impl Compiled {
             resolvers: std::sync::Mutex::new(HashMap::new()),
             vcl_name: std::sync::OnceLock::new(),
             backend: None,
+            declares_directors: false,
             may_esi,
         }
     }

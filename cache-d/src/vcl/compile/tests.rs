@@ -621,3 +621,35 @@ fn mangled_corpus_never_panics() {
     }
     assert!(compiled > 0, "some mutations still compile");
 }
+
+#[test]
+fn dynamic_directors_are_checked_where_they_are_written() {
+    let cases: [(&str, &str, &str); 8] = [
+        ("sub vcl_init { new d = dynamic.director(bogus = 1); }", "no argument 'bogus'", "Line 5 Pos"),
+        ("sub vcl_init { new d = dynamic.director(probe = nope); }", "Probe 'nope' is not declared", "Line 5 Pos"),
+        ("sub vcl_init { new d = dynamic.director(whitelist = nope); }", "ACL 'nope' is not declared", "Line 5 Pos"),
+        ("sub vcl_init { new d = dynamic.director(port = \"x\"); }", "is not a port", "Line 5 Pos"),
+        ("sub vcl_init { new d = dynamic.director(ttl_from = dns); }", "needs a resolver", "Line 5 Pos"),
+        ("sub vcl_init { new r = dynamic.resolver(); r.add_nameserver(\"not-an-ip\"); }", "is not an address", "Line 5 Pos"),
+        ("sub vcl_init { new r = dynamic.resolver(); }\nsub vcl_recv { r.set_timeout(1s); }", "vcl_init only", "Line 6 Pos"),
+        (
+            "sub vcl_init { new d = dynamic.director(); }\nsub vcl_recv { set req.backend_hint = d.service(\"x\"); }",
+            ".service()",
+            "Line 6 Pos",
+        ),
+    ];
+    for (src, msg, at) in cases {
+        let e = compile_err(&format!("import dynamic;\n{src}"));
+        assert!(e.contains(msg) && e.contains(at), "{src}:\n{e}");
+    }
+    let e = compile_err("sub vcl_init { new d = dynamic.director(); }");
+    assert!(e.contains("import dynamic"), "{e}");
+    // A program with only a dynamic director needs no backend.
+    let p = parse_source(
+        "t.vcl",
+        "vcl 4.1;\nimport dynamic;\nsub vcl_init { new d = dynamic.director(port = \"8080\"); }\nsub vcl_recv { set req.backend_hint = d.backend(\"127.0.0.1\"); }\n",
+    )
+    .unwrap();
+    let c = compile(&p).unwrap_or_else(|e| panic!("{}", e.render(&p.files)));
+    assert!(c.declares_directors && c.backend.is_none());
+}

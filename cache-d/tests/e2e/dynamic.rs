@@ -1,0 +1,145 @@
+//! Dynamic backends (`import dynamic;`, issue 20): a name followed in
+//! DNS as its answer changes, each address a real backend with its probe
+//! and counters, the last good answer kept through a DNS outage. The
+//! name server is the harness's (`e2e::dns`), which the test controls.
+
+use crate::util::*;
+use e2e::dns::Dns;
+
+/// Two test origins on 127.0.0.5 and 127.0.0.6 with the same port (a
+/// dynamic director has one port for all of a name's addresses).
+fn two_origins() -> (Origin, Origin) {
+    for _ in 0..20 {
+        let a = Origin::start_at("127.0.0.5:0");
+        if std::net::TcpListener::bind(("127.0.0.6", a.port)).is_ok() {
+            let b = Origin::start_at(&format!("127.0.0.6:{}", a.port));
+            return (a, b);
+        }
+    }
+    panic!("no port free on both 127.0.0.5 and 127.0.0.6");
+}
+
+/// `n` requests through the director, and how many each address took
+/// (by its backend's VBE.*.req; the probes' requests are not counted).
+fn spread(d: &Daemon, n: usize, port: u16) -> (u64, u64) {
+    let took = || {
+        let once = stat(&d.dir);
+        let of = |ip: &str| counter(&once, &format!("VBE.boot.d({ip}:{port}).req")).unwrap_or(0);
+        (of("127.0.0.5"), of("127.0.0.6"))
+    };
+    let (a0, b0) = took();
+    for i in 0..n {
+        let r = Client::connect(d.port).get(&format!("/dyn/{i}"), "");
+        assert_eq!(r.status, 200, "request {i}: {:?}", String::from_utf8_lossy(&r.body));
+    }
+    let (a1, b1) = took();
+    (a1.saturating_sub(a0), b1.saturating_sub(b0))
+}
+
+const VCL: &str = r#"vcl 4.1;
+import dynamic;
+
+probe alive {
+    .url = "/";
+    .interval = 0.3s;
+    .initial = 1;
+    .threshold = 1;
+    .window = 2;
+}
+
+sub vcl_init {
+    new r = dynamic.resolver(set_from_os = false);
+    r.add_nameserver("127.0.0.1:DNS_PORT");
+    r.set_timeout(1s);
+    new d = dynamic.director(port = "ORIGIN_PORT", ttl = 0.5s, keep = 1, retry_after = 0.5s, probe = alive, resolver = r.use());
+}
+
+sub vcl_recv {
+    set req.backend_hint = d.backend("a.test");
+    return (pass);
+}
+"#;
+
+#[test]
+fn a_dynamic_director_follows_the_name_and_keeps_the_last_answer() {
+    let dns = Dns::start();
+    let (a, _b) = two_origins();
+    dns.set("a.test", &["127.0.0.5"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let vcl = vcl_src(tmp.path(), "dyn.vcl", &VCL.replace("DNS_PORT", &dns.port.to_string()), a.port);
+    let d = Daemon::start_args(&tmp.path().join("n"), &["-f", vcl.to_str().unwrap()]);
+    let ds = d.dir.to_str().unwrap().to_string();
+    assert_eq!(spread(&d, 10, a.port), (10, 0), "the name's one address");
+    // Each address is a backend: listed, probed, counted.
+    let name_a = format!("d(127.0.0.5:{})", a.port);
+    let list = stdout(&run("cache-adm", &["-n", &ds, "backend.list"]));
+    assert!(list.lines().any(|l| l.starts_with(&format!("boot.{name_a}")) && l.contains("healthy")), "{list}");
+    assert_eq!(counter(&stat(&d.dir), &format!("VBE.boot.{name_a}.req")), Some(10));
+
+    // The name moves to both addresses: requests go to both, no reload.
+    dns.set("a.test", &["127.0.0.5", "127.0.0.6"]);
+    let name_b = format!("d(127.0.0.6:{})", a.port);
+    wait_for(10, "the second address to be probed healthy", || {
+        let list = stdout(&run("cache-adm", &["-n", &ds, "backend.list"]));
+        list.lines().any(|l| l.starts_with(&format!("boot.{name_b}")) && l.contains("healthy")).then_some(())
+    });
+    let (to_a, to_b) = spread(&d, 20, a.port);
+    assert_eq!((to_a + to_b, to_a >= 5, to_b >= 5), (20, true, true), "both addresses take requests: {to_a} and {to_b}");
+
+    // Then to the second only: the first goes once it missed more than
+    // `keep` answers; its counters go with it.
+    dns.set("a.test", &["127.0.0.6"]);
+    wait_for(10, "the first address to be removed", || {
+        let list = stdout(&run("cache-adm", &["-n", &ds, "backend.list"]));
+        (!list.contains(&name_a)).then_some(())
+    });
+    assert_eq!(spread(&d, 10, a.port), (0, 10), "only the new address");
+    wait_for(5, "the removed backend's counters to go", || {
+        counter(&stat(&d.dir), &format!("VBE.boot.{name_a}.req")).is_none().then_some(())
+    });
+
+    // DNS fails: the last good answer stays and requests keep flowing.
+    dns.fail(true);
+    let q = dns.queries();
+    wait_for(10, "lookups to fail a few times", || (dns.queries() >= q + 3).then_some(()));
+    assert_eq!(spread(&d, 10, a.port), (0, 10), "the last good answer is kept through the outage");
+    let list = stdout(&run("cache-adm", &["-n", &ds, "backend.list"]));
+    assert!(list.contains(&name_b), "{list}");
+    // The failures are logged as libvmod-dynamic logs them.
+    let log = stdout(&run("cache-log", &["-n", &ds, "-d", "-g", "raw", "-i", "Error"]));
+    assert!(log.lines().any(|l| l.contains("vmod-dynamic boot d a.test:") && l.contains("dns")), "{log}");
+    dns.fail(false);
+}
+
+#[test]
+fn the_system_resolver_and_a_name_from_the_request() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    // The name comes from the Host header; `localhost` may also resolve to
+    // ::1, where nothing listens: the probe keeps requests off it.
+    let src = r#"vcl 4.1;
+import dynamic;
+probe alive { .url = "/"; .interval = 0.3s; .initial = 0; .threshold = 1; .window = 1; }
+sub vcl_init {
+    new d = dynamic.director(port = "ORIGIN_PORT", ttl = 10s, probe = alive, first_lookup_timeout = 2s);
+}
+sub vcl_recv {
+    set req.backend_hint = d.backend();
+    return (pass);
+}
+"#;
+    let vcl = vcl_src(tmp.path(), "sys.vcl", src, origin.port);
+    let d = Daemon::start_args(&tmp.path().join("n"), &["-f", vcl.to_str().unwrap()]);
+    let name = format!("d(127.0.0.1:{})", origin.port);
+    let get = |host: &str| {
+        let mut c = Client::connect(d.port);
+        c.send_raw(format!("GET /sys HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes());
+        c.read_response(false).expect("a response").status
+    };
+    wait_for(10, "a healthy address for localhost", || (get("localhost:8080") == 200).then_some(()));
+    assert!((0..5).all(|_| get("localhost") == 200));
+    assert!(counter(&stat(&d.dir), &format!("VBE.boot.{name}.req")) >= Some(6));
+    // A name that does not resolve: no backend, 503.
+    assert_eq!(get("no-such-name.invalid"), 503);
+    assert_eq!(get("localhost"), 200, "the child is still serving");
+}
