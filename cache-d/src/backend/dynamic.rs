@@ -82,6 +82,9 @@ pub struct Dynamic {
     resolver: Resolver,
     inner: Mutex<Inner>,
     seg: OnceLock<Arc<SegmentWriter>>,
+    /// Lookups run (the child started the program; the manager and
+    /// `cache-d -C` only compile it, and look nothing up).
+    running: AtomicBool,
     stopped: AtomicBool,
     debug: AtomicBool,
 }
@@ -146,6 +149,7 @@ impl Dynamic {
             resolver,
             inner: Mutex::new(Inner::default()),
             seg: OnceLock::new(),
+            running: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             debug: AtomicBool::new(false),
         })
@@ -180,15 +184,32 @@ impl Dynamic {
             cond: Condvar::new(),
         });
         inner.domains.insert(key, dom.clone());
-        drop(inner);
+        if self.running.load(Ordering::SeqCst) {
+            self.spawn(&dom);
+        }
+        Some(dom)
+    }
+
+    /// Start looking names up: those asked for so far (in vcl_init) and
+    /// those asked for from now on.
+    pub fn run(self: &Arc<Self>) {
+        let inner = lock(&self.inner);
+        if !self.running.swap(true, Ordering::SeqCst) {
+            for dom in inner.domains.values() {
+                self.spawn(dom);
+            }
+        }
+    }
+
+    fn spawn(self: &Arc<Self>, dom: &Arc<Domain>) {
+        let port = dom.name.rsplit(':').next().unwrap_or("").trim_end_matches(')');
         let port_num = port_number(port).unwrap_or(self.spec.port_num);
         let (me, d) = (self.clone(), dom.clone());
         let spawned = std::thread::Builder::new().name(format!("dynamic-{}", self.name)).spawn(move || me.lookups(&d, port_num));
         if let Err(e) = spawned {
-            self.log(Tag::Error, &dom, &format!("no lookup thread: {e}"));
+            self.log(Tag::Error, dom, &format!("no lookup thread: {e}"));
             dom.finish_first();
         }
-        Some(dom)
     }
 
     /// The domain a request names (`d(name:port)`), if this director has it.
@@ -216,15 +237,11 @@ impl Dynamic {
         all
     }
 
-    /// The child's segment: counters and probes for the backends made so
-    /// far (in vcl_init) and for those made from now on.
-    pub fn attach(&self, seg: &Arc<SegmentWriter>) {
-        let inner = lock(&self.inner);
-        if self.seg.set(seg.clone()).is_ok() {
-            for b in inner.backends.values() {
-                probe::start(b, seg.clone());
-            }
-        }
+    /// The child's segment: lookups start, with counters and probes for
+    /// the backends they make.
+    pub fn attach(self: &Arc<Self>, seg: &Arc<SegmentWriter>) {
+        let _ = self.seg.set(seg.clone());
+        self.run();
     }
 
     /// The program is discarded: lookups and probes stop.
@@ -474,6 +491,7 @@ mod tests {
         let spec = DynamicSpec { port: "8080".into(), port_num: 8080, ..DynamicSpec::default() };
         let d = Dynamic::new("boot", "d", spec, Resolver::System);
         let dom = d.domain("127.0.0.9", "", 8).unwrap();
+        d.run();
         assert_eq!(dom.name, "d(127.0.0.9:8080)");
         let be = d.pick(&dom, true).expect("resolved within the first lookup timeout");
         assert_eq!(be.name, "d(127.0.0.9:8080)");
@@ -494,6 +512,7 @@ mod tests {
         let spec = DynamicSpec { keep: 1, ttl: Duration::from_secs(3600), ..DynamicSpec::default() };
         let d = Dynamic::new("boot", "d", spec, Resolver::System);
         let dom = d.domain("127.0.0.10", "81", 8).unwrap();
+        d.run();
         d.pick(&dom, true);
         let a = |ips: &[&str]| Answer { addrs: ips.iter().map(|i| i.parse().unwrap()).collect(), ttl: None };
         let (ten, eleven): (SocketAddr, SocketAddr) = ("127.0.0.10:81".parse().unwrap(), "127.0.0.11:81".parse().unwrap());

@@ -315,7 +315,11 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
                     _ => None,
                 };
                 match name {
-                    Some(n) if c.runtime.get().is_some_and(|r| r.contains_key(n)) || c.directors().contains_key(n) => {
+                    Some(n)
+                        if c.runtime.get().is_some_and(|r| r.contains_key(n))
+                            || c.directors().contains_key(n)
+                            || c.domain(n).is_some() =>
+                    {
                         Val::Bool(c.usable(n, 0))
                     }
                     _ => Val::Bool(t.env.healthy(name)),

@@ -204,7 +204,7 @@ impl Compiled {
 
     /// The dynamic director and its domain a name like `d(host:port)`
     /// stands for.
-    fn domain(&self, name: &str) -> Option<(Arc<crate::backend::dynamic::Dynamic>, Arc<crate::backend::dynamic::Domain>)> {
+    pub(super) fn domain(&self, name: &str) -> Option<(Arc<crate::backend::dynamic::Dynamic>, Arc<crate::backend::dynamic::Domain>)> {
         let (obj, _) = name.split_once('(')?;
         let d = self.dynamics().get(obj).cloned()?;
         let dom = d.find(name)?;
