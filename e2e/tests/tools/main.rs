@@ -4,6 +4,7 @@
 
 mod bench;
 mod cli;
+mod k8s;
 mod logfiles;
 mod readers;
 mod stat;

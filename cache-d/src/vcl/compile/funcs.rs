@@ -316,9 +316,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
                 };
                 match name {
                     Some(n)
-                        if c.runtime.get().is_some_and(|r| r.contains_key(n))
-                            || c.directors().contains_key(n)
-                            || c.domain(n).is_some() =>
+                        if c.runtime.get().is_some_and(|r| r.contains_key(n)) || c.directors().contains_key(n) || c.domain(n).is_some() =>
                     {
                         Val::Bool(c.usable(n, 0))
                     }

@@ -1,0 +1,58 @@
+# cachekit on Kubernetes: the policy every pod of the StatefulSet runs
+# (from the ConfigMap; the reload sidecar loads a changed one with
+# vcl.load + vcl.use, and keeps the running one if the new one fails).
+#
+# The pods form a self-routing cluster, as contrib/cluster/cluster.vcl
+# explains: a miss goes to the pod that owns the URL on the shard ring, so
+# each object is fetched from the origin once per fleet. The pods are
+# found by their stable names through the headless Service
+# (cachekit-N.cachekit-peers), followed in DNS by a dynamic director, so a
+# pod that comes back with a new address is found again without a reload.
+# A pod knows itself by its host name (server.hostname is the pod's name).
+#
+# To fit your cluster: the origin's Service name and port (ORIGIN below is
+# "origin", port 80), and one add_backend line per replica.
+vcl 4.1;
+import directors;
+import dynamic;
+import std;
+
+probe peer {
+    .url = "/__cachekit/health";
+    .interval = 1s;
+    .timeout = 1s;
+    .window = 3;
+    .threshold = 2;
+    .initial = 2;
+}
+
+sub vcl_init {
+    # The origin by its Service name (re-resolved every 10s).
+    new origin = dynamic.director(port = "80", ttl = 10s);
+    # The peers: one domain per pod, probed.
+    new peers = dynamic.director(port = "6081", ttl = 5s, probe = peer, first_lookup_timeout = 2s);
+    new ring = directors.shard();
+    ring.add_backend(peers.backend("cachekit-0.cachekit-peers"));
+    ring.add_backend(peers.backend("cachekit-1.cachekit-peers"));
+    ring.add_backend(peers.backend("cachekit-2.cachekit-peers"));
+    ring.reconfigure();
+}
+
+sub vcl_recv {
+    if (req.url == "/__cachekit/health") {
+        return (synth(200, "OK"));
+    }
+    if (req.http.X-Cachekit-Routed) {
+        # A peer routed it here: this pod owns the URL.
+        unset req.http.X-Cachekit-Routed;
+        set req.backend_hint = origin.backend("origin");
+    } else {
+        set req.backend_hint = ring.backend(by=URL);
+        if (!std.healthy(req.backend_hint) || req.backend_hint == peers.backend(server.hostname + ".cachekit-peers")) {
+            # This pod owns it, or no peer can take it: from the origin.
+            set req.backend_hint = origin.backend("origin");
+        } else {
+            set req.http.X-Cachekit-Routed = "1";
+        }
+    }
+}
