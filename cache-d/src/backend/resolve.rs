@@ -49,23 +49,26 @@ pub enum Resolver {
     Dns(Box<DnsResolver>),
 }
 
-/// A stub resolver with its own small runtime: lookups come from the
-/// dynamic directors' threads, which block on them.
+/// A stub resolver. Its queries run on one small runtime shared by every
+/// resolver of the process and never dropped (a runtime must not be
+/// dropped where a program may be: in a request's task); the dynamic
+/// directors' lookup threads block on them.
 pub struct DnsResolver {
-    rt: tokio::runtime::Runtime,
     resolver: TokioResolver,
+}
+
+fn dns_runtime() -> Result<&'static tokio::runtime::Runtime, String> {
+    static RT: std::sync::OnceLock<Option<tokio::runtime::Runtime>> = std::sync::OnceLock::new();
+    RT.get_or_init(|| tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("cache-dns").enable_all().build().ok())
+        .as_ref()
+        .ok_or_else(|| "dynamic.resolver(): no runtime for DNS queries".to_string())
 }
 
 impl Resolver {
     /// The resolver `spec` describes (an error says why it cannot be made,
     /// e.g. no readable /etc/resolv.conf and no name server given).
     pub fn dns(spec: &ResolverSpec) -> Result<Resolver, String> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("cache-dns")
-            .enable_all()
-            .build()
-            .map_err(|e| format!("dynamic.resolver(): {e}"))?;
+        let rt = dns_runtime()?;
         let provider = TokioRuntimeProvider::default();
         let mut builder = if spec.nameservers.is_empty() {
             if !spec.from_os {
@@ -98,7 +101,7 @@ impl Resolver {
             let _guard = rt.enter();
             builder.build().map_err(|e| format!("dynamic.resolver(): {e}"))?
         };
-        Ok(Resolver::Dns(Box::new(DnsResolver { rt, resolver })))
+        Ok(Resolver::Dns(Box::new(DnsResolver { resolver })))
     }
 
     /// The name this resolver logs its errors under.
@@ -124,7 +127,8 @@ impl Resolver {
                 None
             }
             Resolver::Dns(d) => {
-                let found = d.rt.block_on(d.resolver.lookup_ip(host)).map_err(|e| fail(e.to_string()))?;
+                let rt = dns_runtime().map_err(fail)?;
+                let found = rt.block_on(d.resolver.lookup_ip(host)).map_err(|e| fail(e.to_string()))?;
                 addrs.extend(found.iter());
                 Some(found.valid_until().saturating_duration_since(Instant::now()))
             }

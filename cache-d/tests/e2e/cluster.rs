@@ -11,14 +11,100 @@ fn origin_requests(o: &Origin) -> u64 {
     v["requests"].as_u64().unwrap()
 }
 
-/// A port free on all three addresses.
+/// A port free on all of 127.0.0.2 to 127.0.0.5.
 fn free_port() -> u16 {
     loop {
         let p = std::net::TcpListener::bind("127.0.0.2:0").unwrap().local_addr().unwrap().port();
-        if ["127.0.0.3", "127.0.0.4"].iter().all(|ip| std::net::TcpListener::bind((*ip, p)).is_ok()) {
+        if ["127.0.0.3", "127.0.0.4", "127.0.0.5"].iter().all(|ip| std::net::TcpListener::bind((*ip, p)).is_ok()) {
             return p;
         }
     }
+}
+
+/// URLs `range` asked of every node in `ports`: each answered, and the
+/// origin's fetches for them.
+fn ask_all(origin: &Origin, ports: &[u16], range: std::ops::Range<usize>) -> u64 {
+    let before = origin_requests(origin);
+    for i in range {
+        for p in ports {
+            let r = Client::connect(*p).get(&format!("/size/{i}?max_age=600"), "");
+            assert_eq!((r.status, r.body.len()), (200, i), "url {i} on port {p}");
+        }
+    }
+    origin_requests(origin) - before
+}
+
+/// The Kubernetes policy (contrib/k8s/cachekit/default.vcl) on three
+/// nodes standing for the pods: their names (cachekit-N.cachekit-peers)
+/// and the origin's Service come from a name server the test controls, a
+/// pod's own name stands in for server.hostname. Each URL is fetched once
+/// for the fleet; a pod that dies leaves the ring; one that comes back at
+/// a new address is found again through DNS, without a reload.
+#[test]
+fn the_kubernetes_policy_follows_pods_through_dns() {
+    let dns = e2e::dns::Dns::start();
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let port = free_port();
+    dns.set("origin", &["127.0.0.1"]);
+    for n in 0..3 {
+        dns.set(&format!("cachekit-{n}.cachekit-peers"), &[&format!("127.0.0.{}", n + 2)]);
+    }
+    let resolver = format!("new r = dynamic.resolver(set_from_os = false);\n    r.add_nameserver(\"127.0.0.1:{}\");\n", dns.port);
+    let vcl = std::fs::read_to_string(workspace().join("contrib/k8s/cachekit/default.vcl"))
+        .unwrap()
+        .replace("sub vcl_init {\n", &format!("sub vcl_init {{\n    {resolver}"))
+        .replace("port = \"80\", ttl = 10s", &format!("port = \"{}\", ttl = 10s, resolver = r.use()", origin.port))
+        .replace("port = \"6081\", ttl = 5s", &format!("port = \"{port}\", ttl = 0.5s, keep = 0, resolver = r.use()"));
+    assert!(vcl.matches("r.use()").count() == 2, "the test's substitutions still apply to default.vcl");
+    let start = |n: usize, ip: &str| {
+        let f = tmp.path().join(format!("pod{n}.vcl"));
+        std::fs::write(&f, vcl.replace("server.hostname", &format!("\"cachekit-{n}\""))).unwrap();
+        let listen = format!("{ip}:{port}");
+        Daemon::start_args(&tmp.path().join(format!("p{n}-{ip}")), &["-f", f.to_str().unwrap(), "-a", &listen])
+    };
+    let mut pods: Vec<Option<Daemon>> = (0..3).map(|n| Some(start(n, &format!("127.0.0.{}", n + 2)))).collect();
+    let ports: Vec<u16> = pods.iter().map(|d| d.as_ref().unwrap().port).collect();
+    wait_for(15, "every pod to see its peers healthy", || {
+        pods.iter()
+            .flatten()
+            .all(|d| {
+                let list = stdout(&run("cache-adm", &["-n", d.dir.to_str().unwrap(), "backend.list"]));
+                list.lines().filter(|l| l.contains(".peers(127.0.0.") && l.contains("healthy")).count() == 3
+            })
+            .then_some(())
+    });
+    assert_eq!(ask_all(&origin, &ports, 0..30), 30, "one fetch per URL for the fleet");
+    // cachekit-1 dies: the others' probes call it sick, its URLs move.
+    pods[1] = None;
+    let live = [ports[0], ports[2]];
+    wait_for(15, "the live pods to see cachekit-1 sick", || {
+        [&pods[0], &pods[2]]
+            .iter()
+            .all(|d| {
+                let dir = d.as_ref().unwrap().dir.to_str().unwrap().to_string();
+                stdout(&run("cache-adm", &["-n", &dir, "backend.list"]))
+                    .lines()
+                    .any(|l| l.contains(&format!("peers(127.0.0.3:{port})")) && l.contains("sick"))
+            })
+            .then_some(())
+    });
+    assert_eq!(ask_all(&origin, &live, 30..60), 30, "one fetch per URL on the two pods left");
+    // It comes back at a new address: DNS says so, the others follow.
+    dns.set("cachekit-1.cachekit-peers", &["127.0.0.5"]);
+    pods[1] = Some(start(1, "127.0.0.5"));
+    let back = format!("peers(127.0.0.5:{port})");
+    wait_for(15, "the pods to find cachekit-1 at its new address", || {
+        [&pods[0], &pods[2]]
+            .iter()
+            .all(|d| {
+                let dir = d.as_ref().unwrap().dir.to_str().unwrap().to_string();
+                stdout(&run("cache-adm", &["-n", &dir, "backend.list"])).lines().any(|l| l.contains(&back) && l.contains("healthy"))
+            })
+            .then_some(())
+    });
+    let all = [ports[0], pods[1].as_ref().unwrap().port, ports[2]];
+    assert_eq!(ask_all(&origin, &all, 60..90), 30, "one fetch per URL with cachekit-1 back");
 }
 
 #[test]
