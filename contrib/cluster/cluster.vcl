@@ -16,6 +16,7 @@
 # name.
 vcl 4.1;
 import directors;
+import std;
 
 probe peer {
     .url = "/__cachekit/health";
@@ -48,7 +49,8 @@ sub vcl_recv {
         set req.backend_hint = origin;
     } else {
         set req.backend_hint = ring.backend(by=URL);
-        if (req.backend_hint == NODE) {
+        if (!std.healthy(req.backend_hint) || req.backend_hint == NODE) {
+            # This node owns it, or no peer can take it: from the origin.
             set req.backend_hint = origin;
         }
     }

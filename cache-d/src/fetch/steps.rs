@@ -126,9 +126,18 @@ fn vcl_backend_fetch<B>(t: &mut BeTxn<'_, B>) -> Step {
 
 async fn send<B: ReqBody>(t: &mut BeTxn<'_, B>) -> Step {
     let bereq = &mut *t.bereq;
-    // The backend vcl_backend_fetch left in bereq.backend.
-    t.f.be =
-        t.policy.backend(bereq.backend.as_deref(), bereq.hash.as_deref().unwrap_or(&bereq.url)).unwrap_or_else(|| t.sh.backend.clone());
+    // The backend vcl_backend_fetch left in bereq.backend. One named that
+    // picks none (a director with every member sick, a dynamic name with
+    // no address) fails the fetch, as in Varnish; without a name, the
+    // default backend.
+    match t.policy.backend(bereq.backend.as_deref(), bereq.hash.as_deref().unwrap_or(&bereq.url)) {
+        Some(be) => t.f.be = be,
+        None if bereq.backend.is_some() => {
+            t.f.error(&Error::new(Side::Backend, "No backend"));
+            return Step::Error(503, "Backend fetch failed".into());
+        }
+        None => t.f.be = t.sh.backend.clone(),
+    }
     if let (None, Some(h)) = (bereq.headers.get("host"), t.f.be.cfg.host_header.clone()) {
         bereq.headers.set("Host", Bytes::from(h));
     }

@@ -141,5 +141,7 @@ sub vcl_recv {
     assert!(counter(&stat(&d.dir), &format!("VBE.boot.{name}.req")) >= Some(6));
     // A name that does not resolve: no backend, 503.
     assert_eq!(get("no-such-name.invalid"), 503);
+    let log = stdout(&run("cache-log", &["-n", d.dir.to_str().unwrap(), "-d", "-g", "raw", "-i", "FetchError"]));
+    assert!(log.contains("No backend"), "as Varnish logs a hint that picks none: {log}");
     assert_eq!(get("localhost"), 200, "the child is still serving");
 }

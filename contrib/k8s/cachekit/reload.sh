@@ -24,13 +24,15 @@ version() { readlink "$WATCH" 2>/dev/null || cksum < "$VCL"; }
 
 until adm ping > /dev/null 2>&1; do sleep 1; done
 seen=$(version)
+n=0
 echo "cachekit-reload: watching $VCL (active: $(active))"
 while sleep "$INTERVAL"; do
     now=$(version)
     [ "$now" = "$seen" ] && continue
     seen=$now
     old=$(active)
-    new=k8s_$(date +%Y%m%d_%H%M%S)
+    n=$((n + 1))
+    new=k8s_$(date +%Y%m%d_%H%M%S)_$n
     if ! adm vcl.load "$new" "$VCL"; then
         echo "cachekit-reload: $VCL was refused; $old stays active" >&2
         continue

@@ -307,3 +307,78 @@ fn kubectl_kustomize_renders_the_same_objects() {
         assert_eq!(theirs, ours, "{dir}");
     }
 }
+
+/// A mounted ConfigMap as kubelet writes one: `..data` links to a
+/// timestamped directory, each file links through `..data`; an update
+/// writes a new directory and switches `..data` at once.
+struct Mounted {
+    dir: std::path::PathBuf,
+    n: usize,
+}
+
+impl Mounted {
+    fn new(dir: &Path, vcl: &str) -> Mounted {
+        std::fs::create_dir_all(dir).unwrap();
+        let mut m = Mounted { dir: dir.to_path_buf(), n: 0 };
+        m.update(vcl);
+        std::os::unix::fs::symlink("..data/default.vcl", dir.join("default.vcl")).unwrap();
+        m
+    }
+
+    fn update(&mut self, vcl: &str) {
+        self.n += 1;
+        let version = format!("..v{}", self.n);
+        std::fs::create_dir(self.dir.join(&version)).unwrap();
+        std::fs::write(self.dir.join(&version).join("default.vcl"), vcl).unwrap();
+        let tmp = self.dir.join("..data_tmp");
+        std::os::unix::fs::symlink(&version, &tmp).unwrap();
+        std::fs::rename(&tmp, self.dir.join("..data")).unwrap();
+    }
+}
+
+/// reload.sh against a real cache-d: a changed ConfigMap is loaded and
+/// used, a broken one refused with the running program kept, the old
+/// programs discarded.
+#[test]
+fn the_reload_sidecar_loads_a_changed_policy_and_refuses_a_broken_one() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = |body: &str| {
+        format!("vcl 4.1;\nbackend default {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\nsub vcl_deliver {{ {body} }}\n", origin.port)
+    };
+    let mut map = Mounted::new(&tmp.path().join("vcl"), &policy("set resp.http.X-Policy = \"one\";"));
+    let vcl = tmp.path().join("vcl/default.vcl");
+    let d = Daemon::start_args(&tmp.path().join("n"), &["-f", vcl.to_str().unwrap()]);
+    let path = format!("{}:{}", bin("cache-adm").parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
+    let mut sidecar = std::process::Command::new("sh")
+        .arg(workspace().join("contrib/k8s/cachekit/reload.sh"))
+        .env("PATH", path)
+        .env("CACHEKIT_INSTANCE", &d.dir)
+        .env("CACHEKIT_VCL", &vcl)
+        .env("CACHEKIT_RELOAD_INTERVAL", "0.2")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let policy_now = || Client::connect(d.port).get("/size/1", "").header("X-Policy").map(str::to_string);
+    assert_eq!(policy_now().as_deref(), Some("one"));
+    let ds = d.dir.to_str().unwrap().to_string();
+    wait_for(10, "the sidecar to watch", || stdout(&run("cache-adm", &["-n", &ds, "vcl.list"])).contains("boot").then_some(()));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    map.update(&policy("set resp.http.X-Policy = \"two\";"));
+    wait_for(10, "the changed policy to be used", || (policy_now().as_deref() == Some("two")).then_some(()));
+    // A broken policy: refused, the running one stays.
+    map.update(&policy("set resp.http.X-Policy = ;"));
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(policy_now().as_deref(), Some("two"), "the running program stays");
+    map.update(&policy("set resp.http.X-Policy = \"three\";"));
+    wait_for(10, "the next good policy to be used", || (policy_now().as_deref() == Some("three")).then_some(()));
+    // Only the active program is left.
+    wait_for(10, "the older programs to be discarded", || {
+        (stdout(&run("cache-adm", &["-n", &ds, "vcl.list"])).lines().count() == 1).then_some(())
+    });
+    let _ = sidecar.kill();
+    let out = sidecar.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("was refused") && said.contains("Line 3"), "the refusal and the compiler's message: {said}");
+}
