@@ -4,11 +4,9 @@
 //! one chart. PNG through plotters' bitmap backend, SVG through its SVG
 //! backend; text in DejaVu Sans, built in, so no system fonts are needed.
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
-
-use crate::report::csv_split;
 
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 const FAMILY: &str = "sans-serif";
@@ -37,10 +35,10 @@ struct Table {
 
 impl Table {
     fn read(path: &str) -> Result<Table> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
-        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-        let header = csv_split(lines.next().ok_or_else(|| anyhow!("{path} is empty"))?);
-        let rows: Vec<Vec<String>> = lines.map(csv_split).collect();
+        let (header, rows) = crate::report::read_csv(path)?;
+        if header.is_empty() {
+            bail!("{path} is empty");
+        }
         if rows.is_empty() {
             bail!("{path} has a header and no rows");
         }

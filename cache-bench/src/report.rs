@@ -238,50 +238,47 @@ pub fn text(meta: &Meta, r: &Recorder, agents: &[(String, Recorder, f64)], serve
 
 /// The per-second series: a header, then one row per second.
 pub fn write_csv(path: &str, r: &Recorder, server: Option<&[ServerSecond]>) -> Result<()> {
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("cannot write {path}"))?);
-    let mut header = "second,requests,errors,bytes,hits,misses,p50_ms,p90_ms,p99_ms,p999_ms,max_ms".to_string();
+    let mut w = csv::Writer::from_path(path).with_context(|| format!("cannot write {path}"))?;
+    let mut header = vec!["second", "requests", "errors", "bytes", "hits", "misses", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"];
     if server.is_some() {
-        header += ",srv_client_req,srv_cache_hit,srv_cache_miss,srv_backend_req";
+        header.extend(["srv_client_req", "srv_cache_hit", "srv_cache_miss", "srv_backend_req"]);
     }
-    writeln!(f, "{header}")?;
+    w.write_record(&header)?;
     for (i, s) in r.seconds.iter().enumerate() {
         let h = &s.latency;
-        write!(
-            f,
-            "{},{},{},{},{},{},{:.3},{:.3},{:.3},{:.3},{:.3}",
-            i + 1,
-            s.requests,
-            s.errors,
-            s.bytes,
-            s.hits,
-            s.misses,
-            ms_at(h, 0.5),
-            ms_at(h, 0.9),
-            ms_at(h, 0.99),
-            ms_at(h, 0.999),
-            max_ms(h)
-        )?;
+        let mut row = vec![(i + 1).to_string(), s.requests.to_string(), s.errors.to_string(), s.bytes.to_string()];
+        row.extend([s.hits.to_string(), s.misses.to_string()]);
+        row.extend([ms_at(h, 0.5), ms_at(h, 0.9), ms_at(h, 0.99), ms_at(h, 0.999), max_ms(h)].map(|v| format!("{v:.3}")));
         if let Some(sv) = server {
             let x = sv.get(i).cloned().unwrap_or_default();
-            write!(f, ",{},{},{},{}", x.client_req, x.cache_hit, x.cache_miss, x.backend_req)?;
+            row.extend([x.client_req, x.cache_hit, x.cache_miss, x.backend_req].map(|v| v.to_string()));
         }
-        writeln!(f)?;
+        w.write_record(&row)?;
     }
-    f.flush()?;
+    w.flush().with_context(|| format!("cannot write {path}"))?;
     Ok(())
 }
 
-/// A CSV field, quoted when it must be.
-pub fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-pub const HISTORY_HEADER: &str =
-    "time,label,version,target,mode,conns,threads,rate,duration_s,requests,rps,p50_ms,p90_ms,p99_ms,p999_ms,max_ms,errors,hit_rate";
+pub const HISTORY_HEADER: [&str; 18] = [
+    "time",
+    "label",
+    "version",
+    "target",
+    "mode",
+    "conns",
+    "threads",
+    "rate",
+    "duration_s",
+    "requests",
+    "rps",
+    "p50_ms",
+    "p90_ms",
+    "p99_ms",
+    "p999_ms",
+    "max_ms",
+    "errors",
+    "hit_rate",
+];
 
 /// `git describe --always --dirty` where it works, else our version.
 pub fn version_of_here() -> String {
@@ -300,18 +297,18 @@ pub fn version_of_here() -> String {
 /// the file is new or empty).
 pub fn append_history(path: &str, summary: &Value) -> Result<()> {
     let fresh = std::fs::metadata(path).map(|m| m.len() == 0).unwrap_or(true);
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("cannot append to {path}"))?;
+    let f = std::fs::OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("cannot append to {path}"))?;
     let g = |k: &str| summary.get(k).cloned().unwrap_or(Value::Null);
-    let lat = |k: &str| summary["latency_ms"][k].as_f64().unwrap_or(0.0);
+    let lat = |k: &str| format!("{:.3}", summary["latency_ms"][k].as_f64().unwrap_or(0.0));
     let num = |v: Value| match v {
         Value::Null => String::new(),
         other => other.to_string(),
     };
-    let text = |v: Value| csv_field(v.as_str().unwrap_or(""));
+    let text = |v: Value| v.as_str().unwrap_or("").to_string();
     let row = [
         text(g("started")),
         text(g("label")),
-        csv_field(&version_of_here()),
+        version_of_here(),
         text(g("target")),
         text(g("mode")),
         num(g("conns")),
@@ -320,44 +317,38 @@ pub fn append_history(path: &str, summary: &Value) -> Result<()> {
         num(g("duration_s")),
         num(g("requests")),
         num(g("rps")),
-        format!("{:.3}", lat("p50")),
-        format!("{:.3}", lat("p90")),
-        format!("{:.3}", lat("p99")),
-        format!("{:.3}", lat("p999")),
-        format!("{:.3}", lat("max")),
+        lat("p50"),
+        lat("p90"),
+        lat("p99"),
+        lat("p999"),
+        lat("max"),
         num(summary["errors"]["total"].clone()),
         num(g("hit_rate")),
     ];
-    let mut out = String::new();
+    let mut w = csv::Writer::from_writer(f);
     if fresh {
-        out += HISTORY_HEADER;
-        out.push('\n');
+        w.write_record(HISTORY_HEADER)?;
     }
-    out += &row.join(",");
-    out.push('\n');
-    f.write_all(out.as_bytes())?;
+    w.write_record(&row)?;
+    w.flush().with_context(|| format!("cannot append to {path}"))?;
     Ok(())
 }
 
-/// Split a CSV line (quotes honoured).
-pub fn csv_split(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (c, quoted) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                cur.push('"');
-                chars.next();
-            }
-            ('"', _) => quoted = !quoted,
-            (',', false) => out.push(std::mem::take(&mut cur)),
-            (c, _) => cur.push(c),
+/// A CSV file cache-bench wrote (a run's series or a history): its header
+/// and rows. Rows may be shorter or longer than the header (a history
+/// appended to by several versions).
+pub fn read_csv(path: &str) -> Result<(Vec<String>, Vec<Vec<String>>)> {
+    let mut r = csv::ReaderBuilder::new().flexible(true).from_path(path).with_context(|| format!("cannot read {path}"))?;
+    let header: Vec<String> = r.headers().with_context(|| format!("{path}: no header"))?.iter().map(str::to_string).collect();
+    let mut rows = Vec::new();
+    for rec in r.records() {
+        let rec = rec.with_context(|| format!("{path}: not CSV"))?;
+        if rec.iter().all(|f| f.trim().is_empty()) {
+            continue;
         }
+        rows.push(rec.iter().map(str::to_string).collect());
     }
-    out.push(cur);
-    out
+    Ok((header, rows))
 }
 
 #[cfg(test)]
@@ -365,9 +356,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn csv_fields_round_trip() {
-        let fields = ["plain", "with, comma", "with \"quotes\"", ""];
-        let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
-        assert_eq!(csv_split(&line.join(",")), fields);
+    fn history_rows_keep_commas_and_quotes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.csv");
+        let p = path.to_str().unwrap();
+        let summary = serde_json::json!({"label": "with, comma and \"quotes\"", "rps": 12.5, "target": "http://x/?a=1,2"});
+        append_history(p, &summary).unwrap();
+        append_history(p, &summary).unwrap();
+        let (header, rows) = read_csv(p).unwrap();
+        assert_eq!(header, HISTORY_HEADER);
+        assert_eq!(rows.len(), 2, "one header, two rows");
+        assert_eq!(rows[1][1], "with, comma and \"quotes\"");
+        assert_eq!(rows[1][3], "http://x/?a=1,2");
+        assert_eq!(rows[1][10], "12.5");
     }
 }
