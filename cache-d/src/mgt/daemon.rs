@@ -83,3 +83,19 @@ pub async fn wait_for_stop() {
         _ = int.recv() => {}
     }
 }
+
+/// Tell systemd (a `Type=notify` unit) how start-up or shutdown goes:
+/// `READY=1` once the child serves, `STOPPING=1` when stopping. A no-op
+/// without `$NOTIFY_SOCKET` (a path, or `@name` for an abstract socket).
+pub fn sd_notify(state: &str) {
+    let Some(path) = std::env::var_os("NOTIFY_SOCKET") else { return };
+    let Ok(sock) = std::os::unix::net::UnixDatagram::unbound() else { return };
+    let bytes = path.as_encoded_bytes();
+    let addr = match bytes.strip_prefix(b"@") {
+        Some(name) => <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(name),
+        None => std::os::unix::net::SocketAddr::from_pathname(std::path::Path::new(&path)),
+    };
+    if let Ok(addr) = addr {
+        let _ = sock.send_to_addr(format!("{state}\nMAINPID={}\n", std::process::id()).as_bytes(), &addr);
+    }
+}

@@ -210,7 +210,9 @@ pub fn run(args: Args) -> Result<(), StartError> {
         }
     }
     first.map_err(|e| StartError::Config(e.to_string()))?;
+    daemon::sd_notify("READY=1");
     mgr.supervise();
+    daemon::sd_notify("STOPPING=1");
     mgr.shutdown();
     Ok(())
 }

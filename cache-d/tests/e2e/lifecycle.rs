@@ -147,3 +147,31 @@ fn garbage_segments_make_readers_exit_with_a_clear_message() {
         }
     }
 }
+
+/// systemd's Type=notify: READY=1 once the child serves (a request then
+/// gets an answer), STOPPING=1 on SIGTERM, both with the manager's pid.
+#[test]
+fn tells_systemd_when_it_is_ready_and_when_it_stops() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let sock_path = tmp.path().join("notify");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    let dir = tmp.path().join("i");
+    let mut child = std::process::Command::new(bin("cache-d"))
+        .args(["-F", "-a", "127.0.0.1:0", "-b", &format!("127.0.0.1:{}", origin.port), "-n", dir.to_str().unwrap()])
+        .env("NOTIFY_SOCKET", &sock_path)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let n = sock.recv(&mut buf).expect("READY=1 within 10 s");
+    let said = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert_eq!(said, format!("READY=1\nMAINPID={}\n", child.id()));
+    let port = std::fs::read_to_string(dir.join("_.listen")).unwrap().split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert_eq!(Client::connect(port).get("/size/3", "").status, 200, "ready means serving");
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let n = sock.recv(&mut buf).expect("STOPPING=1");
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("STOPPING=1\n"));
+    assert!(child.wait().unwrap().success());
+}
