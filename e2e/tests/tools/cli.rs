@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use crate::util::*;
 
-const TOOLS: [&str; 6] = ["cache-d", "cache-adm", "cache-stat", "cache-log", "cache-ncsa", "cache-bench"];
+pub(crate) const TOOLS: [&str; 6] = ["cache-d", "cache-adm", "cache-stat", "cache-log", "cache-ncsa", "cache-bench"];
 
 #[test]
 fn bad_flags_give_usage_and_exit_2() {
@@ -25,7 +25,7 @@ fn bad_flags_give_usage_and_exit_2() {
 }
 
 /// Flags in `--help` output: `-x` and `--long` words at the start of option lines.
-fn help_flags(text: &str) -> BTreeSet<String> {
+pub(crate) fn help_flags(text: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for line in text.lines() {
         let t = line.trim_start();

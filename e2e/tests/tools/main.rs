@@ -6,6 +6,7 @@ mod bench;
 mod cli;
 mod k8s;
 mod logfiles;
+mod package;
 mod readers;
 mod stat;
 

@@ -1,0 +1,110 @@
+//! The Debian package (scripts/package.sh): built from the debug binaries
+//! the tests already have, listed (`dpkg -c`) for everything an operator
+//! expects, unpacked into a scratch root (`dpkg -x`) where its cache-d
+//! checks its own /etc/cachekit/default.vcl, and its shell completions
+//! offering every flag `--help` shows.
+
+use std::path::Path;
+
+use crate::cli::{help_flags, TOOLS};
+use crate::util::*;
+
+fn command(cmd: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd}: {e}"))
+}
+
+#[test]
+fn the_package_holds_everything_and_runs_from_a_scratch_root() {
+    if !have("dpkg-deb") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = bin("cache-d").parent().unwrap().file_name().unwrap().to_string_lossy().to_string();
+    let out = std::process::Command::new("bash")
+        .arg(workspace().join("scripts/package.sh"))
+        .env("CACHEKIT_PACKAGE_PROFILE", &profile)
+        .env("CACHEKIT_PACKAGE_OUT", tmp.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "package.sh: {}", String::from_utf8_lossy(&out.stderr));
+    let deb = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(deb.ends_with(".deb") && Path::new(&deb).exists(), "{deb}");
+    let name = Path::new(&deb).file_name().unwrap().to_string_lossy().to_string();
+    assert!(name.starts_with("cachekit_0.") && name.contains('_'), "cachekit_VERSION_ARCH.deb: {name}");
+
+    // What dpkg -c lists.
+    let listing = stdout(&command("dpkg", &["-c", &deb]));
+    let mut want: Vec<String> = Vec::new();
+    for t in TOOLS {
+        want.push(format!("./usr/bin/{t}"));
+        want.push(format!("./usr/share/man/man1/{t}.1.gz"));
+        want.push(format!("./usr/share/bash-completion/completions/{t}"));
+        want.push(format!("./usr/share/zsh/vendor-completions/_{t}"));
+        want.push(format!("./usr/share/fish/vendor_completions.d/{t}.fish"));
+    }
+    for f in [
+        "./usr/share/man/man7/cache-vcl.7.gz",
+        "./lib/systemd/system/cache-d.service",
+        "./lib/systemd/system/cache-ncsa.service",
+        "./lib/systemd/system/cache-stat-exporter.service",
+        "./etc/cachekit/default.vcl",
+        "./etc/default/cachekit",
+        "./etc/logrotate.d/cache-ncsa",
+    ] {
+        want.push(f.to_string());
+    }
+    for w in &want {
+        assert!(listing.lines().any(|l| l.ends_with(&format!(" {w}"))), "dpkg -c lacks {w}:\n{listing}");
+    }
+    assert!(listing.lines().all(|l| l.contains("root/root")), "files owned by root:\n{listing}");
+
+    // The control part: conffiles, maintainer scripts that parse.
+    let control = tmp.path().join("control");
+    assert!(command("dpkg-deb", &["-e", &deb, control.to_str().unwrap()]).status.success());
+    let conffiles = std::fs::read_to_string(control.join("conffiles")).unwrap();
+    assert_eq!(
+        conffiles.lines().collect::<Vec<_>>(),
+        ["/etc/cachekit/default.vcl", "/etc/default/cachekit", "/etc/logrotate.d/cache-ncsa"]
+    );
+    for s in ["postinst", "prerm", "postrm"] {
+        let o = command("sh", &["-n", control.join(s).to_str().unwrap()]);
+        assert!(o.status.success(), "{s}: {}", stderr(&o));
+    }
+    let postinst = std::fs::read_to_string(control.join("postinst")).unwrap();
+    assert!(postinst.contains("adduser --system") && postinst.contains("/var/lib/cachekit"), "{postinst}");
+    let fields = stdout(&command("dpkg-deb", &["-f", &deb, "Package", "Version", "Architecture"]));
+    assert!(fields.contains("Package: cachekit"), "{fields}");
+
+    // Installed in a scratch root: its cache-d checks its own policy.
+    let root = tmp.path().join("root");
+    assert!(command("dpkg", &["-x", &deb, root.to_str().unwrap()]).status.success());
+    let cache_d = root.join("usr/bin/cache-d");
+    let o = command(cache_d.to_str().unwrap(), &["-C", "-f", root.join("etc/cachekit/default.vcl").to_str().unwrap()]);
+    assert!(o.status.success() && stdout(&o).contains("VCL compiled"), "{}{}", stdout(&o), stderr(&o));
+    let unit = std::fs::read_to_string(root.join("lib/systemd/system/cache-d.service")).unwrap();
+    assert!(unit.contains("Type=notify") && unit.contains("ExecReload=/usr/share/cachekit/cachekit-reload"), "{unit}");
+    let o = command("sh", &["-n", root.join("usr/share/cachekit/cachekit-reload").to_str().unwrap()]);
+    assert!(o.status.success());
+
+    // Completions offer every flag --help shows.
+    for t in TOOLS {
+        let comp = std::fs::read_to_string(root.join(format!("usr/share/bash-completion/completions/{t}"))).unwrap();
+        let o = command("bash", &["-n", root.join(format!("usr/share/bash-completion/completions/{t}")).to_str().unwrap()]);
+        assert!(o.status.success(), "{t}'s bash completion: {}", stderr(&o));
+        let mut help = stdout(&run(t, &["--help"]));
+        if t == "cache-bench" {
+            for sub in ["run", "agent", "merge", "plot", "origin"] {
+                help.push_str(&stdout(&run(t, &[sub, "--help"])));
+            }
+        }
+        for flag in help_flags(&help) {
+            assert!(comp.contains(&flag), "{t}: the bash completion lacks {flag}");
+            let fish = std::fs::read_to_string(root.join(format!("usr/share/fish/vendor_completions.d/{t}.fish"))).unwrap();
+            let bare = flag.trim_start_matches('-');
+            assert!(
+                fish.contains(&format!(" -l {bare}")) || fish.contains(&format!(" -s {bare}")),
+                "{t}: the fish completion lacks {flag}"
+            );
+        }
+    }
+}
