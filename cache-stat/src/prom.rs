@@ -38,7 +38,9 @@ pub fn metric(varnish_name: &str) -> (String, Vec<(&'static str, String)>) {
         other => (other.to_ascii_lowercase(), field.to_string()),
     };
     match (kind, ident) {
-        ("VBE", Some(i)) => match i.rsplit_once('.') {
+        // The program's name comes first and has no dot; a backend's name
+        // may have some (a dynamic one's address: `d(192.0.2.1:80)`).
+        ("VBE", Some(i)) => match i.split_once('.') {
             Some((vcl, be)) => {
                 labels.push(("backend", be.to_string()));
                 labels.push(("server", vcl.to_string()));
@@ -173,6 +175,10 @@ mod tests {
     fn names_follow_the_varnish_exporter() {
         assert_eq!(metric("MAIN.client_req"), ("varnish_main_client_req".into(), vec![]));
         assert_eq!(metric("MAIN.backend_conn"), ("varnish_backend_conn".into(), vec![]));
+        assert_eq!(
+            metric("VBE.boot.d(192.0.2.1:80).req"),
+            ("varnish_backend_req".into(), vec![("backend", "d(192.0.2.1:80)".to_string()), ("server", "boot".to_string())])
+        );
         assert_eq!(metric("MGT.child_start"), ("varnish_mgt_child_start".into(), vec![]));
         assert_eq!(metric("SMA.s0.g_bytes"), ("varnish_sma_g_bytes".into(), vec![("ident", "s0".to_string())]));
         assert_eq!(

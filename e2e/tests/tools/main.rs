@@ -4,6 +4,7 @@
 
 mod bench;
 mod cli;
+mod grafana;
 mod k8s;
 mod logfiles;
 mod package;
