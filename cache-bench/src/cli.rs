@@ -146,9 +146,10 @@ pub struct RunArgs {
     /// Find the highest rate that meets a bound, e.g. 'p99<10ms'.
     #[arg(long, value_name = "BOUND")]
     pub max_rate: Option<String>,
-    /// Sample the counters of this cache-d instance (-n name or directory)
-    /// each second into the CSV and the summary.
-    #[arg(long, value_name = "NAME")]
+    /// Sample the server's counters each second into the CSV and the
+    /// summary: a cache-d on this host (-n name or directory), or a remote
+    /// cache-stat --listen exporter (http://HOST:PORT/metrics).
+    #[arg(long, value_name = "NAME|URL")]
     pub stat: Option<String>,
     /// Run on these agents (HOST:PORT,...), splitting -c and -r among them.
     #[arg(long, value_name = "HOST:PORT,...")]

@@ -13,6 +13,7 @@ pub mod plot;
 pub mod report;
 pub mod run;
 pub mod search;
+pub mod server;
 pub mod stats;
 pub mod tls;
 

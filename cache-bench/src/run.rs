@@ -102,36 +102,43 @@ pub fn plan_of(a: &RunArgs) -> Result<Plan> {
     Ok(p)
 }
 
-/// Sample the cache-d counters of instance `dir` once a second from
-/// `start` until `stop`, as per-second deltas.
+/// Sample the server's counters (`--stat`: a local instance or a remote
+/// exporter) once a second from `start` until `stop`, as per-second
+/// deltas. A sample that fails (a remote exporter slow to answer) leaves
+/// that second empty; the next one carries the difference, so the
+/// column's sum stays the server's count.
 fn sample_server(
-    dir: std::path::PathBuf,
+    mut src: crate::server::Source,
     start: Instant,
     stop: Arc<AtomicBool>,
     out: Arc<Mutex<Vec<ServerSecond>>>,
 ) -> Result<std::thread::JoinHandle<()>> {
-    let mut seg =
-        common::segment::Segment::open(&dir).with_context(|| format!("--stat: cannot read cache-d's counters in {}", dir.display()))?;
-    let read = move |seg: &mut common::segment::Segment| {
-        let _ = seg.refresh();
-        let v = |n: &str| seg.value_of(n).unwrap_or(0);
-        [v("MAIN.client_req"), v("MAIN.cache_hit"), v("MAIN.cache_miss"), v("MAIN.backend_req")]
-    };
+    let mut last = src.read()?;
     Ok(std::thread::spawn(move || {
         std::thread::sleep(start.saturating_duration_since(Instant::now()));
-        let mut last = read(&mut seg);
+        if let Ok(now) = src.read() {
+            last = now;
+        }
         let mut next = start + Duration::from_secs(1);
+        let mut warned = false;
         loop {
             std::thread::sleep(next.saturating_duration_since(Instant::now()));
-            let now = read(&mut seg);
-            let d = |i: usize| now[i].saturating_sub(last[i]);
-            out.lock().unwrap_or_else(|e| e.into_inner()).push(ServerSecond {
-                client_req: d(0),
-                cache_hit: d(1),
-                cache_miss: d(2),
-                backend_req: d(3),
-            });
-            last = now;
+            let second = match src.read() {
+                Ok(now) => {
+                    let d = |i: usize| now[i].saturating_sub(last[i]);
+                    let s = ServerSecond { client_req: d(0), cache_hit: d(1), cache_miss: d(2), backend_req: d(3) };
+                    last = now;
+                    s
+                }
+                Err(e) => {
+                    if !warned {
+                        eprintln!("cache-bench: {e:#} (the next sample makes up for it)");
+                        warned = true;
+                    }
+                    ServerSecond::default()
+                }
+            };
+            out.lock().unwrap_or_else(|e| e.into_inner()).push(second);
             next += Duration::from_secs(1);
             if stop.load(Ordering::Relaxed) {
                 break;
@@ -221,14 +228,16 @@ fn precheck(a: &RunArgs, plan: &Plan, checks: &[Check], tolerance: f64, target: 
 fn measure(a: &RunArgs, plan: &Plan, server: &Arc<Mutex<Vec<ServerSecond>>>) -> Result<Measured> {
     let stop_sampling = Arc::new(AtomicBool::new(false));
     let mut sampler = None;
+    // Opened (and read once) before any load: a wrong --stat fails now.
+    let mut source = a.stat.as_deref().map(crate::server::Source::open).transpose()?;
     let m = match &a.agents {
         Some(list) => {
             let secret = crate::dist::read_secret(a.secret_file.as_deref())?;
             let agents: Vec<String> = list.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
             let (stop, srv) = (stop_sampling.clone(), server.clone());
             let mut on_start = |start: Instant| -> Result<()> {
-                if let Some(n) = &a.stat {
-                    sampler = Some(sample_server(common::instance::resolve(Some(n)), start, stop.clone(), srv.clone())?);
+                if let Some(src) = source.take() {
+                    sampler = Some(sample_server(src, start, stop.clone(), srv.clone())?);
                 }
                 Ok(())
             };
@@ -237,8 +246,8 @@ fn measure(a: &RunArgs, plan: &Plan, server: &Arc<Mutex<Vec<ServerSecond>>>) -> 
         }
         None => {
             let start_hint = Instant::now() + Duration::from_millis(20);
-            if let Some(n) = &a.stat {
-                sampler = Some(sample_server(common::instance::resolve(Some(n)), start_hint, stop_sampling.clone(), server.clone())?);
+            if let Some(src) = source.take() {
+                sampler = Some(sample_server(src, start_hint, stop_sampling.clone(), server.clone())?);
             }
             let (rec, elapsed, _) = run_local(plan, a.quiet)?;
             Measured { rec, elapsed, agents: Vec::new(), lost: Vec::new() }

@@ -508,3 +508,32 @@ fn agents_bound_what_strangers_can_cost_them() {
     let (code, _) = bench_json(&["run", &url, "-n", "50", "-c", "1", "--agents", &a.addr, "--secret-file", s, "--json"]);
     assert_eq!(code, 0);
 }
+
+/// `--stat http://…/metrics`: the counters of a cache-d on "another
+/// machine", read from its cache-stat exporter each second; the CSV's
+/// server column adds up to what the client sent. A wrong endpoint is an
+/// error before the load starts.
+#[test]
+fn server_counters_from_a_remote_exporter() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let mut exporter = Follower::start("cache-stat", &["-n", d.dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    exporter.wait_line(10, false, "the exporter to listen", |l| l.contains("serving /metrics on"));
+    let url = exporter.err.iter().find_map(|l| l.split("serving /metrics on ").nth(1)).unwrap().trim().to_string();
+    let csv = tmp.path().join("remote.csv");
+    let target = format!("http://127.0.0.1:{}/size/100?max_age=60", d.port);
+    let (code, v) = bench_json(&["run", &target, "-d", "2s", "-c", "2", "--stat", &url, "--csv", csv.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{v:#}");
+    let sent = v["requests"].as_u64().unwrap() + v["errors"]["total"].as_u64().unwrap();
+    assert_eq!(v["server"]["client_req"].as_u64(), Some(sent), "{:#}", v["server"]);
+    let (h, rows) = csv_rows(&csv);
+    let srv: u64 = rows.iter().map(|r| r[col(&h, "srv_client_req")].parse::<u64>().unwrap()).sum();
+    assert_eq!(srv, sent, "the CSV's srv_client_req adds up to the client's requests");
+    // Nothing listening, and something that is not an exporter: exit 2 at once.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (code, _, err) = bench(&["run", &target, "-d", "30s", "--stat", &format!("http://127.0.0.1:{dead}/metrics")]);
+    assert!(code == 2 && err.contains("cannot reach the exporter"), "{code}: {err}");
+    let (code, _, err) = bench(&["run", &target, "-d", "30s", "--stat", &format!("http://127.0.0.1:{}/size/10", origin.port)]);
+    assert!(code == 2 && err.contains("not a cachekit exporter"), "{code}: {err}");
+}
