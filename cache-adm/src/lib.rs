@@ -29,8 +29,7 @@ pub fn run(args: Args, out: &mut impl Write, err: &mut impl Write) -> i32 {
         }
     };
     // No command and a terminal: the interactive shell.
-    // SAFETY: isatty has no preconditions.
-    if args.command.is_empty() && unsafe { libc::isatty(0) } == 1 {
+    if args.command.is_empty() && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
         let mut conns = Vec::new();
         for t in &targets {
             match Conn::open(t, timeout) {

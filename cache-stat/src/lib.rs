@@ -129,8 +129,7 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let one_shot = args.once || args.json || args.list || args.prometheus;
     let interval = std::time::Duration::from_secs_f64(args.interval);
     if !one_shot {
-        // SAFETY: isatty only looks at the descriptor.
-        let tty = unsafe { libc::isatty(1) } == 1;
+        let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
         let mut source = model::Source::new(&dir);
         if tty {
             let name = args.instance.name.clone().unwrap_or_else(|| dir.display().to_string());
