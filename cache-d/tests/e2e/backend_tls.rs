@@ -12,11 +12,8 @@ use crate::util::*;
 /// The TLS origin's certificate for `origin.test` (its PEM bundle and the
 /// certificate alone, the CA to trust).
 fn origin_cert(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
-    let ck = rcgen::generate_simple_self_signed(vec!["origin.test".to_string()]).unwrap();
-    let (bundle, ca) = (dir.join("origin.pem"), dir.join("origin-ca.pem"));
-    std::fs::write(&bundle, format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem())).unwrap();
-    std::fs::write(&ca, ck.cert.pem()).unwrap();
-    (bundle, ca)
+    let c = self_signed(dir, &["origin.test"], "origin");
+    (c.bundle, c.ca)
 }
 
 /// A backend on the TLS origin with these extra fields.

@@ -26,12 +26,7 @@ fn version_status(args: &[&str]) -> String {
 }
 
 fn pem(dir: &Path) -> std::path::PathBuf {
-    let ck = rcgen::generate_simple_self_signed(vec!["h2.test".to_string()]).unwrap();
-    let p = dir.join("h2.pem");
-    std::fs::write(&p, format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem())).unwrap();
-    let ca = dir.join("ca.pem");
-    std::fs::write(&ca, ck.cert.pem()).unwrap();
-    p
+    self_signed(dir, &["h2.test"], "h2").bundle
 }
 
 #[test]
@@ -53,7 +48,7 @@ fn curl_speaks_h2_by_prior_knowledge_upgrade_and_alpn() {
     let (rc, _, err) = curl(&["-v", "--http2", &plain, &plain]);
     assert!(rc == 0 && err.contains("Re-using existing connection") && err.matches("< HTTP/2 200").count() == 2, "{err}");
     // ALPN picks h2 on the https listener, http/1.1 when the client asks.
-    let ca = tmp.path().join("ca.pem");
+    let ca = tmp.path().join("h2-ca.pem");
     let resolve = format!("h2.test:{tls}:127.0.0.1");
     let secure = format!("https://h2.test:{tls}/size/100?max_age=60");
     let ca = ca.to_str().unwrap();
@@ -91,7 +86,7 @@ fn http2_is_off_until_the_feature_is_set() {
     assert_ne!(rc, 0);
     // An upgrade request is served on HTTP/1.1; ALPN offers http/1.1 only.
     assert_eq!(version_status(&["--http2", &plain]), "1.1 200");
-    let ca = tmp.path().join("ca.pem");
+    let ca = tmp.path().join("h2-ca.pem");
     let secure = format!("https://h2.test:{tls}/size/10");
     let resolve = format!("h2.test:{tls}:127.0.0.1");
     assert_eq!(version_status(&["--http2", "--cacert", ca.to_str().unwrap(), "--resolve", &resolve, &secure]), "1.1 200");
@@ -211,7 +206,7 @@ fn cache_bench_loads_h2_streams_and_new_connections() {
     let tmp = tempfile::tempdir().unwrap();
     let backend = format!("127.0.0.1:{}", origin.port);
     let (d, tls) = tls_daemon(tmp.path(), &["-b", &backend, "-p", "feature=+http2"], &pem(tmp.path()));
-    let ca = tmp.path().join("ca.pem");
+    let ca = tmp.path().join("h2-ca.pem");
     let bench = |extra: &[&str], url: &str| {
         let mut args = vec!["run", "-q", "--json", "-t", "1"];
         args.extend_from_slice(extra);

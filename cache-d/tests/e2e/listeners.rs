@@ -185,8 +185,7 @@ fn unix_socket_listeners_serve_with_their_mode() {
 
 /// A self-signed certificate and key for these names, as one PEM bundle.
 fn bundle(names: &[&str]) -> String {
-    let ck = rcgen::generate_simple_self_signed(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
-    format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem())
+    pem_bundle(names).0
 }
 
 /// curl over TLS to `name` (resolved to 127.0.0.1), trusting `ca`: the

@@ -49,11 +49,10 @@ impl Conn {
     }
 }
 
-fn self_signed(name: &str, dir: &Path, file: &str) -> (std::path::PathBuf, Vec<u8>) {
-    let ck = rcgen::generate_simple_self_signed(vec![name.to_string()]).unwrap();
-    let path = dir.join(file);
-    std::fs::write(&path, format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem())).unwrap();
-    (path, ck.cert.der().to_vec())
+/// A certificate for `name` in `dir` as `stem.pem`: its path and DER.
+fn cert(name: &str, dir: &Path, stem: &str) -> (std::path::PathBuf, Vec<u8>) {
+    let c = self_signed(dir, &[name], stem);
+    (c.bundle, c.der)
 }
 
 fn adm(dir: &Path, args: &[&str]) -> (bool, String) {
@@ -67,8 +66,8 @@ fn adm(dir: &Path, args: &[&str]) -> (bool, String) {
 fn a_certificate_committed_at_runtime_serves_new_connections_while_old_ones_go_on() {
     let origin = Origin::start();
     let tmp = tempfile::tempdir().unwrap();
-    let (old_pem, old_der) = self_signed("a.test", tmp.path(), "old.pem");
-    let (new_pem, new_der) = self_signed("a.test", tmp.path(), "new.pem");
+    let (old_pem, old_der) = cert("a.test", tmp.path(), "old");
+    let (new_pem, new_der) = cert("a.test", tmp.path(), "new");
     let (d, port) = tls_daemon(tmp.path(), &["-b", &format!("127.0.0.1:{}", origin.port)], &old_pem);
     let mut before = Conn::open(port, "a.test");
     assert!(before.get().starts_with("HTTP/1.1 200"));
@@ -112,7 +111,7 @@ fn a_certificate_committed_at_runtime_serves_new_connections_while_old_ones_go_o
     assert_eq!(restarted.cert(), new_der);
     assert!(restarted.get().starts_with("HTTP/1.1 200"));
     // Changes made while the child is stopped reach it when it starts.
-    let (c_pem, c_der) = self_signed("c.test", tmp.path(), "c.pem");
+    let (c_pem, c_der) = cert("c.test", tmp.path(), "c");
     assert!(adm(&d.dir, &["stop"]).0);
     assert!(adm(&d.dir, &["tls.cert.load", "c", c_pem.to_str().unwrap()]).0);
     assert!(adm(&d.dir, &["tls.cert.commit"]).0);
