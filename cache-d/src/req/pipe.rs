@@ -43,11 +43,19 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
     let mut wire = std::mem::take(&mut r.sess.wire);
     // build_request sends the Connection: close set above.
     f.build_request(&bereq.method.clone(), &bereq, framing, r.sess.ends.client.ip(), &mut wire);
-    f.be = r
-        .active
-        .policy
-        .backend(bereq.backend.as_deref(), bereq.hash.as_deref().unwrap_or(&bereq.url))
-        .unwrap_or_else(|| sh.backend.clone());
+    // A named backend that picks none is "No backend"; as Varnish does, the
+    // client's connection is closed without a response.
+    let picked = r.active.policy.backend(bereq.backend.as_deref(), bereq.hash.as_deref().unwrap_or(&bereq.url));
+    let no_backend = picked.is_none() && bereq.backend.is_some();
+    f.be = picked.unwrap_or_else(|| sh.backend.clone());
+    if no_backend {
+        r.sess.wire = wire;
+        f.error(&crate::error::Error::new(crate::error::Side::Backend, "No backend"));
+        f.end_unsent();
+        r.body_rx = 0;
+        r.end((0, 0));
+        return Step::Done(Some(Reason::TxError));
+    }
     let backend = f.be.clone();
     f.vcl_timeouts[0] = bereq.connect_timeout;
     // An idle pooled connection is used first, as Varnish's pipe does.
