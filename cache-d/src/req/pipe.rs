@@ -13,6 +13,15 @@ use crate::req::synth::refuse;
 use crate::req::transport::Transport;
 use crate::vcl::model::{Action, Bereq, Sub};
 
+/// How the client's body is framed, relayed as it is.
+fn framing_of(bereq: &Bereq) -> Framing {
+    match (bereq.headers.get("content-length"), bereq.headers.get("transfer-encoding")) {
+        (_, Some(_)) => Framing::Chunked,
+        (Some(n), None) => std::str::from_utf8(n).ok().and_then(|n| n.trim().parse().ok()).map_or(Framing::None, Framing::Length),
+        _ => Framing::None,
+    }
+}
+
 /// vcl_pipe, then the pipe; the session ends with it.
 pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
     let sh = r.sh.clone();
@@ -34,11 +43,7 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
     sh.seg.add(C::SPipe, 1);
     r.log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} pipe"));
     let mut f = Fetch::new(&sh, bxid, rxid, "pipe");
-    let framing = match (bereq.headers.get("content-length"), bereq.headers.get("transfer-encoding")) {
-        (_, Some(_)) => Framing::Chunked,
-        (Some(n), None) => std::str::from_utf8(n).ok().and_then(|n| n.trim().parse().ok()).map_or(Framing::None, Framing::Length),
-        _ => Framing::None,
-    };
+    let framing = framing_of(&bereq);
     bereq.headers.set("Connection", bytes::Bytes::from_static(b"close"));
     let mut wire = std::mem::take(&mut r.sess.wire);
     // build_request sends the Connection: close set above.
