@@ -281,13 +281,16 @@ fn slowloris_connections_are_cut_and_others_keep_their_latency() {
     assert!(last < Duration::from_secs(5), "timeout_req=2 closed the last one after {last:?}");
     // 2x the unloaded p99 (the worse of a sample before and one after, so
     // that other tests running beside this one on a 2-core machine weigh
-    // on both sides), with a 2 ms floor for timer noise.
+    // on both sides), with a 5 ms floor for scheduling noise: what this
+    // guards against, connections held by dribblers starving the others,
+    // costs seconds, not milliseconds (a 2 ms floor failed once in CI at
+    // 2.9 ms against 1.2 ms).
     let after = p99(&hit_latencies(d.port, 300));
     let reference = unloaded.max(after);
     eprintln!(
         "slowloris: p99 of a normal client {loaded:.3} ms under 150 dribbling connections, {unloaded:.3} ms before, {after:.3} ms after"
     );
-    assert!(loaded <= (2.0 * reference).max(2.0), "p99 {loaded:.3} ms under slowloris, {reference:.3} ms without");
+    assert!(loaded <= (2.0 * reference).max(5.0), "p99 {loaded:.3} ms under slowloris, {reference:.3} ms without");
     let once = stat(&d.dir);
     assert!(counter(&once, "MAIN.sc_rx_timeout").unwrap() >= 150, "{once}");
     assert_eq!(counter(&once, "MGT.child_start"), Some(1));
