@@ -1,5 +1,6 @@
 //! Small helpers: wall-clock seconds for log timestamps, a transaction's
-//! Timestamp records, HTTP dates, and the host name used in Via.
+//! Timestamp records, HTTP dates, the host name used in Via, and a Host
+//! value's name without its port.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -19,6 +20,18 @@ pub fn hostname() -> String {
         .ok()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "cachekit".to_string())
+}
+
+/// `host[:port]` or `[v6]:port` without the port (a Host header's or a
+/// backend's name, for SNI and for name lookups).
+pub fn host_name(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match host.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') && p.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => host,
+    }
 }
 
 /// Seconds with six decimals, as `{:.6}` prints them, for the log's hot
@@ -99,7 +112,16 @@ impl Clock {
 
 #[cfg(test)]
 mod tests {
-    use super::Secs;
+    use super::{host_name, Secs};
+
+    #[test]
+    fn names_lose_their_ports() {
+        assert_eq!(host_name("example.com:8443"), "example.com");
+        assert_eq!(host_name("example.com"), "example.com");
+        assert_eq!(host_name("[::1]:443"), "::1");
+        assert_eq!(host_name("::1"), "::1");
+        assert_eq!(host_name("10.0.0.1:80"), "10.0.0.1");
+    }
 
     #[test]
     fn secs_print_as_six_decimals_do() {

@@ -47,7 +47,7 @@ impl BeTls {
     /// `.host_header` or `.host`); an error names what is wrong.
     pub fn new(host: &str, ask: &TlsAsk) -> Result<BeTls, String> {
         let (sni, verify_peer, verify_host) = (ask.sni.unwrap_or(true), ask.verify_peer.unwrap_or(true), ask.verify_host.unwrap_or(false));
-        let bare = host_name(host);
+        let bare = crate::util::host_name(host);
         let name = ServerName::try_from(bare.to_string()).map_err(|_| format!("'{bare}' is not a name or address for TLS"))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder =
@@ -80,17 +80,6 @@ impl BeTls {
     pub async fn connect(&self, tcp: TcpStream) -> io::Result<BeStream> {
         let c = tokio_rustls::TlsConnector::from(self.config.clone());
         Ok(BeStream::Tls(Box::new(c.connect(self.name.clone(), tcp).await?)))
-    }
-}
-
-/// `host[:port]` or `[v6]:port` without the port.
-fn host_name(host: &str) -> &str {
-    if let Some(rest) = host.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or(rest);
-    }
-    match host.rsplit_once(':') {
-        Some((h, p)) if !h.contains(':') && p.chars().all(|c| c.is_ascii_digit()) => h,
-        _ => host,
     }
 }
 
@@ -227,19 +216,5 @@ impl AsyncWrite for BeStream {
     }
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         each!(self, s => Pin::new(s).poll_shutdown(cx))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::host_name;
-
-    #[test]
-    fn names_lose_their_ports() {
-        assert_eq!(host_name("example.com:8443"), "example.com");
-        assert_eq!(host_name("example.com"), "example.com");
-        assert_eq!(host_name("[::1]:443"), "::1");
-        assert_eq!(host_name("::1"), "::1");
-        assert_eq!(host_name("10.0.0.1:80"), "10.0.0.1");
     }
 }

@@ -297,11 +297,5 @@ pub(super) fn director_call(
 fn request_host(t: &crate::vcl::model::Task<'_>) -> String {
     let h = t.bereq.as_deref().and_then(|b| b.headers.get("host")).or_else(|| t.req.as_deref().and_then(|r| r.headers.get("host")));
     let h = h.map(|v| String::from_utf8_lossy(v).trim().to_string()).unwrap_or_default();
-    if let Some(v6) = h.strip_prefix('[') {
-        return v6.split(']').next().unwrap_or("").to_string();
-    }
-    match h.split_once(':') {
-        Some((name, port)) if !port.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => name.to_string(),
-        _ => h,
-    }
+    crate::util::host_name(&h).to_string()
 }
