@@ -103,6 +103,8 @@ pub struct Domain {
     /// `d(name:port)`, as requests and logs name it.
     pub name: String,
     host: String,
+    /// The port its addresses are backends on.
+    port: u16,
     refs: Mutex<Vec<Ref>>,
     next: AtomicUsize,
     /// When a request last asked for it (ms since the epoch).
@@ -177,6 +179,7 @@ impl Dynamic {
         let dom = Arc::new(Domain {
             name: format!("{}({key})", self.name),
             host: host.to_string(),
+            port: port_number(port).unwrap_or(self.spec.port_num),
             refs: Mutex::new(Vec::new()),
             next: AtomicUsize::new(0),
             used: AtomicU64::new(now_ms()),
@@ -202,10 +205,8 @@ impl Dynamic {
     }
 
     fn spawn(self: &Arc<Self>, dom: &Arc<Domain>) {
-        let port = dom.name.rsplit(':').next().unwrap_or("").trim_end_matches(')');
-        let port_num = port_number(port).unwrap_or(self.spec.port_num);
         let (me, d) = (self.clone(), dom.clone());
-        let spawned = std::thread::Builder::new().name(format!("dynamic-{}", self.name)).spawn(move || me.lookups(&d, port_num));
+        let spawned = std::thread::Builder::new().name(format!("dynamic-{}", self.name)).spawn(move || me.lookups(&d));
         if let Err(e) = spawned {
             self.log(Tag::Error, dom, &format!("no lookup thread: {e}"));
             dom.finish_first();
@@ -260,7 +261,8 @@ impl Dynamic {
     /// A domain's lookup thread: resolve, update, wait the ttl (or
     /// retry_after after a failure); until the program is discarded or no
     /// request asked for the domain for domain_usage_timeout.
-    fn lookups(&self, dom: &Arc<Domain>, port: u16) {
+    fn lookups(&self, dom: &Arc<Domain>) {
+        let port = dom.port;
         let first = crate::util::now();
         let mut prev = first;
         loop {
@@ -281,7 +283,7 @@ impl Dynamic {
             let wait = match answer {
                 Ok(a) => {
                     let wait = self.ttl(&a);
-                    self.update(dom, &a, port);
+                    self.update(dom, &a);
                     wait
                 }
                 Err(e) => {
@@ -313,7 +315,8 @@ impl Dynamic {
 
     /// Apply an answer: new addresses become backends, addresses missing
     /// from more than `keep` answers in a row are removed.
-    fn update(&self, dom: &Domain, a: &Answer, port: u16) {
+    fn update(&self, dom: &Domain, a: &Answer) {
+        let port = dom.port;
         let mut addrs: Vec<SocketAddr> = Vec::new();
         for ip in &a.addrs {
             if self.spec.whitelist.as_ref().is_some_and(|w| !w(*ip)) {
@@ -516,12 +519,12 @@ mod tests {
         d.pick(&dom, true);
         let a = |ips: &[&str]| Answer { addrs: ips.iter().map(|i| i.parse().unwrap()).collect(), ttl: None };
         let (ten, eleven): (SocketAddr, SocketAddr) = ("127.0.0.10:81".parse().unwrap(), "127.0.0.11:81".parse().unwrap());
-        d.update(&dom, &a(&["127.0.0.10", "127.0.0.11"]), 81);
+        d.update(&dom, &a(&["127.0.0.10", "127.0.0.11"]));
         assert_eq!(dom.addrs(), (vec![ten, eleven], vec![]));
-        d.update(&dom, &a(&["127.0.0.11"]), 81);
+        d.update(&dom, &a(&["127.0.0.11"]));
         assert_eq!(dom.addrs(), (vec![eleven], vec![ten]), "missing once: kept (keep = 1), but takes no request");
         assert!((0..4).all(|_| dom.pick(true).unwrap().addrs == [eleven]));
-        d.update(&dom, &a(&["127.0.0.11"]), 81);
+        d.update(&dom, &a(&["127.0.0.11"]));
         assert_eq!(dom.addrs(), (vec![eleven], vec![]));
         assert_eq!(d.backends().len(), 1, "the removed address's backend is gone");
         d.stop();
