@@ -13,14 +13,8 @@ use crate::util::*;
 /// Metric names and the label names each carries, from an exposition.
 fn exported(text: &str) -> BTreeMap<String, BTreeSet<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let label = Regex::new(r#"([a-z_]+)="#).unwrap();
-    for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
-        let name = line.split(['{', ' ']).next().unwrap().to_string();
-        let labels = out.entry(name).or_default();
-        if let Some((_, rest)) = line.split_once('{') {
-            let inside = rest.split('}').next().unwrap_or("");
-            labels.extend(label.captures_iter(inside).map(|c| c[1].to_string()));
-        }
+    for sample in crate::stat::scrape(text).samples {
+        out.entry(sample.metric).or_default().extend(sample.labels.keys().cloned());
     }
     out
 }

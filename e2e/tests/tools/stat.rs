@@ -41,7 +41,7 @@ fn json_follows_its_schema() {
     assert!(!schema.is_valid(&bad));
 }
 
-fn scrape(text: &str) -> prometheus_parse::Scrape {
+pub(crate) fn scrape(text: &str) -> prometheus_parse::Scrape {
     prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("valid exposition")
 }
 
