@@ -66,29 +66,29 @@ impl Source {
     }
 }
 
-/// The four totals from an exposition; an error when it is not a cachekit
-/// (or Varnish) exporter, or when the exporter cannot read cache-d.
+/// The four totals from an exposition (read with prometheus-parse); an
+/// error when it is not a cachekit (or Varnish) exporter, or when the
+/// exporter cannot read cache-d.
 pub fn parse(text: &str) -> Result<Totals> {
-    let mut found: [Option<u64>; 4] = [None; 4];
-    let mut up = None;
-    for line in text.lines() {
-        let mut parts = line.split_whitespace();
-        let (Some(name), Some(value)) = (parts.next(), parts.next()) else { continue };
-        if name == "varnish_up" {
-            up = Some(value == "1");
-        }
-        if let Some(i) = NAMES.iter().position(|n| *n == name) {
-            found[i] = value.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).map(|v| v as u64);
-        }
-    }
-    match up {
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+        .map_err(|_| anyhow!("not a cachekit exporter (not a Prometheus exposition)"))?;
+    // The sample of `name` without labels, as a count.
+    let value = |name: &str| {
+        scrape.samples.iter().find(|s| s.metric == name && s.labels.is_empty()).and_then(|s| match s.value {
+            prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => {
+                Some(v).filter(|v| v.is_finite() && *v >= 0.0)
+            }
+            _ => None,
+        })
+    };
+    match value("varnish_up") {
         None => bail!("not a cachekit exporter (no varnish_up: point it at cache-stat --listen's /metrics)"),
-        Some(false) => bail!("the exporter is up but cannot read cache-d's counters (varnish_up 0)"),
-        Some(true) => {}
+        Some(up) if up != 1.0 => bail!("the exporter is up but cannot read cache-d's counters (varnish_up 0)"),
+        Some(_) => {}
     }
     let mut out = [0u64; 4];
-    for (i, f) in found.iter().enumerate() {
-        out[i] = f.ok_or_else(|| anyhow!("the exporter has no {}", NAMES[i]))?;
+    for (i, name) in NAMES.iter().enumerate() {
+        out[i] = value(name).ok_or_else(|| anyhow!("the exporter has no {name}"))? as u64;
     }
     Ok(out)
 }
