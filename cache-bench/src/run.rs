@@ -114,10 +114,16 @@ fn sample_server(
     out: Arc<Mutex<Vec<ServerSecond>>>,
 ) -> Result<std::thread::JoinHandle<()>> {
     let mut last = src.read()?;
+    // A start still to come (agents start together later): the baseline is
+    // read again then. A start already here keeps the one just read, so a
+    // sampler thread slow to run cannot miss the first requests.
+    let later = start > Instant::now();
     Ok(std::thread::spawn(move || {
         std::thread::sleep(start.saturating_duration_since(Instant::now()));
-        if let Ok(now) = src.read() {
-            last = now;
+        if later {
+            if let Ok(now) = src.read() {
+                last = now;
+            }
         }
         let mut next = start + Duration::from_secs(1);
         let mut warned = false;
@@ -245,9 +251,9 @@ fn measure(a: &RunArgs, plan: &Plan, server: &Arc<Mutex<Vec<ServerSecond>>>) -> 
             Measured { rec: out.total, elapsed: out.elapsed, agents: out.agents, lost: out.lost }
         }
         None => {
-            let start_hint = Instant::now() + Duration::from_millis(20);
+            // The baseline is read now, before the first request is sent.
             if let Some(src) = source.take() {
-                sampler = Some(sample_server(src, start_hint, stop_sampling.clone(), server.clone())?);
+                sampler = Some(sample_server(src, Instant::now(), stop_sampling.clone(), server.clone())?);
             }
             let (rec, elapsed, _) = run_local(plan, a.quiet)?;
             Measured { rec, elapsed, agents: Vec::new(), lost: Vec::new() }
