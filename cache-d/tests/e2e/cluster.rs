@@ -127,14 +127,7 @@ fn a_cluster_fetches_each_url_once_and_reroutes_when_a_node_dies() {
         .collect();
     let ports: Vec<u16> = nodes.iter().map(|d| d.as_ref().unwrap().port).collect();
     // Every URL asked of every node: one origin fetch each.
-    let before = origin_requests(&origin);
-    for i in 0..30 {
-        for p in &ports {
-            let r = Client::connect(*p).get(&format!("/size/{i}?max_age=600"), "");
-            assert_eq!((r.status, r.body.len()), (200, i), "url {i} on port {p}");
-        }
-    }
-    assert_eq!(origin_requests(&origin), before + 30, "one fetch per URL for the fleet");
+    assert_eq!(ask_all(&origin, &ports, 0..30), 30, "one fetch per URL for the fleet");
     // The owners share the work (each owns some of the thirty).
     for d in nodes.iter().flatten() {
         let once = stat(&d.dir);
@@ -152,12 +145,5 @@ fn a_cluster_fetches_each_url_once_and_reroutes_when_a_node_dies() {
                 .then_some(())
         });
     }
-    let before = origin_requests(&origin);
-    for i in 30..60 {
-        for p in [ports[0], ports[2]] {
-            let r = Client::connect(p).get(&format!("/size/{i}?max_age=600"), "");
-            assert_eq!(r.status, 200, "url {i} on port {p} with node 2 gone");
-        }
-    }
-    assert_eq!(origin_requests(&origin), before + 30, "one fetch per URL on the two nodes left");
+    assert_eq!(ask_all(&origin, &[ports[0], ports[2]], 30..60), 30, "one fetch per URL on the two nodes left");
 }
