@@ -1,8 +1,9 @@
 #!/bin/sh
-# cachekit-reload: load the VCL again whenever its ConfigMap changes.
+# The vcl-reload sidecar: load the VCL again whenever its ConfigMap changes.
 #
 # Kubernetes updates a mounted ConfigMap by switching the volume's ..data
-# link; this sidecar watches it and then runs, through the admin socket,
+# link; this watches it and then runs cachekit-reload (the same script as
+# the Debian package's `systemctl reload cache-d`):
 #   vcl.load <new name> <file>   a program that fails to compile or whose
 #                                vcl_init fails is refused: the running one
 #                                stays active (the error is printed here,
@@ -13,38 +14,20 @@
 # The manager replays the loaded programs into a restarted child, and a
 # restarted pod starts from the file itself, so nothing else keeps state.
 set -u
-DIR=${CACHEKIT_INSTANCE:-/var/lib/cachekit}
+export CACHEKIT_INSTANCE=${CACHEKIT_INSTANCE:-/var/lib/cachekit}
 VCL=${CACHEKIT_VCL:-/etc/cachekit/vcl/default.vcl}
 INTERVAL=${CACHEKIT_RELOAD_INTERVAL:-5}
+RELOAD=${CACHEKIT_RELOAD:-/usr/share/cachekit/cachekit-reload}
 WATCH=$(dirname "$VCL")/..data
 
-adm() { cache-adm -n "$DIR" "$@"; }
-active() { adm vcl.list | awk '$1 == "active" { print $NF }'; }
 version() { readlink "$WATCH" 2>/dev/null || cksum < "$VCL"; }
 
-until adm ping > /dev/null 2>&1; do sleep 1; done
+until cache-adm -n "$CACHEKIT_INSTANCE" ping > /dev/null 2>&1; do sleep 1; done
 seen=$(version)
-n=0
-echo "cachekit-reload: watching $VCL (active: $(active))"
+echo "cachekit-reload: watching $VCL"
 while sleep "$INTERVAL"; do
     now=$(version)
     [ "$now" = "$seen" ] && continue
     seen=$now
-    old=$(active)
-    n=$((n + 1))
-    new=k8s_$(date +%Y%m%d_%H%M%S)_$n
-    if ! adm vcl.load "$new" "$VCL"; then
-        echo "cachekit-reload: $VCL was refused; $old stays active" >&2
-        continue
-    fi
-    if ! adm vcl.use "$new"; then
-        echo "cachekit-reload: vcl.use $new failed; back to $old" >&2
-        adm vcl.use "$old"
-        adm vcl.discard "$new"
-        continue
-    fi
-    echo "cachekit-reload: $new active (was $old)"
-    adm vcl.list | awk '$1 == "available" { print $NF }' | while read -r name; do
-        adm vcl.discard "$name" > /dev/null || echo "cachekit-reload: could not discard $name" >&2
-    done
+    "$RELOAD" "$VCL" || true
 done

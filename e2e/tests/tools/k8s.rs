@@ -356,6 +356,7 @@ fn the_reload_sidecar_loads_a_changed_policy_and_refuses_a_broken_one() {
         .env("CACHEKIT_INSTANCE", &d.dir)
         .env("CACHEKIT_VCL", &vcl)
         .env("CACHEKIT_RELOAD_INTERVAL", "0.2")
+        .env("CACHEKIT_RELOAD", workspace().join("contrib/debian/cachekit-reload"))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
