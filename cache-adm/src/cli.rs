@@ -61,21 +61,9 @@ pub struct Args {
     pub command: Vec<String>,
 }
 
-/// `--retry-for`: seconds with an optional ms, s or m suffix.
+/// `--retry-for`: a duration as every tool takes one, up to a day.
 pub fn duration(s: &str) -> Result<std::time::Duration, String> {
-    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (s, 1.0)
-    };
-    match num.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && (0.0..=86_400.0).contains(&(v * scale)) => Ok(std::time::Duration::from_secs_f64(v * scale)),
-        _ => Err(format!("'{s}' is not a duration up to a day (10s, 500ms, 2m)")),
-    }
+    common::args::duration(s, 86_400.0, "a day")
 }
 
 #[cfg(test)]

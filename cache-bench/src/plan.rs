@@ -7,24 +7,10 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-/// `3s`, `500ms`, `2m`, `1h`, `250us`, or plain seconds (`1.5`).
+/// `3s`, `500ms`, `2m`, `1h`, `250us`, or plain seconds (`1.5`), up to
+/// a year.
 pub fn parse_duration(s: &str) -> Result<Duration> {
-    let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num.parse().map_err(|_| anyhow!("bad duration \"{s}\" (try 3s, 500ms, 2m)"))?;
-    let secs = match unit {
-        "" | "s" => v,
-        "ms" => v / 1e3,
-        "us" | "µs" => v / 1e6,
-        "m" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => bail!("bad duration unit in \"{s}\" (s, ms, us, m or h)"),
-    };
-    if !secs.is_finite() || !(0.0..=MAX_SECS).contains(&secs) {
-        bail!("bad duration \"{s}\" (0 to a year)");
-    }
-    Ok(Duration::from_secs_f64(secs))
+    common::args::duration(s, MAX_SECS, "a year").map_err(|e| anyhow!(e))
 }
 
 /// The longest duration anything in a plan may take (a year).

@@ -5,6 +5,29 @@
 //! and types, so each keeps its own.)
 
 use std::path::PathBuf;
+use std::time::Duration;
+
+/// A duration as the tools take it on the command line: `3s`, `500ms`,
+/// `2m`, `1h`, `250us`, or plain seconds (`1.5`), from 0 up to
+/// `max_secs` (`max_text` says it in words for the message).
+pub fn duration(s: &str, max_secs: f64, max_text: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num.parse().map_err(|_| format!("bad duration \"{s}\" (try 3s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "us" | "µs" => v / 1e6,
+        "m" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(format!("bad duration unit in \"{s}\" (s, ms, us, m or h)")),
+    };
+    if !secs.is_finite() || !(0.0..=max_secs).contains(&secs) {
+        return Err(format!("bad duration \"{s}\" (0 to {max_text})"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
 
 /// Which cache-d instance to read: `-n`.
 #[derive(clap::Args, Debug, Clone, Default)]
