@@ -63,6 +63,16 @@ impl Origin {
     }
 }
 
+impl Origin {
+    /// How many requests it has answered (its /__stats, which does not
+    /// count itself).
+    pub fn requests(&self) -> u64 {
+        let r = Client::connect(self.port).get("/__stats", "");
+        let v: serde_json::Value = serde_json::from_slice(&r.body).expect("/__stats is JSON");
+        v["requests"].as_u64().expect("/__stats has requests")
+    }
+}
+
 impl Drop for Origin {
     fn drop(&mut self) {
         let _ = self.child.kill();

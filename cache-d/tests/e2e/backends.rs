@@ -11,12 +11,6 @@ fn vcl(tmp: &std::path::Path, text: &str) -> String {
     f.to_str().unwrap().to_string()
 }
 
-fn origin_requests(port: u16) -> u64 {
-    let r = Client::connect(port).get("/__stats", "");
-    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-    v["requests"].as_u64().unwrap()
-}
-
 #[test]
 fn requests_go_to_the_backend_the_policy_names() {
     let (a, b) = (Origin::start(), Origin::start());
@@ -38,11 +32,11 @@ sub vcl_deliver {{ set resp.http.X-Backend = req.backend_hint; }}
     );
     let d = Daemon::start_args(&tmp.path().join("i"), &["-f", &f]);
     let mut c = Client::connect(d.port);
-    let (a0, b0) = (origin_requests(a.port), origin_requests(b.port));
+    let (a0, b0) = (a.requests(), b.requests());
     assert_eq!(c.get("/size/3", "").header("x-backend"), Some("a"));
     assert_eq!(c.get("/size/3?to=b", "").header("x-backend"), Some("b"));
     assert_eq!(c.get("/size/3?to=b", "").status, 200);
-    assert_eq!((origin_requests(a.port) - a0, origin_requests(b.port) - b0), (1, 2));
+    assert_eq!((a.requests() - a0, b.requests() - b0), (1, 2));
     // b's first byte timeout is 1 s: a 3 s delay fails at about 1 s.
     let t = Instant::now();
     let r = c.get("/size/3?to=b&delay_ms=3000", "");
@@ -160,7 +154,7 @@ sub vcl_recv {{
     let d = Daemon::start_args(&tmp.path().join("i"), &["-f", &f]);
     let ds = d.dir.to_str().unwrap().to_string();
     let mut c = Client::connect(d.port);
-    let counts = || (origin_requests(a.port), origin_requests(b.port));
+    let counts = || (a.requests(), b.requests());
     let delta = |before: (u64, u64), after: (u64, u64)| (after.0 - before.0, after.1 - before.1);
     let run_n = |c: &mut Client, url: &str, n: usize| {
         for _ in 0..n {

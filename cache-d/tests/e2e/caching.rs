@@ -6,14 +6,6 @@ use std::time::{Duration, Instant};
 
 use crate::util::*;
 
-/// How many requests the origin has answered (its /__stats does not count
-/// itself).
-fn origin_requests(o: &Origin) -> u64 {
-    let r = Client::connect(o.port).get("/__stats", "");
-    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-    v["requests"].as_u64().unwrap()
-}
-
 fn setup(extra: &[&str]) -> (Origin, tempfile::TempDir, Daemon) {
     let origin = Origin::start();
     let tmp = tempfile::tempdir().unwrap();
@@ -39,7 +31,7 @@ fn miss_then_hit_with_x_varnish_ids_and_age() {
     assert!(ids[1] > xvarnish(&a)[0], "the fetch's vxid follows the request that caused it");
     assert!(b.header("age").is_some() && b.header("via").is_some());
     assert_eq!(b.header("accept-ranges"), Some("bytes"));
-    assert_eq!(origin_requests(&o), 1);
+    assert_eq!(o.requests(), 1);
     let once = stat(&d.dir);
     assert_eq!(counter(&once, "MAIN.cache_miss"), Some(1));
     assert_eq!(counter(&once, "MAIN.cache_hit"), Some(1));
@@ -53,7 +45,7 @@ fn miss_then_hit_with_x_varnish_ids_and_age() {
     assert!(log.contains("--  Storage        malloc s0"));
     // Methods other than GET/HEAD, and requests with cookies, pass.
     assert_eq!(c.get("/size/1000?max_age=60", "Cookie: a=b\r\n").status, 200);
-    assert_eq!(origin_requests(&o), 2);
+    assert_eq!(o.requests(), 2);
     let once = stat(&d.dir);
     assert_eq!(counter(&once, "MAIN.s_pass"), Some(1));
 }
@@ -70,7 +62,7 @@ fn a_hundred_concurrent_misses_make_one_origin_request() {
         assert_eq!(r.body.len(), 5000);
         assert!(r.body.starts_with(b"0123456789"));
     }
-    assert_eq!(origin_requests(&o), 1, "the waiting list coalesced the misses");
+    assert_eq!(o.requests(), 1, "the waiting list coalesced the misses");
     let once = stat(&d.dir);
     assert_eq!(counter(&once, "MAIN.cache_miss"), Some(1), "{once}");
     assert!(counter(&once, "MAIN.busy_sleep").unwrap() >= 90, "{once}");
@@ -84,7 +76,7 @@ fn uncacheable_responses_become_hit_for_miss() {
     for _ in 0..3 {
         assert_eq!(c.get("/size/10?cache_control=private", "").status, 200);
     }
-    assert_eq!(origin_requests(&o), 3);
+    assert_eq!(o.requests(), 3);
     let once = stat(&d.dir);
     assert_eq!(counter(&once, "MAIN.cache_miss"), Some(1));
     assert_eq!(counter(&once, "MAIN.cache_hitmiss"), Some(2));
@@ -122,7 +114,7 @@ fn grace_serves_stale_and_refreshes_in_the_background() {
     let stale = c.get(&url, "");
     assert_eq!(stale.status, 200);
     assert_eq!(xvarnish(&stale)[1], first_fetch + 1, "served from the first fetch's object");
-    wait_for(10, "the background fetch", || (origin_requests(&o) == 2).then_some(()));
+    wait_for(10, "the background fetch", || (o.requests() == 2).then_some(()));
     // Counted now: the refreshed object lives one second too, and a slow
     // machine could see it go stale (and refresh) again below.
     let once = stat(&d.dir);
@@ -149,7 +141,7 @@ fn keep_revalidates_with_304() {
     assert_eq!(xvarnish(&r).len(), 2);
     let once = stat(&d.dir);
     assert_eq!(counter(&once, "MAIN.fetch_304"), Some(1), "{once}");
-    assert_eq!(origin_requests(&o), 2);
+    assert_eq!(o.requests(), 2);
     let log = stdout(&run("cache-log", &["-d", "-n", d.dir.to_str().unwrap()]));
     assert!(log.contains("BereqHeader    If-None-Match: "), "{log}");
     assert!(log.contains("BereqHeader    If-Modified-Since: "));
@@ -190,12 +182,12 @@ fn vary_keeps_variants_per_request_header() {
     let url = "/size/10?max_age=60&vary=Accept-Language";
     c.get(url, "Accept-Language: en\r\n");
     c.get(url, "Accept-Language: fr\r\n");
-    assert_eq!(origin_requests(&o), 2);
+    assert_eq!(o.requests(), 2);
     assert_eq!(xvarnish(&c.get(url, "Accept-Language: en\r\n")).len(), 2);
     assert_eq!(xvarnish(&c.get(url, "Accept-Language:   fr  \r\n")).len(), 2, "values are normalized");
-    assert_eq!(origin_requests(&o), 2);
+    assert_eq!(o.requests(), 2);
     c.get(url, "");
-    assert_eq!(origin_requests(&o), 3);
+    assert_eq!(o.requests(), 3);
     assert_eq!(counter(&stat(&d.dir), "MAIN.n_object"), Some(3));
 }
 
@@ -224,7 +216,7 @@ fn an_object_larger_than_storage_is_delivered_not_kept() {
         let r = c.get("/size/3000000?max_age=60", "");
         assert_eq!(r.body.len(), 3_000_000);
     }
-    assert_eq!(origin_requests(&o), 2);
+    assert_eq!(o.requests(), 2);
     let once = stat(&d.dir);
     assert!(counter(&once, "SMA.s0.c_fail").unwrap() >= 1, "{once}");
     assert_eq!(counter(&once, "MAIN.n_object"), Some(0));
@@ -266,7 +258,7 @@ fn an_origin_failing_mid_body_closes_clients_and_caches_nothing() {
     let mut c = Client::connect(d.port);
     c.send_raw(format!("GET {url} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
     assert!(c.read_response(false).is_none());
-    assert_eq!(origin_requests(&o), 2, "the failed object was not cached");
+    assert_eq!(o.requests(), 2, "the failed object was not cached");
     let once = stat(&d.dir);
     assert_eq!(counter(&once, "MAIN.fetch_failed"), Some(2));
     assert_eq!(counter(&once, "MAIN.n_object"), Some(0));
@@ -285,7 +277,7 @@ fn head_fetches_get_and_later_gets_hit() {
     let g = c.read_response(false).unwrap();
     assert_eq!(g.body.len(), 777);
     assert_eq!(xvarnish(&g).len(), 2, "{g:?}\n{}", stdout(&run("cache-log", &["-d", "-n", d.dir.to_str().unwrap()])));
-    assert_eq!(origin_requests(&o), 1);
+    assert_eq!(o.requests(), 1);
 }
 
 #[test]
@@ -297,7 +289,7 @@ fn unknown_methods_are_piped() {
     assert_eq!(r.status, 200);
     assert_eq!(r.body, b"01234");
     assert!(c.closed(), "a pipe ends with the connection");
-    assert_eq!(origin_requests(&o), 1);
+    assert_eq!(o.requests(), 1);
     let once = stat(&d.dir);
     assert_eq!(counter(&once, "MAIN.s_pipe"), Some(1));
     let log = wait_for(10, "the pipe's log records", || {

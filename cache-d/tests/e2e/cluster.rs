@@ -5,12 +5,6 @@
 
 use crate::util::*;
 
-fn origin_requests(o: &Origin) -> u64 {
-    let r = Client::connect(o.port).get("/__stats", "");
-    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-    v["requests"].as_u64().unwrap()
-}
-
 /// A port free on all of 127.0.0.2 to 127.0.0.5.
 fn free_port() -> u16 {
     loop {
@@ -24,14 +18,14 @@ fn free_port() -> u16 {
 /// URLs `range` asked of every node in `ports`: each answered, and the
 /// origin's fetches for them.
 fn ask_all(origin: &Origin, ports: &[u16], range: std::ops::Range<usize>) -> u64 {
-    let before = origin_requests(origin);
+    let before = origin.requests();
     for i in range {
         for p in ports {
             let r = Client::connect(*p).get(&format!("/size/{i}?max_age=600"), "");
             assert_eq!((r.status, r.body.len()), (200, i), "url {i} on port {p}");
         }
     }
-    origin_requests(origin) - before
+    origin.requests() - before
 }
 
 /// The Kubernetes policy (contrib/k8s/cachekit/default.vcl) on three

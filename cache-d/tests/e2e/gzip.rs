@@ -12,13 +12,6 @@ fn gunzip(b: &[u8]) -> Vec<u8> {
     out
 }
 
-fn origin_requests(o: &Origin) -> u64 {
-    let mut c = Client::connect(o.port);
-    let r = c.get("/__stats", "");
-    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-    v["requests"].as_u64().unwrap()
-}
-
 /// The payloads of a log's Gzip records, in order (vxids and sides left
 /// out: they differ between daemons).
 fn gzip_records(raw: &str) -> Vec<String> {
@@ -48,7 +41,7 @@ fn gzip_records_and_byte_counts_agree_with_varnishd() {
     assert_eq!(ours[0].2.as_deref(), Some("gzip"));
     assert_eq!(ours[1], (200, 100_000, None), "gunzipped for a plain client");
     assert_eq!(ours[2].2.as_deref(), Some("gzip"));
-    assert_eq!(origin_requests(&origin), 1, "one fetch serves all three");
+    assert_eq!(origin.requests(), 1, "one fetch serves all three");
     let plain = text_of(&origin, 100_000);
     let mut c = Client::connect(d.port);
     let r = c.get("/text/100000?gzip=1&max_age=600", "");
@@ -123,7 +116,7 @@ fn bad_gzip_from_the_backend_fails_the_fetch_and_is_never_stored() {
     for (i, (mode, size)) in rows.iter().enumerate() {
         let url = format!("/text/{size}?gzip={mode}&max_age=600&row={i}");
         for ae in ["Accept-Encoding: gzip\r\n", ""] {
-            let before = origin_requests(&origin);
+            let before = origin.requests();
             let mut c = Client::connect(d.port);
             c.send_raw(format!("GET {url} HTTP/1.1\r\nHost: x\r\n{ae}\r\n").as_bytes());
             // A 503, or a response cut short (a streamed body failed):
@@ -132,7 +125,7 @@ fn bad_gzip_from_the_backend_fails_the_fetch_and_is_never_stored() {
                 None => {}
                 Some(r) => assert_eq!(r.status, 503, "{mode} {size}: {r:?}"),
             }
-            assert_eq!(origin_requests(&origin), before + 1, "{mode} {size}: nothing stored, every request fetches");
+            assert_eq!(origin.requests(), before + 1, "{mode} {size}: nothing stored, every request fetches");
         }
     }
     let raw = stdout(&run("cache-log", &["-d", "-g", "raw", "-i", "FetchError", "-n", &ds]));
@@ -160,7 +153,7 @@ fn brotli_copies_go_to_br_clients_only() {
     let plain = text_of(&origin, 300_000);
     for url in ["/text/300000?gzip=1&max_age=600", "/text/300000?plain=1&max_age=600"] {
         let mut c = Client::connect(d.port);
-        let before = origin_requests(&origin);
+        let before = origin.requests();
         let r = c.get(url, "Accept-Encoding: gzip, deflate, br\r\n");
         assert_eq!(r.header("content-encoding"), Some("br"), "{url}");
         assert!(r.header("etag").is_some_and(|e| e.starts_with("W/")), "{r:?}");
@@ -174,7 +167,7 @@ fn brotli_copies_go_to_br_clients_only() {
         assert_eq!(r.header("content-encoding"), Some("gzip"), "br;q=0 is a refusal");
         let r = c.get(url, "");
         assert_eq!((r.header("content-encoding"), r.body.len()), (None, plain.len()));
-        assert_eq!(origin_requests(&origin), before + 1, "{url}: one fetch, one Brotli copy");
+        assert_eq!(origin.requests(), before + 1, "{url}: one fetch, one Brotli copy");
     }
     assert_eq!(counter(&stat(&d.dir), "MAIN.n_brotli"), Some(2));
     // Without the parameter, br is washed away and nobody gets Brotli.

@@ -31,12 +31,6 @@ sub vcl_synth { set resp.http.n = req.http.n; }
 sub vcl_deliver { set resp.http.n = req.http.n; }
 "#;
 
-fn origin_requests(o: &Origin) -> u64 {
-    let r = Client::connect(o.port).get("/__stats", "");
-    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-    v["requests"].as_u64().unwrap()
-}
-
 /// PURGE with these keys: the count VCL got back.
 fn purge(port: u16, keys: &str, soft: bool) -> String {
     let mut c = Client::connect(port);
@@ -63,15 +57,15 @@ fn xkey_purges_exactly_the_tagged_objects_and_softpurge_serves_stale() {
     ];
     let fetch_all = |c: &mut Client| urls.iter().map(|u| c.get(u, "").status).collect::<Vec<_>>();
     assert_eq!(fetch_all(&mut c), [200; 5]);
-    let before = origin_requests(&origin);
+    let before = origin.requests();
     assert_eq!(fetch_all(&mut c), [200; 5]);
-    assert_eq!(origin_requests(&origin), before, "all hits");
+    assert_eq!(origin.requests(), before, "all hits");
     let once = stat(&d.dir);
     assert_eq!(counter(&once, "MAIN.xkey_keys"), Some(4), "red blue green yellow:\n{once}");
     // blue: objects 1 and 2; then only they are fetched again.
     assert_eq!(purge(d.port, "blue", false), "2");
     assert_eq!(fetch_all(&mut c), [200; 5]);
-    assert_eq!(origin_requests(&origin), before + 2);
+    assert_eq!(origin.requests(), before + 2);
     // Several keys, one object under two of them: counted once.
     assert_eq!(purge(d.port, "red yellow", false), "3");
     assert_eq!(purge(d.port, "nothing", false), "0");
@@ -84,15 +78,15 @@ fn xkey_purges_exactly_the_tagged_objects_and_softpurge_serves_stale() {
     // Soft purge: served stale at once, one refresh, then fresh.
     let graced = "/size/6?cache_control=max-age%3D600,%20stale-while-revalidate%3D60&header=xkey:soft";
     assert_eq!(c.get(graced, "").status, 200);
-    let before = origin_requests(&origin);
+    let before = origin.requests();
     assert_eq!(purge(d.port, "soft", true), "1");
     let r = c.get(graced, "");
     assert_eq!(r.status, 200, "stale, from the cache");
-    wait_for(10, "the background refresh", || (origin_requests(&origin) == before + 1).then_some(()));
+    wait_for(10, "the background refresh", || (origin.requests() == before + 1).then_some(()));
     for _ in 0..3 {
         assert_eq!(c.get(graced, "").status, 200);
     }
-    assert_eq!(origin_requests(&origin), before + 1, "one refresh, then hits");
+    assert_eq!(origin.requests(), before + 1, "one refresh, then hits");
     let once = stat(&d.dir);
     assert_eq!(counter(&once, "MAIN.xkey_obj_softpurged"), Some(1), "{once}");
     assert!(counter(&once, "MAIN.cache_hit_grace") >= Some(1), "{once}");
@@ -110,16 +104,16 @@ fn vmod_purge_acts_on_the_current_object() {
     let mut c = Client::connect(d.port);
     let url = "/size/7?max_age=600";
     assert_eq!(c.get(url, "").status, 200);
-    let before = origin_requests(&origin);
+    let before = origin.requests();
     // purge.hard(): gone; the next request fetches.
     assert_eq!(c.get(url, "purge-here: hard\r\n").header("n"), Some("1"));
     assert_eq!(c.get(url, "").status, 200);
-    assert_eq!(origin_requests(&origin), before + 1);
+    assert_eq!(origin.requests(), before + 1);
     // purge.soft(0s, 30s): this hit is served, the object is stale (in its
     // new 30 s grace), the next request gets it stale and refreshes once.
     assert_eq!(c.get(url, "purge-here: soft\r\n").header("n"), Some("1"));
     assert_eq!(c.get(url, "").status, 200);
-    wait_for(10, "the refresh", || (origin_requests(&origin) == before + 2).then_some(()));
+    wait_for(10, "the refresh", || (origin.requests() == before + 2).then_some(()));
     // purge.* outside vcl_hit and vcl_miss: refused at load.
     let bad = tmp.path().join("bad.vcl");
     std::fs::write(
