@@ -7,29 +7,6 @@ use clap::Parser;
 use crate::error::StartError;
 use crate::params::{parse_param_arg, parse_size, Params};
 
-/// Parse `-s [name=]malloc[,size]`: the storage budget in bytes. The name
-/// is accepted for compatibility; counters always say `SMA.s0`.
-pub fn parse_storage(s: &str) -> Result<u64, String> {
-    let spec = s.split_once('=').map_or(s, |(_, rest)| rest);
-    let mut parts = spec.split(',');
-    match parts.next() {
-        Some("malloc") | Some("default") => {}
-        Some(kind) => return Err(format!("storage kind \"{kind}\" is not supported; use malloc[,SIZE]")),
-        None => return Err("empty storage specification".into()),
-    }
-    let size = match parts.next() {
-        Some(sz) => parse_size(sz).map_err(|e| e.to_string())?,
-        None => 100 << 20,
-    };
-    if parts.next().is_some() {
-        return Err(format!("\"{s}\": malloc takes one size"));
-    }
-    if size < 64 * 1024 {
-        return Err(format!("storage size {size} is too small (at least 64k)"));
-    }
-    Ok(size)
-}
-
 /// cache-d: caching HTTP reverse proxy (varnishd-compatible command line).
 #[derive(Parser, Debug, Clone)]
 #[command(name = "cache-d", version, about, long_about = None)]
@@ -88,9 +65,13 @@ pub struct Args {
     #[arg(short = 't', value_name = "TTL")]
     pub ttl: Option<f64>,
 
-    /// Storage: [name=]malloc[,SIZE] (or default[,SIZE]); default 100M.
-    #[arg(short = 's', value_name = "[NAME=]malloc[,SIZE]", value_parser = parse_storage)]
-    pub storage: Option<u64>,
+    /// Storage (repeatable): [NAME=]malloc[,SIZE] (default 100M),
+    /// [NAME=]file,PATH,SIZE (bodies on disk, emptied at start) or
+    /// [NAME=]persistent,PATH,SIZE[,wipe] (objects that survive
+    /// restarts). Unnamed stores are s0, s1...; VCL picks one with
+    /// beresp.storage. Default: -s malloc,100M.
+    #[arg(short = 's', value_name = "[NAME=]KIND[,OPTIONS]", value_parser = crate::cache::spec::parse)]
+    pub storage: Vec<crate::cache::spec::Spec>,
 
     /// Admin (CLI) listen address: host[:port] (default localhost:0, a
     /// free port; "none" disables). Published in DIR/_.admin.
@@ -119,9 +100,6 @@ pub fn params_from_args(args: &Args) -> Result<Params, StartError> {
     }
     if let Some(t) = args.ttl {
         params.set("default_ttl", &t.to_string())?;
-    }
-    if let Some(sz) = args.storage {
-        params.storage = sz;
     }
     if let Some(l) = args.vsl_space {
         params.set("vsl_space", &l.to_string())?;

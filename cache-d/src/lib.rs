@@ -32,6 +32,18 @@ use crate::error::StartError;
 /// Everything `main` needs: the manager, or (with the internal `--child`)
 /// the child it starts.
 pub fn run(args: Args) -> Result<(), StartError> {
+    let stores = cache::spec::resolve(&args.storage).map_err(StartError::Config)?;
+    cache::spec::set_names(&stores);
+    if !args.check && !args.child {
+        for s in &stores {
+            match &s.kind {
+                cache::spec::Kind::File { path, size } => cache::disk::check(&s.name, path, *size, false, false),
+                cache::spec::Kind::Persistent { path, size, wipe } => cache::disk::check(&s.name, path, *size, true, *wipe),
+                cache::spec::Kind::Malloc { .. } => Ok(()),
+            }
+            .map_err(StartError::Config)?;
+        }
+    }
     if args.check {
         vcl::load::load_policy(&args)?;
         println!("VCL compiled.");

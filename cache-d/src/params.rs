@@ -314,9 +314,6 @@ pub struct Params {
     pub timeout_reqbody: Duration,
     pub vsl_reclen: usize,
     pub vsl_space: u64,
-    /// Storage budget of `-s malloc,SIZE` (default 100M, as varnishd);
-    /// set by -s, not a parameter.
-    pub storage: u64,
     /// The text each parameter was last set to (for param.show).
     texts: Vec<String>,
 }
@@ -364,7 +361,6 @@ impl Default for Params {
             timeout_reqbody: Duration::ZERO,
             vsl_reclen: 0,
             vsl_space: 0,
-            storage: 100 << 20,
             texts: DEFS.iter().map(|d| d.default.to_string()).collect(),
         };
         for d in DEFS {

@@ -35,9 +35,14 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// With the default store (`-s malloc,100M`).
     pub fn new(seg: Arc<SegmentWriter>, params: Params, backend: Backend) -> Shared {
+        let cache = Cache::new(100 << 20, Some(seg.clone()));
+        Shared::with_cache(seg, params, backend, cache)
+    }
+
+    pub fn with_cache(seg: Arc<SegmentWriter>, params: Params, backend: Backend, cache: Cache) -> Shared {
         let via = format!("1.1 {} (cachekit/{})", crate::util::hostname(), env!("CARGO_PKG_VERSION"));
-        let cache = Cache::new(params.storage, Some(seg.clone()));
         cache.set_gzip_support(params.http_gzip_support);
         let policy = ArcSwap::from_pointee(Active { name: "boot".into(), policy: Arc::new(Builtin) });
         Shared {
@@ -102,6 +107,9 @@ impl crate::vcl::model::Env for Shared {
     }
     fn xkey_purge(&self, keys: &str, soft: bool) -> i64 {
         self.cache.xkey_purge(keys.as_bytes(), soft, crate::util::now()) as i64
+    }
+    fn storage_space(&self, name: &str) -> Option<(u64, u64)> {
+        self.cache.space(name)
     }
     fn purge_hash(&self, hash: &[u8], soft: Option<(f64, Option<f64>, Option<f64>)>) -> i64 {
         let n = match soft {

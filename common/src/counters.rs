@@ -216,13 +216,6 @@ counter_table! {
     NBrotli => "MAIN.n_brotli", Counter, Info, Integer, "Brotli copies made (cachekit)";
     TlsHandshakes => "MAIN.tls_handshakes", Counter, Info, Integer, "TLS handshakes completed (cachekit)";
     TlsHandshakeFail => "MAIN.tls_handshake_fail", Counter, Info, Integer, "TLS handshakes failed or timed out (cachekit)";
-    SmaCReq => "SMA.s0.c_req", Counter, Info, Integer, "Allocator requests";
-    SmaCFail => "SMA.s0.c_fail", Counter, Info, Integer, "Allocator failures";
-    SmaCBytes => "SMA.s0.c_bytes", Counter, Info, Bytes, "Bytes allocated";
-    SmaCFreed => "SMA.s0.c_freed", Counter, Info, Bytes, "Bytes freed";
-    SmaGAlloc => "SMA.s0.g_alloc", Gauge, Info, Integer, "Allocations outstanding";
-    SmaGBytes => "SMA.s0.g_bytes", Gauge, Info, Bytes, "Bytes outstanding";
-    SmaGSpace => "SMA.s0.g_space", Gauge, Info, Bytes, "Bytes available";
 }
 
 /// The counters every backend carries, named `VBE.<vcl>.<backend>.<field>`
@@ -252,37 +245,84 @@ pub enum Vbe {
     Helddown,
 }
 
-const fn vbe(name: &'static str, kind: Kind, level: Level, format: Format, description: &'static str) -> CounterDef {
+const fn field(name: &'static str, kind: Kind, level: Level, format: Format, description: &'static str) -> CounterDef {
     CounterDef { name, kind, level, format, description }
 }
 
 /// The fields of [`Vbe`], in order.
 pub static VBE: [CounterDef; 20] = [
-    vbe("happy", Kind::Bitmap, Level::Info, Format::Bitmap, "Happy health probes"),
-    vbe("bereq_hdrbytes", Kind::Counter, Level::Info, Format::Bytes, "Request header bytes"),
-    vbe("bereq_bodybytes", Kind::Counter, Level::Info, Format::Bytes, "Request body bytes"),
-    vbe("beresp_hdrbytes", Kind::Counter, Level::Info, Format::Bytes, "Response header bytes"),
-    vbe("beresp_bodybytes", Kind::Counter, Level::Info, Format::Bytes, "Response body bytes"),
-    vbe("pipe_hdrbytes", Kind::Counter, Level::Info, Format::Bytes, "Pipe request header bytes"),
-    vbe("pipe_out", Kind::Counter, Level::Info, Format::Bytes, "Piped bytes to backend"),
-    vbe("pipe_in", Kind::Counter, Level::Info, Format::Bytes, "Piped bytes from backend"),
-    vbe("conn", Kind::Gauge, Level::Info, Format::Integer, "Concurrent connections used"),
-    vbe("req", Kind::Counter, Level::Info, Format::Integer, "Backend requests sent"),
-    vbe("unhealthy", Kind::Counter, Level::Info, Format::Integer, "Fetches not attempted due to backend being unhealthy"),
-    vbe("busy", Kind::Counter, Level::Info, Format::Integer, "Fetches not attempted due to backend being busy"),
-    vbe("fail", Kind::Counter, Level::Info, Format::Integer, "Connections failed"),
-    vbe("fail_eacces", Kind::Counter, Level::Diag, Format::Integer, "Connections failed with EACCES or EPERM"),
-    vbe("fail_eaddrnotavail", Kind::Counter, Level::Diag, Format::Integer, "Connections failed with EADDRNOTAVAIL"),
-    vbe("fail_econnrefused", Kind::Counter, Level::Diag, Format::Integer, "Connections failed with ECONNREFUSED"),
-    vbe("fail_enetunreach", Kind::Counter, Level::Diag, Format::Integer, "Connections failed with ENETUNREACH"),
-    vbe("fail_etimedout", Kind::Counter, Level::Diag, Format::Integer, "Connections failed ETIMEDOUT"),
-    vbe("fail_other", Kind::Counter, Level::Diag, Format::Integer, "Connections failed for other reason"),
-    vbe("helddown", Kind::Counter, Level::Diag, Format::Integer, "Connection opens not attempted"),
+    field("happy", Kind::Bitmap, Level::Info, Format::Bitmap, "Happy health probes"),
+    field("bereq_hdrbytes", Kind::Counter, Level::Info, Format::Bytes, "Request header bytes"),
+    field("bereq_bodybytes", Kind::Counter, Level::Info, Format::Bytes, "Request body bytes"),
+    field("beresp_hdrbytes", Kind::Counter, Level::Info, Format::Bytes, "Response header bytes"),
+    field("beresp_bodybytes", Kind::Counter, Level::Info, Format::Bytes, "Response body bytes"),
+    field("pipe_hdrbytes", Kind::Counter, Level::Info, Format::Bytes, "Pipe request header bytes"),
+    field("pipe_out", Kind::Counter, Level::Info, Format::Bytes, "Piped bytes to backend"),
+    field("pipe_in", Kind::Counter, Level::Info, Format::Bytes, "Piped bytes from backend"),
+    field("conn", Kind::Gauge, Level::Info, Format::Integer, "Concurrent connections used"),
+    field("req", Kind::Counter, Level::Info, Format::Integer, "Backend requests sent"),
+    field("unhealthy", Kind::Counter, Level::Info, Format::Integer, "Fetches not attempted due to backend being unhealthy"),
+    field("busy", Kind::Counter, Level::Info, Format::Integer, "Fetches not attempted due to backend being busy"),
+    field("fail", Kind::Counter, Level::Info, Format::Integer, "Connections failed"),
+    field("fail_eacces", Kind::Counter, Level::Diag, Format::Integer, "Connections failed with EACCES or EPERM"),
+    field("fail_eaddrnotavail", Kind::Counter, Level::Diag, Format::Integer, "Connections failed with EADDRNOTAVAIL"),
+    field("fail_econnrefused", Kind::Counter, Level::Diag, Format::Integer, "Connections failed with ECONNREFUSED"),
+    field("fail_enetunreach", Kind::Counter, Level::Diag, Format::Integer, "Connections failed with ENETUNREACH"),
+    field("fail_etimedout", Kind::Counter, Level::Diag, Format::Integer, "Connections failed ETIMEDOUT"),
+    field("fail_other", Kind::Counter, Level::Diag, Format::Integer, "Connections failed for other reason"),
+    field("helddown", Kind::Counter, Level::Diag, Format::Integer, "Connection opens not attempted"),
 ];
 
 impl Vbe {
     pub fn def(self) -> &'static CounterDef {
         &VBE[self as usize]
+    }
+}
+
+/// The counters of each store, named `SMA.<store>.<field>` (malloc),
+/// `SMF.<store>.<field>` (file) or `SMP.<store>.<field>` (persistent),
+/// in the segment's dynamic slots. The first seven are Varnish's; the
+/// disk stores add the rest (cachekit's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stv {
+    CReq,
+    CFail,
+    CBytes,
+    CFreed,
+    GAlloc,
+    GBytes,
+    GSpace,
+    CDiskReads,
+    CDiskReadBytes,
+    CCorrupt,
+    CDiskWrites,
+    CDiskWriteFail,
+    CRecovered,
+}
+
+/// How many of [`STV`] every store has (the rest: disk stores only).
+pub const STV_MEMORY: usize = 7;
+
+/// The fields of [`Stv`], in order.
+pub static STV: [CounterDef; 13] = [
+    field("c_req", Kind::Counter, Level::Info, Format::Integer, "Allocator requests"),
+    field("c_fail", Kind::Counter, Level::Info, Format::Integer, "Allocator failures"),
+    field("c_bytes", Kind::Counter, Level::Info, Format::Bytes, "Bytes allocated"),
+    field("c_freed", Kind::Counter, Level::Info, Format::Bytes, "Bytes freed"),
+    field("g_alloc", Kind::Gauge, Level::Info, Format::Integer, "Allocations outstanding"),
+    field("g_bytes", Kind::Gauge, Level::Info, Format::Bytes, "Bytes outstanding"),
+    field("g_space", Kind::Gauge, Level::Info, Format::Bytes, "Bytes available"),
+    field("c_disk_reads", Kind::Counter, Level::Info, Format::Integer, "Bodies read from disk (hits not in memory) (cachekit)"),
+    field("c_disk_read_bytes", Kind::Counter, Level::Info, Format::Bytes, "Bytes read from disk (cachekit)"),
+    field("c_corrupt", Kind::Counter, Level::Info, Format::Integer, "Objects dropped for a checksum mismatch or read error (cachekit)"),
+    field("c_disk_writes", Kind::Counter, Level::Info, Format::Integer, "Objects written to disk (cachekit)"),
+    field("c_disk_write_fail", Kind::Counter, Level::Info, Format::Integer, "Objects not written: I/O error or too large (cachekit)"),
+    field("c_recovered", Kind::Counter, Level::Info, Format::Integer, "Objects found on disk at start (cachekit)"),
+];
+
+impl Stv {
+    pub fn def(self) -> &'static CounterDef {
+        &STV[self as usize]
     }
 }
 
@@ -310,7 +350,8 @@ mod tests {
             assert!(seen.insert(d.name), "duplicate {}", d.name);
         }
         assert_eq!(C::MainUptime.def().name, "MAIN.uptime");
-        assert_eq!(C::SmaGSpace as usize, TABLE.len() - 1);
+        assert_eq!(C::TlsHandshakeFail as usize, TABLE.len() - 1);
+        assert_eq!(Stv::CCorrupt.def().name, "c_corrupt");
         assert_eq!(Vbe::Helddown as usize, VBE.len() - 1);
         assert_eq!(Vbe::Conn.def().name, "conn");
     }

@@ -4,18 +4,22 @@
 
 pub mod ban;
 pub mod body;
+pub mod disk;
 mod head;
 pub mod headers;
 pub mod key;
 pub mod object;
+pub mod spec;
 mod store;
+pub mod stv;
+mod tier;
 pub mod ttl;
 pub mod xkey;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use common::counters::C;
+use common::counters::{Stv as F, C};
 use common::segment::SegmentWriter;
 use tokio::sync::watch;
 
@@ -23,7 +27,7 @@ pub use self::head::BusyState;
 use self::head::{Busy, Head, HeadMap};
 pub use self::key::Key;
 pub use self::object::{vary_value, Kind, ObjCore, ObjHeaders, ObjRef, Object, OBJ_OVERHEAD};
-use self::store::Store;
+use self::stv::Stvs;
 
 const SHARDS: usize = 64;
 
@@ -97,11 +101,11 @@ pub enum Lookup {
 
 pub struct CacheInner {
     shards: Vec<Mutex<HeadMap>>,
-    store: Mutex<Store>,
+    /// The stores. Lock order: a shard, then a store.
+    stvs: Stvs,
     /// Lock order: a shard, then the bans (never the other way round).
     bans: Mutex<ban::list::BanList>,
     newest_ban: AtomicU64,
-    budget: u64,
     seg: Option<Arc<SegmentWriter>>,
     /// Objects by surrogate key (xkey).
     xkeys: xkey::Xkeys,
@@ -140,10 +144,6 @@ impl CacheInner {
         self.shards[key.shard(SHARDS)].lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn store(&self) -> MutexGuard<'_, Store> {
-        self.store.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn count(&self, c: C, delta: i64) {
         if let Some(s) = &self.seg {
             if delta >= 0 {
@@ -154,8 +154,15 @@ impl CacheInner {
         }
     }
 
-    /// Take an object out of the index (if still there) and free its bytes.
+    /// Take an object out of the index (if still there) and free its
+    /// bytes (and its record on disk).
     fn remove(&self, oc: &ObjRef) -> bool {
+        self.remove_as(oc, true)
+    }
+
+    /// The same; `kill` false when its disk segment was taken back (its
+    /// record is being written over: leave it).
+    fn remove_as(&self, oc: &ObjRef, kill: bool) -> bool {
         if oc.dead.swap(true, Ordering::AcqRel) {
             return false;
         }
@@ -180,42 +187,62 @@ impl CacheInner {
             let gone = self.xkeys.remove(oc, &xkey::keys_of(oc));
             self.count(C::XkeyKeys, -(gone as i64));
         }
-        self.free(oc);
+        self.free(oc, kill);
         true
     }
 
     /// Give back what `oc` was charged and take it out of the ring and
-    /// the expiry heap.
-    fn free(&self, oc: &ObjCore) {
+    /// the expiry heap (a disk object: its memory copy, its place in its
+    /// store and, when `kill`, its record).
+    fn free(&self, oc: &ObjCore, kill: bool) {
         if !oc.stored.swap(false, Ordering::AcqRel) {
             return;
         }
+        self.release(oc);
+        if oc.disk().is_some() {
+            self.free_disk(oc, kill);
+        } else {
+            self.stvs.get(oc.stv).count(F::GAlloc, -1);
+        }
+    }
+
+    /// Give back the memory `oc` was charged (for a disk object: its
+    /// memory copy, which goes).
+    fn release(&self, oc: &ObjCore) {
+        let s = self.stvs.get(self.stvs.ram_of(oc.stv));
         let n = oc.charged.swap(0, Ordering::AcqRel);
         let gone = {
-            let mut st = self.store();
+            let mut st = s.store();
             st.used = st.used.saturating_sub(n);
-            st.forget(oc)
+            // Without a memory tier a disk object's copy is in no ring.
+            if oc.disk().is_none() || st.tier {
+                st.forget(oc)
+            } else {
+                None
+            }
         };
         drop(gone);
-        self.count(C::SmaCFreed, n as i64);
-        self.count(C::SmaGBytes, -(n as i64));
-        self.count(C::SmaGSpace, n as i64);
-        self.count(C::SmaGAlloc, -1);
+        s.freed(n);
+        if let Some(d) = oc.disk() {
+            drop(d.set_ram(None));
+        }
     }
 
     /// Charge `n` more bytes for `oc`, evicting least recently used objects
-    /// to make room. False if it cannot fit even in an empty cache.
+    /// to make room (a disk object's memory copy makes room by leaving
+    /// memory alone). False if it cannot fit even in an empty store.
     fn charge(&self, oc: &ObjRef, n: u64) -> bool {
-        self.count(C::SmaCReq, 1);
+        let s = self.stvs.get(self.stvs.ram_of(oc.stv));
+        s.count(F::CReq, 1);
         let total = oc.charged.load(Ordering::Acquire) + n;
-        if total > self.budget {
-            self.count(C::SmaCFail, 1);
+        if total > s.budget {
+            s.count(F::CFail, 1);
             return false;
         }
         loop {
             let victim = {
-                let mut st = self.store();
-                if st.used + n <= self.budget {
+                let mut st = s.store();
+                if st.used + n <= s.budget {
                     st.used += n;
                     oc.charged.fetch_add(n, Ordering::AcqRel);
                     break;
@@ -224,18 +251,19 @@ impl CacheInner {
                     Some(v) => v,
                     None => {
                         drop(st);
-                        self.count(C::SmaCFail, 1);
+                        s.count(F::CFail, 1);
                         return false;
                     }
                 }
             };
-            if self.remove(&victim) {
+            // A disk object whose write is queued keeps its body there.
+            if victim.disk().is_some_and(|d| d.loc.get().is_some()) {
+                self.release(&victim);
+            } else if self.remove(&victim) {
                 self.count(C::NLruNuked, 1);
             }
         }
-        self.count(C::SmaCBytes, n as i64);
-        self.count(C::SmaGBytes, n as i64);
-        self.count(C::SmaGSpace, -(n as i64));
+        s.allocated(n);
         true
     }
 }
@@ -247,32 +275,53 @@ impl Cache {
         self.inner.vary_skips_ae.store(on, Ordering::Relaxed);
     }
 
+    /// A cache with one malloc store of `budget` bytes (s0) and Transient.
     pub fn new(budget: u64, seg: Option<Arc<SegmentWriter>>) -> Cache {
+        let specs = [spec::Spec { name: "s0".into(), kind: spec::Kind::Malloc { size: budget } }];
+        Cache::open(&spec::resolve(&specs).expect("one malloc store"), seg).expect("malloc stores open")
+    }
+
+    /// A cache with the stores `specs` name (resolved: named, with
+    /// Transient), the objects of persistent ones read back into it.
+    pub fn open(specs: &[spec::Spec], seg: Option<Arc<SegmentWriter>>) -> Result<Cache, String> {
+        let (stvs, found) = Stvs::open(specs, seg.as_ref())?;
         let shards = (0..SHARDS).map(|_| Mutex::new(HeadMap::default())).collect();
         let c = Cache {
             inner: Arc::new(CacheInner {
                 shards,
-                store: Mutex::new(Store::default()),
+                stvs,
                 bans: Mutex::new(ban::list::BanList::default()),
                 newest_ban: AtomicU64::new(0),
-                budget,
                 seg,
                 xkeys: xkey::Xkeys::default(),
                 vary_skips_ae: AtomicBool::new(true),
             }),
         };
-        c.inner.count(C::SmaGSpace, budget as i64);
         c.initial_ban();
-        c
+        c.recover(found);
+        Ok(c)
     }
 
+    /// The first store's budget.
     pub fn budget(&self) -> u64 {
-        self.inner.budget
+        self.inner.stvs.get(0).budget
     }
 
-    /// Bytes charged to storage now.
+    /// Bytes charged to the first store now.
     pub fn used(&self) -> u64 {
-        self.inner.store().used
+        self.inner.stvs.get(0).store().used
+    }
+
+    /// The stores.
+    pub fn stores(&self) -> &Stvs {
+        &self.inner.stvs
+    }
+
+    /// A store's bytes in use and free, by name.
+    pub fn space(&self, name: &str) -> Option<(u64, u64)> {
+        let s = self.inner.stvs.get(self.inner.stvs.find(name)?);
+        let used = s.store().used;
+        Some((used, s.budget.saturating_sub(used)))
     }
 
     /// Look `key` up for a request whose headers are `req` at `now`.
@@ -383,20 +432,53 @@ impl Cache {
     /// Put an object in the index under the guard's key, replacing variants
     /// with the same Vary values, and wake the waiters. Returns the core, or
     /// None if it did not fit in storage (it is then delivered but not kept).
-    pub fn insert(&self, mut guard: BusyGuard, obj: Object) -> (ObjRef, bool) {
+    pub fn insert(&self, guard: BusyGuard, obj: Object) -> (ObjRef, bool) {
+        let stv = self.inner.stvs.next();
+        self.insert_in(guard, obj, stv)
+    }
+
+    /// The same, in store `stv` (an index in [`stores`](Self::stores)). A
+    /// disk store's object is written once its body is complete (now,
+    /// or when [`persist`](Self::persist) is called at the fetch's end);
+    /// ESI pages and objects with a Brotli copy stay in memory (the
+    /// memory tier, or Transient without one).
+    pub fn insert_in(&self, mut guard: BusyGuard, obj: Object, stv: u8) -> (ObjRef, bool) {
         let c = &self.inner;
         let key = guard.key;
         let expires = obj.life.expires_at();
-        let start = object::Start { key, ban_id: c.newest_ban.load(Ordering::Acquire), stored: true };
-        let (oc, head_bytes) = ObjRef::new(obj, start);
-        c.store().add(&oc, expires);
-        c.count(C::SmaGAlloc, 1);
-        if !c.charge(&oc, head_bytes) {
+        let in_memory = obj.coding.as_deref().is_some_and(|k| k.esi || k.br.is_some());
+        let stv = match c.stvs.get(stv).disk.is_some() && in_memory {
+            true => c.stvs.tier.unwrap_or(c.stvs.transient),
+            false => stv,
+        };
+        let disk = c.stvs.get(stv).disk.is_some().then(crate::util::now);
+        let start = object::Start { key, ban_id: c.newest_ban.load(Ordering::Acquire), stored: true, stv, disk };
+        let (oc, bytes) = ObjRef::new(obj, start);
+        c.stvs.get(stv).store().add(&oc, expires);
+        if disk.is_none() {
+            c.stvs.get(stv).count(F::GAlloc, 1);
+        } else if let Some(t) = c.stvs.tier {
+            c.stvs.get(t).store().add_resident(&oc);
+        }
+        // A disk object's memory copy that does not fit is dropped once
+        // written; anything else that does not fit is not kept.
+        if !c.charge(&oc, bytes) && disk.is_none() {
             oc.dead.store(true, Ordering::Release);
-            c.free(&oc);
+            c.free(&oc, true);
             guard.settle(BusyState::Ready);
             return (oc, false);
         }
+        self.index(&oc);
+        self.persist(&oc);
+        guard.settle(BusyState::Ready);
+        (oc, true)
+    }
+
+    /// Put a new object in the index: it replaces the variants with its
+    /// Vary values.
+    fn index(&self, oc: &ObjRef) {
+        let c = &self.inner;
+        let key = oc.key;
         let replaced: Vec<ObjRef> = {
             let mut shard = c.shard(key);
             let (head, new) = shard.get_or_insert(key);
@@ -416,21 +498,20 @@ impl Cache {
         };
         c.count(C::NObject, 1);
         c.count(C::NObjectcore, 1);
-        if tagged(&oc) {
-            let new = c.xkeys.add(&oc, &xkey::keys_of(&oc));
+        if tagged(oc) {
+            let new = c.xkeys.add(oc, &xkey::keys_of(oc));
             c.count(C::XkeyKeys, new as i64);
         }
         for o in replaced {
             c.remove(&o);
         }
-        guard.settle(BusyState::Ready);
-        (oc, true)
     }
 
     /// A core for an object that is delivered but never indexed
     /// (uncacheable responses, passes through the fetch path).
     pub fn private(&self, obj: Object) -> ObjRef {
-        ObjRef::new(obj, object::Start { key: Key(0, 0), ban_id: u64::MAX, stored: false }).0
+        let stv = self.inner.stvs.transient;
+        ObjRef::new(obj, object::Start { key: Key(0, 0), ban_id: u64::MAX, stored: false, stv, disk: None }).0
     }
 
     /// Charge body bytes as they arrive. If the object no longer fits, it
@@ -459,6 +540,7 @@ impl Cache {
             if soft {
                 if !oc.is_dead() {
                     oc.obj.rearm(now, 0.0, None, None);
+                    self.rearmed(&oc);
                     n += 1;
                 }
             } else if self.inner.remove(&oc) {
@@ -484,6 +566,7 @@ impl Cache {
         let victims: Vec<ObjRef> = self.inner.shard(key).get(&key).map(|h| h.variants().cloned().collect()).unwrap_or_default();
         for v in &victims {
             v.obj.rearm(now, ttl, grace, keep);
+            self.rearmed(v);
         }
         victims.len()
     }
@@ -497,7 +580,7 @@ impl Cache {
 
     /// Drop objects whose ttl + grace + keep ended before `now`; returns how many.
     pub fn expire(&self, now: f64) -> usize {
-        let due = self.inner.store().expired(now);
+        let due: Vec<ObjRef> = self.inner.stvs.all.iter().flat_map(|s| s.store().expired(now)).collect();
         let mut n = 0;
         for oc in due {
             if self.inner.remove(&oc) {

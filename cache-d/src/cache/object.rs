@@ -104,6 +104,33 @@ struct Extra {
     coding: Option<crate::gzip::Coding>,
     /// A body that streams in (or was too large to pack) lives apart.
     live: Option<Arc<Body>>,
+    /// An object of a disk store: its place there and its body in memory.
+    disk: Option<DiskObj>,
+}
+
+/// What an object of a disk store has besides the rest: where it is on
+/// disk once written, and its body while it is in memory (charged to
+/// the memory tier, in whose eviction ring it then sits).
+pub struct DiskObj {
+    /// Set when its write is queued (the writer writes in order, so what
+    /// comes after, a kill, lands after it).
+    pub loc: std::sync::OnceLock<crate::cache::disk::loc::Loc>,
+    /// The write is done: its body can be read back.
+    pub written: AtomicBool,
+    pub ram: std::sync::Mutex<Option<ObjBody>>,
+    /// Its slot in the memory tier's ring ([`NONE`] when not there).
+    pub(super) mem_slot: AtomicU32,
+    /// When it entered the cache (bans made later apply to it).
+    pub t_insert: f64,
+}
+
+impl DiskObj {
+    pub fn ram(&self) -> Option<ObjBody> {
+        self.ram.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+    pub fn set_ram(&self, b: Option<ObjBody>) -> Option<ObjBody> {
+        std::mem::replace(&mut *self.ram.lock().unwrap_or_else(|e| e.into_inner()), b)
+    }
 }
 
 impl Meta {
@@ -153,6 +180,8 @@ pub struct ObjCore {
     pub(super) referenced: AtomicBool,
     /// Times delivered from the cache (obj.hits).
     pub(super) hits: AtomicU64,
+    /// Its store (an index into the cache's stores).
+    pub stv: u8,
 }
 
 impl ObjCore {
@@ -168,6 +197,10 @@ impl ObjCore {
     }
     pub fn hits(&self) -> u64 {
         self.hits.load(Ordering::Relaxed)
+    }
+    /// What it has as a disk store's object.
+    pub fn disk(&self) -> Option<&DiskObj> {
+        self.obj.extra.as_ref()?.disk.as_ref()
     }
 }
 
@@ -204,6 +237,9 @@ pub(super) struct Start {
     pub ban_id: u64,
     /// In the index and charged (false for a private object).
     pub stored: bool,
+    pub stv: u8,
+    /// A disk store's object (its body kept apart): when it came in.
+    pub disk: Option<f64>,
 }
 
 impl ObjRef {
@@ -213,29 +249,17 @@ impl ObjRef {
         let coding = obj.coding_bytes();
         let Object { vxid, status, headers, body, life, kind, vary, coding: k } = obj;
         let head_len = headers.head_len();
-        let (data, live): (Bytes, _) = match body {
-            ObjBody::Whole(b)
-                if headers.packed_body().as_ptr_range() == b.as_ptr_range() || (b.is_empty() && headers.packed_body().is_empty()) =>
-            {
-                (headers.into_bytes(), None)
-            }
-            ObjBody::Whole(b) if b.len() <= PACK_MAX => {
-                let mut v = Vec::with_capacity(head_len + b.len());
-                v.extend_from_slice(&headers.into_bytes()[..head_len]);
-                v.extend_from_slice(&b);
-                (Bytes::from(v), None)
-            }
-            ObjBody::Whole(b) => (headers.into_bytes().slice(..head_len), Some(Arc::new(Body::whole(b)))),
-            ObjBody::Live(b) => (headers.into_bytes().slice(..head_len), Some(b)),
-        };
-        let charge = data.len() as u64
-            + OBJ_OVERHEAD
-            + coding
-            + match &live {
-                None => 0,
-                Some(b) if b.progress().done == crate::cache::body::Done::Complete => LIVE_BODY_OVERHEAD + b.progress().len,
-                Some(_) => LIVE_BODY_OVERHEAD,
-            };
+        let (data, live, ram, body_charge) = split(headers, body, head_len, start.disk.is_some());
+        let disk = start.disk.map(|t_insert| DiskObj {
+            loc: Default::default(),
+            ram: std::sync::Mutex::new(ram),
+            mem_slot: AtomicU32::new(NONE),
+            written: AtomicBool::new(false),
+            t_insert,
+        });
+        // A disk object is charged its body alone (its memory copy, which
+        // can go; its index entry is outside the budgets).
+        let charge = body_charge + if disk.is_some() { 0 } else { data.len() as u64 + OBJ_OVERHEAD + coding };
         let core = ObjCore {
             key: start.key,
             obj: Meta {
@@ -243,7 +267,8 @@ impl ObjRef {
                 status,
                 life: life.into(),
                 kind,
-                extra: (vary.is_some() || k.is_some() || live.is_some()).then(|| Box::new(Extra { vary, coding: k.map(|k| *k), live })),
+                extra: (vary.is_some() || k.is_some() || live.is_some() || disk.is_some())
+                    .then(|| Box::new(Extra { vary, coding: k.map(|k| *k), live, disk })),
             },
             head_len: head_len as u32,
             charged: AtomicU64::new(0),
@@ -254,6 +279,7 @@ impl ObjRef {
             stored: AtomicBool::new(start.stored),
             referenced: AtomicBool::new(false),
             hits: AtomicU64::new(0),
+            stv: start.stv,
         };
         (ObjRef(ThinArc::from_header_and_slice(core, &data)), charge)
     }
@@ -298,23 +324,69 @@ impl ObjRef {
     /// The head and the body, sharing one view.
     pub fn parts(&self) -> (ObjHeaders, ObjBody) {
         let view = self.view();
-        let body = match self.live() {
-            Some(b) => ObjBody::Live(b.clone()),
-            None => ObjBody::Whole(view.slice(self.head_len as usize..)),
-        };
+        let body = self.body_of(&view);
         (ObjHeaders::from_bytes(view.slice(..self.head_len as usize)), body)
     }
 
     pub fn body(&self) -> ObjBody {
+        self.body_of(&self.view())
+    }
+
+    /// A disk object's body is its memory copy; one not in memory (taken
+    /// out between the lookup that loaded it and now) reads as failed.
+    fn body_of(&self, view: &Bytes) -> ObjBody {
+        if let Some(d) = self.disk() {
+            return d.ram().unwrap_or_else(|| {
+                let b = Body::new(None);
+                b.fail();
+                ObjBody::Live(Arc::new(b))
+            });
+        }
         match self.live() {
             Some(b) => ObjBody::Live(b.clone()),
-            None => ObjBody::Whole(self.view().slice(self.head_len as usize..)),
+            None => ObjBody::Whole(view.slice(self.head_len as usize..)),
         }
     }
 
     /// The body that streams in, if it does.
     pub fn live(&self) -> Option<&Arc<Body>> {
         self.obj.extra.as_ref()?.live.as_ref()
+    }
+}
+
+/// An object's bytes (the packed head, and a small whole body with it),
+/// the body that lives apart, a disk object's memory copy of its body
+/// (always apart: it can go), and what the bodies apart cost.
+fn split(headers: ObjHeaders, body: ObjBody, head_len: usize, disk: bool) -> (Bytes, Option<Arc<Body>>, Option<ObjBody>, u64) {
+    let live_cost =
+        |b: &Body| LIVE_BODY_OVERHEAD + if b.progress().done == crate::cache::body::Done::Complete { b.progress().len } else { 0 };
+    let packed = |b: &Bytes| headers.packed_body().as_ptr_range() == b.as_ptr_range() || (b.is_empty() && headers.packed_body().is_empty());
+    match body {
+        ObjBody::Whole(b) if disk => {
+            let b = if packed(&b) { Bytes::copy_from_slice(&b) } else { b };
+            let n = b.len() as u64;
+            (headers.into_bytes().slice(..head_len), None, Some(ObjBody::Whole(b)), n)
+        }
+        ObjBody::Live(b) if disk => {
+            let n = live_cost(&b);
+            (headers.into_bytes().slice(..head_len), None, Some(ObjBody::Live(b)), n)
+        }
+        ObjBody::Whole(b) if packed(&b) => (headers.into_bytes(), None, None, 0),
+        ObjBody::Whole(b) if b.len() <= PACK_MAX => {
+            let mut v = Vec::with_capacity(head_len + b.len());
+            v.extend_from_slice(&headers.into_bytes()[..head_len]);
+            v.extend_from_slice(&b);
+            (Bytes::from(v), None, None, 0)
+        }
+        ObjBody::Whole(b) => {
+            let live = Arc::new(Body::whole(b));
+            let n = live_cost(&live);
+            (headers.into_bytes().slice(..head_len), Some(live), None, n)
+        }
+        ObjBody::Live(b) => {
+            let n = live_cost(&b);
+            (headers.into_bytes().slice(..head_len), Some(b), None, n)
+        }
     }
 }
 

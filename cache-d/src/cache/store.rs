@@ -4,7 +4,7 @@
 //! in both (Varnish's binheap index in the objcore): 16 bytes an object,
 //! and it leaves in O(log n) whatever the reason it goes.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::cache::object::{ObjCore, ObjRef, NONE};
 
@@ -31,6 +31,10 @@ pub(super) struct Store {
     /// object's ring slot). Eight bytes an object; the sweep runs once a
     /// second and a lookup tests freshness itself, so seconds are enough.
     heap: Vec<(u32, u32)>,
+    /// The memory tier: its ring also holds the disk objects whose
+    /// bodies are in memory (through their own slot: their heap place is
+    /// their disk store's).
+    pub tier: bool,
 }
 
 impl Store {
@@ -46,8 +50,38 @@ impl Store {
         self.heap.len()
     }
 
+    /// Where `oc` keeps its slot in this ring.
+    fn slot<'a>(&self, oc: &'a ObjCore) -> &'a AtomicU32 {
+        match oc.disk() {
+            Some(d) if self.tier => &d.mem_slot,
+            _ => &oc.slot,
+        }
+    }
+
+    /// Is `oc` one of this store's own objects (in its heap), not a disk
+    /// object's memory copy?
+    fn own(&self, oc: &ObjCore) -> bool {
+        !(self.tier && oc.disk().is_some())
+    }
+
     /// Take a new object in: a ring slot and its expiry time (Unix seconds).
     pub fn add(&mut self, oc: &ObjRef, expires: f64) {
+        self.take(oc);
+        self.heap.push((secs(expires), self.slot(oc).load(Ordering::Relaxed)));
+        let at = self.heap.len() - 1;
+        oc.heap.store(at as u32, Ordering::Relaxed);
+        self.up(at);
+    }
+
+    /// A disk object's memory copy joins the ring (the tier only).
+    pub fn add_resident(&mut self, oc: &ObjRef) {
+        if self.slot(oc).load(Ordering::Relaxed) == NONE {
+            self.take(oc);
+        }
+    }
+
+    /// A ring slot for `oc`.
+    fn take(&mut self, oc: &ObjRef) {
         let slot = match self.free.pop() {
             Some(s) => {
                 self.ring[s as usize] = Some(oc.clone());
@@ -58,21 +92,19 @@ impl Store {
                 (self.ring.len() - 1) as u32
             }
         };
-        oc.slot.store(slot, Ordering::Relaxed);
-        self.heap.push((secs(expires), slot));
-        let at = self.heap.len() - 1;
-        oc.heap.store(at as u32, Ordering::Relaxed);
-        self.up(at);
+        self.slot(oc).store(slot, Ordering::Relaxed);
     }
 
     /// Take an object out of the ring and the heap (if there); the caller
     /// drops what is returned after letting go of the lock.
     pub fn forget(&mut self, oc: &ObjCore) -> Option<ObjRef> {
-        let at = oc.heap.swap(NONE, Ordering::Relaxed);
-        if at != NONE {
-            self.heap_remove(at as usize);
+        if self.own(oc) {
+            let at = oc.heap.swap(NONE, Ordering::Relaxed);
+            if at != NONE {
+                self.heap_remove(at as usize);
+            }
         }
-        let slot = oc.slot.swap(NONE, Ordering::Relaxed);
+        let slot = self.slot(oc).swap(NONE, Ordering::Relaxed);
         if slot == NONE {
             return None;
         }
@@ -130,7 +162,10 @@ impl Store {
         self.ring.retain(Option::is_some);
         for (i, oc) in self.ring.iter().enumerate() {
             if let Some(oc) = oc {
-                oc.slot.store(i as u32, Ordering::Relaxed);
+                self.slot(oc).store(i as u32, Ordering::Relaxed);
+                if !self.own(oc) {
+                    continue;
+                }
                 let at = oc.heap.load(Ordering::Relaxed);
                 if let Some(e) = self.heap.get_mut(at as usize) {
                     e.1 = i as u32;

@@ -177,8 +177,8 @@ fn removed_objects_leave_no_expiry_entries() {
     for i in 0..100u32 {
         c.purge(format!("k{i}").as_bytes());
     }
-    assert_eq!(c.inner.store().expiring(), 0);
-    assert_eq!(c.inner.store().stored(), 0);
+    assert_eq!(c.inner.stvs.get(0).store().expiring(), 0);
+    assert_eq!(c.inner.stvs.get(0).store().stored(), 0);
 }
 
 fn args(s: &str) -> Vec<String> {
@@ -286,8 +286,8 @@ fn expiry_heap_and_ring_stay_consistent() {
     for t in [0.0, 100.0, 250.0, 499.0, 501.0] {
         c.expire(NOW + t);
         assert_eq!(c.objects(), left(t), "at +{t}");
-        assert_eq!(c.inner.store().stored(), left(t));
-        assert_eq!(c.inner.store().expiring(), left(t));
+        assert_eq!(c.inner.stvs.get(0).store().stored(), left(t));
+        assert_eq!(c.inner.stvs.get(0).store().expiring(), left(t));
     }
 }
 
@@ -301,12 +301,12 @@ fn a_compacted_ring_keeps_eviction_and_expiry_right() {
     for i in 0..6000u64 {
         c.purge(format!("k{i}").as_bytes());
     }
-    assert_eq!(c.inner.store().stored(), 4000);
+    assert_eq!(c.inner.stvs.get(0).store().stored(), 4000);
     assert_eq!(c.expire(NOW + 50.0), 2000);
     assert_eq!(c.objects(), 2000);
-    assert_eq!(c.inner.store().expiring(), 2000);
+    assert_eq!(c.inner.stvs.get(0).store().expiring(), 2000);
     assert_eq!(c.expire(NOW + 200.0), 2000);
-    assert_eq!(c.inner.store().stored(), 0);
+    assert_eq!(c.inner.stvs.get(0).store().stored(), 0);
 }
 
 /// Objects per ban id they were last tested up to.

@@ -60,9 +60,6 @@ pub fn run(args: Args) -> Result<(), StartError> {
             params.set(k, v)?;
         }
     }
-    if let Some(sz) = args.storage {
-        params.storage = sz;
-    }
     let mut ctl = None;
     let mut listeners = Vec::new();
     for item in std::env::var(ENV_FDS).unwrap_or_default().split(',').filter(|s| !s.is_empty()) {
@@ -94,7 +91,10 @@ pub fn run(args: Args) -> Result<(), StartError> {
         Some(b) => pool::resolve(b).map_err(|e| StartError::Config(e.to_string()))?,
         None => Vec::new(),
     };
-    let shared = Shared::new(seg.clone(), params, Backend::new("default", addrs));
+    // The stores (a persistent one read back before any request).
+    let specs = crate::cache::spec::resolve(&args.storage).map_err(StartError::Config)?;
+    let cache = crate::cache::Cache::open(&specs, Some(seg.clone())).map_err(StartError::Config)?;
+    let shared = Shared::with_cache(seg.clone(), params, Backend::new("default", addrs), cache);
     if let Some(p) = policy {
         seg.set(C::NBackend, p.backends().len().max(1) as u64);
         p.start(&seg);
@@ -103,6 +103,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
         probe::start(&shared.backend, seg.clone());
     }
     let shared = Arc::new(shared);
+    let cache = shared.cache.clone();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("cache-worker").build()?;
     let (tx, rx) = tokio::sync::watch::channel(false);
     // Serving waits for the manager's "go": it first gives us back every
@@ -129,6 +130,8 @@ pub fn run(args: Args) -> Result<(), StartError> {
         acceptor::serve(shared, listeners, rx, Duration::from_secs(5)).await;
     });
     rt.shutdown_timeout(Duration::from_secs(1));
+    // What the disk stores have queued goes out before we do.
+    cache.flush();
     Ok(())
 }
 

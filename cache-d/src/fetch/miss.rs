@@ -420,13 +420,21 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -
         _ if beresp.uncacheable && got.resp.is_some() => Some((Kind::HitForMiss, beresp.ttl)),
         _ => None,
     };
+    let stores = sh.cache.stores();
+    let transient = stores.transient;
     match marker {
         None if !beresp.uncacheable => {
-            if life.ttl + life.grace + life.keep < sh.params().shortlived {
+            // As Varnish's vbf_allocobj: short-lived objects go to
+            // Transient, the rest where VCL said (or the round robin).
+            let stv = if life.ttl + life.grace + life.keep < sh.params().shortlived {
                 sh.seg.add(C::BerespShortlived, 1);
-            }
-            let (oc, stored) = sh.cache.insert(guard, obj);
-            f.log.rec(Tag::Storage, side, v, if stored { b"malloc s0" } else { b"malloc Transient" });
+                transient
+            } else {
+                stores.find(&beresp.storage).unwrap_or_else(|| stores.next())
+            };
+            let (oc, stored) = sh.cache.insert_in(guard, obj, stv);
+            let s = stores.get(if stored { oc.stv } else { transient });
+            f.log.recf(Tag::Storage, side, v, format_args!("{} {}", s.kind.name(), s.name));
             oc
         }
         None => {
@@ -454,7 +462,7 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -
                 vary: obj.vary.clone(),
                 coding: None,
             };
-            sh.cache.insert(guard, marker);
+            sh.cache.insert_in(guard, marker, transient);
             f.log.rec(Tag::Storage, side, v, b"malloc Transient");
             sh.cache.private(obj)
         }
@@ -530,6 +538,7 @@ async fn stream_body(
                 b.finish();
             }
             body.finish();
+            sh.cache.persist(oc);
             f.log.rec(Tag::FetchBody, LogSide::Backend, f.vxid, b"3 length stream");
             if let Some(r) = coder.as_ref().and_then(|c| c.record()) {
                 f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());

@@ -186,6 +186,7 @@ fn vcl_backend_error<B>(t: &mut BeTxn<'_, B>, status: u16, reason: String) -> St
             (Bytes::from_static(b"Server"), Bytes::from_static(b"cachekit")),
         ]),
         backend: t.f.be.name.clone(),
+        storage: next_store(t.sh),
         ..Beresp::default()
     };
     let mut body = Vec::new();
@@ -260,9 +261,17 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>
         backend: f.be.name.clone(),
         age: (t - life.t_origin).max(0.0),
         uncacheable: false,
+        storage: next_store(sh),
         ..Beresp::default()
     };
     (beresp, life)
+}
+
+/// The store an object goes to unless VCL says otherwise (Varnish's
+/// STV_next(): round robin over the stores but Transient).
+fn next_store(sh: &Shared) -> String {
+    let stores = sh.cache.stores();
+    stores.get(stores.next()).name.clone()
 }
 
 /// The response headers an object keeps (hop-by-hop ones dropped), as

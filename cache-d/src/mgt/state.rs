@@ -191,7 +191,9 @@ impl Mgr {
         if let Some(f) = &self.args.vcl {
             cmd.arg("-f").arg(std::fs::canonicalize(f).unwrap_or_else(|_| f.clone()));
         }
-        cmd.arg("-s").arg(format!("malloc,{}", self.params().storage));
+        for s in &self.args.storage {
+            cmd.arg("-s").arg(crate::cache::spec::render(s));
+        }
         cmd.env(child::ENV_FDS, fds.join(",")).env(child::ENV_PARAMS, params);
         if !self.args.foreground && !self.args.debug {
             // A daemon's child must not hold the starting terminal's (or a

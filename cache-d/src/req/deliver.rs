@@ -155,7 +155,10 @@ fn rep<'o>(obj: &'o Meta, req: &Req, gzip: bool, brotli: bool) -> Rep<'o> {
 /// X-Varnish.
 pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: bool) -> Step {
     let obj = &oc.obj;
-    let (headers, body) = oc.parts();
+    let (headers, body) = match r.loaded.take() {
+        Some((o, b)) if ObjRef::ptr_eq(&o, oc) => (oc.headers(), b),
+        _ => oc.parts(),
+    };
     let t = now();
     let (gzip, brotli) = {
         let p = r.sh.params();

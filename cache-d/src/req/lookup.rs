@@ -28,6 +28,11 @@ pub async fn lookup<T: Transport>(r: &mut Request<'_, T>, key: Vec<u8>) -> Step 
         } else {
             sh.cache.lookup_banned(&key, &r.req.url, r.req.headers.iter(), t)
         };
+        let found = match readable(r, found).await {
+            Some(f) => f,
+            // Damaged on disk, and gone: look again.
+            None => continue,
+        };
         return match found {
             Lookup::Hit(oc) => Step::Hit { oc, guard: None },
             Lookup::Grace(oc, guard) => Step::Hit { oc, guard },
@@ -68,6 +73,39 @@ pub async fn lookup<T: Transport>(r: &mut Request<'_, T>, key: Vec<u8>) -> Step 
                 continue;
             }
         };
+    }
+}
+
+/// A disk object found is read back (off the request threads) unless
+/// its body is in memory: None when that failed (the object is gone);
+/// a stale one that cannot be read is no base for a conditional fetch.
+async fn readable<T: Transport>(r: &mut Request<'_, T>, found: Lookup) -> Option<Lookup> {
+    let sh = r.sh.clone();
+    let in_memory = |o: &ObjRef| o.disk().is_none_or(|d| d.ram().is_some());
+    match found {
+        Lookup::Hit(oc) if !in_memory(&oc) => {
+            let body = sh.cache.load(&oc).await.ok()?;
+            r.loaded = body.map(|b| (oc.clone(), b));
+            Some(Lookup::Hit(oc))
+        }
+        Lookup::Grace(oc, guard) if !in_memory(&oc) => match sh.cache.load(&oc).await {
+            Ok(body) => {
+                r.loaded = body.map(|b| (oc.clone(), b));
+                Some(Lookup::Grace(oc, guard))
+            }
+            Err(()) => {
+                // Its waiters look again too.
+                if let Some(g) = guard {
+                    g.release();
+                }
+                None
+            }
+        },
+        Lookup::Miss { guard, stale: Some(s) } if !in_memory(&s) => {
+            let _ = sh.cache.load(&s).await;
+            Some(Lookup::Miss { guard, stale: Some(s).filter(in_memory) })
+        }
+        other => Some(other),
     }
 }
 

@@ -270,6 +270,7 @@ impl<T: Transport> Request<'_, T> {
                 hit_pass: false,
                 continue_pending: false,
                 cached_body: None,
+                loaded: None,
             };
             let reason = run(&mut sub).await;
             drop(sub);

@@ -100,6 +100,7 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
         hit_pass: false,
         continue_pending,
         cached_body: None,
+        loaded: None,
     })
 }
 

@@ -195,6 +195,9 @@ pub struct Request<'a, T> {
     pub continue_pending: bool,
     /// The body, read into memory by std.cache_req_body().
     pub cached_body: Option<bytes::Bytes>,
+    /// A disk object's body its lookup read back (delivered from here
+    /// even if the memory tier lets it go meanwhile).
+    pub loaded: Option<(ObjRef, crate::cache::body::ObjBody)>,
 }
 
 /// What a client-side subroutine sees besides `req`.

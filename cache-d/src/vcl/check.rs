@@ -37,7 +37,6 @@ const LEGACY_VARS: &[(&str, &str)] = &[
     ("beresp.cacheable", "beresp.uncacheable (inverted)"),
     ("obj.lastuse", "obj.age"),
     ("req.backend", "req.backend_hint"),
-    ("beresp.storage", "beresp.storage_hint"),
     ("client.identity", "client.identity (exists, but check its 4.x meaning)"),
 ];
 

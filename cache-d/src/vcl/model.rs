@@ -194,6 +194,9 @@ pub struct Beresp {
     pub backend: String,
     /// The object's age when it arrived (from Age).
     pub age: f64,
+    /// The store it goes to (a name from -s; empty: the round robin's
+    /// next, as it is before vcl_backend_response when nothing set it).
+    pub storage: String,
 }
 
 /// A cached object as vcl_hit and vcl_deliver see it (VCL's `obj`).
@@ -370,6 +373,11 @@ pub trait Env: Sync {
     /// variants under the hash key `hash`: how many.
     fn purge_hash(&self, _hash: &[u8], _soft: Option<(f64, Option<f64>, Option<f64>)>) -> i64 {
         0
+    }
+    /// A store's bytes in use and free (storage.NAME.used_space and
+    /// .free_space); None for a store this engine does not have.
+    fn storage_space(&self, _name: &str) -> Option<(u64, u64)> {
+        None
     }
 }
 

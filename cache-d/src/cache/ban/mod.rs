@@ -41,7 +41,16 @@ impl Cache {
     /// Add a ban from `ban` arguments. O(1) plus marking older duplicates
     /// (when `dups`), which Varnish also does on add.
     pub fn ban(&self, args: &[String], now: f64, dups: bool) -> Result<u64, expr::BanError> {
+        self.add_ban(args, now, dups, true)
+    }
+
+    /// The same; `journal`: also in the persistent stores' journals (not
+    /// for the bans read back from them).
+    pub(super) fn add_ban(&self, args: &[String], now: f64, dups: bool, journal: bool) -> Result<u64, expr::BanError> {
         let (conds, spec) = expr::parse(args)?;
+        if journal {
+            self.journal_ban(args, now);
+        }
         let req = expr::has_req(&conds);
         let c = &self.inner;
         let mut b = self.bans();

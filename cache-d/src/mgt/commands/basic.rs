@@ -86,12 +86,16 @@ pub fn panic_clear(c: &Call) -> Reply {
 }
 
 pub fn storage_list(c: &Call) -> Reply {
+    let stores = crate::cache::spec::resolve(&c.mgr.args.storage).unwrap_or_default();
     if c.json {
-        return c.json_reply(
-            serde_json::json!([{"name": "storage.s0", "storage": "malloc"}, {"name": "storage.Transient", "storage": "malloc"}]),
-        );
+        let list: Vec<_> = stores.iter().map(|s| serde_json::json!({"name": s.name, "storage": s.kind.name()})).collect();
+        return c.json_reply(serde_json::Value::Array(list));
     }
-    (status::OK, "Storage devices:\n\tstorage.s0 = malloc\n\tstorage.Transient = malloc".into())
+    let mut out = String::from("Storage devices:");
+    for s in &stores {
+        out.push_str(&format!("\n\tstorage.{} = {}", s.name, s.kind.name()));
+    }
+    (status::OK, out)
 }
 
 /// Commands about the cache: the child answers them.

@@ -88,6 +88,9 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("beresp.age", BERESP, 0),
     ("beresp.backend.name", BERESP, 0),
     ("beresp.backend", BERESP, 0),
+    ("beresp.storage", BERESP, BERESP),
+    // Varnish 4.x's string form, still accepted (7.1 warns).
+    ("beresp.storage_hint", BERESP, BERESP),
     ("obj.status", HIT, 0),
     ("obj.reason", HIT, 0),
     ("obj.proto", HIT, 0),
@@ -250,6 +253,24 @@ macro_rules! set {
     };
 }
 
+/// `storage.NAME` (a store, as a string: storage.NAME) and its
+/// `.free_space`, `.used_space` (BYTES) and `.happy` (always true: a
+/// store here is never sick).
+fn storage_symbol(rest: &str, pos: Pos) -> Result<ExprFn, VclError> {
+    let (name, field) = rest.split_once('.').unwrap_or((rest, ""));
+    if !crate::cache::spec::names().iter().any(|s| s == name) {
+        return err(format!("Symbol not found: 'storage.{rest}' (the stores are: {})", crate::cache::spec::names().join(", ")), pos);
+    }
+    let n = name.to_string();
+    Ok(match field {
+        "" => Box::new(move |_, _| Val::Str(format!("storage.{n}"))),
+        "free_space" => Box::new(move |t, _| Val::Bytes(t.env.storage_space(&n).map_or(0, |s| s.1))),
+        "used_space" => Box::new(move |t, _| Val::Bytes(t.env.storage_space(&n).map_or(0, |s| s.0))),
+        "happy" => Box::new(|_, _| Val::Bool(true)),
+        f => return err(format!("Symbol not found: 'storage.{name}.{f}' (a store has free_space, used_space and happy)"), pos),
+    })
+}
+
 /// A variable's value.
 pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
     if name == "true" || name == "false" {
@@ -259,6 +280,9 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
     if sc.backends.iter().any(|b| b == name) {
         let b = name.to_string();
         return Ok(Box::new(move |_, _| Val::Backend(b.clone())));
+    }
+    if let Some(rest) = name.strip_prefix("storage.") {
+        return storage_symbol(rest, pos);
     }
     access(name, false, pos, sc)?;
     if let Some((w, h)) = header_prefix(name) {
@@ -328,6 +352,8 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "beresp.do_gzip" => get!(beresp, |b| Val::Bool(b.do_gzip)),
         "beresp.do_gunzip" => get!(beresp, |b| Val::Bool(b.do_gunzip)),
         "beresp.do_brotli" => get!(beresp, |b| Val::Bool(b.do_brotli)),
+        "beresp.storage" => get!(beresp, |b| Val::Str(format!("storage.{}", b.storage))),
+        "beresp.storage_hint" => get!(beresp, |b| Val::Str(b.storage.clone())),
         "beresp.do_esi" => get!(beresp, |b| Val::Bool(b.do_esi)),
         "beresp.was_304" => get!(beresp, |b| Val::Bool(b.was_304)),
         "beresp.backend.name" | "beresp.backend" => get!(beresp, |b| Val::Str(b.backend.clone())),
@@ -412,6 +438,15 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         "beresp.do_gzip" => set!(beresp, |t, b, v| b.do_gzip = v.truthy()),
         "beresp.do_gunzip" => set!(beresp, |t, b, v| b.do_gunzip = v.truthy()),
         "beresp.do_brotli" => set!(beresp, |t, b, v| b.do_brotli = v.truthy()),
+        // A store is named storage.NAME (the hint: NAME); one that does
+        // not exist leaves the choice as it was.
+        "beresp.storage" | "beresp.storage_hint" => set!(beresp, |t, b, v| {
+            let text = v.text();
+            let n = text.strip_prefix("storage.").unwrap_or(&text);
+            if crate::cache::spec::names().iter().any(|s| s == n) {
+                b.storage = n.to_string();
+            }
+        }),
         "beresp.do_esi" => set!(beresp, |t, b, v| b.do_esi = v.truthy()),
         // Only turning it off means anything: an object without ESI
         // instructions has nothing to follow.

@@ -1,0 +1,410 @@
+//! A disk store: one file of fixed size cut into segments, written as a
+//! log. Each segment fills from both ends: object records (what the
+//! index needs: key, life, Vary, head, the body's place and checksum)
+//! from its start, bodies from its end. When the log reaches the last
+//! free segment, the oldest is taken back whole and its objects leave
+//! the cache (segment-wise, FIFO eviction: no fragmentation, no free
+//! list, and writes are sequential).
+//!
+//! Writes go through one writer thread per store (the request threads
+//! only queue them); reads run on tokio's blocking pool with `pread`
+//! (measured against mmap in `cargo bench -p cache-d --bench disk`:
+//! README, Benchmarks). A `persistent` store is scanned at start
+//! (records only: reading 1,000,000 objects' records is reading their
+//! heads, not their bodies) and its bans are kept in a journal beside it;
+//! a `file` store starts empty every time, as Varnish's does.
+
+pub mod journal;
+pub mod loc;
+pub mod record;
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+
+pub use self::loc::Loc;
+use self::record::{FileHeader, Found, Rec, HEADER, SEG_HEADER};
+use crate::cache::object::ObjRef;
+
+/// What the writer thread does, in order.
+pub enum Job {
+    /// A new segment's header, then nothing else until the next job.
+    Segment { off: u64, bytes: Vec<u8> },
+    /// An object: its body first, then its record (so a record on disk
+    /// always has its body before it), then `done(ok)`.
+    Write { body_off: u64, body: Vec<Bytes>, rec_off: u64, rec: Vec<u8>, done: Box<dyn FnOnce(bool) + Send> },
+    /// Mark a record dead (its object was removed).
+    Kill { rec_off: u64 },
+    /// A soft purge's new life.
+    Life { rec_off: u64, block: Vec<u8> },
+    /// Reply once everything before is written (and synced).
+    Flush(mpsc::Sender<()>),
+}
+
+/// The log's write position and which objects each segment holds.
+struct Log {
+    cur: u32,
+    seq: u64,
+    /// Next record's offset and where the lowest body starts, within the
+    /// current segment.
+    rec_end: u64,
+    body_start: u64,
+    segs: Vec<Vec<ObjRef>>,
+}
+
+/// A record found at start, with where it is.
+pub struct Recovered {
+    pub rec: Box<Rec>,
+    pub loc: Loc,
+}
+
+pub struct Disk {
+    pub path: PathBuf,
+    file: Arc<File>,
+    pub size: u64,
+    pub seg_size: u64,
+    nseg: u32,
+    pub persistent: bool,
+    log: Mutex<Log>,
+    writer: Mutex<mpsc::Sender<Job>>,
+    /// The bans journal (persistent stores).
+    pub journal: Option<journal::Journal>,
+}
+
+/// The longest record (an object's head and Vary values; heads are
+/// bounded far below this by http_resp_hdr_len).
+pub const MAX_REC: u64 = 1 << 20;
+
+/// A store's segment size: a 32nd of it, between 64 KiB and 1 GiB, in
+/// whole 4 KiB pages. An object takes at most one segment.
+fn seg_size(size: u64) -> u64 {
+    debug_assert!(size >= HEADER + 16 * (64 << 10));
+    ((size - HEADER) / 32).clamp(64 << 10, 1 << 30) / 4096 * 4096
+}
+
+/// The store's file: PATH itself, or `<PATH>/<name>.store` when PATH is
+/// a directory.
+pub fn file_of(path: &Path, name: &str) -> PathBuf {
+    if path.is_dir() {
+        path.join(format!("{name}.store"))
+    } else {
+        path.to_path_buf()
+    }
+}
+
+fn io_err(path: &Path, what: &str, e: std::io::Error) -> String {
+    format!("storage {}: {what}: {e}", path.display())
+}
+
+/// Make `path` an empty store of `size` bytes (space reserved up front,
+/// where the file system can).
+fn create(path: &Path, size: u64, persistent: bool) -> Result<File, String> {
+    let f =
+        OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).map_err(|e| io_err(path, "cannot create", e))?;
+    f.set_len(size).map_err(|e| io_err(path, "cannot size", e))?;
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a plain syscall on our own descriptor. Where it is not
+        // supported (tmpfs on old kernels), the file stays sparse.
+        let _ = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, size as libc::off_t) };
+    }
+    let h = FileHeader { version: record::VERSION, persistent, size, seg_size: seg_size(size) };
+    f.write_all_at(&h.encode(), 0).map_err(|e| io_err(path, "cannot write", e))?;
+    // Every segment header cleared: none is in use.
+    let zero = [0u8; SEG_HEADER as usize];
+    for i in 0..(size - HEADER) / h.seg_size {
+        f.write_all_at(&zero, HEADER + i * h.seg_size).map_err(|e| io_err(path, "cannot write", e))?;
+    }
+    f.sync_all().map_err(|e| io_err(path, "cannot sync", e))?;
+    Ok(f)
+}
+
+/// Open an existing persistent store: the file and its header, or why
+/// this cache-d cannot use it.
+fn open_existing(path: &Path, size: u64) -> Result<(File, FileHeader), String> {
+    let f = OpenOptions::new().read(true).write(true).open(path).map_err(|e| io_err(path, "cannot open", e))?;
+    let mut b = vec![0u8; HEADER as usize];
+    f.read_exact_at(&mut b, 0).map_err(|_| format!("storage {}: not a cachekit store (too short)", path.display()))?;
+    let h = FileHeader::decode(&b).map_err(|e| format!("storage {}: {e}", path.display()))?;
+    if !h.persistent {
+        return Err(format!("storage {}: a file store, not a persistent one", path.display()));
+    }
+    if h.size != size {
+        return Err(format!("storage {}: made with size {}, asked for {size}", path.display(), h.size));
+    }
+    Ok((f, h))
+}
+
+/// What the manager checks before it starts a child: that the store's
+/// file can be made, and a persistent one's existing file used (or
+/// `wipe` given), so cache-d refuses to start with a clear message
+/// rather than a child failing over and over.
+pub fn check(name: &str, path: &Path, size: u64, persistent: bool, wipe: bool) -> Result<(), String> {
+    let file = file_of(path, name);
+    match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() && !d.is_dir() => {
+            return Err(format!("storage {}: no directory {}", file.display(), d.display()));
+        }
+        _ => {}
+    }
+    if persistent && !wipe && file.exists() {
+        open_existing(&file, size)
+            .map_err(|e| format!("{e}; start with ,wipe (-s {name}=persistent,{},{size},wipe) to empty it", path.display()))?;
+    }
+    Ok(())
+}
+
+impl Disk {
+    /// Open (persistent, existing) or make the store, start its writer,
+    /// and (persistent) read back its records, oldest segment first.
+    pub fn open(name: &str, path: &Path, size: u64, persistent: bool, wipe: bool) -> Result<(Disk, Vec<Recovered>), String> {
+        let path = file_of(path, name);
+        let existing = persistent && path.exists();
+        let (file, h) = match existing.then(|| open_existing(&path, size)) {
+            Some(Ok(x)) => x,
+            Some(Err(e)) if !wipe => {
+                return Err(format!("{e}; start with ,wipe (-s {name}=persistent,{},{size},wipe) to empty it", path.display()))
+            }
+            _ => {
+                let f = create(&path, size, persistent)?;
+                (f, FileHeader { version: record::VERSION, persistent, size, seg_size: seg_size(size) })
+            }
+        };
+        let nseg = ((size - HEADER) / h.seg_size) as u32;
+        let file = Arc::new(file);
+        let (found, log) = if existing {
+            scan(&file, &h, nseg).map_err(|e| io_err(&path, "cannot read", e))?
+        } else {
+            (Vec::new(), Log::empty(nseg, h.seg_size))
+        };
+        let journal = persistent.then(|| journal::Journal::open(&journal::path_of(&path))).transpose()?;
+        let (tx, rx) = mpsc::channel();
+        let wf = file.clone();
+        std::thread::Builder::new()
+            .name(format!("cache-disk-{name}"))
+            .spawn(move || writer(&wf, rx))
+            .map_err(|e| io_err(&path, "cannot start its writer", e))?;
+        let disk = Disk { path, file, size, seg_size: h.seg_size, nseg, persistent, log: Mutex::new(log), writer: Mutex::new(tx), journal };
+        Ok((disk, found))
+    }
+
+    fn log(&self) -> std::sync::MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn send(&self, job: Job) {
+        let _ = self.writer.lock().unwrap_or_else(|e| e.into_inner()).send(job);
+    }
+
+    /// Room for a record of `rec_len` bytes and a body of `body_len`,
+    /// and the objects of the segment taken back for it (they must leave
+    /// the cache). None when it cannot fit in a segment at all.
+    pub fn reserve(&self, rec_len: u64, body_len: u64) -> Option<(Loc, Vec<ObjRef>)> {
+        let body_len8 = body_len.next_multiple_of(8);
+        if rec_len > MAX_REC || SEG_HEADER + rec_len + body_len8 > self.seg_size {
+            return None;
+        }
+        let mut log = self.log();
+        let mut gone = Vec::new();
+        if log.rec_end + rec_len + body_len8 > log.body_start {
+            log.cur = (log.cur + 1) % self.nseg;
+            log.seq += 1;
+            log.rec_end = SEG_HEADER;
+            log.body_start = self.seg_size;
+            let cur = log.cur as usize;
+            gone = std::mem::take(&mut log.segs[cur]);
+            self.send(Job::Segment { off: self.seg_off(log.cur), bytes: record::seg_header(log.seq) });
+        }
+        let base = self.seg_off(log.cur);
+        log.body_start -= body_len8;
+        let loc = Loc {
+            seg: log.cur,
+            seq: log.seq,
+            rec_off: base + log.rec_end,
+            body_off: base + log.body_start,
+            body_len,
+            body_crc: 0,
+            bytes: rec_len + body_len8,
+        };
+        log.rec_end += rec_len;
+        Some((loc, gone))
+    }
+
+    /// Count `oc` among its segment's objects (it leaves when the segment
+    /// is taken back), unless that segment was taken back meanwhile.
+    pub fn track(&self, loc: &Loc, oc: ObjRef) -> bool {
+        let mut log = self.log();
+        if !self.current(&log, loc) {
+            return false;
+        }
+        log.segs[loc.seg as usize].push(oc);
+        true
+    }
+
+    /// Is `loc`'s segment still of its generation (not taken back)? A
+    /// segment's generation is its place behind the current one.
+    fn current(&self, log: &Log, loc: &Loc) -> bool {
+        let behind = (log.cur + self.nseg - loc.seg) % self.nseg;
+        log.seq.checked_sub(loc.seq) == Some(behind as u64)
+    }
+
+    /// Queue a write to `loc`'s record (a kill, a new life) unless its
+    /// segment was taken back: decided under the log's lock, which also
+    /// orders it after the new segment's header.
+    pub fn update(&self, loc: &Loc, job: Job) {
+        let log = self.log();
+        if self.current(&log, loc) {
+            self.send(job);
+        }
+    }
+
+    /// Drop the dead among a segment's objects now and then, so purges
+    /// and replacements do not pile up there.
+    pub fn tidy(&self, seg: u32) {
+        let mut log = self.log();
+        let list = &mut log.segs[seg as usize];
+        if list.len() >= 64 && list.iter().filter(|o| o.is_dead()).count() * 2 > list.len() {
+            list.retain(|o| !o.is_dead());
+        }
+    }
+
+    fn seg_off(&self, seg: u32) -> u64 {
+        HEADER + seg as u64 * self.seg_size
+    }
+
+    /// Read a body and check it against its checksum (blocking: call it
+    /// from a blocking pool). Err(None): checksum mismatch.
+    pub fn read(&self, loc: &Loc) -> Result<Bytes, Option<std::io::Error>> {
+        let mut b = vec![0u8; loc.body_len as usize];
+        self.file.read_exact_at(&mut b, loc.body_off).map_err(Some)?;
+        if record::checksum(&b) != loc.body_crc {
+            return Err(None);
+        }
+        Ok(Bytes::from(b))
+    }
+
+    /// Wait until every queued write is on disk (at most `wait`).
+    pub fn flush(&self, wait: std::time::Duration) {
+        let (tx, rx) = mpsc::channel();
+        self.send(Job::Flush(tx));
+        let _ = rx.recv_timeout(wait);
+    }
+
+    /// Segments in use.
+    pub fn segments(&self) -> (u32, u32) {
+        let log = self.log();
+        (log.segs.iter().filter(|s| !s.is_empty()).count() as u32, self.nseg)
+    }
+}
+
+impl Log {
+    fn empty(nseg: u32, seg_size: u64) -> Log {
+        // The first write moves to segment 0 with generation 1.
+        Log { cur: nseg - 1, seq: 0, rec_end: seg_size, body_start: seg_size, segs: (0..nseg).map(|_| Vec::new()).collect() }
+    }
+}
+
+/// The writer thread: jobs in order until every sender is gone.
+fn writer(f: &File, rx: mpsc::Receiver<Job>) {
+    for job in rx {
+        match job {
+            Job::Segment { off, bytes } => {
+                let _ = f.write_all_at(&bytes, off);
+            }
+            Job::Write { body_off, body, rec_off, rec, done } => {
+                let mut ok = true;
+                let mut at = body_off;
+                for c in &body {
+                    ok &= f.write_all_at(c, at).is_ok();
+                    at += c.len() as u64;
+                }
+                ok = ok && f.write_all_at(&rec, rec_off).is_ok();
+                done(ok);
+            }
+            Job::Kill { rec_off } => {
+                let _ = f.write_all_at(&record::DEAD_MAGIC.to_le_bytes(), rec_off);
+            }
+            Job::Life { rec_off, block } => {
+                let _ = f.write_all_at(&block, rec_off + record::LIFE_AT as u64);
+            }
+            Job::Flush(tx) => {
+                let _ = f.sync_data();
+                let _ = tx.send(());
+            }
+        }
+    }
+}
+
+/// Read back every segment in use, oldest first: the records found, and
+/// the log positioned after the newest.
+fn scan(f: &File, h: &FileHeader, nseg: u32) -> std::io::Result<(Vec<Recovered>, Log)> {
+    let mut used = Vec::new();
+    let mut hb = [0u8; SEG_HEADER as usize];
+    for i in 0..nseg {
+        f.read_exact_at(&mut hb, HEADER + i as u64 * h.seg_size)?;
+        if let Some(seq) = record::seg_seq(&hb) {
+            used.push((seq, i));
+        }
+    }
+    used.sort_unstable();
+    let mut log = Log::empty(nseg, h.seg_size);
+    let mut found = Vec::new();
+    for &(seq, seg) in &used {
+        let (end, low) = scan_segment(f, h, seg, seq, &mut found)?;
+        (log.cur, log.seq, log.rec_end, log.body_start) = (seg, seq, end, low);
+    }
+    // Generations must follow the ring from the newest back; one that
+    // does not (a damaged header) is left out, its objects with it.
+    if let Some(&(newest, _)) = used.last() {
+        found.retain(|r| (newest - r.loc.seq) == ((log.cur + nseg - r.loc.seg) % nseg) as u64);
+    }
+    Ok((found, log))
+}
+
+/// One segment's records: where they end, and where its lowest body
+/// starts (relative to the segment).
+fn scan_segment(f: &File, h: &FileHeader, seg: u32, seq: u64, out: &mut Vec<Recovered>) -> std::io::Result<(u64, u64)> {
+    let base = HEADER + seg as u64 * h.seg_size;
+    let (mut at, mut low) = (SEG_HEADER, h.seg_size);
+    let (mut buf, mut buf_at) = (Vec::new(), at);
+    loop {
+        // A whole record (at most MAX_REC) in memory, or all there is.
+        if buf_at + (buf.len() as u64) < (at + MAX_REC).min(low) {
+            let until = (at + 4 * MAX_REC).min(low);
+            buf = vec![0u8; (until - at) as usize];
+            f.read_exact_at(&mut buf, base + at)?;
+            buf_at = at;
+        }
+        let rel = (at - buf_at) as usize;
+        match record::decode(&buf[rel..], seq) {
+            Found::Obj(rec, len) => {
+                let body_rel = rec.body_off.wrapping_sub(base);
+                if rec.body_off < base || body_rel < at + len as u64 || body_rel + rec.body_len > h.seg_size {
+                    break;
+                }
+                low = low.min(body_rel / 8 * 8);
+                let loc = Loc {
+                    seg,
+                    seq,
+                    rec_off: base + at,
+                    body_off: rec.body_off,
+                    body_len: rec.body_len,
+                    body_crc: rec.body_crc,
+                    bytes: len as u64 + rec.body_len.next_multiple_of(8),
+                };
+                out.push(Recovered { rec, loc });
+                at += len as u64;
+            }
+            Found::Dead(len) => at += len as u64,
+            Found::End => break,
+        }
+    }
+    Ok((at, low))
+}
+
+#[cfg(test)]
+mod tests;

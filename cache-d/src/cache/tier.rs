@@ -1,0 +1,296 @@
+//! The disk tier: objects of file and persistent stores written once
+//! their bodies are complete, their bodies read back on a hit (on the
+//! blocking pool, never on a request thread) and kept in the memory
+//! tier while they are used, their records killed or given a new life as
+//! the objects are removed or soft-purged, and a persistent store's
+//! objects and bans read back at start.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use common::counters::{Stv as F, C};
+
+use crate::cache::body::{Done, ObjBody};
+use crate::cache::disk::journal::Entry;
+use crate::cache::disk::record::{self, Rec};
+use crate::cache::disk::{Job, Recovered};
+use crate::cache::object::{DiskObj, Kind, ObjCore, ObjHeaders, ObjRef, Object, Start};
+use crate::cache::{Cache, CacheInner};
+
+/// What a record says of an object (its body's place filled in later).
+fn rec_of(oc: &ObjRef, d: &DiskObj, body_len: u64, body_crc: u32) -> Rec {
+    let coding = oc.obj.coding();
+    Rec {
+        key: oc.key,
+        life: oc.obj.life(),
+        t_insert: d.t_insert,
+        vxid: oc.obj.vxid,
+        status: oc.obj.status,
+        kind: oc.obj.kind,
+        gzip: coding.is_some_and(|k| k.gzip),
+        gzip_info: coding.and_then(|k| k.info.get()).map(|i| (i.bits.start, i.bits.last, i.bits.stop, i.plain_len)),
+        body_off: 0,
+        body_len,
+        body_crc,
+        vary: oc.obj.vary().cloned(),
+        head: oc.headers().into_bytes(),
+    }
+}
+
+/// The gzip state a record brings back.
+fn coding_of(rec: &Rec) -> Option<Box<crate::gzip::Coding>> {
+    if !rec.gzip {
+        return None;
+    }
+    let k = crate::gzip::Coding { gzip: true, ..Default::default() };
+    if let Some((start, last, stop, plain_len)) = rec.gzip_info {
+        let _ = k.info.set(crate::gzip::GzipInfo { bits: crate::gzip::bits::Bits { start, last, stop }, plain_len });
+    }
+    Some(Box::new(k))
+}
+
+impl Cache {
+    /// Write a disk store's object once its body is complete: insert
+    /// calls it, and the fetch again at its end for a body that streamed
+    /// in. Nothing for other objects, or one already written.
+    pub fn persist(&self, oc: &ObjRef) {
+        let c = &self.inner;
+        let Some(d) = oc.disk() else { return };
+        if d.loc.get().is_some() || oc.is_dead() {
+            return;
+        }
+        let chunks = match d.ram() {
+            Some(ObjBody::Whole(b)) => vec![b],
+            Some(ObjBody::Live(l)) if l.progress().done == Done::Complete => l.chunks_now(),
+            _ => return,
+        };
+        let len: u64 = chunks.iter().map(|b| b.len() as u64).sum();
+        let mut h = crc32fast::Hasher::new();
+        chunks.iter().for_each(|b| h.update(b));
+        let crc = h.finalize();
+        let stv = c.stvs.get(oc.stv);
+        let Some(disk) = &stv.disk else { return };
+        let mut rec = rec_of(oc, d, len, crc);
+        stv.count(F::CReq, 1);
+        let Some((mut loc, gone)) = disk.reserve(rec.encode(0).len() as u64, len) else {
+            stv.count(F::CFail, 1);
+            stv.count(F::CDiskWriteFail, 1);
+            return;
+        };
+        // The segment taken back: its objects go (their records are
+        // being written over, so they are not killed).
+        for g in &gone {
+            if c.remove_as(g, false) {
+                c.count(C::NLruNuked, 1);
+            }
+        }
+        (loc.body_crc, rec.body_off) = (crc, loc.body_off);
+        let bytes = rec.encode(loc.seq);
+        {
+            // Under the store's lock, as free_disk reads it.
+            let mut st = stv.store();
+            if oc.is_dead() {
+                return;
+            }
+            let _ = d.loc.set(loc);
+            st.used += loc.bytes;
+        }
+        stv.allocated(loc.bytes);
+        stv.count(F::GAlloc, 1);
+        disk.track(&loc, oc.clone());
+        let (weak, o) = (Arc::downgrade(&self.inner), oc.clone());
+        let done = Box::new(move |ok| {
+            if let Some(c) = weak.upgrade() {
+                c.written(&o, ok);
+            }
+        });
+        disk.send(Job::Write { body_off: loc.body_off, body: chunks, rec_off: loc.rec_off, rec: bytes, done });
+    }
+
+    /// A soft purge changed `oc`'s life: so does its record.
+    pub(super) fn rearmed(&self, oc: &ObjRef) {
+        let Some(loc) = oc.disk().and_then(|d| d.loc.get()) else { return };
+        if let Some(disk) = self.inner.stvs.get(oc.stv).disk.as_ref().filter(|d| d.persistent) {
+            disk.update(loc, Job::Life { rec_off: loc.rec_off, block: record::life_block(&oc.obj.life()) });
+        }
+    }
+
+    /// Make a hit's body readable: Ok(None) when it is in memory already
+    /// (or not a disk object), Ok(body) read from disk (and kept in the
+    /// memory tier when there is one), Err when it cannot be read or
+    /// fails its checksum (the object is then gone: look up again).
+    pub async fn load(&self, oc: &ObjRef) -> Result<Option<ObjBody>, ()> {
+        let Some(d) = oc.disk() else { return Ok(None) };
+        if d.ram().is_some() {
+            return Ok(None);
+        }
+        let Some(loc) = d.loc.get().copied() else { return Err(()) };
+        // Its write queued a moment ago: wait for it (a second at most).
+        for _ in 0..1000 {
+            if d.written.load(Ordering::Acquire) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        let (c, stv) = (self.inner.clone(), oc.stv);
+        let read = tokio::task::spawn_blocking(move || c.stvs.get(stv).disk.as_ref().map(|disk| disk.read(&loc))).await;
+        let s = self.inner.stvs.get(oc.stv);
+        match read {
+            Ok(Some(Ok(b))) => {
+                s.count(F::CDiskReads, 1);
+                s.count(F::CDiskReadBytes, b.len() as i64);
+                let body = ObjBody::Whole(b);
+                self.keep(oc, d, &body);
+                Ok(Some(body))
+            }
+            _ => {
+                if self.inner.remove(oc) {
+                    s.count(F::CCorrupt, 1);
+                }
+                Err(())
+            }
+        }
+    }
+
+    /// Keep a body read back in the memory tier (LRU with the rest).
+    fn keep(&self, oc: &ObjRef, d: &DiskObj, body: &ObjBody) {
+        let Some(t) = self.inner.stvs.tier else { return };
+        {
+            let mut ram = d.ram.lock().unwrap_or_else(|e| e.into_inner());
+            if ram.is_some() || oc.is_dead() {
+                return;
+            }
+            *ram = Some(body.clone());
+        }
+        self.inner.stvs.get(t).store().add_resident(oc);
+        if !self.inner.charge(oc, body.progress().len) || oc.is_dead() {
+            self.inner.release(oc);
+        }
+    }
+
+    /// Put what a persistent store held back in the index, with the bans
+    /// made after each object came in (oldest first, so a newer object
+    /// replaces an older one under its key).
+    pub(super) fn recover(&self, found: Vec<(u8, Recovered)>) {
+        let c = &self.inner;
+        let now = crate::util::now();
+        let bans = self.restore_bans(&found);
+        for (stv, Recovered { rec, loc }) in found {
+            if rec.kind != Kind::Normal || rec.life.expires_at() <= now {
+                continue;
+            }
+            let ban_id = bans.iter().rev().find(|(t, _)| *t <= rec.t_insert).map_or(1, |(_, id)| *id);
+            let coding = coding_of(&rec);
+            let rec = *rec;
+            let obj = Object {
+                vxid: rec.vxid,
+                status: rec.status,
+                headers: ObjHeaders::from_bytes(rec.head),
+                body: ObjBody::Whole(Bytes::new()),
+                life: rec.life,
+                kind: rec.kind,
+                vary: rec.vary,
+                coding,
+            };
+            let (oc, _) = ObjRef::new(obj, Start { key: rec.key, ban_id, stored: true, stv, disk: Some(rec.t_insert) });
+            let Some(d) = oc.disk() else { continue };
+            d.set_ram(None);
+            let _ = d.loc.set(loc);
+            d.written.store(true, Ordering::Release);
+            let s = c.stvs.get(stv);
+            {
+                let mut st = s.store();
+                st.add(&oc, rec.life.expires_at());
+                st.used += loc.bytes;
+            }
+            s.allocated(loc.bytes);
+            s.count(F::GAlloc, 1);
+            s.count(F::CRecovered, 1);
+            if let Some(disk) = &s.disk {
+                disk.track(&loc, oc.clone());
+            }
+            self.index(&oc);
+        }
+    }
+
+    /// The bans of the persistent stores' journals, made again with their
+    /// times (those older than every object found are dropped, and the
+    /// journals rewritten without them): (time, ban id), oldest first.
+    fn restore_bans(&self, found: &[(u8, Recovered)]) -> Vec<(f64, u64)> {
+        let journals: Vec<_> = self.inner.stvs.all.iter().filter_map(|s| s.disk.as_ref()?.journal.as_ref()).collect();
+        let mut entries: Vec<Entry> = Vec::new();
+        for e in journals.iter().flat_map(|j| j.read()) {
+            if !entries.contains(&e) {
+                entries.push(e);
+            }
+        }
+        entries.sort_by(|a, b| a.time.total_cmp(&b.time));
+        let oldest = found.iter().map(|(_, r)| r.rec.t_insert).fold(f64::INFINITY, f64::min);
+        entries.retain(|e| e.time >= oldest);
+        for j in &journals {
+            if let Err(e) = j.rewrite(&entries) {
+                eprintln!("cache-d: cannot rewrite a bans journal: {e}");
+            }
+        }
+        entries.iter().filter_map(|e| self.add_ban(&e.args, e.time, false, false).ok().map(|id| (e.time, id))).collect()
+    }
+
+    /// Write a ban to every persistent store's journal.
+    pub(super) fn journal_ban(&self, args: &[String], time: f64) {
+        for s in &self.inner.stvs.all {
+            if let Some(j) = s.disk.as_ref().and_then(|d| d.journal.as_ref()) {
+                j.append(&Entry { time, args: args.to_vec() });
+            }
+        }
+    }
+
+    /// Wait (a few seconds at most) until every disk store has written
+    /// what is queued: before a clean stop.
+    pub fn flush(&self) {
+        for s in &self.inner.stvs.all {
+            if let Some(d) = &s.disk {
+                d.flush(std::time::Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+impl CacheInner {
+    /// The writer is done with `oc`: readable from disk now, and without
+    /// a memory tier (or room in it), its memory copy goes.
+    fn written(&self, oc: &ObjRef, ok: bool) {
+        let Some(d) = oc.disk() else { return };
+        let stv = self.stvs.get(oc.stv);
+        if !ok {
+            stv.count(F::CDiskWriteFail, 1);
+            self.remove(oc);
+            return;
+        }
+        d.written.store(true, Ordering::Release);
+        stv.count(F::CDiskWrites, 1);
+        if self.stvs.tier.is_none() || oc.charged.load(Ordering::Acquire) == 0 {
+            self.release(oc);
+        }
+    }
+
+    /// A disk object leaves its store: its place in the expiry heap, its
+    /// bytes on disk, and (when `kill`) its record.
+    pub(super) fn free_disk(&self, oc: &ObjCore, kill: bool) {
+        let stv = self.stvs.get(oc.stv);
+        let (gone, loc) = {
+            let mut st = stv.store();
+            let loc = oc.disk().and_then(|d| d.loc.get().copied());
+            st.used = st.used.saturating_sub(loc.map_or(0, |l| l.bytes));
+            (st.forget(oc), loc)
+        };
+        drop(gone);
+        let (Some(loc), Some(disk)) = (loc, stv.disk.as_ref()) else { return };
+        stv.freed(loc.bytes);
+        stv.count(F::GAlloc, -1);
+        if kill && disk.persistent {
+            disk.update(&loc, Job::Kill { rec_off: loc.rec_off });
+        }
+        disk.tidy(loc.seg);
+    }
+}
