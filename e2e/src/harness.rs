@@ -96,11 +96,17 @@ impl Daemon {
 
     /// Start with these arguments (after -F -a 127.0.0.1:0 -n DIR).
     pub fn start_args(dir: &Path, extra: &[&str]) -> Daemon {
+        Daemon::start_env(dir, extra, &[])
+    }
+
+    /// The same, with these environment variables set for it.
+    pub fn start_env(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         let _ = std::fs::remove_file(dir.join("_.listen"));
         let child = Command::new(bin("cache-d"))
             .args(["-F", "-a", "127.0.0.1:0", "-n"])
             .arg(dir)
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()

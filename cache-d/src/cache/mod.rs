@@ -438,8 +438,9 @@ impl Cache {
     }
 
     /// The same, in store `stv` (an index in [`stores`](Self::stores)). A
-    /// disk store's object is written once its body is complete (now,
-    /// or when [`persist`](Self::persist) is called at the fetch's end);
+    /// disk store's object is written by [`persist`](Self::persist) once
+    /// its body is complete (the caller takes the body it delivers
+    /// first: the copy in memory may go once written);
     /// ESI pages and objects with a Brotli copy stay in memory (the
     /// memory tier, or Transient without one).
     pub fn insert_in(&self, mut guard: BusyGuard, obj: Object, stv: u8) -> (ObjRef, bool) {
@@ -469,7 +470,6 @@ impl Cache {
             return (oc, false);
         }
         self.index(&oc);
-        self.persist(&oc);
         guard.settle(BusyState::Ready);
         (oc, true)
     }

@@ -123,6 +123,16 @@ impl Stvs {
         if specs.len() > 64 {
             return Err("at most 64 stores".into());
         }
+        // The hash key: the first persistent store's, so its objects'
+        // keys are found again.
+        for s in specs {
+            if let Kind::Persistent { path, size, .. } = &s.kind {
+                if let Some(k) = crate::cache::disk::secret_of(path, &s.name, *size) {
+                    crate::cache::key::Key::adopt(k);
+                    break;
+                }
+            }
+        }
         let mut all = Vec::new();
         let mut found = Vec::new();
         for (i, spec) in specs.iter().enumerate() {

@@ -50,7 +50,7 @@ pub struct MissSpec {
 }
 
 /// Start a cache fetch; resolves when the object's headers are in.
-pub async fn start(sh: Arc<Shared>, spec: MissSpec) -> Result<ObjRef, Error> {
+pub async fn start(sh: Arc<Shared>, spec: MissSpec) -> Result<FetchedObj, Error> {
     let (tx, rx) = oneshot::channel();
     tokio::spawn(contain(run(sh, spec, tx)));
     rx.await.unwrap_or_else(|_| Err(Error::new(Side::Internal, "fetch task ended without an answer")))
@@ -99,7 +99,11 @@ async fn read_small_body(f: &Fetch, fetched: &mut Fetched) {
     }
 }
 
-async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<ObjRef, Error>>) {
+/// The fetched object, and a disk object's body as the fetching request
+/// delivers it.
+pub type FetchedObj = (ObjRef, Option<ObjBody>);
+
+async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<FetchedObj, Error>>) {
     let MissSpec { req, guard, stale, bxid, rxid, reason, addrs, policy } = spec;
     let mut f = Fetch::new(&sh, bxid, rxid, reason);
     sh.seg.add(if reason == "bgfetch" { C::SBgfetch } else { C::SFetch }, 1);
@@ -121,7 +125,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<ObjRef,
             };
             f.done(None, conn);
             drop(guard);
-            let _ = tx.send(Ok(s.clone()));
+            let _ = tx.send(Ok((s.clone(), None)));
             return;
         }
     }
@@ -142,6 +146,10 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<ObjRef,
     let record = got.record.take();
     let obj = object(bxid, &mut got, &req);
     let oc = store(&sh, &mut f, guard, obj, &got);
+    // A disk object's body as this request delivers it (its copy in
+    // memory may go once it is written), then written if it is whole.
+    let mine = oc.disk().map(|_| oc.body());
+    sh.cache.persist(&oc);
     let (was_304, stream) = (got.beresp.was_304, got.beresp.do_stream);
     let body = match (got.inline, got.body) {
         (Some(b), _) => Err(b.len() as u64),
@@ -150,17 +158,17 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<ObjRef,
     };
     match (got.resp, body) {
         (None, body) => {
-            let _ = tx.send(Ok(oc.clone()));
+            let _ = tx.send(Ok((oc.clone(), mine)));
             f.done(Some(body.err().unwrap_or(0)), None);
         }
         (Some(resp), _) if was_304 => {
-            let _ = tx.send(Ok(oc.clone()));
+            let _ = tx.send(Ok((oc.clone(), mine)));
             let reusable = !resp.head.has_token("connection", "close");
             f.done(Some(0), Some((resp.conn, reusable)));
         }
         // The body came whole with the head.
         (Some(resp), Err(len)) => {
-            let _ = tx.send(Ok(oc.clone()));
+            let _ = tx.send(Ok((oc.clone(), mine)));
             f.log.rec(Tag::FetchBody, LogSide::Backend, f.vxid, b"3 length stream");
             if let Some(r) = record {
                 f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
@@ -169,14 +177,14 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<ObjRef,
             f.done(Some(len), Some((resp.conn, reusable)));
         }
         (Some(resp), Ok(body)) if stream => {
-            let _ = tx.send(Ok(oc.clone()));
+            let _ = tx.send(Ok((oc.clone(), mine)));
             stream_body(&sh, f, resp, &body, &oc, coder, &bereq.url).await;
         }
         // beresp.do_stream = false: the request is answered once the
         // whole body is in; a body that fails is a failed fetch (503).
         (Some(resp), Ok(body)) => {
             let whole = stream_body(&sh, f, resp, &body, &oc, coder, &bereq.url).await;
-            let _ = tx.send(if whole { Ok(oc) } else { Err(Error::new(Side::Backend, "backend body ended early or failed")) });
+            let _ = tx.send(if whole { Ok((oc, mine)) } else { Err(Error::new(Side::Backend, "backend body ended early or failed")) });
         }
     }
 }

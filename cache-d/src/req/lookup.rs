@@ -204,8 +204,9 @@ pub async fn miss<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stale:
         policy: r.active.policy.clone(),
     };
     match miss::start(r.sh.clone(), spec).await {
-        Ok(oc) => {
+        Ok((oc, body)) => {
             r.stamp("Fetch");
+            r.loaded = body.map(|b| (oc.clone(), b));
             Step::Deliver { oc, hit: false }
         }
         Err(_) => fetch_failed(),

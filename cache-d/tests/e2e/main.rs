@@ -18,6 +18,7 @@ mod lifecycle;
 mod listeners;
 mod mgt;
 mod proxy;
+mod storage;
 mod tls;
 mod util;
 mod vcl;

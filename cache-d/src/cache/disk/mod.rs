@@ -73,6 +73,9 @@ pub struct Disk {
     writer: Mutex<mpsc::Sender<Job>>,
     /// The bans journal (persistent stores).
     pub journal: Option<journal::Journal>,
+    /// A slow disk for the tests (`CACHEKIT_TEST_DISK_DELAY_MS`): every
+    /// read waits this long first.
+    delay: Option<std::time::Duration>,
 }
 
 /// The longest record (an object's head and Vary values; heads are
@@ -112,7 +115,7 @@ fn create(path: &Path, size: u64, persistent: bool) -> Result<File, String> {
         // supported (tmpfs on old kernels), the file stays sparse.
         let _ = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, size as libc::off_t) };
     }
-    let h = FileHeader { version: record::VERSION, persistent, size, seg_size: seg_size(size) };
+    let h = header(size, persistent);
     f.write_all_at(&h.encode(), 0).map_err(|e| io_err(path, "cannot write", e))?;
     // Every segment header cleared: none is in use.
     let zero = [0u8; SEG_HEADER as usize];
@@ -121,6 +124,18 @@ fn create(path: &Path, size: u64, persistent: bool) -> Result<File, String> {
     }
     f.sync_all().map_err(|e| io_err(path, "cannot sync", e))?;
     Ok(f)
+}
+
+/// A new store's header (with the process's hash key).
+fn header(size: u64, persistent: bool) -> FileHeader {
+    FileHeader { version: record::VERSION, persistent, size, seg_size: seg_size(size), secret: crate::cache::key::Key::secret() }
+}
+
+/// The hash key an existing persistent store was made with, if it is one
+/// this version reads (the cache adopts the first such, so that the
+/// objects' keys are found again).
+pub fn secret_of(path: &Path, name: &str, size: u64) -> Option<(u64, u64)> {
+    open_existing(&file_of(path, name), size).ok().map(|(_, h)| h.secret)
 }
 
 /// Open an existing persistent store: the file and its header, or why
@@ -165,14 +180,17 @@ impl Disk {
         let path = file_of(path, name);
         let existing = persistent && path.exists();
         let (file, h) = match existing.then(|| open_existing(&path, size)) {
-            Some(Ok(x)) => x,
+            Some(Ok((f, h))) if crate::cache::key::Key::adopt(h.secret) => (f, h),
+            Some(Ok(_)) => {
+                // Another store gave the process its hash key first:
+                // this one's keys cannot be found again.
+                eprintln!("cache-d: storage {}: made with another hash key than the first persistent store; emptied", path.display());
+                (create(&path, size, persistent)?, header(size, persistent))
+            }
             Some(Err(e)) if !wipe => {
                 return Err(format!("{e}; start with ,wipe (-s {name}=persistent,{},{size},wipe) to empty it", path.display()))
             }
-            _ => {
-                let f = create(&path, size, persistent)?;
-                (f, FileHeader { version: record::VERSION, persistent, size, seg_size: seg_size(size) })
-            }
+            _ => (create(&path, size, persistent)?, header(size, persistent)),
         };
         let nseg = ((size - HEADER) / h.seg_size) as u32;
         let file = Arc::new(file);
@@ -188,7 +206,9 @@ impl Disk {
             .name(format!("cache-disk-{name}"))
             .spawn(move || writer(&wf, rx))
             .map_err(|e| io_err(&path, "cannot start its writer", e))?;
-        let disk = Disk { path, file, size, seg_size: h.seg_size, nseg, persistent, log: Mutex::new(log), writer: Mutex::new(tx), journal };
+        let delay = std::env::var("CACHEKIT_TEST_DISK_DELAY_MS").ok().and_then(|v| v.parse().ok()).map(std::time::Duration::from_millis);
+        let disk =
+            Disk { path, file, size, seg_size: h.seg_size, nseg, persistent, log: Mutex::new(log), writer: Mutex::new(tx), journal, delay };
         Ok((disk, found))
     }
 
@@ -279,6 +299,9 @@ impl Disk {
     /// Read a body and check it against its checksum (blocking: call it
     /// from a blocking pool). Err(None): checksum mismatch.
     pub fn read(&self, loc: &Loc) -> Result<Bytes, Option<std::io::Error>> {
+        if let Some(d) = self.delay {
+            std::thread::sleep(d);
+        }
         let mut b = vec![0u8; loc.body_len as usize];
         self.file.read_exact_at(&mut b, loc.body_off).map_err(Some)?;
         if record::checksum(&b) != loc.body_crc {

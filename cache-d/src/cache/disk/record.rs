@@ -54,6 +54,8 @@ pub struct FileHeader {
     pub persistent: bool,
     pub size: u64,
     pub seg_size: u64,
+    /// The hash key the objects' keys were made with.
+    pub secret: (u64, u64),
 }
 
 impl FileHeader {
@@ -64,6 +66,8 @@ impl FileHeader {
         b.extend_from_slice(&(self.persistent as u32).to_le_bytes());
         b.extend_from_slice(&self.size.to_le_bytes());
         b.extend_from_slice(&self.seg_size.to_le_bytes());
+        b.extend_from_slice(&self.secret.0.to_le_bytes());
+        b.extend_from_slice(&self.secret.1.to_le_bytes());
         let c = crc(&b);
         b.extend_from_slice(&c.to_le_bytes());
         b.resize(HEADER as usize, 0);
@@ -72,13 +76,19 @@ impl FileHeader {
 
     /// Why the bytes are not a store header this version reads.
     pub fn decode(b: &[u8]) -> Result<FileHeader, String> {
-        if b.len() < 44 || &b[..16] != FILE_MAGIC {
+        if b.len() < 60 || &b[..16] != FILE_MAGIC {
             return Err("not a cachekit store (no cachekit-store header)".into());
         }
-        if crc(&b[..40]) != u32_at(b, 40) {
+        if crc(&b[..56]) != u32_at(b, 56) {
             return Err("its header is damaged (checksum mismatch)".into());
         }
-        let h = FileHeader { version: u32_at(b, 16), persistent: u32_at(b, 20) == 1, size: u64_at(b, 24), seg_size: u64_at(b, 32) };
+        let h = FileHeader {
+            version: u32_at(b, 16),
+            persistent: u32_at(b, 20) == 1,
+            size: u64_at(b, 24),
+            seg_size: u64_at(b, 32),
+            secret: (u64_at(b, 40), u64_at(b, 48)),
+        };
         if h.version != VERSION {
             return Err(format!("it is format version {}, this cache-d reads version {VERSION}", h.version));
         }
@@ -358,7 +368,7 @@ mod tests {
 
     #[test]
     fn headers_say_what_is_wrong() {
-        let h = FileHeader { version: VERSION, persistent: true, size: 1 << 30, seg_size: 1 << 25 };
+        let h = FileHeader { version: VERSION, persistent: true, size: 1 << 30, seg_size: 1 << 25, secret: (3, 4) };
         assert_eq!(FileHeader::decode(&h.encode()), Ok(h));
         let mut old = h;
         old.version = 0;

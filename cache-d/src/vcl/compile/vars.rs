@@ -271,18 +271,23 @@ fn storage_symbol(rest: &str, pos: Pos) -> Result<ExprFn, VclError> {
     })
 }
 
-/// A variable's value.
-pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+/// A name that is not a variable: true, false, a backend, a store.
+fn symbol(name: &str, pos: Pos, sc: &Scope<'_>) -> Option<Result<ExprFn, VclError>> {
     if name == "true" || name == "false" {
         let b = name == "true";
-        return Ok(Box::new(move |_, _| Val::Bool(b)));
+        return Some(Ok(Box::new(move |_, _| Val::Bool(b))));
     }
     if sc.backends.iter().any(|b| b == name) {
         let b = name.to_string();
-        return Ok(Box::new(move |_, _| Val::Backend(b.clone())));
+        return Some(Ok(Box::new(move |_, _| Val::Backend(b.clone()))));
     }
-    if let Some(rest) = name.strip_prefix("storage.") {
-        return storage_symbol(rest, pos);
+    name.strip_prefix("storage.").map(|rest| storage_symbol(rest, pos))
+}
+
+/// A variable's value.
+pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+    if let Some(v) = symbol(name, pos, sc) {
+        return v;
     }
     access(name, false, pos, sc)?;
     if let Some((w, h)) = header_prefix(name) {
