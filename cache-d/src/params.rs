@@ -143,6 +143,7 @@ pub fn parse_size(v: &str) -> Result<u64, ParamError> {
         Some((i, 'k' | 'K')) => (&v[..i], 1 << 10),
         Some((i, 'm' | 'M')) => (&v[..i], 1 << 20),
         Some((i, 'g' | 'G')) => (&v[..i], 1 << 30),
+        Some((i, 't' | 'T')) => (&v[..i], 1u64 << 40),
         _ => (v, 1),
     };
     let n: f64 = num.trim().parse().map_err(|_| ParamError::NotASize(v.to_string()))?;

@@ -221,6 +221,10 @@ fn a_store_this_version_cannot_read_is_refused_or_wiped() {
     let wiped = format!("{spec},wipe");
     let d = daemon(t.path(), &o, &[wiped.as_str()], None);
     get_all(d.port, 0..2);
+    // One daemon to a store.
+    let out = run("cache-d", &["-F", "-a", "127.0.0.1:0", "-b", "127.0.0.1:9", "-n", t.path().join("j").to_str().unwrap(), "-s", &spec]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("in use by another cache-d"), "{}", stderr(&out));
     for bad in ["p=persistent,/nonexistent/dir/x,8M", "p=persistent,/tmp,1k", "p=tape,/dev/st0", "a=malloc,1M", "a=file,/tmp/x"] {
         let out = run("cache-d", &["-F", "-a", "127.0.0.1:0", "-b", "127.0.0.1:9", "-s", "a=malloc,1M", "-s", bad]);
         assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));

@@ -54,6 +54,8 @@ struct Log {
     rec_end: u64,
     body_start: u64,
     segs: Vec<Vec<ObjRef>>,
+    /// How many of each segment's objects went since it was last tidied.
+    dead: Vec<usize>,
 }
 
 /// A record found at start, with where it is.
@@ -70,7 +72,9 @@ pub struct Disk {
     nseg: u32,
     pub persistent: bool,
     log: Mutex<Log>,
-    writer: Mutex<mpsc::Sender<Job>>,
+    /// The writer's queue (None once closed) and thread.
+    writer: Mutex<Option<mpsc::Sender<Job>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The bans journal (persistent stores).
     pub journal: Option<journal::Journal>,
     /// A slow disk for the tests (`CACHEKIT_TEST_DISK_DELAY_MS`): every
@@ -107,7 +111,9 @@ fn io_err(path: &Path, what: &str, e: std::io::Error) -> String {
 /// where the file system can).
 fn create(path: &Path, size: u64, persistent: bool) -> Result<File, String> {
     let f =
-        OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).map_err(|e| io_err(path, "cannot create", e))?;
+        OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).map_err(|e| io_err(path, "cannot create", e))?;
+    lock(&f, path)?;
+    f.set_len(0).map_err(|e| io_err(path, "cannot empty", e))?;
     f.set_len(size).map_err(|e| io_err(path, "cannot size", e))?;
     {
         use std::os::fd::AsRawFd;
@@ -138,10 +144,23 @@ pub fn secret_of(path: &Path, name: &str, size: u64) -> Option<(u64, u64)> {
     open_existing(&file_of(path, name), size).ok().map(|(_, h)| h.secret)
 }
 
+/// Hold the store's file for this process alone (flock; released when
+/// the file is closed, a crash too): two daemons on one store would
+/// write over each other.
+fn lock(f: &File, path: &Path) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain syscall on our own descriptor.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(format!("storage {}: in use by another cache-d", path.display()));
+    }
+    Ok(())
+}
+
 /// Open an existing persistent store: the file and its header, or why
 /// this cache-d cannot use it.
 fn open_existing(path: &Path, size: u64) -> Result<(File, FileHeader), String> {
     let f = OpenOptions::new().read(true).write(true).open(path).map_err(|e| io_err(path, "cannot open", e))?;
+    lock(&f, path)?;
     let mut b = vec![0u8; HEADER as usize];
     f.read_exact_at(&mut b, 0).map_err(|_| format!("storage {}: not a cachekit store (too short)", path.display()))?;
     let h = FileHeader::decode(&b).map_err(|e| format!("storage {}: {e}", path.display()))?;
@@ -165,6 +184,9 @@ pub fn check(name: &str, path: &Path, size: u64, persistent: bool, wipe: bool) -
             return Err(format!("storage {}: no directory {}", file.display(), d.display()));
         }
         _ => {}
+    }
+    if let Ok(f) = File::open(&file) {
+        lock(&f, &file)?;
     }
     if persistent && !wipe && file.exists() {
         open_existing(&file, size)
@@ -202,13 +224,24 @@ impl Disk {
         let journal = persistent.then(|| journal::Journal::open(&journal::path_of(&path))).transpose()?;
         let (tx, rx) = mpsc::channel();
         let wf = file.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name(format!("cache-disk-{name}"))
             .spawn(move || writer(&wf, rx))
             .map_err(|e| io_err(&path, "cannot start its writer", e))?;
         let delay = std::env::var("CACHEKIT_TEST_DISK_DELAY_MS").ok().and_then(|v| v.parse().ok()).map(std::time::Duration::from_millis);
-        let disk =
-            Disk { path, file, size, seg_size: h.seg_size, nseg, persistent, log: Mutex::new(log), writer: Mutex::new(tx), journal, delay };
+        let disk = Disk {
+            path,
+            file,
+            size,
+            seg_size: h.seg_size,
+            nseg,
+            persistent,
+            log: Mutex::new(log),
+            writer: Mutex::new(Some(tx)),
+            thread: Mutex::new(Some(thread)),
+            journal,
+            delay,
+        };
         Ok((disk, found))
     }
 
@@ -217,7 +250,9 @@ impl Disk {
     }
 
     pub fn send(&self, job: Job) {
-        let _ = self.writer.lock().unwrap_or_else(|e| e.into_inner()).send(job);
+        if let Some(tx) = &*self.writer.lock().unwrap_or_else(|e| e.into_inner()) {
+            let _ = tx.send(job);
+        }
     }
 
     /// Room for a record of `rec_len` bytes and a body of `body_len`,
@@ -237,6 +272,7 @@ impl Disk {
             log.body_start = self.seg_size;
             let cur = log.cur as usize;
             gone = std::mem::take(&mut log.segs[cur]);
+            log.dead[cur] = 0;
             self.send(Job::Segment { off: self.seg_off(log.cur), bytes: record::seg_header(log.seq) });
         }
         let base = self.seg_off(log.cur);
@@ -286,9 +322,11 @@ impl Disk {
     /// and replacements do not pile up there.
     pub fn tidy(&self, seg: u32) {
         let mut log = self.log();
-        let list = &mut log.segs[seg as usize];
-        if list.len() >= 64 && list.iter().filter(|o| o.is_dead()).count() * 2 > list.len() {
-            list.retain(|o| !o.is_dead());
+        let s = seg as usize;
+        log.dead[s] += 1;
+        if log.dead[s] >= 64 && log.dead[s] * 2 > log.segs[s].len() {
+            log.segs[s].retain(|o| !o.is_dead());
+            log.dead[s] = 0;
         }
     }
 
@@ -324,10 +362,24 @@ impl Disk {
     }
 }
 
+impl Drop for Disk {
+    /// Finish what is queued and close the file (its lock with it).
+    fn drop(&mut self) {
+        drop(self.writer.lock().unwrap_or_else(|e| e.into_inner()).take());
+        // (Not when the writer itself lets the cache go, in a callback.)
+        if let Some(t) =
+            self.thread.lock().unwrap_or_else(|e| e.into_inner()).take().filter(|t| t.thread().id() != std::thread::current().id())
+        {
+            let _ = t.join();
+        }
+    }
+}
+
 impl Log {
     fn empty(nseg: u32, seg_size: u64) -> Log {
         // The first write moves to segment 0 with generation 1.
-        Log { cur: nseg - 1, seq: 0, rec_end: seg_size, body_start: seg_size, segs: (0..nseg).map(|_| Vec::new()).collect() }
+        let segs = (0..nseg).map(|_| Vec::new()).collect();
+        Log { cur: nseg - 1, seq: 0, rec_end: seg_size, body_start: seg_size, segs, dead: vec![0; nseg as usize] }
     }
 }
 
