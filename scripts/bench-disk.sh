@@ -15,14 +15,16 @@ command -v python3 >/dev/null || { echo "bench: needs python3" >&2; exit 2; }
 . scripts/stack.sh
 for i in $(seq 1 "$n"); do echo "/size/16384?max_age=86400&i=$i"; done >"$work/urls"
 
-start() { # name args...
+declare -A pid
+start() { # name args...; sets p, the port
     local name=$1; shift
+    rm -f "$work/$name/_.listen"
     "$bin/cache-d" -F -a 127.0.0.1:0 -n "$work/$name" -b "$origin" "$@" >"$work/$name.log" 2>&1 &
-    eval "pid_$name=$!"; pids+=($!)
+    pid[$name]=$!; pids+=($!)
     until [ -s "$work/$name/_.listen" ]; do sleep 0.05; done
-    awk '{print $3}' "$work/$name/_.listen"
+    p=$(awk '{print $3}' "$work/$name/_.listen")
 }
-stop() { kill "$(eval echo "\$pid_$1")"; wait "$(eval echo "\$pid_$1")" 2>/dev/null || true; }
+stop() { kill "${pid[$1]}"; wait "${pid[$1]}" 2>/dev/null || true; }
 bench() { "$bin/cache-bench" run "http://127.0.0.1:$1/" --urls "$work/urls" --host cache.test -q "${@:2}"; }
 fill() { bench "$1" --pick seq -n "$n" -c 8 >/dev/null; }
 # One load: requests/s, p99 (ms) and hit rate.
@@ -37,10 +39,10 @@ origin_requests() { curl -s "http://$origin/__stats" | python3 -c 'import json,s
 row() { printf '%-44s %10s %10s %9s\n' "$@"; }
 
 row "hits ($n objects of 16 KiB, uniform)" "req/s" "p99 ms" "hit rate"
-p=$(start mem -s malloc,1G); fill "$p"
+start mem -s malloc,1G; fill "$p"
 read -r r l h < <(load "$p"); row "cache-d -s malloc,1G" "$r" "$l" "$h"
 stop mem
-p=$(start disk -s "disk=persistent,$work,2G"); fill "$p"
+start disk -s "disk=persistent,$work,2G"; fill "$p"
 read -r r l h < <(load "$p"); row "cache-d -s persistent (no memory tier), warm" "$r" "$l" "$h"
 if cold; then
     read -r r l h < <(load "$p"); row "cache-d -s persistent, page cache dropped" "$r" "$l" "$h"
@@ -72,7 +74,7 @@ row "origin load in the ${after} s after a restart" "origin req" "req/s" "hit ra
 after_restart() { # label name args...
     local label=$1 name=$2; shift 2
     stop "$name"
-    local p; p=$(start "$name" "$@")
+    start "$name" "$@"
     local before; before=$(origin_requests)
     read -r r _ h < <(bench "$p" --pick random -r 2000 -d "${after}s" --json | python3 -c '
 import json, sys
@@ -83,5 +85,5 @@ print("%.0f %.2f %.3f" % (s["rps"], s["latency_ms"]["p99"], s["hit_rate"]))')
 }
 # The persistent store is the one filled above.
 after_restart "cache-d -s persistent, restarted" disk -s "disk=persistent,$work,2G"
-p=$(start again -s malloc,1G); fill "$p"
+start again -s malloc,1G; fill "$p"
 after_restart "cache-d -s malloc, restarted" again -s malloc,1G

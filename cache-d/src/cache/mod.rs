@@ -209,6 +209,15 @@ impl CacheInner {
     /// Give back the memory `oc` was charged (for a disk object: its
     /// memory copy, which goes).
     fn release(&self, oc: &ObjCore) {
+        self.uncharge(oc);
+        if let Some(d) = oc.disk() {
+            drop(d.set_ram(None));
+        }
+    }
+
+    /// Give back the memory `oc` was charged, and take it out of its ring
+    /// (a disk object keeps its memory copy until it is written).
+    fn uncharge(&self, oc: &ObjCore) {
         let s = self.stvs.get(self.stvs.ram_of(oc.stv));
         let n = oc.charged.swap(0, Ordering::AcqRel);
         let gone = {
@@ -223,9 +232,6 @@ impl CacheInner {
         };
         drop(gone);
         s.freed(n);
-        if let Some(d) = oc.disk() {
-            drop(d.set_ram(None));
-        }
     }
 
     /// Charge `n` more bytes for `oc`, evicting least recently used objects
@@ -463,11 +469,15 @@ impl Cache {
         }
         // A disk object's memory copy that does not fit is dropped once
         // written; anything else that does not fit is not kept.
-        if !c.charge(&oc, bytes) && disk.is_none() {
-            oc.dead.store(true, Ordering::Release);
-            c.free(&oc, true);
-            guard.settle(BusyState::Ready);
-            return (oc, false);
+        if !c.charge(&oc, bytes) {
+            if disk.is_some() {
+                c.uncharge(&oc);
+            } else {
+                oc.dead.store(true, Ordering::Release);
+                c.free(&oc, true);
+                guard.settle(BusyState::Ready);
+                return (oc, false);
+            }
         }
         self.index(&oc);
         guard.settle(BusyState::Ready);
@@ -520,7 +530,19 @@ impl Cache {
         if oc.is_dead() || !oc.stored() {
             return;
         }
-        if !self.inner.charge(oc, n) {
+        // A disk object's copy outside the memory tier's ring (no tier,
+        // or too large for it) is not charged: it goes once written.
+        if oc.disk().is_some_and(|d| d.mem_slot.load(Ordering::Relaxed) == object::NONE) {
+            return;
+        }
+        if self.inner.charge(oc, n) {
+            return;
+        }
+        // A disk object too large for the memory tier still goes to disk:
+        // its copy, uncharged, goes once written.
+        if oc.disk().is_some() {
+            self.inner.uncharge(oc);
+        } else {
             self.inner.remove(oc);
         }
     }

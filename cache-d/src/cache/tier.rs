@@ -74,8 +74,10 @@ impl Cache {
         let mut rec = rec_of(oc, d, len, crc);
         stv.count(F::CReq, 1);
         let Some((mut loc, gone)) = disk.reserve(rec.encode(0).len() as u64, len) else {
+            // Larger than a segment: delivered, not kept.
             stv.count(F::CFail, 1);
             stv.count(F::CDiskWriteFail, 1);
+            c.remove(oc);
             return;
         };
         // The segment taken back: its objects go (their records are
@@ -145,7 +147,8 @@ impl Cache {
                 Ok(Some(body))
             }
             _ => {
-                if self.inner.remove(oc) {
+                // (Not counted when its write never finished.)
+                if self.inner.remove(oc) && d.written.load(Ordering::Acquire) {
                     s.count(F::CCorrupt, 1);
                 }
                 Err(())

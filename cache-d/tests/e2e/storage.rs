@@ -307,3 +307,25 @@ fn stores_are_listed_chosen_by_vcl_and_logged() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("storage.nope") && stderr(&out).contains("Line 4"), "{}", stderr(&out));
 }
+
+#[test]
+fn objects_too_large_for_memory_go_to_disk_and_too_large_for_a_segment_are_not_kept() {
+    let o = Origin::start();
+    let t = tempfile::tempdir().unwrap();
+    // Segments of 252 KiB behind a 64 KiB memory tier.
+    let p = persistent(t.path(), "8M");
+    let d = daemon(t.path(), &o, &["mem=malloc,64k", p.as_str()], Some("disk"));
+    let mut c = Client::connect(d.port);
+    for _ in 0..3 {
+        assert_eq!(c.get("/size/150000?max_age=600", "").body.len(), 150000);
+    }
+    assert_eq!(o.requests(), 1);
+    for _ in 0..2 {
+        assert_eq!(c.get("/size/400000?max_age=600", "").body.len(), 400000);
+    }
+    assert_eq!(o.requests(), 3);
+    let s = stat(&d.dir);
+    assert_eq!(counter(&s, "SMP.disk.c_disk_reads"), Some(2), "{s}");
+    assert_eq!(counter(&s, "SMP.disk.c_disk_write_fail"), Some(2), "{s}");
+    assert!(counter(&s, "SMA.mem.g_bytes").unwrap() <= 64 << 10, "{s}");
+}

@@ -340,8 +340,7 @@ impl Disk {
         if let Some(d) = self.delay {
             std::thread::sleep(d);
         }
-        let mut b = vec![0u8; loc.body_len as usize];
-        self.file.read_exact_at(&mut b, loc.body_off).map_err(Some)?;
+        let b = read_fresh(&self.file, loc.body_len as usize, loc.body_off).map_err(Some)?;
         if record::checksum(&b) != loc.body_crc {
             return Err(None);
         }
@@ -360,6 +359,32 @@ impl Disk {
         let log = self.log();
         (log.segs.iter().filter(|s| !s.is_empty()).count() as u32, self.nseg)
     }
+}
+
+/// `len` bytes at `off`, read into a buffer that is not zeroed first
+/// (zeroing it cost as much as the read: pread was 0.59x an mmap copy
+/// with it, see the disk bench).
+fn read_fresh(f: &File, len: usize, off: u64) -> std::io::Result<Vec<u8>> {
+    use std::os::fd::AsRawFd;
+    let mut b: Vec<u8> = Vec::with_capacity(len);
+    while b.len() < len {
+        let at = b.len();
+        // SAFETY: pread writes at most len - at bytes into the spare
+        // capacity; only what it wrote is then counted as initialized.
+        let n = unsafe { libc::pread(f.as_raw_fd(), b.as_mut_ptr().add(at).cast(), len - at, (off + at as u64) as libc::off_t) };
+        match n {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n if n < 0 => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            // SAFETY: pread initialized these n bytes.
+            n => unsafe { b.set_len(at + n as usize) },
+        }
+    }
+    Ok(b)
 }
 
 impl Drop for Disk {
