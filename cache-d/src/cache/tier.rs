@@ -135,9 +135,14 @@ impl Cache {
             }
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
-        let (c, stv) = (self.inner.clone(), oc.stv);
-        let read = tokio::task::spawn_blocking(move || c.stvs.get(stv).disk.as_ref().map(|disk| disk.read(&loc))).await;
         let s = self.inner.stvs.get(oc.stv);
+        let read = match s.disk.as_ref().and_then(|disk| disk.read_cached(&loc)) {
+            Some(r) => Ok(Some(r)),
+            None => {
+                let (c, stv) = (self.inner.clone(), oc.stv);
+                tokio::task::spawn_blocking(move || c.stvs.get(stv).disk.as_ref().map(|disk| disk.read(&loc))).await
+            }
+        };
         match read {
             Ok(Some(Ok(b))) => {
                 s.count(F::CDiskReads, 1);

@@ -65,6 +65,10 @@ fn objects_written_come_back_at_open_with_their_bodies() {
         assert_eq!(r.rec.key, Key(i as u64, i as u64 * 3));
         assert_eq!(r.loc, locs[i]);
         assert_eq!(d.read(&r.loc).unwrap(), vec![i as u8; 3000 + i]);
+        // From the page cache without waiting, where the kernel can.
+        if let Some(got) = d.read_cached(&r.loc) {
+            assert_eq!(got.unwrap(), vec![i as u8; 3000 + i]);
+        }
     }
     // New writes go after the old ones.
     let next = put(&d, 40, b"x").unwrap();
@@ -106,6 +110,7 @@ fn damage_drops_what_it_touches_and_nothing_else() {
     let (d, found) = Disk::open("c", &path, SIZE, true, false).unwrap();
     assert_eq!(found.len(), 2);
     assert!(matches!(d.read(&found[0].loc), Err(None)));
+    assert!(matches!(d.read_cached(&found[0].loc), None | Some(Err(None))));
     assert_eq!(d.read(&found[1].loc).unwrap()[0], 2);
     drop(d);
     // The second record damaged: it is gone, the first stays.
