@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 secs=${1:-60}; shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(http_request http_response vcl_parse vcl_run vsl_query vsl_records ban_expr adm_lines agent_msg gzip_body esi_parse proxy_header h2_glue)
+[ ${#targets[@]} -gt 0 ] || targets=(http_request http_response vcl_parse vcl_run vsl_query vsl_records ban_expr adm_lines agent_msg gzip_body esi_parse proxy_header h2_glue disk_records)
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 export RUSTC_BOOTSTRAP=1
 cargo fuzz build -O --debug-assertions >&2

@@ -262,6 +262,30 @@ pub fn find(buf: &[u8], name: &str) -> Option<(usize, usize)> {
     (0..l.count()).map(|i| l.span(i)).find(|(n, _)| l.name(*n).eq_ignore_ascii_case(name.as_bytes())).map(|(_, v)| v)
 }
 
+/// Can every accessor read `buf` as a packed head (every span inside it,
+/// in order)? A head read back from disk is checked so before use.
+pub fn valid(buf: &[u8]) -> bool {
+    if buf.len() < 4 {
+        return false;
+    }
+    let l = Layout(buf);
+    let n = l.count();
+    if 4 + 2 * l.width() * n > buf.len() || l.reason().1 > buf.len() {
+        return false;
+    }
+    let d = l.data();
+    let mut prev = 0;
+    for i in 0..n {
+        let ((name, common), value_end) = (l.entry(2 * i), l.entry(2 * i + 1).0);
+        let name_end = if common { prev } else { name };
+        if (common && name >= NAMES.len()) || name_end < prev || value_end < name_end || d + value_end > buf.len() {
+            return false;
+        }
+        prev = value_end;
+    }
+    true
+}
+
 /// Where the reason phrase is in the packed head `buf`.
 pub fn reason_span(buf: &[u8]) -> (usize, usize) {
     Layout(buf).reason()
@@ -383,6 +407,24 @@ mod tests {
         assert_eq!(h.get("x-after").as_deref(), Some(&b"after"[..]));
         assert_eq!(&body[..], b"body");
         assert_eq!(h.bytes(), 4 + 24 + 2 + 5 + 40_000 + 3 + 7 + 5 + 4);
+    }
+
+    #[test]
+    fn heads_are_checked_before_they_are_read() {
+        let pairs = [(&b"Content-Type"[..], &b"text/plain"[..]), (&b"X-A"[..], &b"1"[..])];
+        let h = ObjHeaders::from_pairs(b"OK", pairs.iter().copied()).into_bytes();
+        assert!(valid(&h) && valid(&ObjHeaders::default().into_bytes()));
+        assert!(!valid(b"") && !valid(&h[..h.len() - 1]));
+        for i in 0..h.len() {
+            for bit in [1u8, 0x40, 0x80] {
+                let mut d = h.to_vec();
+                d[i] ^= bit;
+                if valid(&d) {
+                    let o = ObjHeaders::from_bytes(Bytes::from(d));
+                    let _ = (o.reason(), o.get("x-a"), o.to_headers(), o.head_len());
+                }
+            }
+        }
     }
 
     #[test]

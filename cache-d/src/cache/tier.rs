@@ -185,7 +185,9 @@ impl Cache {
         let now = crate::util::now();
         let bans = self.restore_bans(&found);
         for (stv, Recovered { rec, loc }) in found {
-            if rec.kind != Kind::Normal || rec.life.expires_at() <= now {
+            // (A head that passed its checksum and still does not read
+            // is left out rather than trusted.)
+            if rec.kind != Kind::Normal || rec.life.expires_at() <= now || !crate::cache::headers::valid(&rec.head) {
                 continue;
             }
             let ban_id = bans.iter().rev().find(|(t, _)| *t <= rec.t_insert).map_or(1, |(_, id)| *id);

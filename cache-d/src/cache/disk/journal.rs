@@ -38,7 +38,7 @@ fn encode(e: &Entry) -> Vec<u8> {
 }
 
 /// The entries in `b`, up to the first damaged or torn one.
-fn decode(mut b: &[u8]) -> Vec<Entry> {
+pub fn decode(mut b: &[u8]) -> Vec<Entry> {
     let mut out = Vec::new();
     while b.len() >= 16 {
         let len = u32::from_le_bytes(b[..4].try_into().expect("4")) as usize;
