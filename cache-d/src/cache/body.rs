@@ -128,12 +128,25 @@ impl Body {
 }
 
 /// A cached object's body: whole from the start (a body that was in
-/// with the head, packed with it in one allocation; a synthetic page), or
-/// one that streams in while it is delivered.
+/// with the head, packed with it in one allocation; a synthetic page),
+/// one that streams in while it is delivered, or a large one read from
+/// a disk store block by block as it is sent.
 #[derive(Clone)]
 pub enum ObjBody {
     Whole(Bytes),
     Live(Arc<Body>),
+    Blocks(Arc<dyn Blocks>),
+}
+
+/// A body read in blocks (each checked on its own) as a delivery asks
+/// for them: a large disk object is never all in memory for one hit.
+pub trait Blocks: Send + Sync {
+    /// The body's length.
+    fn body_len(&self) -> u64;
+    fn count(&self) -> usize;
+    /// Block `i` (blocking: called on the blocking pool); None when it
+    /// cannot be read or fails its checksum.
+    fn read(&self, i: usize) -> Option<Bytes>;
 }
 
 impl ObjBody {
@@ -141,6 +154,7 @@ impl ObjBody {
         match self {
             ObjBody::Whole(b) => Progress { len: b.len() as u64, done: Done::Complete },
             ObjBody::Live(b) => b.progress(),
+            ObjBody::Blocks(b) => Progress { len: b.body_len(), done: Done::Complete },
         }
     }
 
@@ -148,6 +162,7 @@ impl ObjBody {
         match self {
             ObjBody::Whole(b) => Some(b.len() as u64),
             ObjBody::Live(b) => b.known_len(),
+            ObjBody::Blocks(b) => Some(b.body_len()),
         }
     }
 
@@ -155,6 +170,7 @@ impl ObjBody {
         match self {
             ObjBody::Whole(b) => BodyReader { src: Src::Whole(b), idx: 0 },
             ObjBody::Live(b) => b.reader(),
+            ObjBody::Blocks(b) => BodyReader { src: Src::Blocks(b), idx: 0 },
         }
     }
 }
@@ -168,6 +184,7 @@ pub struct BodyReader<'a> {
 enum Src<'a> {
     Whole(&'a Bytes),
     Live(&'a Body),
+    Blocks(&'a Arc<dyn Blocks>),
 }
 
 impl BodyReader<'_> {
@@ -179,6 +196,9 @@ impl BodyReader<'_> {
                 self.idx += 1;
                 return Some(Ok((self.idx == 1 && !b.is_empty()).then(|| b.clone())));
             }
+            // Nothing is there without a read: next() reads.
+            Src::Blocks(b) if self.idx < b.count() => return None,
+            Src::Blocks(_) => return Some(Ok(None)),
             Src::Live(body) => body,
         };
         // A complete body is read without the lock.
@@ -211,6 +231,15 @@ impl BodyReader<'_> {
     pub async fn next(&mut self) -> Result<Option<Bytes>, ()> {
         let body = match self.src {
             Src::Whole(_) => return self.try_next().unwrap_or(Ok(None)),
+            Src::Blocks(b) if self.idx < b.count() => {
+                let (src, i) = (b.clone(), self.idx);
+                self.idx += 1;
+                return match tokio::task::spawn_blocking(move || src.read(i)).await {
+                    Ok(Some(block)) => Ok(Some(block)),
+                    _ => Err(()),
+                };
+            }
+            Src::Blocks(_) => return Ok(None),
             Src::Live(body) => body,
         };
         loop {

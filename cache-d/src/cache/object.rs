@@ -79,7 +79,7 @@ impl Object {
                 std::mem::size_of::<crate::gzip::Coding>() as u64
                     + match &c.br {
                         Some(ObjBody::Whole(b)) => b.len() as u64,
-                        Some(ObjBody::Live(_)) => LIVE_BODY_OVERHEAD,
+                        Some(ObjBody::Live(_) | ObjBody::Blocks(_)) => LIVE_BODY_OVERHEAD,
                         None => 0,
                     }
             }
@@ -386,6 +386,13 @@ fn split(headers: ObjHeaders, body: ObjBody, head_len: usize, disk: bool) -> (By
         ObjBody::Live(b) => {
             let n = live_cost(&b);
             (headers.into_bytes().slice(..head_len), Some(b), None, n)
+        }
+        // Never stored (a disk hit's body as it is sent); should one be,
+        // it reads as failed rather than as something else.
+        ObjBody::Blocks(_) => {
+            let b = Body::new(None);
+            b.fail();
+            (headers.into_bytes().slice(..head_len), Some(Arc::new(b)), None, LIVE_BODY_OVERHEAD)
         }
     }
 }

@@ -50,6 +50,73 @@ fn coding_of(rec: &Rec) -> Option<Box<crate::gzip::Coding>> {
     Some(Box::new(k))
 }
 
+/// The checksum a record keeps of a body: of the body itself, or for a
+/// large one, of the table of its blocks' checksums, which is added to
+/// the chunks to write after it.
+fn checksums(chunks: &mut Vec<Bytes>, len: u64) -> u32 {
+    if len <= record::BLOCK {
+        let mut h = crc32fast::Hasher::new();
+        chunks.iter().for_each(|b| h.update(b));
+        return h.finalize();
+    }
+    let mut table = Vec::with_capacity(record::table_len(len) as usize);
+    let (mut h, mut left) = (crc32fast::Hasher::new(), record::BLOCK as usize);
+    for c in chunks.iter() {
+        let mut c = &c[..];
+        while !c.is_empty() {
+            let n = left.min(c.len());
+            h.update(&c[..n]);
+            (c, left) = (&c[n..], left - n);
+            if left == 0 {
+                table.extend_from_slice(&std::mem::take(&mut h).finalize().to_le_bytes());
+                left = record::BLOCK as usize;
+            }
+        }
+    }
+    if left < record::BLOCK as usize {
+        table.extend_from_slice(&h.finalize().to_le_bytes());
+    }
+    let crc = record::checksum(&table);
+    chunks.push(Bytes::from(table));
+    crc
+}
+
+/// A large disk object's body as a hit sends it: block by block, each
+/// checked as it is read; a damaged block ends the delivery (the client
+/// gets a cut response, never a wrong one) and the object.
+struct DiskBlocks {
+    cache: Cache,
+    oc: ObjRef,
+    loc: crate::cache::disk::Loc,
+    table: Vec<u32>,
+}
+
+impl crate::cache::body::Blocks for DiskBlocks {
+    fn body_len(&self) -> u64 {
+        self.loc.body_len
+    }
+    fn count(&self) -> usize {
+        self.table.len()
+    }
+    fn read(&self, i: usize) -> Option<Bytes> {
+        let s = self.cache.inner.stvs.get(self.oc.stv);
+        match (s.disk.as_ref()?.read_block(&self.loc, i, *self.table.get(i)?), self.oc.is_dead()) {
+            (Ok(b), _) => {
+                s.count(F::CDiskReadBytes, b.len() as i64);
+                Some(b)
+            }
+            // Its segment taken back meanwhile: not damage.
+            (Err(_), true) => None,
+            (Err(_), false) => {
+                if self.cache.inner.remove(&self.oc) {
+                    s.count(F::CCorrupt, 1);
+                }
+                None
+            }
+        }
+    }
+}
+
 impl Cache {
     /// Write a disk store's object once its body is complete: insert
     /// calls it, and the fetch again at its end for a body that streamed
@@ -66,9 +133,8 @@ impl Cache {
             _ => return,
         };
         let len: u64 = chunks.iter().map(|b| b.len() as u64).sum();
-        let mut h = crc32fast::Hasher::new();
-        chunks.iter().for_each(|b| h.update(b));
-        let crc = h.finalize();
+        let mut chunks = chunks;
+        let crc = checksums(&mut chunks, len);
         let stv = c.stvs.get(oc.stv);
         let Some(disk) = &stv.disk else { return };
         let mut rec = rec_of(oc, d, len, crc);
@@ -136,6 +202,9 @@ impl Cache {
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
         let s = self.inner.stvs.get(oc.stv);
+        if loc.body_len > record::BLOCK {
+            return self.load_blocks(oc, loc).await;
+        }
         let read = match s.disk.as_ref().and_then(|disk| disk.read_cached(&loc)) {
             Some(r) => Ok(Some(r)),
             None => {
@@ -154,6 +223,27 @@ impl Cache {
             _ => {
                 // (Not counted when its write never finished.)
                 if self.inner.remove(oc) && d.written.load(Ordering::Acquire) {
+                    s.count(F::CCorrupt, 1);
+                }
+                Err(())
+            }
+        }
+    }
+
+    /// A large body: its block table read and checked now, its blocks as
+    /// they are sent (not kept in memory: the page cache keeps hot ones).
+    async fn load_blocks(&self, oc: &ObjRef, loc: crate::cache::disk::Loc) -> Result<Option<ObjBody>, ()> {
+        let (c, stv) = (self.inner.clone(), oc.stv);
+        let table = tokio::task::spawn_blocking(move || c.stvs.get(stv).disk.as_ref().map(|disk| disk.read_table(&loc))).await;
+        let s = self.inner.stvs.get(oc.stv);
+        match table {
+            Ok(Some(Ok(table))) => {
+                s.count(F::CDiskReads, 1);
+                let blocks = DiskBlocks { cache: self.clone(), oc: oc.clone(), loc, table };
+                Ok(Some(ObjBody::Blocks(Arc::new(blocks))))
+            }
+            _ => {
+                if self.inner.remove(oc) && oc.disk().is_some_and(|d| d.written.load(Ordering::Acquire)) {
                     s.count(F::CCorrupt, 1);
                 }
                 Err(())

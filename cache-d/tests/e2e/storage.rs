@@ -62,13 +62,12 @@ fn persistent_objects_survive_a_stop_and_the_bans_made_before_it() {
     // A full stop and start: hits without the origin, but for the ten
     // objects the ban took.
     let d = daemon(t.path(), &o, &stores, Some("disk"));
-    // (The manager publishes the address before the child has read the
-    // store back.)
-    let n = wait_for(10, "the child to read the store", || counter(&stat(&d.dir), "SMP.disk.c_recovered"));
-    assert_eq!(n, 40);
     get_all(d.port, 0..40);
     assert_eq!(o.requests(), 50);
+    // (Read after the requests: the child serves once it has read the
+    // store back, but the manager publishes the address before that.)
     let s = stat(&d.dir);
+    assert_eq!(counter(&s, "SMP.disk.c_recovered"), Some(40), "{s}");
     assert_eq!(counter(&s, "MAIN.cache_hit"), Some(30), "{s}");
     assert_eq!(counter(&s, "SMP.disk.c_disk_reads"), Some(30), "read from disk once: {s}");
     // Then from memory.
@@ -328,4 +327,44 @@ fn objects_too_large_for_memory_go_to_disk_and_too_large_for_a_segment_are_not_k
     assert_eq!(counter(&s, "SMP.disk.c_disk_reads"), Some(2), "{s}");
     assert_eq!(counter(&s, "SMP.disk.c_disk_write_fail"), Some(2), "{s}");
     assert!(counter(&s, "SMA.mem.g_bytes").unwrap() <= 64 << 10, "{s}");
+}
+
+#[test]
+fn large_bodies_are_read_block_by_block_and_a_damaged_block_cuts_the_response() {
+    let o = Origin::start();
+    let t = tempfile::tempdir().unwrap();
+    let p = persistent(t.path(), "128M");
+    let path = "/size/3000000?max_age=600";
+    let mut d = daemon(t.path(), &o, &[p.as_str()], Some("disk"));
+    let first = Client::connect(d.port).get(path, "");
+    assert_eq!(first.body.len(), 3_000_000);
+    assert_eq!(d.stop(), Some(0));
+    let d2 = daemon(t.path(), &o, &[p.as_str()], Some("disk"));
+    let mut c = Client::connect(d2.port);
+    for _ in 0..2 {
+        let r = c.get(path, "");
+        assert_eq!(r.body, first.body, "read back whole, block by block");
+    }
+    assert_eq!(o.requests(), 1);
+    let s = stat(&d2.dir);
+    assert_eq!(counter(&s, "SMP.disk.c_disk_reads"), Some(2), "{s}");
+    assert_eq!(counter(&s, "SMP.disk.c_disk_read_bytes"), Some(6_000_000), "{s}");
+    drop(d2);
+    // A byte of its second block (of three) flipped: the first block is
+    // sent, then the response is cut; the object goes and comes again.
+    let file = t.path().join("disk.store");
+    let raw = std::fs::read(&file).unwrap();
+    let seg_size = u64::from_le_bytes(raw[32..40].try_into().unwrap());
+    let body_off = 4096 + seg_size - (3_000_000u64 + 12).next_multiple_of(8);
+    let mut bad = raw;
+    bad[(body_off + 1_500_000) as usize] ^= 0x01;
+    std::fs::write(&file, &bad).unwrap();
+    let d3 = daemon(t.path(), &o, &[p.as_str()], Some("disk"));
+    let mut c = Client::connect(d3.port);
+    c.send_raw(format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes());
+    assert!(c.read_response(false).is_none(), "a cut response, never a wrong body");
+    let r = Client::connect(d3.port).get(path, "");
+    assert_eq!(r.body, first.body);
+    assert_eq!(o.requests(), 2);
+    assert_eq!(counter(&stat(&d3.dir), "SMP.disk.c_corrupt"), Some(1));
 }

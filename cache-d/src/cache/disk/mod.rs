@@ -267,7 +267,7 @@ impl Disk {
     /// and the objects of the segment taken back for it (they must leave
     /// the cache). None when it cannot fit in a segment at all.
     pub fn reserve(&self, rec_len: u64, body_len: u64) -> Option<(Loc, Vec<ObjRef>)> {
-        let body_len8 = body_len.next_multiple_of(8);
+        let body_len8 = record::space(body_len).next_multiple_of(8);
         if rec_len > MAX_REC || SEG_HEADER + rec_len + body_len8 > self.seg_size {
             return None;
         }
@@ -350,6 +350,30 @@ impl Disk {
         }
         let b = read_fresh(&self.file, loc.body_len as usize, loc.body_off).map_err(Some)?;
         if record::checksum(&b) != loc.body_crc {
+            return Err(None);
+        }
+        Ok(Bytes::from(b))
+    }
+
+    /// A large body's block checksums, checked against the record's
+    /// (blocking). Err(None): damaged.
+    pub fn read_table(&self, loc: &Loc) -> Result<Vec<u32>, Option<std::io::Error>> {
+        let b = read_fresh(&self.file, record::table_len(loc.body_len) as usize, loc.body_off + loc.body_len).map_err(Some)?;
+        if record::checksum(&b) != loc.body_crc {
+            return Err(None);
+        }
+        Ok(b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect())
+    }
+
+    /// Block `i` of a large body, checked against `crc` (blocking).
+    pub fn read_block(&self, loc: &Loc, i: usize, crc: u32) -> Result<Bytes, Option<std::io::Error>> {
+        if let Some(d) = self.delay {
+            std::thread::sleep(d);
+        }
+        let at = i as u64 * record::BLOCK;
+        let len = record::BLOCK.min(loc.body_len.saturating_sub(at)) as usize;
+        let b = read_fresh(&self.file, len, loc.body_off + at).map_err(Some)?;
+        if record::checksum(&b) != crc {
             return Err(None);
         }
         Ok(Bytes::from(b))
@@ -523,7 +547,7 @@ fn scan_segment(f: &File, h: &FileHeader, seg: u32, seq: u64, out: &mut Vec<Reco
         match record::decode(&buf[rel..], seq) {
             Found::Obj(rec, len) => {
                 let body_rel = rec.body_off.wrapping_sub(base);
-                if rec.body_off < base || body_rel < at + len as u64 || body_rel + rec.body_len > h.seg_size {
+                if rec.body_off < base || body_rel < at + len as u64 || body_rel + record::space(rec.body_len) > h.seg_size {
                     break;
                 }
                 low = low.min(body_rel / 8 * 8);
@@ -534,7 +558,7 @@ fn scan_segment(f: &File, h: &FileHeader, seg: u32, seq: u64, out: &mut Vec<Reco
                     body_off: rec.body_off,
                     body_len: rec.body_len,
                     body_crc: rec.body_crc,
-                    bytes: len as u64 + rec.body_len.next_multiple_of(8),
+                    bytes: len as u64 + record::space(rec.body_len).next_multiple_of(8),
                 };
                 out.push(Recovered { rec, loc });
                 at += len as u64;

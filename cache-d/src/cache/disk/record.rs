@@ -16,6 +16,9 @@
 //! `crc` covers everything after `life` (the object), `life_crc` the life
 //! alone, which a soft purge rewrites in place; `seq` is the segment's
 //! generation, so records left from a segment's earlier use end the scan.
+//! A body over [`BLOCK`] is followed by the checksum of each of its
+//! blocks (u32 each), and `body_crc` is the checksum of that table: a hit
+//! reads and checks it block by block as it sends it.
 
 use bytes::Bytes;
 
@@ -34,6 +37,23 @@ pub const REC_MAGIC: u32 = 0x4F42_4A31; // "OBJ1"
 /// Written over a record's magic when its object goes (its length stays,
 /// so a scan steps over it).
 pub const DEAD_MAGIC: u32 = 0x4445_4144; // "DEAD"
+/// Bodies over this are checked (and read) a block at a time.
+pub const BLOCK: u64 = 1 << 20;
+
+/// The bytes of a body's block checksums after it (none for a small one).
+pub fn table_len(body_len: u64) -> u64 {
+    if body_len > BLOCK {
+        4 * body_len.div_ceil(BLOCK)
+    } else {
+        0
+    }
+}
+
+/// What a body takes on disk: itself and its block checksums.
+pub fn space(body_len: u64) -> u64 {
+    body_len + table_len(body_len)
+}
+
 /// Where a record's life (and its checksum) starts.
 pub const LIFE_AT: usize = 20;
 /// Bytes of a record before its Vary values and head.
