@@ -56,6 +56,12 @@ fn persistent_objects_survive_a_stop_and_the_bans_made_before_it() {
     let s = stat(&d.dir);
     assert_eq!(counter(&s, "SMP.disk.g_alloc"), Some(40), "{s}");
     assert!(counter(&s, "SMA.mem.g_bytes").unwrap() > 40 * 2000, "copies in memory: {s}");
+    // Three objects under a surrogate key.
+    let tagged = |i: usize| format!("/size/100?max_age=600&t={i}&header=xkey:tagged");
+    let mut c = Client::connect(d.port);
+    for i in 0..3 {
+        assert_eq!(c.get(&tagged(i), "").status, 200);
+    }
     let ban = run("cache-adm", &["-n", d.dir.to_str().unwrap(), "ban", "req.url", "~", "v=1[0-9]$"]);
     assert!(ban.status.success(), "{}", stderr(&ban));
     assert_eq!(d.stop(), Some(0));
@@ -63,11 +69,11 @@ fn persistent_objects_survive_a_stop_and_the_bans_made_before_it() {
     // objects the ban took.
     let d = daemon(t.path(), &o, &stores, Some("disk"));
     get_all(d.port, 0..40);
-    assert_eq!(o.requests(), 50);
+    assert_eq!(o.requests(), 53);
     // (Read after the requests: the child serves once it has read the
     // store back, but the manager publishes the address before that.)
     let s = stat(&d.dir);
-    assert_eq!(counter(&s, "SMP.disk.c_recovered"), Some(40), "{s}");
+    assert_eq!(counter(&s, "SMP.disk.c_recovered"), Some(43), "{s}");
     assert_eq!(counter(&s, "MAIN.cache_hit"), Some(30), "{s}");
     assert_eq!(counter(&s, "SMP.disk.c_disk_reads"), Some(30), "read from disk once: {s}");
     // Then from memory.
@@ -75,6 +81,14 @@ fn persistent_objects_survive_a_stop_and_the_bans_made_before_it() {
     assert_eq!(counter(&stat(&d.dir), "SMP.disk.c_disk_reads"), Some(30));
     let bans = stdout(&run("cache-adm", &["-n", d.dir.to_str().unwrap(), "ban.list"]));
     assert!(bans.contains("req.url ~ v=1[0-9]$"), "the ban came back: {bans}");
+    // The surrogate keys came back with their objects.
+    let purged = stdout(&run("cache-adm", &["-n", d.dir.to_str().unwrap(), "xkey.purge", "tagged"]));
+    assert!(purged.contains("3 object(s) purged"), "{purged}");
+    let mut c = Client::connect(d.port);
+    for i in 0..3 {
+        assert_eq!(c.get(&tagged(i), "").status, 200);
+    }
+    assert_eq!(o.requests(), 56);
 }
 
 /// The child's process id (the manager's child named --child).
