@@ -56,3 +56,12 @@ sub vcl_recv {
         }
     }
 }
+
+sub vcl_backend_response {
+    # Objects go to the persistent store the StatefulSet gives each pod
+    # (-s disk=persistent,... on its volume claim), so a restarted or
+    # rescheduled pod comes back with its cache. A hint by name rather than
+    # storage.disk, so that this policy also loads where there is no such
+    # store (the objects then go round robin over the stores there are).
+    set beresp.storage_hint = "disk";
+}

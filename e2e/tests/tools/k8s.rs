@@ -204,10 +204,21 @@ fn cross_check(f: &Fleet) {
             assert!(secrets.contains(&n), "Secret {n} is rendered");
         }
     }
-    let vols: BTreeSet<&str> = pod.volumes.iter().flatten().map(|v| v.name.as_str()).collect();
+    let claims: Vec<(String, u64)> = spec
+        .volume_claim_templates
+        .iter()
+        .flatten()
+        .map(|t| {
+            let size = t.spec.as_ref().and_then(|s| s.resources.as_ref()).and_then(|r| r.requests.as_ref()).and_then(|r| r.get("storage"));
+            (t.metadata.name.clone().expect("a claim's name"), bytes(&size.expect("a claim's size").0))
+        })
+        .collect();
+    let mut vols: BTreeSet<&str> = pod.volumes.iter().flatten().map(|v| v.name.as_str()).collect();
+    vols.extend(claims.iter().map(|(n, _)| n.as_str()));
     for c in &pod.containers {
         check_container(c, &vols);
     }
+    check_disk_stores(&pod.containers[0], &claims);
     let want = ["cache-d", "vcl-reload", "stats", "access-log"];
     assert_eq!(pod.containers.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), want);
     // The ServiceMonitor scrapes a port the selected Service has.
@@ -216,6 +227,24 @@ fn cross_check(f: &Fleet) {
     for m in &f.monitors {
         assert!(m.spec.endpoints.iter().all(|e| ports.contains(&e.port)), "the ServiceMonitor's port is the Service's");
         assert_eq!(m.kind, "ServiceMonitor");
+    }
+}
+
+/// Every disk store of cache-d (`-s NAME=persistent|file,PATH,SIZE`) is on
+/// a volume claim mounted at PATH that holds SIZE (cache-d's units: 1G is
+/// 2^30) and a little more.
+fn check_disk_stores(c: &Container, claims: &[(String, u64)]) {
+    let args = c.args.clone().unwrap_or_default();
+    for w in args.windows(2).filter(|w| w[0] == "-s") {
+        let spec = w[1].split_once('=').map_or(w[1].as_str(), |(_, s)| s);
+        let parts: Vec<&str> = spec.split(',').collect();
+        if !matches!(parts[0], "persistent" | "file") {
+            continue;
+        }
+        let size = parts[2].strip_suffix('G').map(|g| g.parse::<u64>().unwrap() << 30).expect("a size in G");
+        let mount = c.volume_mounts.iter().flatten().find(|m| m.mount_path == parts[1]).unwrap_or_else(|| panic!("{} is mounted", parts[1]));
+        let claim = claims.iter().find(|(n, _)| *n == mount.name).unwrap_or_else(|| panic!("{} is a volume claim", mount.name));
+        assert!(claim.1 > size, "the claim {} ({} bytes) holds the store ({size})", claim.0, claim.1);
     }
 }
 
