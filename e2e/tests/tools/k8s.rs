@@ -242,7 +242,8 @@ fn check_disk_stores(c: &Container, claims: &[(String, u64)]) {
             continue;
         }
         let size = parts[2].strip_suffix('G').map(|g| g.parse::<u64>().unwrap() << 30).expect("a size in G");
-        let mount = c.volume_mounts.iter().flatten().find(|m| m.mount_path == parts[1]).unwrap_or_else(|| panic!("{} is mounted", parts[1]));
+        let mount =
+            c.volume_mounts.iter().flatten().find(|m| m.mount_path == parts[1]).unwrap_or_else(|| panic!("{} is mounted", parts[1]));
         let claim = claims.iter().find(|(n, _)| *n == mount.name).unwrap_or_else(|| panic!("{} is a volume claim", mount.name));
         assert!(claim.1 > size, "the claim {} ({} bytes) holds the store ({size})", claim.0, claim.1);
     }
