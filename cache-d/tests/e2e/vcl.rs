@@ -284,7 +284,9 @@ sub vcl_deliver { set resp.http.X-Q = req.http.X-Q; }
     let mut p = Client::connect(d.port);
     let r = request(&mut p, "BREW", "/size/2", "Connection: close\r\n");
     assert_eq!(r.status, 200);
-    assert!(log_dump(&d).contains("BereqHeader    X-Pipe: yes"));
+    // (The pipe's records are written when it ends, a moment after the
+    // client has its answer.)
+    wait_for(10, "the pipe's records", || log_dump(&d).contains("BereqHeader    X-Pipe: yes").then_some(()));
 }
 
 #[test]
