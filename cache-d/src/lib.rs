@@ -36,12 +36,9 @@ pub fn run(args: Args) -> Result<(), StartError> {
     cache::spec::set_names(&stores);
     if !args.check && !args.child {
         for s in &stores {
-            match &s.kind {
-                cache::spec::Kind::File { path, size } => cache::disk::check(&s.name, path, *size, false, false),
-                cache::spec::Kind::Persistent { path, size, wipe } => cache::disk::check(&s.name, path, *size, true, *wipe),
-                cache::spec::Kind::Malloc { .. } => Ok(()),
+            if let Some((path, size, persistent, wipe)) = s.kind.disk() {
+                cache::disk::check(&s.name, path, size, persistent, wipe).map_err(StartError::Config)?;
             }
-            .map_err(StartError::Config)?;
         }
     }
     if args.check {

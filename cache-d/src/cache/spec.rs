@@ -40,6 +40,16 @@ impl Kind {
         }
     }
 
+    /// A disk store's file path, size, whether it is persistent, and
+    /// whether to wipe it (None for memory).
+    pub fn disk(&self) -> Option<(&std::path::Path, u64, bool, bool)> {
+        match self {
+            Kind::Malloc { .. } => None,
+            Kind::File { path, size } => Some((path, *size, false, false)),
+            Kind::Persistent { path, size, wipe } => Some((path, *size, true, *wipe)),
+        }
+    }
+
     /// Its size in bytes (u64::MAX: unbounded, the default Transient).
     pub fn size(&self) -> u64 {
         match self {

@@ -38,14 +38,10 @@ impl Stv {
     /// Make the store `spec` says (opening its disk, reading back a
     /// persistent one's objects).
     pub fn open(spec: &Spec, seg: Option<&Arc<SegmentWriter>>) -> Result<(Stv, Vec<Recovered>), String> {
-        let (disk, found) = match &spec.kind {
-            Kind::Malloc { .. } => (None, Vec::new()),
-            Kind::File { path, size } => {
-                let (d, f) = Disk::open(&spec.name, path, *size, false, false)?;
-                (Some(d), f)
-            }
-            Kind::Persistent { path, size, wipe } => {
-                let (d, f) = Disk::open(&spec.name, path, *size, true, *wipe)?;
+        let (disk, found) = match spec.kind.disk() {
+            None => (None, Vec::new()),
+            Some((path, size, persistent, wipe)) => {
+                let (d, f) = Disk::open(&spec.name, path, size, persistent, wipe)?;
                 (Some(d), f)
             }
         };

@@ -108,9 +108,7 @@ impl crate::cache::body::Blocks for DiskBlocks {
             // Its segment taken back meanwhile: not damage.
             (Err(_), true) => None,
             (Err(_), false) => {
-                if self.cache.inner.remove(&self.oc) {
-                    s.count(F::CCorrupt, 1);
-                }
+                self.cache.inner.damaged(&self.oc);
                 None
             }
         }
@@ -207,10 +205,7 @@ impl Cache {
         }
         let read = match s.disk.as_ref().and_then(|disk| disk.read_cached(&loc)) {
             Some(r) => Ok(Some(r)),
-            None => {
-                let (c, stv) = (self.inner.clone(), oc.stv);
-                tokio::task::spawn_blocking(move || c.stvs.get(stv).disk.as_ref().map(|disk| disk.read(&loc))).await
-            }
+            None => self.on_disk(oc.stv, move |disk| disk.read(&loc)).await,
         };
         match read {
             Ok(Some(Ok(b))) => {
@@ -221,31 +216,33 @@ impl Cache {
                 Ok(Some(body))
             }
             _ => {
-                // (Not counted when its write never finished.)
-                if self.inner.remove(oc) && d.written.load(Ordering::Acquire) {
-                    s.count(F::CCorrupt, 1);
-                }
+                self.inner.damaged(oc);
                 Err(())
             }
         }
     }
 
+    /// Run `f` on store `stv`'s disk on the blocking pool.
+    async fn on_disk<T: Send + 'static>(
+        &self,
+        stv: u8,
+        f: impl FnOnce(&crate::cache::disk::Disk) -> T + Send + 'static,
+    ) -> Result<Option<T>, tokio::task::JoinError> {
+        let c = self.inner.clone();
+        tokio::task::spawn_blocking(move || c.stvs.get(stv).disk.as_ref().map(f)).await
+    }
+
     /// A large body: its block table read and checked now, its blocks as
     /// they are sent (not kept in memory: the page cache keeps hot ones).
     async fn load_blocks(&self, oc: &ObjRef, loc: crate::cache::disk::Loc) -> Result<Option<ObjBody>, ()> {
-        let (c, stv) = (self.inner.clone(), oc.stv);
-        let table = tokio::task::spawn_blocking(move || c.stvs.get(stv).disk.as_ref().map(|disk| disk.read_table(&loc))).await;
-        let s = self.inner.stvs.get(oc.stv);
-        match table {
+        match self.on_disk(oc.stv, move |disk| disk.read_table(&loc)).await {
             Ok(Some(Ok(table))) => {
-                s.count(F::CDiskReads, 1);
+                self.inner.stvs.get(oc.stv).count(F::CDiskReads, 1);
                 let blocks = DiskBlocks { cache: self.clone(), oc: oc.clone(), loc, table };
                 Ok(Some(ObjBody::Blocks(Arc::new(blocks))))
             }
             _ => {
-                if self.inner.remove(oc) && oc.disk().is_some_and(|d| d.written.load(Ordering::Acquire)) {
-                    s.count(F::CCorrupt, 1);
-                }
+                self.inner.damaged(oc);
                 Err(())
             }
         }
@@ -357,6 +354,14 @@ impl Cache {
 }
 
 impl CacheInner {
+    /// `oc` could not be read back whole: it leaves the cache, counted as
+    /// damage unless it was gone already or its write never finished.
+    fn damaged(&self, oc: &ObjRef) {
+        if self.remove(oc) && oc.disk().is_some_and(|d| d.written.load(Ordering::Acquire)) {
+            self.stvs.get(oc.stv).count(F::CCorrupt, 1);
+        }
+    }
+
     /// The writer is done with `oc`: readable from disk now, and without
     /// a memory tier (or room in it), its memory copy goes.
     fn written(&self, oc: &ObjRef, ok: bool) {

@@ -32,7 +32,7 @@ fn encode(e: &Entry) -> Vec<u8> {
     let mut body = e.time.to_le_bytes().to_vec();
     body.extend_from_slice(text.as_bytes());
     let mut b = (body.len() as u32).to_le_bytes().to_vec();
-    b.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    b.extend_from_slice(&super::record::checksum(&body).to_le_bytes());
     b.extend_from_slice(&body);
     b
 }
@@ -43,7 +43,7 @@ pub fn decode(mut b: &[u8]) -> Vec<Entry> {
     while b.len() >= 16 {
         let len = u32::from_le_bytes(b[..4].try_into().expect("4")) as usize;
         let crc = u32::from_le_bytes(b[4..8].try_into().expect("4"));
-        let Some(body) = b.get(8..8 + len).filter(|body| len >= 8 && crc32fast::hash(body) == crc) else { break };
+        let Some(body) = b.get(8..8 + len).filter(|body| len >= 8 && super::record::checksum(body) == crc) else { break };
         let time = f64::from_le_bytes(body[..8].try_into().expect("8"));
         let Ok(text) = std::str::from_utf8(&body[8..]) else { break };
         out.push(Entry { time, args: text.split('\0').map(str::to_string).collect() });

@@ -72,7 +72,6 @@ pub struct Recovered {
 pub struct Disk {
     pub path: PathBuf,
     file: Arc<File>,
-    pub size: u64,
     pub seg_size: u64,
     nseg: u32,
     pub persistent: bool,
@@ -196,10 +195,14 @@ pub fn check(name: &str, path: &Path, size: u64, persistent: bool, wipe: bool) -
         lock(&f, &file)?;
     }
     if persistent && !wipe && file.exists() {
-        open_existing(&file, size)
-            .map_err(|e| format!("{e}; start with ,wipe (-s {name}=persistent,{},{size},wipe) to empty it", path.display()))?;
+        open_existing(&file, size).map_err(|e| refused(&e, name, path, size))?;
     }
     Ok(())
+}
+
+/// Why a persistent store is refused, and how to empty it instead.
+fn refused(why: &str, name: &str, path: &Path, size: u64) -> String {
+    format!("{why}; start with ,wipe (-s {name}=persistent,{},{size},wipe) to empty it", path.display())
 }
 
 impl Disk {
@@ -216,9 +219,7 @@ impl Disk {
                 eprintln!("cache-d: storage {}: made with another hash key than the first persistent store; emptied", path.display());
                 (create(&path, size, persistent)?, header(size, persistent))
             }
-            Some(Err(e)) if !wipe => {
-                return Err(format!("{e}; start with ,wipe (-s {name}=persistent,{},{size},wipe) to empty it", path.display()))
-            }
+            Some(Err(e)) if !wipe => return Err(refused(&e, name, &path, size)),
             _ => (create(&path, size, persistent)?, header(size, persistent)),
         };
         let nseg = ((size - HEADER) / h.seg_size) as u32;
@@ -239,7 +240,6 @@ impl Disk {
         let disk = Disk {
             path,
             file,
-            size,
             seg_size: h.seg_size,
             nseg,
             persistent,
@@ -345,11 +345,16 @@ impl Disk {
     /// Read a body and check it against its checksum (blocking: call it
     /// from a blocking pool). Err(None): checksum mismatch.
     pub fn read(&self, loc: &Loc) -> Result<Bytes, Option<std::io::Error>> {
+        self.read_checked(loc.body_off, loc.body_len as usize, loc.body_crc)
+    }
+
+    /// `len` bytes at `off` that must have checksum `crc` (blocking).
+    fn read_checked(&self, off: u64, len: usize, crc: u32) -> Result<Bytes, Option<std::io::Error>> {
         if let Some(d) = self.delay {
             std::thread::sleep(d);
         }
-        let b = read_fresh(&self.file, loc.body_len as usize, loc.body_off).map_err(Some)?;
-        if record::checksum(&b) != loc.body_crc {
+        let b = read_fresh(&self.file, len, off).map_err(Some)?;
+        if record::checksum(&b) != crc {
             return Err(None);
         }
         Ok(Bytes::from(b))
@@ -358,25 +363,14 @@ impl Disk {
     /// A large body's block checksums, checked against the record's
     /// (blocking). Err(None): damaged.
     pub fn read_table(&self, loc: &Loc) -> Result<Vec<u32>, Option<std::io::Error>> {
-        let b = read_fresh(&self.file, record::table_len(loc.body_len) as usize, loc.body_off + loc.body_len).map_err(Some)?;
-        if record::checksum(&b) != loc.body_crc {
-            return Err(None);
-        }
+        let b = self.read_checked(loc.body_off + loc.body_len, record::table_len(loc.body_len) as usize, loc.body_crc)?;
         Ok(b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect())
     }
 
     /// Block `i` of a large body, checked against `crc` (blocking).
     pub fn read_block(&self, loc: &Loc, i: usize, crc: u32) -> Result<Bytes, Option<std::io::Error>> {
-        if let Some(d) = self.delay {
-            std::thread::sleep(d);
-        }
         let at = i as u64 * record::BLOCK;
-        let len = record::BLOCK.min(loc.body_len.saturating_sub(at)) as usize;
-        let b = read_fresh(&self.file, len, loc.body_off + at).map_err(Some)?;
-        if record::checksum(&b) != crc {
-            return Err(None);
-        }
-        Ok(Bytes::from(b))
+        self.read_checked(loc.body_off + at, record::BLOCK.min(loc.body_len.saturating_sub(at)) as usize, crc)
     }
 
     /// A body the page cache holds whole, read without waiting for the
@@ -416,12 +410,6 @@ impl Disk {
         let (tx, rx) = mpsc::channel();
         self.send(Job::Flush(tx));
         let _ = rx.recv_timeout(wait);
-    }
-
-    /// Segments in use.
-    pub fn segments(&self) -> (u32, u32) {
-        let log = self.log();
-        (log.segs.iter().filter(|s| !s.is_empty()).count() as u32, self.nseg)
     }
 }
 

@@ -1,7 +1,6 @@
 //! The bytes of a disk store: its header, segment headers and object
-//! records, each with its own checksum (CRC-32C… crc32fast's CRC-32, with
-//! the CPU's instructions), so a torn or damaged record reads as absent,
-//! never as a wrong object.
+//! records, each with its own checksum (CRC-32), so a torn or damaged
+//! record reads as absent, never as a wrong object.
 //!
 //! A record (8-byte aligned, from a segment's start forward; its body is
 //! written from the segment's end backward):
@@ -59,12 +58,13 @@ pub const LIFE_AT: usize = 20;
 /// Bytes of a record before its Vary values and head.
 const FIXED: usize = 148;
 
-fn crc(b: &[u8]) -> u32 {
-    crc32fast::hash(b)
-}
-
+/// The CRC-32 of `b`: crc32fast's, not zlib-rs's that the gzip code
+/// uses (the same CRC): every disk hit and the scan at start checksum,
+/// and crc32fast is about 4x faster here (52.9 against 14.1 GB/s on 16
+/// KiB, 12.2 against 5.3 on 300-byte records; zlib-rs's made opening
+/// 1,000,000 objects take 1.59 s instead of 1.05).
 pub fn checksum(b: &[u8]) -> u32 {
-    crc(b)
+    crc32fast::hash(b)
 }
 
 /// The store's first block: what it is, its version, size and segments.
@@ -88,7 +88,7 @@ impl FileHeader {
         b.extend_from_slice(&self.seg_size.to_le_bytes());
         b.extend_from_slice(&self.secret.0.to_le_bytes());
         b.extend_from_slice(&self.secret.1.to_le_bytes());
-        let c = crc(&b);
+        let c = checksum(&b);
         b.extend_from_slice(&c.to_le_bytes());
         b.resize(HEADER as usize, 0);
         b
@@ -99,7 +99,7 @@ impl FileHeader {
         if b.len() < 60 || &b[..16] != FILE_MAGIC {
             return Err("not a cachekit store (no cachekit-store header)".into());
         }
-        if crc(&b[..56]) != u32_at(b, 56) {
+        if checksum(&b[..56]) != u32_at(b, 56) {
             return Err("its header is damaged (checksum mismatch)".into());
         }
         let h = FileHeader {
@@ -120,7 +120,7 @@ pub fn seg_header(seq: u64) -> Vec<u8> {
     let mut b = Vec::with_capacity(SEG_HEADER as usize);
     b.extend_from_slice(&SEG_MAGIC.to_le_bytes());
     b.extend_from_slice(&seq.to_le_bytes());
-    let c = crc(&b);
+    let c = checksum(&b);
     b.extend_from_slice(&c.to_le_bytes());
     b.resize(SEG_HEADER as usize, 0);
     b
@@ -128,7 +128,7 @@ pub fn seg_header(seq: u64) -> Vec<u8> {
 
 /// A segment header's generation (None: never used, or damaged).
 pub fn seg_seq(b: &[u8]) -> Option<u64> {
-    (b.len() >= 16 && u32_at(b, 0) == SEG_MAGIC && crc(&b[..12]) == u32_at(b, 12)).then(|| u64_at(b, 4))
+    (b.len() >= 16 && u32_at(b, 0) == SEG_MAGIC && checksum(&b[..12]) == u32_at(b, 12)).then(|| u64_at(b, 4))
 }
 
 /// What a record says of its object.
@@ -163,7 +163,7 @@ fn life_bytes(l: &Life) -> [u8; 32] {
 /// A life and its checksum, as a soft purge rewrites them at [`LIFE_AT`].
 pub fn life_block(l: &Life) -> Vec<u8> {
     let lb = life_bytes(l);
-    let mut b = crc(&lb).to_le_bytes().to_vec();
+    let mut b = checksum(&lb).to_le_bytes().to_vec();
     b.extend_from_slice(&lb);
     b
 }
@@ -243,7 +243,7 @@ impl Rec {
         b.extend_from_slice(&vary);
         b.extend_from_slice(&self.head);
         b.resize(len, 0);
-        let c = crc(&b[LIFE_AT + 36..]);
+        let c = checksum(&b[LIFE_AT + 36..]);
         b[16..20].copy_from_slice(&c.to_le_bytes());
         b
     }
@@ -270,10 +270,10 @@ pub fn decode(b: &[u8], seq: u64) -> Found {
     if len < FIXED || len > b.len() || len % 8 != 0 || u64_at(b, 8) != seq || !(magic == REC_MAGIC || magic == DEAD_MAGIC) {
         return Found::End;
     }
-    if crc(&b[LIFE_AT + 36..len]) != u32_at(b, 16) {
+    if checksum(&b[LIFE_AT + 36..len]) != u32_at(b, 16) {
         return Found::End;
     }
-    if magic == DEAD_MAGIC || crc(&b[LIFE_AT + 4..LIFE_AT + 36]) != u32_at(b, LIFE_AT) {
+    if magic == DEAD_MAGIC || checksum(&b[LIFE_AT + 4..LIFE_AT + 36]) != u32_at(b, LIFE_AT) {
         return Found::Dead(len);
     }
     let f = |i: usize| f64::from_bits(u64_at(b, i));
@@ -384,6 +384,12 @@ mod tests {
             Found::Obj(got, _) => assert_eq!(got.life, life),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn the_checksum_is_the_standard_crc_32() {
+        assert_eq!(checksum(b"123456789"), 0xCBF4_3926);
+        assert_eq!(checksum(b""), 0);
     }
 
     #[test]
