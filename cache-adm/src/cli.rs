@@ -45,9 +45,23 @@ pub struct Args {
     pub peers: Option<String>,
 
     /// With --peers: try nodes that could not be reached again (every half
-    /// second) until this long has passed (10s, 500ms, 2m).
+    /// second) until this long has passed (10s, 500ms, 2m). With dns:,
+    /// each try asks DNS again: nodes that appear get the command, nodes
+    /// never reached that leave DNS are reported gone, not failed.
     #[arg(long, value_name = "DURATION", requires = "peers", value_parser = duration)]
     pub retry_for: Option<std::time::Duration>,
+
+    /// With --peers: the fleet has N nodes; exit 1 unless at least N
+    /// answered (with --retry-for, wait for them: a pod being recreated
+    /// is missing from DNS for a while).
+    #[arg(long, value_name = "N", requires = "peers", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub expect: Option<u32>,
+
+    /// With --peers dns:: ask this name server (IP or IP:PORT, port 53 by
+    /// default; repeatable) instead of the system's resolver, e.g. a
+    /// Consul agent's 127.0.0.1:8600.
+    #[arg(long, value_name = "IP[:PORT]", requires = "peers", value_parser = nameserver)]
+    pub nameserver: Vec<std::net::SocketAddr>,
 
     /// With --peers: print a JSON list, an object per node (node, ok,
     /// status, answer, error, attempts).
@@ -66,9 +80,17 @@ pub fn duration(s: &str) -> Result<std::time::Duration, String> {
     common::args::duration(s, 86_400.0, "a day")
 }
 
+/// `--nameserver`: an address, port 53 unless given.
+pub fn nameserver(s: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(ip) = s.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
+        return Ok(std::net::SocketAddr::new(ip, 53));
+    }
+    s.parse().map_err(|_| format!("'{s}' is not IP or IP:PORT"))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::duration;
+    use super::{duration, nameserver};
     use std::time::Duration;
 
     #[test]
@@ -78,5 +100,14 @@ mod tests {
         assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(duration("3"), Ok(Duration::from_secs(3)));
         assert!(duration("2d").is_err() && duration("-1s").is_err() && duration("nan").is_err());
+    }
+
+    #[test]
+    fn nameservers() {
+        assert_eq!(nameserver("10.96.0.10").unwrap().to_string(), "10.96.0.10:53");
+        assert_eq!(nameserver("127.0.0.1:8600").unwrap().to_string(), "127.0.0.1:8600");
+        assert_eq!(nameserver("::1").unwrap().to_string(), "[::1]:53");
+        assert_eq!(nameserver("[::1]:5353").unwrap().to_string(), "[::1]:5353");
+        assert!(nameserver("ns.example").is_err() && nameserver("1.2.3.4:x").is_err());
     }
 }

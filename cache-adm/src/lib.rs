@@ -88,21 +88,31 @@ pub fn run(args: Args, out: &mut impl Write, err: &mut impl Write) -> i32 {
     worst
 }
 
-/// `--peers`: the command on every node at once; 0 only when all said 200.
+/// `--peers`: the command on every node at once; 0 only when all said 200
+/// (and at least `--expect` answered).
 fn fleet(args: &Args, spec: &str, timeout: Duration, out: &mut impl Write, err: &mut impl Write) -> i32 {
     if args.command.is_empty() {
-        let _ = writeln!(err, "cache-adm: --peers needs a command\nUsage: cache-adm --peers FILE|dns:NAME:PORT [-S FILE] [--retry-for DURATION] [-j] COMMAND...");
+        let _ = writeln!(
+            err,
+            "cache-adm: --peers needs a command\nUsage: cache-adm --peers FILE|dns:NAME:PORT [-S FILE] [--retry-for DURATION] [--expect N] [--nameserver IP[:PORT]] [-j] COMMAND..."
+        );
         return 2;
     }
-    let nodes = match peers::nodes(spec) {
-        Ok(n) => n,
+    let line = command_line(&args.command);
+    let plan = peers::Plan {
+        secret: args.secret.as_deref(),
+        line: &line,
+        timeout,
+        retry_for: args.retry_for.unwrap_or_default(),
+        expect: args.expect.map(|n| n as usize),
+    };
+    let outcomes = match peers::Peers::parse(spec, &args.nameserver).and_then(|p| peers::run_all(&p, &plan)) {
+        Ok(o) => o,
         Err(e) => {
             let _ = writeln!(err, "cache-adm: {e}");
             return 2;
         }
     };
-    let line = command_line(&args.command);
-    let outcomes = peers::run_all(&nodes, args.secret.as_deref(), &line, timeout, args.retry_for.unwrap_or_default());
     if args.json {
         let _ = writeln!(out, "{}", peers::json(&outcomes));
     } else {
@@ -110,10 +120,16 @@ fn fleet(args: &Args, spec: &str, timeout: Duration, out: &mut impl Write, err: 
             let _ = writeln!(out, "{}", peers::text_line(o));
         }
     }
-    let failed: Vec<&str> = outcomes.iter().filter(|o| !o.ok()).map(|o| o.node.as_str()).collect();
-    if failed.is_empty() {
-        return 0;
+    let failed: Vec<&str> = outcomes.iter().filter(|o| !o.ok() && !o.gone).map(|o| o.node.as_str()).collect();
+    let answered = outcomes.iter().filter(|o| o.status.is_some()).count();
+    let mut code = 0;
+    if !failed.is_empty() {
+        let _ = writeln!(err, "cache-adm: {} of {} node(s) failed: {}", failed.len(), outcomes.len(), failed.join(" "));
+        code = 1;
     }
-    let _ = writeln!(err, "cache-adm: {} of {} node(s) failed: {}", failed.len(), outcomes.len(), failed.join(" "));
-    1
+    if let Some(n) = plan.expect.filter(|n| answered < *n) {
+        let _ = writeln!(err, "cache-adm: expected {n} node(s), {answered} answered");
+        code = 1;
+    }
+    code
 }

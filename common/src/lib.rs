@@ -13,6 +13,8 @@
 //! * [`bounded`] caps connections and time for the network listeners.
 //! * [`httpdate`] formats HTTP dates.
 //! * [`glob`] is the fnmatch-style matcher varnishstat's `-f` uses.
+//! * `resolve` (feature `dns`) looks names up: getaddrinfo or a DNS stub
+//!   resolver pointed at chosen name servers.
 
 pub mod adm;
 pub mod args;
@@ -23,5 +25,7 @@ pub mod glob;
 pub mod httpdate;
 pub mod instance;
 pub mod log;
+#[cfg(feature = "dns")]
+pub mod resolve;
 pub mod segment;
 pub mod tls;

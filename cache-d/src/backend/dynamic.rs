@@ -18,7 +18,7 @@ use common::segment::SegmentWriter;
 
 use crate::backend::pool::{Backend, BackendCfg};
 use crate::backend::probe;
-use crate::backend::resolve::{Answer, Resolver};
+use common::resolve::{Answer, Resolver};
 
 /// Where a domain's re-resolution interval comes from (`ttl_from`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,5 +8,4 @@ pub mod dynamic;
 pub mod health;
 pub mod pool;
 pub mod probe;
-pub mod resolve;
 pub mod tls;

@@ -248,23 +248,7 @@ pub fn tlv(tlvs: &[u8], typ: u8) -> Option<&[u8]> {
 
 /// CRC-32C (Castagnoli), as the PROXY v2 checksum TLV carries it.
 pub fn crc32c(data: &[u8]) -> u32 {
-    const fn table() -> [u32; 256] {
-        let mut t = [0u32; 256];
-        let mut i = 0;
-        while i < 256 {
-            let mut c = i as u32;
-            let mut k = 0;
-            while k < 8 {
-                c = if c & 1 != 0 { 0x82F6_3B78 ^ (c >> 1) } else { c >> 1 };
-                k += 1;
-            }
-            t[i] = c;
-            i += 1;
-        }
-        t
-    }
-    static TABLE: [u32; 256] = table();
-    !data.iter().fold(!0u32, |c, &b| TABLE[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8))
+    crc32c::crc32c(data)
 }
 
 #[cfg(test)]

@@ -7,12 +7,7 @@ use crate::util::*;
 
 /// A port free on all of 127.0.0.2 to 127.0.0.5.
 fn free_port() -> u16 {
-    loop {
-        let p = std::net::TcpListener::bind("127.0.0.2:0").unwrap().local_addr().unwrap().port();
-        if ["127.0.0.3", "127.0.0.4", "127.0.0.5"].iter().all(|ip| std::net::TcpListener::bind((*ip, p)).is_ok()) {
-            return p;
-        }
-    }
+    free_port_on(&["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"])
 }
 
 /// URLs `range` asked of every node in `ports`: each answered, and the

@@ -9,7 +9,7 @@ use crate::util::*;
 
 /// A free loopback port (nothing listens on it when this returns).
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    free_port_on(&["127.0.0.1"])
 }
 
 /// A node: cache-d with its admin socket on `admin` and the fleet's secret.
@@ -92,4 +92,103 @@ fn cache_adm_bans_across_the_fleet_and_names_the_nodes_that_fail() {
     assert!(stderr(&o).contains("line 1: 'not-an-address' is not host:port"), "{}", stderr(&o));
     let o = run("cache-adm", &["--peers", "dns:localhost:1", "--retry-for", "1s", "ping"]);
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+}
+
+/// Policy and parameters change on every node the same way: `vcl.load` +
+/// `vcl.use` and `param.set` through `--peers`, each node acknowledging.
+#[test]
+fn vcl_and_parameters_change_across_the_fleet() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let backend = format!("127.0.0.1:{}", origin.port);
+    let secret = tmp.path().join("secret");
+    std::fs::write(&secret, "fleet secret\n").unwrap();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let nodes: Vec<Daemon> = (0..3).map(|i| node(&tmp.path().join(format!("n{i}")), &backend, ports[i], &secret)).collect();
+    let peers = tmp.path().join("peers");
+    std::fs::write(&peers, ports.iter().map(|p| format!("127.0.0.1:{p}\n")).collect::<String>()).unwrap();
+    let on_all = |words: &[&str]| {
+        let mut args = vec!["--peers", peers.to_str().unwrap(), "-S", secret.to_str().unwrap()];
+        args.extend_from_slice(words);
+        let o = run("cache-adm", &args);
+        assert_eq!(o.status.code(), Some(0), "{words:?}: {}{}", stdout(&o), stderr(&o));
+        assert_eq!(stdout(&o).lines().filter(|l| l.contains(" 200")).count(), 3, "{}", stdout(&o));
+    };
+    let src = "vcl 4.1;\nbackend b { .host = \"127.0.0.1\"; .port = \"ORIGIN_PORT\"; }\n\
+               sub vcl_deliver { set resp.http.X-Policy = \"fleet-2\"; }\n";
+    let vcl = vcl_src(tmp.path(), "fleet.vcl", src, origin.port);
+    on_all(&["vcl.load", "fleet2", vcl.to_str().unwrap()]);
+    on_all(&["vcl.use", "fleet2"]);
+    on_all(&["param.set", "default_ttl", "42"]);
+    for n in &nodes {
+        let r = Client::connect(n.port).get("/size/10", "");
+        assert_eq!(r.header("X-Policy"), Some("fleet-2"), "node on port {}", n.port);
+        let o = stdout(&run("cache-adm", &["-n", n.dir.to_str().unwrap(), "param.show", "default_ttl"]));
+        assert!(o.contains("Value is: 42"), "{o}");
+    }
+}
+
+/// `--peers dns:` follows the name while it retries: a node published
+/// late gets the command, one that leaves DNS unreached is gone (not a
+/// failure), and `--expect` holds the command until the fleet is whole.
+#[test]
+fn dns_peers_are_asked_again_until_the_fleet_is_whole() {
+    let dns = e2e::dns::Dns::start();
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let backend = format!("127.0.0.1:{}", origin.port);
+    let secret = tmp.path().join("secret");
+    std::fs::write(&secret, "fleet secret\n").unwrap();
+    let admin = free_port_on(&["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]);
+    let nodes: Vec<Daemon> = (2..5)
+        .map(|i| {
+            let t = format!("127.0.0.{i}:{admin}");
+            Daemon::start(&tmp.path().join(format!("n{i}")), &backend, &["-T", &t, "-S", secret.to_str().unwrap()])
+        })
+        .collect();
+    let (spec, ns) = (format!("dns:fleet.test:{admin}"), format!("127.0.0.1:{}", dns.port));
+    let ask = move |extra: &[&str], words: &[&str]| {
+        let mut args: Vec<String> = ["--peers", &spec, "--nameserver", &ns, "-S", secret.to_str().unwrap()].map(String::from).to_vec();
+        args.extend(extra.iter().chain(words).map(|s| s.to_string()));
+        std::process::Command::new(bin("cache-adm")).args(&args).output().unwrap()
+    };
+    let banned = |pattern: &str| {
+        nodes.iter().filter(|n| stdout(&run("cache-adm", &["-n", n.dir.to_str().unwrap(), "ban.list"])).contains(pattern)).count()
+    };
+    // Two of three published: --expect 3 waits for the third.
+    dns.set("fleet.test", &["127.0.0.2", "127.0.0.3"]);
+    let asking = std::thread::spawn({
+        let ask = ask.clone();
+        move || ask(&["--expect", "3", "--retry-for", "20s"], &["ban", "req.url", "~", "^/late/"])
+    });
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    dns.set("fleet.test", &["127.0.0.2", "127.0.0.3", "127.0.0.4"]);
+    let o = asking.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(stdout(&o).lines().filter(|l| l.contains(" 200")).count(), 3, "{}", stdout(&o));
+    assert_eq!(banned("req.url ~ ^/late/"), 3);
+    // Without enough nodes it says so.
+    let o = ask(&["--expect", "4", "--retry-for", "1s"], &["ping"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stderr(&o).contains("expected 4 node(s), 3 answered"), "{}", stderr(&o));
+    // A fourth address that never answers, then leaves DNS: gone, not failed.
+    dns.set("fleet.test", &["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]);
+    let asking = std::thread::spawn({
+        let ask = ask.clone();
+        move || ask(&["--retry-for", "20s", "-j"], &["ban", "req.url", "~", "^/gone/"])
+    });
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    dns.set("fleet.test", &["127.0.0.2", "127.0.0.3", "127.0.0.4"]);
+    let o = asking.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let gone: Vec<bool> = v.as_array().unwrap().iter().map(|n| n["gone"].as_bool().unwrap()).collect();
+    assert_eq!(gone, [false, false, false, true], "{v}");
+    assert_eq!(v[3]["node"], format!("127.0.0.5:{admin}"));
+    assert_eq!(banned("req.url ~ ^/gone/"), 3);
+    // A name that does not resolve: exit 2, said so.
+    dns.set("fleet.test", &[]);
+    let o = ask(&[], &["ping"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("cannot resolve fleet.test"), "{}", stderr(&o));
 }

@@ -2,6 +2,17 @@
 
 pub use e2e::harness::*;
 
+/// A port free on every one of `ips` (loopback addresses) when this
+/// returns: several nodes on 127.0.0.2, .3 ... can then share it.
+pub fn free_port_on(ips: &[&str]) -> u16 {
+    loop {
+        let p = std::net::TcpListener::bind((ips[0], 0)).unwrap().local_addr().unwrap().port();
+        if ips[1..].iter().all(|ip| std::net::TcpListener::bind((*ip, p)).is_ok()) {
+            return p;
+        }
+    }
+}
+
 /// A self-signed certificate for `names`, written into `dir` as
 /// `STEM.pem` (certificate and key, as hitch and `-A` take them) and
 /// `STEM-ca.pem` (the certificate alone, for a client to trust).

@@ -4,7 +4,7 @@
 //! here and not in the operator's cluster, and the objects checked against
 //! each other (names referred to exist, selectors select the pods, memory
 //! fits the storage). `kubectl kustomize` renders them when kubectl is
-//! installed; the kustomizations use only resources, commonLabels and
+//! installed; the kustomizations use only resources, labels and
 //! generators of files, which `render` below also does, so the objects are
 //! checked on a machine without kubectl too.
 
@@ -65,7 +65,7 @@ fn documents(path: &Path) -> Vec<Value> {
 /// not know fails the test (add it here, or keep the kustomization simple).
 fn render(dir: &Path) -> Vec<Value> {
     let k = documents(&dir.join("kustomization.yaml")).remove(0);
-    let known = ["apiVersion", "kind", "commonLabels", "resources", "configMapGenerator", "secretGenerator"];
+    let known = ["apiVersion", "kind", "labels", "resources", "configMapGenerator", "secretGenerator"];
     for key in k.as_object().unwrap().keys() {
         assert!(known.contains(&key.as_str()), "{}: kustomization key {key} is not checked by this test", dir.display());
     }
@@ -91,16 +91,24 @@ fn render(dir: &Path) -> Vec<Value> {
             objs.push(obj);
         }
     }
-    if let Some(labels) = k["commonLabels"].as_object() {
+    for set in k["labels"].as_array().into_iter().flatten() {
+        assert!(!set["includeSelectors"].as_bool().unwrap_or(false), "{}: labels in selectors are not rendered here", dir.display());
+        let pairs = set["pairs"].as_object().unwrap();
         for o in &mut objs {
-            let meta = o["metadata"].as_object_mut().unwrap();
-            let l = meta.entry("labels").or_insert(json!({}));
-            for (n, v) in labels {
-                l[n] = v.clone();
+            add_labels(&mut o["metadata"], pairs);
+            if set["includeTemplates"].as_bool().unwrap_or(false) && o["spec"]["template"].is_object() {
+                add_labels(&mut o["spec"]["template"]["metadata"], pairs);
             }
         }
     }
     objs
+}
+
+fn add_labels(meta: &mut Value, pairs: &serde_json::Map<String, Value>) {
+    let l = meta.as_object_mut().unwrap().entry("labels").or_insert(json!({}));
+    for (n, v) in pairs {
+        l[n] = v.clone();
+    }
 }
 
 /// Parse as `T` and write back: every field must survive (k8s-openapi
@@ -315,7 +323,8 @@ fn kubectl_kustomize_renders_the_same_objects() {
     let tmp = with_secrets();
     for dir in ["k8s/cachekit", "k8s/cache-bench-agents"] {
         let out = std::process::Command::new("kubectl").arg("kustomize").arg(tmp.path().join(dir)).output().unwrap();
-        assert!(out.status.success(), "kubectl kustomize {dir}: {}", String::from_utf8_lossy(&out.stderr));
+        let warnings = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && warnings.trim().is_empty(), "kubectl kustomize {dir}: {warnings}");
         let file = tmp.path().join("rendered.yaml");
         std::fs::write(&file, &out.stdout).unwrap();
         let rendered = documents(&file);
@@ -332,8 +341,10 @@ fn kubectl_kustomize_renders_the_same_objects() {
             };
             (v["kind"].as_str().unwrap().to_string(), base)
         };
-        let theirs: BTreeSet<_> = rendered.iter().map(|v| key(v, true)).collect();
-        let ours: BTreeSet<_> = render(&tmp.path().join(dir)).iter().map(|v| key(v, false)).collect();
+        // With the same labels on them and on their pods.
+        let labels = |v: &Value| (v["metadata"]["labels"].to_string(), v["spec"]["template"]["metadata"]["labels"].to_string());
+        let theirs: std::collections::BTreeMap<_, _> = rendered.iter().map(|v| (key(v, true), labels(v))).collect();
+        let ours: std::collections::BTreeMap<_, _> = render(&tmp.path().join(dir)).iter().map(|v| (key(v, false), labels(v))).collect();
         assert_eq!(theirs, ours, "{dir}");
     }
 }

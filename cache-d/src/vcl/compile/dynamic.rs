@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::dynamic::{port_number, Dynamic, DynamicSpec, TtlFrom};
-use crate::backend::resolve::{Resolver, ResolverSpec};
 use crate::vcl::ast::{Expr, Pos};
 use crate::vcl::compile::program::{fail, Acl, ExprFn, Flow, Scope, StmtFn, Val};
 use crate::vcl::diag::{err, unsupported, VclError};
 use crate::vcl::model::Sub;
+use common::resolve::{Resolver, ResolverSpec};
 
 /// The most names one director resolves at once: each is a lookup thread,
 /// and `.backend()` without a host takes the request's Host header, so a
@@ -155,7 +155,7 @@ pub(super) fn director_new(name: &str, args: &[Expr], names: &[Option<String>], 
             Some(r) => match Resolver::dns(&c.resolvers().get(r).cloned().unwrap_or_default()) {
                 Ok(r) => r,
                 Err(e) => {
-                    fail(t, e);
+                    fail(t, format!("dynamic.resolver(): {e}"));
                     return Flow::Next;
                 }
             },

@@ -150,7 +150,7 @@ pub struct Compiled {
     /// The dynamic directors vcl_init made.
     pub(super) dynamics: std::sync::Mutex<HashMap<String, Arc<crate::backend::dynamic::Dynamic>>>,
     /// dynamic.resolver() objects: what vcl_init configured.
-    pub(super) resolvers: std::sync::Mutex<HashMap<String, crate::backend::resolve::ResolverSpec>>,
+    pub(super) resolvers: std::sync::Mutex<HashMap<String, common::resolve::ResolverSpec>>,
     /// The program's name (set when it is loaded, before vcl_init).
     pub(super) vcl_name: std::sync::OnceLock<String>,
     /// The default backend's host and port (the one named `default`,
@@ -198,7 +198,7 @@ impl Compiled {
         self.dynamics.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(super) fn resolvers(&self) -> std::sync::MutexGuard<'_, HashMap<String, crate::backend::resolve::ResolverSpec>> {
+    pub(super) fn resolvers(&self) -> std::sync::MutexGuard<'_, HashMap<String, common::resolve::ResolverSpec>> {
         self.resolvers.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -1,8 +1,10 @@
-//! Name resolution for dynamic backends: the system's resolver
-//! (getaddrinfo: /etc/hosts, then DNS with resolv.conf's search list and
-//! ndots, so a Kubernetes Service's short name works), or a DNS stub
-//! resolver of our own (`dynamic.resolver()`), which also gives the
-//! answer's TTL and can be pointed at chosen name servers.
+//! Name resolution for cache-d's dynamic backends and cache-adm's
+//! `--peers dns:`: the system's resolver (getaddrinfo: /etc/hosts, then
+//! DNS with resolv.conf's search list and ndots, so a Kubernetes
+//! Service's short name works), or a DNS stub resolver of our own
+//! (`dynamic.resolver()`, `cache-adm --nameserver`), which also gives the
+//! answer's TTL and can be pointed at chosen name servers. Built with the
+//! `dns` feature.
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
@@ -11,7 +13,8 @@ use hickory_resolver::config::{ConnectionConfig, LookupIpStrategy, NameServerCon
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::TokioResolver;
 
-/// What `dynamic.resolver()` and its methods in vcl_init configured.
+/// A stub resolver's configuration (what `dynamic.resolver()` and its
+/// methods in vcl_init configured, or cache-adm's `--nameserver`).
 #[derive(Clone, Debug, Default)]
 pub struct ResolverSpec {
     /// Start from /etc/resolv.conf (`set_from_os`, the default); name
@@ -61,20 +64,21 @@ fn dns_runtime() -> Result<&'static tokio::runtime::Runtime, String> {
     static RT: std::sync::OnceLock<Option<tokio::runtime::Runtime>> = std::sync::OnceLock::new();
     RT.get_or_init(|| tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("cache-dns").enable_all().build().ok())
         .as_ref()
-        .ok_or_else(|| "dynamic.resolver(): no runtime for DNS queries".to_string())
+        .ok_or_else(|| "no runtime for DNS queries".to_string())
 }
 
 impl Resolver {
     /// The resolver `spec` describes (an error says why it cannot be made,
-    /// e.g. no readable /etc/resolv.conf and no name server given).
+    /// e.g. no readable /etc/resolv.conf and no name server given; the
+    /// caller says whose resolver it is).
     pub fn dns(spec: &ResolverSpec) -> Result<Resolver, String> {
         let rt = dns_runtime()?;
         let provider = TokioRuntimeProvider::default();
         let mut builder = if spec.nameservers.is_empty() {
             if !spec.from_os {
-                return Err("dynamic.resolver(set_from_os = false) needs a name server (add_nameserver)".into());
+                return Err("a resolver that does not read the system's configuration needs a name server".into());
             }
-            TokioResolver::builder(provider).map_err(|e| format!("dynamic.resolver(): reading the system's configuration: {e}"))?
+            TokioResolver::builder(provider).map_err(|e| format!("reading the system's configuration: {e}"))?
         } else {
             let servers = spec
                 .nameservers
@@ -99,7 +103,7 @@ impl Resolver {
         }
         let resolver = {
             let _guard = rt.enter();
-            builder.build().map_err(|e| format!("dynamic.resolver(): {e}"))?
+            builder.build().map_err(|e| e.to_string())?
         };
         Ok(Resolver::Dns(Box::new(DnsResolver { resolver })))
     }
