@@ -13,19 +13,40 @@ fn free_port() -> u16 {
 }
 
 /// A node: cache-d with its admin socket on `admin` and the fleet's secret.
-fn node(dir: &Path, backend: &str, admin: u16, secret: &Path) -> Daemon {
-    Daemon::start(dir, backend, &["-T", &format!("127.0.0.1:{admin}"), "-S", secret.to_str().unwrap()])
+fn node(dir: &Path, backend: &str, admin: &str, secret: &Path) -> Daemon {
+    Daemon::start(dir, backend, &["-T", admin, "-S", secret.to_str().unwrap()])
+}
+
+/// An origin and nodes in front of it with their admin sockets on
+/// `admins` (host:port), sharing one secret.
+struct Fleet {
+    origin: Origin,
+    tmp: tempfile::TempDir,
+    secret: std::path::PathBuf,
+    nodes: Vec<Daemon>,
+}
+
+impl Fleet {
+    fn start(admins: &[String]) -> Fleet {
+        let origin = Origin::start();
+        let tmp = tempfile::tempdir().unwrap();
+        let backend = format!("127.0.0.1:{}", origin.port);
+        let secret = tmp.path().join("secret");
+        std::fs::write(&secret, "fleet secret\n").unwrap();
+        let nodes = admins.iter().enumerate().map(|(i, a)| node(&tmp.path().join(format!("n{i}")), &backend, a, &secret)).collect();
+        Fleet { origin, tmp, secret, nodes }
+    }
+
+    fn backend(&self) -> String {
+        format!("127.0.0.1:{}", self.origin.port)
+    }
 }
 
 #[test]
 fn cache_adm_bans_across_the_fleet_and_names_the_nodes_that_fail() {
-    let origin = Origin::start();
-    let tmp = tempfile::tempdir().unwrap();
-    let backend = format!("127.0.0.1:{}", origin.port);
-    let secret = tmp.path().join("secret");
-    std::fs::write(&secret, "fleet secret\n").unwrap();
     let ports: Vec<u16> = (0..4).map(|_| free_port()).collect();
-    let nodes: Vec<Daemon> = (0..3).map(|i| node(&tmp.path().join(format!("n{i}")), &backend, ports[i], &secret)).collect();
+    let f = Fleet::start(&ports[..3].iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>());
+    let (tmp, secret, nodes) = (&f.tmp, &f.secret, &f.nodes);
     let peers = tmp.path().join("peers");
     let list: String = ports.iter().map(|p| format!("127.0.0.1:{p}\n")).collect();
     std::fs::write(&peers, format!("# the fleet\n{list}")).unwrap();
@@ -41,12 +62,12 @@ fn cache_adm_bans_across_the_fleet_and_names_the_nodes_that_fail() {
         assert!(lines[i].starts_with(&want), "{}: {out}", lines[i]);
     }
     assert!(stderr(&o).contains(&format!("127.0.0.1:{}", ports[3])), "{}", stderr(&o));
-    for n in &nodes {
+    for n in nodes {
         let o = run("cache-adm", &["-n", n.dir.to_str().unwrap(), "ban.list"]);
         assert!(stdout(&o).contains("req.url ~ ^/old/"), "{}", stdout(&o));
     }
     // Surrogate keys across the fleet: each node purges what it holds.
-    for n in &nodes {
+    for n in nodes {
         let mut c = Client::connect(n.port);
         for u in ["/size/1?max_age=600&header=xkey:red", "/size/2?max_age=600&header=xkey:red%20blue", "/size/3?max_age=600"] {
             assert_eq!(c.get(u, "").status, 200);
@@ -79,7 +100,7 @@ fn cache_adm_bans_across_the_fleet_and_names_the_nodes_that_fail() {
             .output()
     });
     std::thread::sleep(std::time::Duration::from_secs(1));
-    let fourth = node(&tmp.path().join("n3"), &backend, ports[3], &secret);
+    let fourth = node(&tmp.path().join("n3"), &f.backend(), &format!("127.0.0.1:{}", ports[3]), secret);
     let o = late.join().unwrap().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     let o = run("cache-adm", &["-n", fourth.dir.to_str().unwrap(), "ban.list"]);
@@ -98,13 +119,9 @@ fn cache_adm_bans_across_the_fleet_and_names_the_nodes_that_fail() {
 /// `vcl.use` and `param.set` through `--peers`, each node acknowledging.
 #[test]
 fn vcl_and_parameters_change_across_the_fleet() {
-    let origin = Origin::start();
-    let tmp = tempfile::tempdir().unwrap();
-    let backend = format!("127.0.0.1:{}", origin.port);
-    let secret = tmp.path().join("secret");
-    std::fs::write(&secret, "fleet secret\n").unwrap();
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let nodes: Vec<Daemon> = (0..3).map(|i| node(&tmp.path().join(format!("n{i}")), &backend, ports[i], &secret)).collect();
+    let f = Fleet::start(&ports.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>());
+    let (tmp, secret) = (&f.tmp, &f.secret);
     let peers = tmp.path().join("peers");
     std::fs::write(&peers, ports.iter().map(|p| format!("127.0.0.1:{p}\n")).collect::<String>()).unwrap();
     let on_all = |words: &[&str]| {
@@ -116,11 +133,11 @@ fn vcl_and_parameters_change_across_the_fleet() {
     };
     let src = "vcl 4.1;\nbackend b { .host = \"127.0.0.1\"; .port = \"ORIGIN_PORT\"; }\n\
                sub vcl_deliver { set resp.http.X-Policy = \"fleet-2\"; }\n";
-    let vcl = vcl_src(tmp.path(), "fleet.vcl", src, origin.port);
+    let vcl = vcl_src(tmp.path(), "fleet.vcl", src, f.origin.port);
     on_all(&["vcl.load", "fleet2", vcl.to_str().unwrap()]);
     on_all(&["vcl.use", "fleet2"]);
     on_all(&["param.set", "default_ttl", "42"]);
-    for n in &nodes {
+    for n in &f.nodes {
         let r = Client::connect(n.port).get("/size/10", "");
         assert_eq!(r.header("X-Policy"), Some("fleet-2"), "node on port {}", n.port);
         let o = stdout(&run("cache-adm", &["-n", n.dir.to_str().unwrap(), "param.show", "default_ttl"]));
@@ -134,18 +151,9 @@ fn vcl_and_parameters_change_across_the_fleet() {
 #[test]
 fn dns_peers_are_asked_again_until_the_fleet_is_whole() {
     let dns = e2e::dns::Dns::start();
-    let origin = Origin::start();
-    let tmp = tempfile::tempdir().unwrap();
-    let backend = format!("127.0.0.1:{}", origin.port);
-    let secret = tmp.path().join("secret");
-    std::fs::write(&secret, "fleet secret\n").unwrap();
     let admin = free_port_on(&["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]);
-    let nodes: Vec<Daemon> = (2..5)
-        .map(|i| {
-            let t = format!("127.0.0.{i}:{admin}");
-            Daemon::start(&tmp.path().join(format!("n{i}")), &backend, &["-T", &t, "-S", secret.to_str().unwrap()])
-        })
-        .collect();
+    let f = Fleet::start(&(2..5).map(|i| format!("127.0.0.{i}:{admin}")).collect::<Vec<_>>());
+    let (secret, nodes) = (f.secret.clone(), &f.nodes);
     let (spec, ns) = (format!("dns:fleet.test:{admin}"), format!("127.0.0.1:{}", dns.port));
     let ask = move |extra: &[&str], words: &[&str]| {
         let mut args: Vec<String> = ["--peers", &spec, "--nameserver", &ns, "-S", secret.to_str().unwrap()].map(String::from).to_vec();
