@@ -10,6 +10,7 @@
 #   /etc/logrotate.d/cache-ncsa
 #   bash, zsh and fish completions for every program (clap_complete)
 #   postinst: the cachekit system user, /var/lib/cachekit, /var/log/cachekit
+#   Depends: the libraries the binaries link, versioned (dpkg-shlibdeps)
 # Usage: scripts/package.sh            (then: dpkg -c target/debian/*.deb)
 # The tests package the debug build they already have, without building:
 #   CACHEKIT_PACKAGE_PROFILE=debug CACHEKIT_PACKAGE_OUT=DIR scripts/package.sh
@@ -67,13 +68,20 @@ EOF
 for s in postinst prerm postrm; do install -m 0755 "contrib/debian/$s" "$root/DEBIAN/$s"; done
 printf '%s\n' /etc/cachekit/default.vcl /etc/default/cachekit /etc/logrotate.d/cache-ncsa >"$root/DEBIAN/conffiles"
 size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
+# The shared libraries the programs link (libc6 and libgcc-s1, with the
+# versions their symbols need), as dpkg-shlibdeps reads them from the
+# binaries; without dpkg-dev, an unversioned libc6.
+bins=$(realpath "$root"/usr/bin/*)
+shlibs=$(cd "$comp" && mkdir -p debian && printf 'Source: cachekit\n\nPackage: cachekit\nArchitecture: any\n' >debian/control \
+    && dpkg-shlibdeps -O $bins 2>/dev/null | sed -n 's/^shlibs:Depends=//p') || true
+[ -n "$shlibs" ] || shlibs=libc6
 cat >"$root/DEBIAN/control" <<EOF
 Package: cachekit
 Version: $version
 Architecture: $arch
 Maintainer: cachekit developers <cachekit@example.invalid>
 Installed-Size: $size
-Depends: libc6, adduser
+Depends: $shlibs, adduser
 Recommends: logrotate
 Section: web
 Priority: optional

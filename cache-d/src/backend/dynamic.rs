@@ -14,11 +14,11 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::log::vsl::{Batch, Side, Tag};
+use common::resolve::{Answer, Resolver};
 use common::segment::SegmentWriter;
 
 use crate::backend::pool::{Backend, BackendCfg};
 use crate::backend::probe;
-use common::resolve::{Answer, Resolver};
 
 /// Where a domain's re-resolution interval comes from (`ttl_from`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -72,8 +72,12 @@ fn the_package_holds_everything_and_runs_from_a_scratch_root() {
     }
     let postinst = std::fs::read_to_string(control.join("postinst")).unwrap();
     assert!(postinst.contains("adduser --system") && postinst.contains("/var/lib/cachekit"), "{postinst}");
-    let fields = stdout(&command("dpkg-deb", &["-f", &deb, "Package", "Version", "Architecture"]));
+    let fields = stdout(&command("dpkg-deb", &["-f", &deb, "Package", "Version", "Architecture", "Depends"]));
     assert!(fields.contains("Package: cachekit"), "{fields}");
+    // The libraries the binaries link, versioned by the symbols they use.
+    if have("dpkg-shlibdeps") {
+        assert!(fields.contains("Depends: libc6 (>= 2.") && fields.contains("libgcc-s1"), "{fields}");
+    }
 
     // Installed in a scratch root: its cache-d checks its own policy.
     let root = tmp.path().join("root");

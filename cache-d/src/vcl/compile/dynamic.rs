@@ -7,12 +7,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::resolve::{Resolver, ResolverSpec};
+
 use crate::backend::dynamic::{port_number, Dynamic, DynamicSpec, TtlFrom};
 use crate::vcl::ast::{Expr, Pos};
 use crate::vcl::compile::program::{fail, Acl, ExprFn, Flow, Scope, StmtFn, Val};
 use crate::vcl::diag::{err, unsupported, VclError};
 use crate::vcl::model::Sub;
-use common::resolve::{Resolver, ResolverSpec};
 
 /// The most names one director resolves at once: each is a lookup thread,
 /// and `.backend()` without a host takes the request's Host header, so a
