@@ -73,6 +73,19 @@ impl Store {
         self.up(at);
     }
 
+    /// `oc`'s times changed (a soft purge): its new place in the heap, so
+    /// it leaves when its grace and keep end, not at its old expiry.
+    pub fn retime(&mut self, oc: &ObjCore, expires: f64) {
+        if !self.own(oc) {
+            return;
+        }
+        let at = oc.heap.load(Ordering::Relaxed) as usize;
+        let Some(e) = self.heap.get_mut(at) else { return };
+        e.0 = secs(expires);
+        let at = self.up(at);
+        self.down(at);
+    }
+
     /// A disk object's memory copy joins the ring (the tier only).
     pub fn add_resident(&mut self, oc: &ObjRef) {
         if self.slot(oc).load(Ordering::Relaxed) == NONE {

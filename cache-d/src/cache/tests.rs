@@ -377,6 +377,22 @@ fn ban_counts_follow_objects_through_tests_replacements_and_removals() {
     assert_eq!(left, ["req.url == /last"]);
 }
 
+#[test]
+fn soft_purged_objects_leave_when_their_grace_ends() {
+    let c = Cache::new(1 << 20, None);
+    let mut o = tagged("red", b"x");
+    o.life.ttl = 3600.0;
+    insert(&c, b"a", o);
+    insert(&c, b"b", obj(3600.0, 30.0, b"y", Kind::Normal));
+    // Fresh for an hour; soft-purged now, it has its 30 s of grace left.
+    assert_eq!(c.xkey_purge(b"red", true, NOW + 10.0), 1);
+    assert_eq!(c.soft_purge(b"b", NOW + 10.0, 0.0, Some(5.0), None), 1);
+    assert_eq!(c.expire(NOW + 20.0), 1, "b's 5 s of grace ended");
+    assert!(matches!(c.lookup(b"a", no_headers(), NOW + 20.0), Lookup::Grace(..)));
+    assert_eq!(c.expire(NOW + 45.0), 1, "a's 30 s of grace ended, long before its hour");
+    assert_eq!((c.objects(), c.inner.stvs.get(0).store().expiring()), (0, 0));
+}
+
 fn tagged(keys: &str, body: &[u8]) -> Object {
     let mut o = obj(60.0, 30.0, body, Kind::Normal);
     o.headers = ObjHeaders::from_pairs(b"OK", [(&b"xkey"[..], keys.as_bytes())].into_iter());
