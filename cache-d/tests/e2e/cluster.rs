@@ -5,9 +5,9 @@
 
 use crate::util::*;
 
-/// A port free on all of 127.0.0.2 to 127.0.0.5.
+/// A port free on all of 127.0.0.2 to 127.0.0.6.
 fn free_port() -> u16 {
-    free_port_on(&["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"])
+    free_port_on(&["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"])
 }
 
 /// URLs `range` asked of every node in `ports`: each answered, and the
@@ -28,7 +28,8 @@ fn ask_all(origin: &Origin, ports: &[u16], range: std::ops::Range<usize>) -> u64
 /// and the origin's Service come from a name server the test controls, a
 /// pod's own name stands in for server.hostname. Each URL is fetched once
 /// for the fleet; a pod that dies leaves the ring; one that comes back at
-/// a new address is found again through DNS, without a reload.
+/// a new address is found again through DNS, without a reload; a fourth
+/// pod (the ring names eight) takes its share when it appears.
 #[test]
 fn the_kubernetes_policy_follows_pods_through_dns() {
     let dns = e2e::dns::Dns::start();
@@ -94,6 +95,23 @@ fn the_kubernetes_policy_follows_pods_through_dns() {
     });
     let all = [ports[0], pods[1].as_ref().unwrap().port, ports[2]];
     assert_eq!(ask_all(&origin, &all, 60..90), 30, "one fetch per URL with cachekit-1 back");
+    // Scaled to four: cachekit-3 was a ring member that did not resolve;
+    // now it does, and it takes its share without a change to the policy.
+    dns.set("cachekit-3.cachekit-peers", &["127.0.0.6"]);
+    pods.push(Some(start(3, "127.0.0.6")));
+    wait_for(15, "every pod to see four peers healthy", || {
+        pods.iter()
+            .flatten()
+            .all(|d| {
+                let list = stdout(&run("cache-adm", &["-n", d.dir.to_str().unwrap(), "backend.list"]));
+                list.lines().filter(|l| l.contains(".peers(127.0.0.") && l.contains("healthy")).count() == 4
+            })
+            .then_some(())
+    });
+    let four: Vec<u16> = pods.iter().flatten().map(|d| d.port).collect();
+    assert_eq!(ask_all(&origin, &four, 90..130), 40, "one fetch per URL on four pods");
+    let newest = pods[3].as_ref().unwrap();
+    assert!(counter(&stat(&newest.dir), "MAIN.backend_req") >= Some(1), "cachekit-3 owns some URLs");
 }
 
 #[test]

@@ -11,7 +11,11 @@
 # A pod knows itself by its host name (server.hostname is the pod's name).
 #
 # To fit your cluster: the origin's Service name and port (ORIGIN below is
-# "origin", port 80), and one add_backend line per replica.
+# "origin", port 80). The ring has a member for each pod name up to
+# cachekit-7: a name with no pod behind it does not resolve and counts as
+# sick, so its share of the URLs goes to the next members on the ring,
+# and scaling the StatefulSet anywhere up to 8 replicas needs no change
+# here (past 8, add lines).
 vcl 4.1;
 import directors;
 import dynamic;
@@ -29,12 +33,18 @@ probe peer {
 sub vcl_init {
     # The origin by its Service name (re-resolved every 10s).
     new origin = dynamic.director(port = "80", ttl = 10s);
-    # The peers: one domain per pod, probed.
-    new peers = dynamic.director(port = "6081", ttl = 5s, probe = peer, first_lookup_timeout = 2s);
+    # The peers: one domain per pod, probed; a name that does not resolve
+    # (no such pod yet) is asked again after 5s, so a new pod joins soon.
+    new peers = dynamic.director(port = "6081", ttl = 5s, retry_after = 5s, probe = peer, first_lookup_timeout = 2s);
     new ring = directors.shard();
     ring.add_backend(peers.backend("cachekit-0.cachekit-peers"));
     ring.add_backend(peers.backend("cachekit-1.cachekit-peers"));
     ring.add_backend(peers.backend("cachekit-2.cachekit-peers"));
+    ring.add_backend(peers.backend("cachekit-3.cachekit-peers"));
+    ring.add_backend(peers.backend("cachekit-4.cachekit-peers"));
+    ring.add_backend(peers.backend("cachekit-5.cachekit-peers"));
+    ring.add_backend(peers.backend("cachekit-6.cachekit-peers"));
+    ring.add_backend(peers.backend("cachekit-7.cachekit-peers"));
     ring.reconfigure();
 }
 
