@@ -10,7 +10,8 @@
 #                                so `kubectl logs POD -c vcl-reload` shows
 #                                it with its line and column);
 #   vcl.use <new name>           on failure, back to the previous program;
-#   vcl.discard                  of the programs no longer active.
+#   vcl.discard                  of the programs no longer active that
+#                                it or cache-d made (boot, reload_*).
 # The manager replays the loaded programs into a restarted child, and a
 # restarted pod starts from the file itself, so nothing else keeps state.
 set -u

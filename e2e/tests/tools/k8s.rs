@@ -379,7 +379,7 @@ impl Mounted {
 
 /// reload.sh against a real cache-d: a changed ConfigMap is loaded and
 /// used, a broken one refused with the running program kept, the old
-/// programs discarded.
+/// programs it made discarded (one loaded by hand kept).
 #[test]
 fn the_reload_sidecar_loads_a_changed_policy_and_refuses_a_broken_one() {
     let origin = Origin::start();
@@ -413,11 +413,14 @@ fn the_reload_sidecar_loads_a_changed_policy_and_refuses_a_broken_one() {
     map.update(&policy("set resp.http.X-Policy = ;"));
     std::thread::sleep(std::time::Duration::from_secs(1));
     assert_eq!(policy_now().as_deref(), Some("two"), "the running program stays");
+    let spare = vcl_src(tmp.path(), "spare.vcl", &policy(""), origin.port);
+    assert!(run("cache-adm", &["-n", &ds, "vcl.load", "spare", spare.to_str().unwrap()]).status.success());
     map.update(&policy("set resp.http.X-Policy = \"three\";"));
     wait_for(10, "the next good policy to be used", || (policy_now().as_deref() == Some("three")).then_some(()));
-    // Only the active program is left.
+    // Only the active program is left, and the one loaded by hand.
     wait_for(10, "the older programs to be discarded", || {
-        (stdout(&run("cache-adm", &["-n", &ds, "vcl.list"])).lines().count() == 1).then_some(())
+        let list = stdout(&run("cache-adm", &["-n", &ds, "vcl.list"]));
+        (list.lines().count() == 2 && list.lines().any(|l| l.starts_with("available") && l.ends_with(" spare"))).then_some(())
     });
     let _ = sidecar.kill();
     let out = sidecar.wait_with_output().unwrap();
