@@ -38,9 +38,10 @@ pub struct Args {
     /// Run the command on every node of a fleet, in parallel: a file of
     /// host:port admin addresses (one a line, # comments), or
     /// dns:NAME:PORT (every address NAME resolves to, e.g. a headless
-    /// Service). One line per node ("NODE STATUS first-line" or "NODE
-    /// unreachable: why"); exit 0 only when every node answered 200, else
-    /// 1 naming the others. -S gives the fleet's secret.
+    /// Service). One line per node ("NODE STATUS first-line", "NODE
+    /// unreachable: why" or "NODE gone: no longer in DNS (why)"); exit 0
+    /// only when every node answered 200, else 1 naming the others. -S
+    /// gives the fleet's secret.
     #[arg(long, value_name = "FILE|dns:NAME:PORT", conflicts_with_all = ["name", "target"])]
     pub peers: Option<String>,
 
@@ -64,7 +65,7 @@ pub struct Args {
     pub nameserver: Vec<std::net::SocketAddr>,
 
     /// With --peers: print a JSON list, an object per node (node, ok,
-    /// status, answer, error, attempts).
+    /// status, answer, error, attempts, gone).
     #[arg(short = 'j', long = "json", requires = "peers")]
     pub json: bool,
 

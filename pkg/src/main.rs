@@ -33,11 +33,29 @@ fn completions(dir: &Path) -> std::io::Result<()> {
                 Shell::Fish => format!("{name}.fish"),
                 _ => name.clone(),
             };
-            let mut f = std::fs::File::create(out.join(file))?;
-            clap_complete::generate(shell, &mut cmd, name, &mut f);
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, name.as_str(), &mut script);
+            if shell == Shell::Bash {
+                script = bash_subcommand_arms(&String::from_utf8_lossy(&script), &name).into_bytes();
+            }
+            std::fs::write(out.join(file), script)?;
         }
     }
     Ok(())
+}
+
+/// clap_complete's bash script for a name with a hyphen (cache-bench)
+/// spells a subcommand's case arm `cache__subcmd__bench__subcmd__run` while
+/// its dispatch loop arrives at `cache__bench__subcmd__run`, so nothing
+/// after a subcommand ever completes (clap issue #6421, open in 4.6.12).
+/// Spell the arms as the loop does.
+fn bash_subcommand_arms(script: &str, name: &str) -> String {
+    if !name.contains('-') {
+        return script.to_string();
+    }
+    let wrong = format!("{}__subcmd__", name.replace('-', "__subcmd__"));
+    let right = format!("{}__subcmd__", name.replace('-', "__"));
+    script.replace(&wrong, &right)
 }
 
 fn main() -> ExitCode {
@@ -54,5 +72,19 @@ fn main() -> ExitCode {
             eprintln!("usage: cachekit-pkg completions DIR");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bash_subcommand_arms;
+
+    #[test]
+    fn bash_arms_are_spelt_as_the_loop_spells_them() {
+        let s = "cmd=\"cache__bench__subcmd__run\"\n        cache__subcmd__bench__subcmd__run)\n        cache__bench)\n";
+        let fixed = bash_subcommand_arms(s, "cache-bench");
+        assert_eq!(fixed.matches("cache__bench__subcmd__run").count(), 2, "{fixed}");
+        assert!(fixed.contains("        cache__bench)"));
+        assert_eq!(bash_subcommand_arms(s, "cachebench"), s);
     }
 }

@@ -2,7 +2,7 @@
 //! the tests already have, listed (`dpkg -c`) for everything an operator
 //! expects, unpacked into a scratch root (`dpkg -x`) where its cache-d
 //! checks its own /etc/cachekit/default.vcl, and its shell completions
-//! offering every flag `--help` shows.
+//! offering every flag `--help` shows, asked of bash and fish themselves.
 
 use std::path::Path;
 
@@ -90,25 +90,68 @@ fn the_package_holds_everything_and_runs_from_a_scratch_root() {
     let o = command("sh", &["-n", root.join("usr/share/cachekit/cachekit-reload").to_str().unwrap()]);
     assert!(o.status.success());
 
-    // Completions offer every flag --help shows.
+    // Completions offer every flag --help shows, asked of the shells
+    // themselves: what bash's and fish's completion offer after "-" (for
+    // cache-bench, after each subcommand too); zsh's parse and name them.
+    let comp = |shell: &str, t: &str| match shell {
+        "bash" => root.join(format!("usr/share/bash-completion/completions/{t}")),
+        "zsh" => root.join(format!("usr/share/zsh/vendor-completions/_{t}")),
+        _ => root.join(format!("usr/share/fish/vendor_completions.d/{t}.fish")),
+    };
     for t in TOOLS {
-        let comp = std::fs::read_to_string(root.join(format!("usr/share/bash-completion/completions/{t}"))).unwrap();
-        let o = command("bash", &["-n", root.join(format!("usr/share/bash-completion/completions/{t}")).to_str().unwrap()]);
-        assert!(o.status.success(), "{t}'s bash completion: {}", stderr(&o));
-        let mut help = stdout(&run(t, &["--help"]));
-        if t == "cache-bench" {
-            for sub in ["run", "agent", "merge", "plot", "origin"] {
-                help.push_str(&stdout(&run(t, &[sub, "--help"])));
+        let subs: &[&str] = if t == "cache-bench" { &["", "run", "agent", "merge", "plot", "origin"] } else { &[""] };
+        for sub in subs {
+            let words: Vec<&str> = [t, sub].into_iter().filter(|w| !w.is_empty()).collect();
+            let help = stdout(&run(t, &words[1..].iter().copied().chain(["--help"]).collect::<Vec<_>>()));
+            let bash = offered_by_bash(&comp("bash", t), &words);
+            let fish = have("fish").then(|| offered_by_fish(&comp("fish", t), &words));
+            for flag in help_flags(&help) {
+                assert!(bash.contains(&flag), "{words:?}: bash does not offer {flag}: {bash:?}");
+                if let Some(fish) = &fish {
+                    assert!(fish.contains(&flag), "{words:?}: fish does not offer {flag}: {fish:?}");
+                }
             }
         }
-        for flag in help_flags(&help) {
-            assert!(comp.contains(&flag), "{t}: the bash completion lacks {flag}");
-            let fish = std::fs::read_to_string(root.join(format!("usr/share/fish/vendor_completions.d/{t}.fish"))).unwrap();
-            let bare = flag.trim_start_matches('-');
-            assert!(
-                fish.contains(&format!(" -l {bare}")) || fish.contains(&format!(" -s {bare}")),
-                "{t}: the fish completion lacks {flag}"
-            );
+        if have("zsh") {
+            let o = command("zsh", &["-n", comp("zsh", t).to_str().unwrap()]);
+            assert!(o.status.success(), "{t}'s zsh completion: {}", stderr(&o));
+            let text = std::fs::read_to_string(comp("zsh", t)).unwrap();
+            let mut help = stdout(&run(t, &["--help"]));
+            if t == "cache-bench" {
+                for sub in ["run", "agent", "merge", "plot", "origin"] {
+                    help.push_str(&stdout(&run(t, &[sub, "--help"])));
+                }
+            }
+            for flag in help_flags(&help) {
+                assert!(text.contains(&flag), "{t}: the zsh completion lacks {flag}");
+            }
         }
     }
+}
+
+/// The words bash's completion offers for `words` followed by "-".
+fn offered_by_bash(file: &Path, words: &[&str]) -> std::collections::BTreeSet<String> {
+    let list = words.iter().map(|w| format!("'{w}'")).collect::<Vec<_>>().join(" ");
+    let script = format!(
+        "source \"$1\" || exit 1\n\
+         f=$(complete -p {t} | sed -n 's/.* -F \\([^ ]*\\) .*/\\1/p')\n\
+         COMP_WORDS=({list} -); COMP_CWORD={n}; COMP_LINE='{line} -'; COMP_POINT=${{#COMP_LINE}}\n\
+         \"$f\" {t} - '{prev}'\n\
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        t = words[0],
+        n = words.len(),
+        line = words.join(" "),
+        prev = words[words.len() - 1],
+    );
+    let o = command("bash", &["-c", &script, "bash", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}: {}", file.display(), stderr(&o));
+    stdout(&o).lines().map(str::to_string).collect()
+}
+
+/// The words fish's completion offers for `words` followed by "-".
+fn offered_by_fish(file: &Path, words: &[&str]) -> std::collections::BTreeSet<String> {
+    let script = format!("source '{}'; complete -C '{} -'", file.display(), words.join(" "));
+    let o = command("fish", &["-c", &script]);
+    assert!(o.status.success(), "{}: {}", file.display(), stderr(&o));
+    stdout(&o).lines().map(|l| l.split('\t').next().unwrap_or("").to_string()).collect()
 }
