@@ -64,3 +64,25 @@ fn man_pages_document_every_flag_in_help() {
         }
     }
 }
+
+/// Every man page renders without a roff warning (a line starting with a
+/// dot that is not a macro loses its text, for one). Needs man(1); skipped
+/// where it is not installed.
+#[test]
+fn man_pages_render_without_warnings() {
+    let man = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../man");
+    if std::process::Command::new("man").arg("--version").output().is_err() {
+        eprintln!("man is not installed: the pages' rendering is not checked");
+        return;
+    }
+    for page in std::fs::read_dir(&man).unwrap().map(|e| e.unwrap().path()) {
+        let o = std::process::Command::new("man")
+            .args(["--warnings", "-E", "UTF-8", "-l"])
+            .arg(&page)
+            .env("MANWIDTH", "80")
+            .env("LC_ALL", "C.UTF-8")
+            .output()
+            .unwrap();
+        assert!(o.status.success() && o.stderr.is_empty(), "{}: {}", page.display(), String::from_utf8_lossy(&o.stderr));
+    }
+}
