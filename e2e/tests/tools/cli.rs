@@ -59,10 +59,36 @@ fn man_pages_document_every_flag_in_help() {
         }
         let flags = help_flags(&help);
         assert!(!flags.is_empty(), "{t}: no flags found in --help");
-        for f in flags {
+        for f in &flags {
             assert!(page.contains(&format!("B{f}")) || page.contains(&format!("{f} ")), "man/{t}.1 does not document {f}");
         }
+        // And the other way: every option the page's OPTIONS section
+        // lists is one the program has.
+        for f in man_options(&page) {
+            let known = flags.contains(&f) || ["-h", "--help", "-V", "--version"].contains(&f.as_str());
+            assert!(known, "man/{t}.1 documents {f}, which --help does not show");
+        }
     }
+}
+
+/// The options a man page's OPTIONS section lists: the `-x`/`--long` words
+/// of each `.TP` entry's tag line.
+fn man_options(page: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let (mut in_options, mut tag) = (false, false);
+    for line in page.lines() {
+        if let Some(h) = line.strip_prefix(".SH ") {
+            in_options = h.trim_matches('"') == "OPTIONS";
+        } else if in_options && line.starts_with(".TP") {
+            tag = true;
+        } else if tag {
+            tag = false;
+            for w in line.split([' ', '"', ',']).filter(|w| w.starts_with('-') && w.len() > 1) {
+                out.insert(w.trim_end_matches(['.', ';', ')']).to_string());
+            }
+        }
+    }
+    out
 }
 
 /// Every man page renders without a roff warning (a line starting with a
