@@ -17,6 +17,10 @@ pub enum Source {
     Remote { url: String, client: reqwest::blocking::Client },
 }
 
+/// The largest exposition read: cache-stat's with every one of the 4,096
+/// backend slots in use is about 10 MiB (4,096 x 20 lines).
+const MAX_EXPOSITION: u64 = 64 << 20;
+
 /// The Prometheus names of the four (as cache-stat exports MAIN.*), each
 /// without labels (`varnish_backend_req` also names every backend's own
 /// count, with a `backend` label).
@@ -59,7 +63,14 @@ impl Source {
                 if !resp.status().is_success() {
                     bail!("--stat {url}: the exporter answered {}", resp.status());
                 }
-                let text = resp.text().map_err(|e| anyhow!("--stat {url}: {e}"))?;
+                // Read at most MAX_EXPOSITION: an endpoint that is not an
+                // exporter must not fill the load host's memory.
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut std::io::Read::take(resp, MAX_EXPOSITION + 1), &mut text)
+                    .map_err(|e| anyhow!("--stat {url}: {e}"))?;
+                if text.len() as u64 > MAX_EXPOSITION {
+                    bail!("--stat {url}: not a cachekit exporter (the answer is over {} MiB)", MAX_EXPOSITION >> 20);
+                }
                 parse(&text).map_err(|e| anyhow!("--stat {url}: {e}"))
             }
         }
