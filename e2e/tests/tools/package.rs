@@ -90,9 +90,13 @@ fn the_package_holds_everything_and_runs_from_a_scratch_root() {
     let o = command("sh", &["-n", root.join("usr/share/cachekit/cachekit-reload").to_str().unwrap()]);
     assert!(o.status.success());
 
-    // Completions offer every flag --help shows, asked of the shells
-    // themselves: what bash's and fish's completion offer after "-" (for
-    // cache-bench, after each subcommand too); zsh's parse and name them.
+    check_completions(&root);
+}
+
+/// Completions offer every flag --help shows, asked of the shells
+/// themselves: what bash's and fish's completion offer after "-" (for
+/// cache-bench, after each subcommand too); zsh's parse and name them.
+fn check_completions(root: &Path) {
     let comp = |shell: &str, t: &str| match shell {
         "bash" => root.join(format!("usr/share/bash-completion/completions/{t}")),
         "zsh" => root.join(format!("usr/share/zsh/vendor-completions/_{t}")),
