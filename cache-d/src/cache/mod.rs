@@ -561,8 +561,7 @@ impl Cache {
         for oc in self.inner.xkeys.objects(&list) {
             if soft {
                 if !oc.is_dead() {
-                    oc.obj.rearm(now, 0.0, None, None);
-                    self.rearmed(&oc);
+                    self.rearm(&oc, now, 0.0, None, None);
                     n += 1;
                 }
             } else if self.inner.remove(&oc) {
@@ -587,10 +586,19 @@ impl Cache {
         let key = Key::of(key);
         let victims: Vec<ObjRef> = self.inner.shard(key).get(&key).map(|h| h.variants().cloned().collect()).unwrap_or_default();
         for v in &victims {
-            v.obj.rearm(now, ttl, grace, keep);
-            self.rearmed(v);
+            self.rearm(v, now, ttl, grace, keep);
         }
         victims.len()
+    }
+
+    /// A soft purge of `oc`: fresh for `ttl` more seconds at most, grace
+    /// and keep as given (None: unchanged). Its place in the expiry heap
+    /// moves with it, so it leaves when its grace and keep end, and a
+    /// persistent store's record is rewritten.
+    fn rearm(&self, oc: &ObjRef, now: f64, ttl: f64, grace: Option<f64>, keep: Option<f64>) {
+        oc.obj.rearm(now, ttl, grace, keep);
+        self.inner.stvs.get(oc.stv).store().retime(oc, oc.obj.life().expires_at());
+        self.record_life(oc);
     }
 
     /// Remove every variant under `key`; returns how many.

@@ -174,10 +174,9 @@ impl Cache {
         disk.send(Job::Write { body_off: loc.body_off, body: chunks, rec_off: loc.rec_off, rec: bytes, done });
     }
 
-    /// A soft purge changed `oc`'s life: so do its place in the expiry
-    /// heap and (a persistent store) its record.
-    pub(super) fn rearmed(&self, oc: &ObjRef) {
-        self.inner.stvs.get(oc.stv).store().retime(oc, oc.obj.life().expires_at());
+    /// A soft purge changed `oc`'s life: so does its record (a
+    /// persistent store's).
+    pub(super) fn record_life(&self, oc: &ObjRef) {
         let Some(loc) = oc.disk().and_then(|d| d.loc.get()) else { return };
         if let Some(disk) = self.inner.stvs.get(oc.stv).disk.as_ref().filter(|d| d.persistent) {
             disk.update(loc, Job::Life { rec_off: loc.rec_off, block: record::life_block(&oc.obj.life()) });
