@@ -23,6 +23,19 @@ fn ask_all(origin: &Origin, ports: &[u16], range: std::ops::Range<usize>) -> u64
     origin.requests() - before
 }
 
+/// Wait until every running pod sees `n` peers healthy.
+fn wait_for_healthy_peers(pods: &[Option<Daemon>], n: usize) {
+    wait_for(15, &format!("every pod to see {n} peers healthy"), || {
+        pods.iter()
+            .flatten()
+            .all(|d| {
+                let list = stdout(&run("cache-adm", &["-n", d.dir.to_str().unwrap(), "backend.list"]));
+                list.lines().filter(|l| l.contains(".peers(127.0.0.") && l.contains("healthy")).count() == n
+            })
+            .then_some(())
+    });
+}
+
 /// The Kubernetes policy (contrib/k8s/cachekit/default.vcl) on three
 /// nodes standing for the pods: their names (cachekit-N.cachekit-peers)
 /// and the origin's Service come from a name server the test controls, a
@@ -55,15 +68,7 @@ fn the_kubernetes_policy_follows_pods_through_dns() {
     };
     let mut pods: Vec<Option<Daemon>> = (0..3).map(|n| Some(start(n, &format!("127.0.0.{}", n + 2)))).collect();
     let ports: Vec<u16> = pods.iter().map(|d| d.as_ref().unwrap().port).collect();
-    wait_for(15, "every pod to see its peers healthy", || {
-        pods.iter()
-            .flatten()
-            .all(|d| {
-                let list = stdout(&run("cache-adm", &["-n", d.dir.to_str().unwrap(), "backend.list"]));
-                list.lines().filter(|l| l.contains(".peers(127.0.0.") && l.contains("healthy")).count() == 3
-            })
-            .then_some(())
-    });
+    wait_for_healthy_peers(&pods, 3);
     assert_eq!(ask_all(&origin, &ports, 0..30), 30, "one fetch per URL for the fleet");
     // cachekit-1 dies: the others' probes call it sick, its URLs move.
     pods[1] = None;
@@ -99,15 +104,7 @@ fn the_kubernetes_policy_follows_pods_through_dns() {
     // now it does, and it takes its share without a change to the policy.
     dns.set("cachekit-3.cachekit-peers", &["127.0.0.6"]);
     pods.push(Some(start(3, "127.0.0.6")));
-    wait_for(15, "every pod to see four peers healthy", || {
-        pods.iter()
-            .flatten()
-            .all(|d| {
-                let list = stdout(&run("cache-adm", &["-n", d.dir.to_str().unwrap(), "backend.list"]));
-                list.lines().filter(|l| l.contains(".peers(127.0.0.") && l.contains("healthy")).count() == 4
-            })
-            .then_some(())
-    });
+    wait_for_healthy_peers(&pods, 4);
     let four: Vec<u16> = pods.iter().flatten().map(|d| d.port).collect();
     assert_eq!(ask_all(&origin, &four, 90..130), 40, "one fetch per URL on four pods");
     let newest = pods[3].as_ref().unwrap();

@@ -24,6 +24,24 @@ fn bad_flags_give_usage_and_exit_2() {
     assert!(stderr(&o).contains("%Z"));
 }
 
+/// A program's command lines: itself and, for cache-bench, each
+/// subcommand (`["cache-bench", "run"]`...).
+pub(crate) fn command_lines(t: &'static str) -> Vec<Vec<&'static str>> {
+    let subs: &[&str] = if t == "cache-bench" { &["run", "agent", "merge", "plot", "origin"] } else { &[] };
+    std::iter::once(vec![t]).chain(subs.iter().map(|s| vec![t, *s])).collect()
+}
+
+/// The flags `--help` shows for one command line.
+pub(crate) fn flags_of(words: &[&str]) -> BTreeSet<String> {
+    let args: Vec<&str> = words[1..].iter().copied().chain(["--help"]).collect();
+    help_flags(&stdout(&run(words[0], &args)))
+}
+
+/// Every flag a program's `--help` shows, its subcommands' included.
+pub(crate) fn all_flags(t: &'static str) -> BTreeSet<String> {
+    command_lines(t).iter().flat_map(|w| flags_of(w)).collect()
+}
+
 /// Flags in `--help` output: `-x` and `--long` words at the start of option lines.
 pub(crate) fn help_flags(text: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
@@ -51,13 +69,7 @@ fn man_pages_document_every_flag_in_help() {
         let page = std::fs::read_to_string(man.join(format!("{t}.1"))).unwrap_or_else(|e| panic!("man/{t}.1: {e}"));
         // roff escapes hyphens in option names as \-.
         let page = page.replace("\\-", "-");
-        let mut help = stdout(&run(t, &["--help"]));
-        if t == "cache-bench" {
-            for sub in ["run", "agent", "merge", "plot", "origin"] {
-                help.push_str(&stdout(&run(t, &[sub, "--help"])));
-            }
-        }
-        let flags = help_flags(&help);
+        let flags = all_flags(t);
         assert!(!flags.is_empty(), "{t}: no flags found in --help");
         for f in &flags {
             assert!(page.contains(&format!("B{f}")) || page.contains(&format!("{f} ")), "man/{t}.1 does not document {f}");

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use crate::cli::{help_flags, TOOLS};
+use crate::cli::{all_flags, command_lines, flags_of, TOOLS};
 use crate::util::*;
 
 fn command(cmd: &str, args: &[&str]) -> std::process::Output {
@@ -103,13 +103,10 @@ fn check_completions(root: &Path) {
         _ => root.join(format!("usr/share/fish/vendor_completions.d/{t}.fish")),
     };
     for t in TOOLS {
-        let subs: &[&str] = if t == "cache-bench" { &["", "run", "agent", "merge", "plot", "origin"] } else { &[""] };
-        for sub in subs {
-            let words: Vec<&str> = [t, sub].into_iter().filter(|w| !w.is_empty()).collect();
-            let help = stdout(&run(t, &words[1..].iter().copied().chain(["--help"]).collect::<Vec<_>>()));
+        for words in command_lines(t) {
             let bash = offered_by_bash(&comp("bash", t), &words);
             let fish = have("fish").then(|| offered_by_fish(&comp("fish", t), &words));
-            for flag in help_flags(&help) {
+            for flag in flags_of(&words) {
                 assert!(bash.contains(&flag), "{words:?}: bash does not offer {flag}: {bash:?}");
                 if let Some(fish) = &fish {
                     assert!(fish.contains(&flag), "{words:?}: fish does not offer {flag}: {fish:?}");
@@ -120,13 +117,7 @@ fn check_completions(root: &Path) {
             let o = command("zsh", &["-n", comp("zsh", t).to_str().unwrap()]);
             assert!(o.status.success(), "{t}'s zsh completion: {}", stderr(&o));
             let text = std::fs::read_to_string(comp("zsh", t)).unwrap();
-            let mut help = stdout(&run(t, &["--help"]));
-            if t == "cache-bench" {
-                for sub in ["run", "agent", "merge", "plot", "origin"] {
-                    help.push_str(&stdout(&run(t, &[sub, "--help"])));
-                }
-            }
-            for flag in help_flags(&help) {
+            for flag in all_flags(t) {
                 assert!(text.contains(&flag), "{t}: the zsh completion lacks {flag}");
             }
         }
