@@ -192,7 +192,8 @@ fn v2_header(h: &[u8]) -> Result<Header, Garbage> {
         let sent = u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
         let mut zeroed = h.to_vec();
         zeroed[at..at + 4].fill(0);
-        if crc32c(&zeroed) != sent {
+        // CRC-32C (Castagnoli), as the checksum TLV carries it.
+        if crc32c::crc32c(&zeroed) != sent {
             return garbage("PROXY2: CRC error");
         }
     }
@@ -244,11 +245,6 @@ pub fn tlv(tlvs: &[u8], typ: u8) -> Option<&[u8]> {
         Ok(())
     });
     found.map(|r| &tlvs[r])
-}
-
-/// CRC-32C (Castagnoli), as the PROXY v2 checksum TLV carries it.
-pub fn crc32c(data: &[u8]) -> u32 {
-    crc32c::crc32c(data)
 }
 
 #[cfg(test)]

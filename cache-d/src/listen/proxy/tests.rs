@@ -71,14 +71,14 @@ fn a_sound_checksum_passes_and_a_wrong_one_closes() {
     let mut block = v4_block();
     block.extend_from_slice(&[TLV_CRC32C, 0, 4, 0, 0, 0, 0]);
     let mut buf = v2(0x21, 0x11, &block);
-    let crc = crc32c(&buf).to_be_bytes();
+    let crc = crc32c::crc32c(&buf).to_be_bytes();
     let at = buf.len() - 4;
     buf[at..].copy_from_slice(&crc);
     assert!(complete(&buf).1.is_ok());
     buf[at] ^= 1;
     assert_eq!(complete(&buf).1, Err(Garbage(Some("PROXY2: CRC error".into()))));
     // The standard check value of CRC-32C.
-    assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+    assert_eq!(crc32c::crc32c(b"123456789"), 0xE306_9283);
 }
 
 #[test]
