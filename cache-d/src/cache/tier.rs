@@ -223,6 +223,27 @@ impl Cache {
         }
     }
 
+    /// The body of `oc` to deliver or to copy, held by the caller: the
+    /// memory tier letting a disk object's copy go while it is sent (or
+    /// while a 304 is awaited) cannot take it away. A disk object's body
+    /// not in memory is read back; Err when it cannot be (the object is
+    /// gone then).
+    pub async fn held_body(&self, oc: &ObjRef) -> Result<ObjBody, ()> {
+        let Some(d) = oc.disk() else { return Ok(oc.body()) };
+        // A load that finds the copy back in memory (another request
+        // read it meanwhile) answers None: take that copy, or read again
+        // if it went in between.
+        for _ in 0..3 {
+            if let Some(b) = d.ram() {
+                return Ok(b);
+            }
+            if let Some(b) = self.load(oc).await? {
+                return Ok(b);
+            }
+        }
+        Err(())
+    }
+
     /// Run `f` on store `stv`'s disk on the blocking pool.
     async fn on_disk<T: Send + 'static>(
         &self,

@@ -13,7 +13,7 @@ use common::log::vsl::{Side as LogSide, Tag};
 use tokio::io::AsyncWrite;
 use tokio::sync::oneshot;
 
-use crate::cache::body::{Body, ObjBody};
+use crate::cache::body::{Blocks, Body, ObjBody};
 use crate::cache::ttl::Lifetime;
 use crate::cache::{vary_value, BusyGuard, Cache, Kind, ObjHeaders, ObjRef, Object};
 use crate::error::{Error, Side};
@@ -39,6 +39,9 @@ pub struct MissSpec {
     pub guard: BusyGuard,
     /// Stale object whose validators make the fetch conditional.
     pub stale: Option<ObjRef>,
+    /// Its body as the lookup held it (a disk object's, which the memory
+    /// tier may let go during the fetch): what a 304 keeps.
+    pub stale_body: Option<ObjBody>,
     pub bxid: u32,
     pub rxid: u32,
     /// "fetch" or "bgfetch".
@@ -72,6 +75,8 @@ struct Got {
     /// The `Gzip` record of filters that already ran (a body that came
     /// with the head), logged after FetchBody as Varnish orders them.
     record: Option<String>,
+    /// A 304 on a large disk object: its blocks, to copy into `body`.
+    copy: Option<Arc<dyn Blocks>>,
 }
 
 /// Bodies of a known length up to this size are read whole before the
@@ -104,7 +109,7 @@ async fn read_small_body(f: &Fetch, fetched: &mut Fetched) {
 pub type FetchedObj = (ObjRef, Option<ObjBody>);
 
 async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<FetchedObj, Error>>) {
-    let MissSpec { req, guard, stale, bxid, rxid, reason, addrs, policy } = spec;
+    let MissSpec { req, guard, stale, stale_body, bxid, rxid, reason, addrs, policy } = spec;
     let mut f = Fetch::new(&sh, bxid, rxid, reason);
     sh.seg.add(if reason == "bgfetch" { C::SBgfetch } else { C::SFetch }, 1);
     let mut bereq = cache_bereq(&req, bxid, reason, stale.as_ref(), sh.params().http_gzip_support);
@@ -125,11 +130,20 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
             };
             f.done(None, conn);
             drop(guard);
-            let _ = tx.send(Ok((s.clone(), None)));
+            let _ = tx.send(Ok((s.clone(), stale_body)));
             return;
         }
     }
-    let got = match got(&sh, &mut f, fetched, stale.as_ref(), &bereq.url) {
+    // A 304 keeps the stale object's body: the one the lookup held, or
+    // read back now.
+    let stale_body = match (&fetched, &stale) {
+        (Fetched::Resp { beresp, .. }, Some(s)) if beresp.was_304 => match stale_body {
+            Some(b) => Some(b),
+            None => sh.cache.held_body(s).await.ok(),
+        },
+        _ => None,
+    };
+    let got = match got(&sh, &mut f, fetched, stale.as_ref().map(|s| (s, stale_body)), &bereq.url) {
         Ok(g) => g,
         Err((e, logged)) => {
             if !logged {
@@ -142,7 +156,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
         }
     };
     let mut got = got;
-    let coder = got.coder.take();
+    let (coder, copy) = (got.coder.take(), got.copy.take());
     let record = got.record.take();
     let obj = object(bxid, &mut got, &req);
     let oc = store(&sh, &mut f, guard, obj, &got);
@@ -161,10 +175,13 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
             let _ = tx.send(Ok((oc.clone(), mine)));
             f.done(Some(body.err().unwrap_or(0)), None);
         }
-        (Some(resp), _) if was_304 => {
+        (Some(resp), body) if was_304 => {
             let _ = tx.send(Ok((oc.clone(), mine)));
             let reusable = !resp.head.has_token("connection", "close");
             f.done(Some(0), Some((resp.conn, reusable)));
+            if let (Some(src), Ok(body)) = (copy, body) {
+                copy_blocks(&sh, src, &body, &oc).await;
+            }
         }
         // The body came whole with the head.
         (Some(resp), Err(len)) => {
@@ -233,7 +250,7 @@ fn failed(fetched: &Fetched) -> bool {
 /// are chosen here; a body that came whole with the head goes through
 /// them at once (and fails the fetch if it is bad gzip).
 /// Err carries whether the failure is already logged.
-fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjRef>, url: &[u8]) -> Result<Got, (Error, bool)> {
+fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<(&ObjRef, Option<ObjBody>)>, url: &[u8]) -> Result<Got, (Error, bool)> {
     match fetched {
         Fetched::Resp { mut resp, mut beresp, life, action } => {
             let expected = match resp.framing {
@@ -241,9 +258,16 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjRef>, url
                 Framing::None => Some(0),
                 _ => None,
             };
-            if let (Some(s), true) = (stale, beresp.was_304) {
+            if let (Some((s, body)), true) = (stale, beresp.was_304) {
                 let coding = s.obj.coding().map(|c| Box::new(c.clone()));
-                return Ok(Got { resp: Some(resp), beresp, life, action, body: s.body(), inline: None, coding, coder: None, record: None });
+                // A large disk object's body is copied block by block
+                // into the new object as a fetched body streams in.
+                let (body, copy) = match body {
+                    Some(ObjBody::Blocks(b)) => (ObjBody::Live(Arc::new(Body::new(Some(b.body_len())))), Some(b)),
+                    Some(b) => (b, None),
+                    None => return Err((Error::new(Side::Internal, "the stale object's body cannot be read back for the 304"), false)),
+                };
+                return Ok(Got { resp: Some(resp), beresp, life, action, body, inline: None, coding, coder: None, record: None, copy });
             }
             let (plan, coder, mut coding) = filters(sh, &mut beresp, expected);
             match expected {
@@ -289,6 +313,7 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjRef>, url
                         coding,
                         coder: None,
                         record,
+                        copy: None,
                     })
                 }
                 _ => {
@@ -297,7 +322,7 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjRef>, url
                         k.br = Some(ObjBody::Live(Arc::new(Body::new(None))));
                     }
                     let body = ObjBody::Live(Arc::new(Body::new(expected)));
-                    Ok(Got { resp: Some(resp), beresp, life, action, body, inline: None, coding, coder, record: None })
+                    Ok(Got { resp: Some(resp), beresp, life, action, body, inline: None, coding, coder, record: None, copy: None })
                 }
             }
         }
@@ -307,7 +332,18 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<&ObjRef>, url
                 beresp.uncacheable = true;
             }
             let body = ObjBody::Whole(Bytes::from(body));
-            Ok(Got { resp: None, beresp, life, action: Action::Deliver, body, inline: None, coding: None, coder: None, record: None })
+            Ok(Got {
+                resp: None,
+                beresp,
+                life,
+                action: Action::Deliver,
+                body,
+                inline: None,
+                coding: None,
+                coder: None,
+                record: None,
+                copy: None,
+            })
         }
         Fetched::Abandoned(e) | Fetched::Client(e) => Err((e, false)),
     }
@@ -574,6 +610,29 @@ async fn stream_body(
             false
         }
     }
+}
+
+/// A 304 refreshed a large disk object: its body is copied block by
+/// block (each checked as it is read) into the new object, charged as a
+/// fetched body is, then written; a block that cannot be read fails the
+/// body (its readers get a cut response, never a wrong one).
+async fn copy_blocks(sh: &Shared, src: Arc<dyn Blocks>, body: &Body, oc: &ObjRef) {
+    for i in 0..src.count() {
+        let s = src.clone();
+        match tokio::task::spawn_blocking(move || s.read(i)).await {
+            Ok(Some(block)) => {
+                sh.cache.grow(oc, block.len() as u64 + crate::cache::object::CHUNK_OVERHEAD);
+                body.push(block);
+            }
+            _ => {
+                body.fail();
+                sh.cache.kill(oc);
+                return;
+            }
+        }
+    }
+    body.finish();
+    sh.cache.persist(oc);
 }
 
 /// Where a streaming body's pieces are kept (and its Brotli copy's),

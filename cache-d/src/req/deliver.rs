@@ -157,6 +157,13 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
     let obj = &oc.obj;
     let (headers, body) = match r.loaded.take() {
         Some((o, b)) if ObjRef::ptr_eq(&o, oc) => (oc.headers(), b),
+        // A disk object no lookup held (a waiter's, a stale one delivered
+        // after all): its body held now, never one that reads as failed
+        // because its memory copy went.
+        _ if oc.disk().is_some() => match r.sh.cache.held_body(oc).await {
+            Ok(b) => (oc.headers(), b),
+            Err(()) => return Step::Synth { status: 503, reason: "Backend fetch failed".into() },
+        },
         _ => oc.parts(),
     };
     let t = now();

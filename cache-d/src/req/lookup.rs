@@ -76,21 +76,23 @@ pub async fn lookup<T: Transport>(r: &mut Request<'_, T>, key: Vec<u8>) -> Step 
     }
 }
 
-/// A disk object found is read back (off the request threads) unless
-/// its body is in memory: None when that failed (the object is gone);
-/// a stale one that cannot be read is no base for a conditional fetch.
+/// A disk object found has its body held for this request (read back,
+/// off the request threads, unless it is in memory), so that the memory
+/// tier letting its copy go before it is delivered, or while a 304 for
+/// it is awaited, cannot leave the response without its body. None when
+/// a hit cannot be read (the object is gone: look again); a stale one
+/// that cannot be read is no base for a conditional fetch.
 async fn readable<T: Transport>(r: &mut Request<'_, T>, found: Lookup) -> Option<Lookup> {
     let sh = r.sh.clone();
-    let in_memory = |o: &ObjRef| o.disk().is_none_or(|d| d.ram().is_some());
     match found {
-        Lookup::Hit(oc) if !in_memory(&oc) => {
-            let body = sh.cache.load(&oc).await.ok()?;
-            r.loaded = body.map(|b| (oc.clone(), b));
+        Lookup::Hit(oc) if oc.disk().is_some() => {
+            let body = sh.cache.held_body(&oc).await.ok()?;
+            r.loaded = Some((oc.clone(), body));
             Some(Lookup::Hit(oc))
         }
-        Lookup::Grace(oc, guard) if !in_memory(&oc) => match sh.cache.load(&oc).await {
+        Lookup::Grace(oc, guard) if oc.disk().is_some() => match sh.cache.held_body(&oc).await {
             Ok(body) => {
-                r.loaded = body.map(|b| (oc.clone(), b));
+                r.loaded = Some((oc.clone(), body));
                 Some(Lookup::Grace(oc, guard))
             }
             Err(()) => {
@@ -101,12 +103,20 @@ async fn readable<T: Transport>(r: &mut Request<'_, T>, found: Lookup) -> Option
                 None
             }
         },
-        Lookup::Miss { guard, stale: Some(s) } if !in_memory(&s) => {
-            let _ = sh.cache.load(&s).await;
-            Some(Lookup::Miss { guard, stale: Some(s).filter(in_memory) })
-        }
+        Lookup::Miss { guard, stale: Some(s) } if s.disk().is_some() => match sh.cache.held_body(&s).await {
+            Ok(body) => {
+                r.loaded = Some((s.clone(), body));
+                Some(Lookup::Miss { guard, stale: Some(s) })
+            }
+            Err(()) => Some(Lookup::Miss { guard, stale: None }),
+        },
         other => Some(other),
     }
+}
+
+/// The body held for `oc` (see [`readable`]), if any.
+fn held<T: Transport>(r: &Request<'_, T>, oc: &ObjRef) -> Option<crate::cache::body::ObjBody> {
+    r.loaded.as_ref().filter(|(o, _)| ObjRef::ptr_eq(o, oc)).map(|(_, b)| b.clone())
 }
 
 /// An object was found: vcl_hit decides (deliver, or miss/pass after
@@ -168,6 +178,7 @@ fn background_fetch<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stal
     let spec = MissSpec {
         req: r.req.clone(),
         guard,
+        stale_body: held(r, &stale),
         stale: Some(stale),
         bxid,
         rxid: r.rxid,
@@ -193,10 +204,12 @@ pub async fn miss<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stale:
     }
     let bxid = r.sh.next_vxid();
     r.log.recf(Tag::Link, LogSide::Client, r.rxid, format_args!("bereq {bxid} fetch"));
+    let stale_body = stale.as_ref().and_then(|s| held(r, s));
     let spec = MissSpec {
         req: r.req.clone(),
         guard,
         stale,
+        stale_body,
         bxid,
         rxid: r.rxid,
         reason: "fetch",

@@ -382,3 +382,71 @@ fn large_bodies_are_read_block_by_block_and_a_damaged_block_cuts_the_response() 
     assert_eq!(o.requests(), 2);
     assert_eq!(counter(&stat(&d3.dir), "SMP.disk.c_corrupt"), Some(1));
 }
+
+/// Regression (issue 32, an empty body served as a 200): a stale disk
+/// object revalidated with a 304 while the memory tier lets its body's
+/// copy go (other disk hits take the room during the fetch) must keep
+/// its whole body, for the request that revalidated it and the hits
+/// after; it was delivered with its headers and no body bytes.
+#[test]
+fn a_304_on_a_disk_object_whose_memory_copy_went_keeps_its_body() {
+    let o = Origin::start();
+    let t = tempfile::tempdir().unwrap();
+    let p = persistent(t.path(), "64M");
+    let keep = ["-p", "default_grace=0", "-p", "default_keep=60"];
+    let d = daemon_with(t.path(), &o, &["mem=malloc,1M", p.as_str()], Some("disk"), &keep);
+    let others = |port| {
+        let mut c = Client::connect(port);
+        for i in 0..10 {
+            assert_eq!(c.get(&format!("/size/200000?max_age=600&b={i}"), "").body.len(), 200_000);
+        }
+    };
+    others(d.port);
+    let a = "/size/200001?max_age=1";
+    assert_eq!(Client::connect(d.port).get(a, "").body.len(), 200_001);
+    std::thread::sleep(Duration::from_millis(1500));
+    // The revalidation waits at the origin while ten disk hits push the
+    // stale object's copy out of the 1 MiB memory tier.
+    Client::connect(o.port).get("/__pause?ms=1500", "");
+    let port = d.port;
+    let revalidate = std::thread::spawn(move || {
+        let mut c = Client::connect(port);
+        c.send_raw(format!("GET {a} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes());
+        c.read_response(false).map(|r| (r.status, r.body.len()))
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    others(d.port);
+    assert_eq!(revalidate.join().unwrap(), Some((200, 200_001)), "the revalidated object's whole body");
+    let s = stat(&d.dir);
+    assert_eq!(counter(&s, "MAIN.fetch_304"), Some(1), "{s}");
+    for _ in 0..2 {
+        let mut c = Client::connect(d.port);
+        c.send_raw(format!("GET {a} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes());
+        assert_eq!(c.read_response(false).map(|r| (r.status, r.body.len())), Some((200, 200_001)), "a hit after it");
+        others(d.port);
+    }
+}
+
+/// A large disk object (read block by block, never whole in memory) is
+/// revalidated too: the 304 copies its blocks into the new object.
+#[test]
+fn a_304_on_a_large_disk_object_copies_its_blocks() {
+    let o = Origin::start();
+    let t = tempfile::tempdir().unwrap();
+    let p = persistent(t.path(), "128M");
+    let keep = ["-p", "default_grace=0", "-p", "default_keep=60"];
+    let d = daemon_with(t.path(), &o, &["mem=malloc,1M", p.as_str()], Some("disk"), &keep);
+    let a = "/size/2500000?max_age=1";
+    let first = Client::connect(d.port).get(a, "");
+    assert_eq!(first.body.len(), 2_500_000);
+    std::thread::sleep(Duration::from_millis(1500));
+    for _ in 0..3 {
+        let mut c = Client::connect(d.port);
+        c.send_raw(format!("GET {a} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes());
+        let r = c.read_response(false).expect("a whole response");
+        assert_eq!((r.status, r.body == first.body), (200, true));
+    }
+    let s = stat(&d.dir);
+    assert_eq!(counter(&s, "MAIN.fetch_304"), Some(1), "{s}");
+    assert_eq!(o.requests(), 2);
+}
