@@ -101,7 +101,7 @@ impl Transport for Http1 {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let c = &mut self.conn;
-            let closed = |reason| ProxyRead::Closed { reason, garbage: None };
+            let closed = |reason| ProxyRead::Closed { reason, garbage: Garbage::default() };
             match proxy::scan(&c.buf) {
                 Scan::More => {}
                 Scan::Junk => return closed(Reason::RxJunk),
@@ -111,7 +111,7 @@ impl Transport for Http1 {
                     let _ = c.buf.split_to(len);
                     return match header {
                         Ok(h) => ProxyRead::Header(h),
-                        Err(Garbage(garbage)) => ProxyRead::Closed { reason: Reason::RxJunk, garbage },
+                        Err(garbage) => ProxyRead::Closed { reason: Reason::RxJunk, garbage },
                     };
                 }
             }

@@ -3,21 +3,35 @@
 //! whatever bytes have arrived. What it accepts, refuses and logs follows
 //! Varnish's PROXY transport: a version 1 line of exactly five fields
 //! (`TCP4`/`TCP6` and numeric addresses, `UNKNOWN` refused), at most 107
-//! bytes; a version 2 header of at most 1,024 bytes after its 16, whose
-//! LOCAL command, unspecified or unsupported address families and short
-//! address blocks keep the connection's own addresses (logged as
-//! ProxyGarbage), whose TLVs must be well formed and whose CRC32C, when
-//! sent, must match.
+//! bytes; a version 2 header of at most 1,024 bytes, its 16 included,
+//! whose LOCAL command, unspecified or unsupported address families and
+//! short address blocks keep the connection's own addresses (logged as
+//! ProxyGarbage), whose TLVs must be well formed, fit where Varnish keeps
+//! them, and whose CRC32C, when sent, must be four bytes and match.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use common::log::vsl::Tag;
 
 /// The version 2 signature.
 pub const V2_SIG: [u8; 12] = *b"\r\n\r\n\0\r\nQUIT\n";
 const V1_SIG: &[u8] = b"PROXY";
 /// Longest version 1 line, CRLF included (the specification's 107).
 const V1_MAX: usize = 107;
-/// Longest version 2 address and TLV block.
+/// Longest version 2 header, its 16 bytes included: Varnish reads a
+/// PROXY header into at most VPX_MAX_LEN (1,024) bytes, so a block of
+/// more than 1,008 overflows there (RX_OVERFLOW, no record).
 const V2_MAX: usize = 1024;
+/// What Varnish's session workspace (workspace_session, 768 bytes by
+/// default) has left when a version 2 header's TLVs are copied into it:
+/// the client's address and port, as text, come out of these 416 bytes
+/// (each rounded up to 8), then the TLVs with an 8-byte head (rounded up
+/// to 8), then an 8-byte pointer to them. Measured against varnishd 7.1
+/// with IPv4 and IPv6 addresses of several lengths: 376 bytes of TLVs
+/// fit behind `192.0.2.7 40000`, 384 behind `::1 1`, 352 behind a
+/// 39-character IPv6 address. More is refused with an Error record, the
+/// connection closed (RX_JUNK) — 330 empty TLVs among them.
+const V2_TLV_ROOM: usize = 416;
 const TLV_CRC32C: u8 = 0x03;
 const TLV_SSL: u8 = 0x20;
 
@@ -48,10 +62,17 @@ pub struct Header {
     pub tlvs: Vec<u8>,
 }
 
-/// A header that closes the connection: the `ProxyGarbage` record's
-/// payload, or None when Varnish closes without one.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Garbage(pub Option<String>);
+/// A header that closes the connection: the records Varnish writes for
+/// it (none for some faults of version 1).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Garbage {
+    /// The `Proxy` record of the addresses read before the fault was
+    /// found (a version 2 header's TLVs are checked after it).
+    pub proxy: Option<String>,
+    /// Why: a `ProxyGarbage` record, or an `Error` record when the TLVs
+    /// do not fit.
+    pub why: Option<(Tag, String)>,
+}
 
 /// Look at the bytes received so far.
 pub fn scan(buf: &[u8]) -> Scan {
@@ -75,7 +96,7 @@ pub fn scan(buf: &[u8]) -> Scan {
         return Scan::More;
     }
     let len = usize::from(u16::from_be_bytes([buf[14], buf[15]]));
-    if len > V2_MAX {
+    if 16 + len > V2_MAX {
         return Scan::Overflow;
     }
     if buf.len() < 16 + len {
@@ -85,15 +106,15 @@ pub fn scan(buf: &[u8]) -> Scan {
 }
 
 fn garbage(why: &str) -> Result<Header, Garbage> {
-    Err(Garbage(Some(why.to_string())))
+    Err(Garbage { proxy: None, why: Some((Tag::ProxyGarbage, why.to_string())) })
 }
 
 /// `PROXY TCP4 src dst sport dport\r\n` (the line up to its newline).
 fn v1_line(line: &[u8]) -> Result<Header, Garbage> {
     // Up to a CR, which a LF must follow.
-    let Some(cr) = line.iter().position(|&b| b == b'\r') else { return Err(Garbage(None)) };
+    let Some(cr) = line.iter().position(|&b| b == b'\r') else { return Err(Garbage::default()) };
     if line.get(cr + 1) != Some(&b'\n') {
-        return Err(Garbage(None));
+        return Err(Garbage::default());
     }
     let mut fields = line[..cr].split(|&b| b == b' ');
     fields.next(); // PROXY
@@ -172,37 +193,51 @@ fn v2_header(h: &[u8]) -> Result<Header, Garbage> {
     let port = |b: &[u8]| u16::from_be_bytes([b[0], b[1]]);
     let client = SocketAddr::new(ip(&block[..alen]), port(&block[2 * alen..]));
     let server = SocketAddr::new(ip(&block[alen..2 * alen]), port(&block[2 * alen + 2..]));
+    let record = format!("2 {} {} {} {}", client.ip(), client.port(), server.ip(), server.port());
+    // Varnish logs the addresses, then walks the TLVs.
+    let closed = |why: (Tag, String)| Err(Garbage { proxy: Some(record.clone()), why: Some(why) });
     let tlvs = &block[flen..];
-    let mut crc_at = None;
+    // Each checksum TLV is checked where the walk meets it, with the
+    // checksums met so far zeroed, as Varnish zeroes them in place.
+    // Varnish reads four bytes whatever the TLV's length: a shorter one
+    // is compared with bytes that are not its own, and is refused.
+    let mut zeroed = h.to_vec();
+    let mut bad_crc = false;
     let walk = walk_tlvs(tlvs, &mut |t, at, v| {
         if t == TLV_SSL {
             if v.len() < 5 {
                 return Err("Length Error");
             }
             walk_tlvs(&v[5..], &mut |_, _, _| Ok(()))?;
-        } else if t == TLV_CRC32C && v.len() >= 4 {
-            crc_at = Some(16 + flen + at);
+        } else if t == TLV_CRC32C {
+            let at = 16 + flen + at;
+            bad_crc = v.len() < 4 || {
+                let sent = u32::from_be_bytes([v[0], v[1], v[2], v[3]]);
+                zeroed[at..at + 4].fill(0);
+                // CRC-32C (Castagnoli), as the checksum TLV carries it.
+                crc32c::crc32c(&zeroed) != sent
+            };
+            if bad_crc {
+                return Err("CRC error");
+            }
         }
         Ok(())
     });
-    if let Err(e) = walk {
-        return garbage(&format!("PROXY2: TLV {e}"));
+    match walk {
+        Err(_) if bad_crc => return closed((Tag::ProxyGarbage, "PROXY2: CRC error".into())),
+        Err(e) => return closed((Tag::ProxyGarbage, format!("PROXY2: TLV {e}"))),
+        Ok(()) => {}
     }
-    if let Some(at) = crc_at {
-        let sent = u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
-        let mut zeroed = h.to_vec();
-        zeroed[at..at + 4].fill(0);
-        // CRC-32C (Castagnoli), as the checksum TLV carries it.
-        if crc32c::crc32c(&zeroed) != sent {
-            return garbage("PROXY2: CRC error");
-        }
+    let round8 = |n: usize| n.div_ceil(8) * 8;
+    let text = round8(client.ip().to_string().len() + 1) + round8(client.port().to_string().len() + 1);
+    let room = V2_TLV_ROOM.saturating_sub(text);
+    if round8(8 + tlvs.len()) > room {
+        return closed((Tag::Error, "insufficient workspace".into()));
     }
-    Ok(Header {
-        addrs: Some((client, server)),
-        record: Some(format!("2 {} {} {} {}", client.ip(), client.port(), server.ip(), server.port())),
-        ignored: None,
-        tlvs: tlvs.to_vec(),
-    })
+    if round8(8 + tlvs.len()) + 8 > room {
+        return closed((Tag::Error, "insufficient workspace (proto_priv)".into()));
+    }
+    Ok(Header { addrs: Some((client, server)), record: Some(record), ignored: None, tlvs: tlvs.to_vec() })
 }
 
 /// Called with each TLV's type, offset and value; an error stops the walk.

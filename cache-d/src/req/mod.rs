@@ -117,7 +117,7 @@ pub fn close_session(s: &mut Sess, reason: Reason) {
 /// Read the PROXY header of a connection to a `,PROXY` listener (within
 /// timeout_idle, as Varnish): its addresses become client.ip and
 /// server.ip, logged as a `Proxy` record; a header that cannot be used
-/// closes the session, with a `ProxyGarbage` record saying why.
+/// closes the session, with a `ProxyGarbage` (or `Error`) record saying why.
 async fn proxy_header<T: Transport>(s: &mut Sess, conn: &mut T) -> Result<(), Reason> {
     let timeout = s.sh.params().timeout_idle;
     match conn.read_proxy(timeout).await {
@@ -135,8 +135,11 @@ async fn proxy_header<T: Transport>(s: &mut Sess, conn: &mut T) -> Result<(), Re
             Ok(())
         }
         ProxyRead::Closed { reason, garbage } => {
-            if let Some(why) = garbage {
-                s.log.rec(Tag::ProxyGarbage, LogSide::Client, s.vxid, why.as_bytes());
+            if let Some(r) = &garbage.proxy {
+                s.log.rec(Tag::Proxy, LogSide::Client, s.vxid, r.as_bytes());
+            }
+            if let Some((tag, why)) = &garbage.why {
+                s.log.rec(*tag, LogSide::Client, s.vxid, why.as_bytes());
             }
             Err(reason)
         }

@@ -32,10 +32,10 @@ pub enum ReadErr {
 /// What reading a PROXY header gave.
 pub enum ProxyRead {
     Header(crate::listen::proxy::Header),
-    /// The session ends: why, and the `ProxyGarbage` record if any.
+    /// The session ends: why, and the records saying so.
     Closed {
         reason: Reason,
-        garbage: Option<String>,
+        garbage: crate::listen::proxy::Garbage,
     },
 }
 
@@ -79,7 +79,7 @@ pub trait Transport: ReqBody + Send {
     /// the first request.
     async fn read_proxy(&mut self, timeout: Duration) -> ProxyRead {
         let _ = timeout;
-        ProxyRead::Closed { reason: Reason::RxJunk, garbage: None }
+        ProxyRead::Closed { reason: Reason::RxJunk, garbage: Default::default() }
     }
     /// The body framing of a request with this head, where the transport
     /// knows it rather than the head (an HTTP/2 stream's body ends with

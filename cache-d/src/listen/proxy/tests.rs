@@ -76,7 +76,9 @@ fn a_sound_checksum_passes_and_a_wrong_one_closes() {
     buf[at..].copy_from_slice(&crc);
     assert!(complete(&buf).1.is_ok());
     buf[at] ^= 1;
-    assert_eq!(complete(&buf).1, Err(Garbage(Some("PROXY2: CRC error".into()))));
+    let closed =
+        Garbage { proxy: Some("2 192.0.2.7 40000 198.51.100.9 443".into()), why: Some((Tag::ProxyGarbage, "PROXY2: CRC error".into())) };
+    assert_eq!(complete(&buf).1, Err(closed));
     // The standard check value of CRC-32C.
     assert_eq!(crc32c::crc32c(b"123456789"), 0xE306_9283);
 }
@@ -99,7 +101,7 @@ fn bytes_arriving_one_at_a_time_make_the_same_header() {
 fn hostile_headers() {
     let junk = |b: &[u8]| scan(b) == Scan::Junk;
     let overflow = |b: &[u8]| scan(b) == Scan::Overflow;
-    let garbage = |b: &[u8], why: Option<&str>| matches!(scan(b), Scan::Complete { header: Err(Garbage(g)), .. } if g.as_deref() == why);
+    let garbage = |b: &[u8], why: Option<&str>| matches!(scan(b), Scan::Complete { header: Err(Garbage { why: g, .. }), .. } if g.as_ref().map(|(_, w)| w.as_str()) == why);
     let ignored = |b: &[u8], why: &str| matches!(scan(b), Scan::Complete { header: Ok(Header { addrs: None, ignored: Some(g), .. }), .. } if g == why);
     // Not PROXY at all: a plain request, TLS, one wrong byte of each signature.
     assert!(junk(b"GET / HTTP/1.1\r\n"));
@@ -126,8 +128,14 @@ fn hostile_headers() {
     assert!(garbage(b"PROXY TCP4 1.2.3.4 5.6.7.8 1 \xff\r\n", Some("PROXY1: Cannot resolve destination address")));
     // Version 2.
     let mut long = V2_SIG.to_vec();
-    long.extend_from_slice(&[0x21, 0x11, 0x04, 0x01]); // 1025 bytes announced
+    long.extend_from_slice(&[0x21, 0x11, 0x03, 0xf1]); // 1,009 bytes announced: 1,025 in all
     assert!(overflow(&long));
+    let mut filled = v2(0x21, 0x11, &[v4_block(), vec![0xe0, 0x03, 0xe1], vec![b'a'; 993]].concat());
+    assert_eq!(filled.len(), 1024);
+    assert_eq!(scan(&filled[..1000]), Scan::More);
+    assert!(matches!(scan(&filled), Scan::Complete { len: 1024, .. }), "1,024 bytes in all is not too long");
+    filled[15] += 1;
+    assert!(overflow(&filled));
     assert!(garbage(&v2(0x11, 0x11, &v4_block()), Some("PROXY2: bad version (1)")));
     assert!(garbage(&v2(0x22, 0x11, &v4_block()), Some("PROXY2: bad command (2)")));
     assert!(ignored(&v2(0x21, 0x00, &[]), "PROXY2: Ignoring UNSPEC|UNSPEC addresses"));
@@ -145,8 +153,46 @@ fn hostile_headers() {
     assert!(garbage(&v2(0x21, 0x11, &with(&[TLV_SSL, 0, 2, 1, 2])), Some("PROXY2: TLV Length Error")));
     assert!(garbage(&v2(0x21, 0x11, &with(&[TLV_SSL, 0, 7, 1, 0, 0, 0, 0, 0x21, 0])), Some("PROXY2: TLV Dribble bytes")));
     assert!(garbage(&v2(0x21, 0x11, &with(&[TLV_SSL, 0, 8, 1, 0, 0, 0, 0, 0x21, 0, 5])), Some("PROXY2: TLV Length Error")));
-    // A short checksum TLV is not a checksum (nothing to compare).
-    assert!(complete(&v2(0x21, 0x11, &with(&[TLV_CRC32C, 0, 2, 0, 0]))).1.is_ok());
+    // A short checksum TLV is compared by Varnish with bytes not its own: refused.
+    assert!(garbage(&v2(0x21, 0x11, &with(&[TLV_CRC32C, 0, 2, 0, 0])), Some("PROXY2: CRC error")));
+    assert!(garbage(&v2(0x21, 0x11, &with(&[TLV_CRC32C, 0, 0, 0xe0, 0, 0])), Some("PROXY2: CRC error")));
+    // The first fault met ends the walk: a checksum after a bad TLV is not read.
+    assert!(garbage(&v2(0x21, 0x11, &with(&[TLV_SSL, 0, 0, TLV_CRC32C, 0, 0])), Some("PROXY2: TLV Length Error")));
+}
+
+/// TLVs fit in what Varnish's session workspace has left after the
+/// client's address and port as text (the limits measured on varnishd
+/// 7.1): past it, an Error record after the Proxy record.
+#[test]
+fn tlvs_past_the_session_workspace_close_as_varnish_does() {
+    let fill = |n: usize| [vec![0xe0], (n as u16 - 3).to_be_bytes().to_vec(), vec![b'a'; n - 3]].concat();
+    let why = |buf: &[u8]| match complete(buf).1 {
+        Ok(_) => None,
+        Err(Garbage { proxy, why }) => {
+            assert!(proxy.is_some(), "the Proxy record comes first");
+            why
+        }
+    };
+    let v4 = |tlvs: &[u8]| v2(0x21, 0x11, &[v4_block(), tlvs.to_vec()].concat());
+    assert_eq!(why(&v4(&fill(376))), None);
+    assert_eq!(why(&v4(&fill(377))), Some((Tag::Error, "insufficient workspace (proto_priv)".into())));
+    assert_eq!(why(&v4(&fill(385))), Some((Tag::Error, "insufficient workspace".into())));
+    assert_eq!(why(&v4(&[0xe0, 0, 0].repeat(125))), None);
+    assert_eq!(why(&v4(&[0xe0, 0, 0].repeat(330))), Some((Tag::Error, "insufficient workspace".into())));
+    // A shorter address leaves more room, a longer one less.
+    let v6 = |src: Ipv6Addr, port: u16, tlvs: &[u8]| {
+        let mut b = src.octets().to_vec();
+        b.extend_from_slice(&Ipv6Addr::LOCALHOST.octets());
+        b.extend_from_slice(&port.to_be_bytes());
+        b.extend_from_slice(&80u16.to_be_bytes());
+        b.extend_from_slice(tlvs);
+        v2(0x21, 0x21, &b)
+    };
+    assert_eq!(why(&v6(Ipv6Addr::LOCALHOST, 1, &fill(384))), None);
+    assert!(why(&v6(Ipv6Addr::LOCALHOST, 1, &fill(385))).is_some());
+    let long: Ipv6Addr = "2001:db8:1234:5678:9abc:def0:1234:5678".parse().unwrap();
+    assert_eq!(why(&v6(long, 40000, &fill(352))), None);
+    assert!(why(&v6(long, 40000, &fill(353))).is_some());
 }
 
 #[test]
