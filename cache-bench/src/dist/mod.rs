@@ -1,12 +1,20 @@
 //! Many load hosts, one run: `cache-bench agent` on each host, the
 //! coordinator in `cache-bench run --agents ...`, and `cache-bench merge`.
 //!
-//! Protocol (JSON lines over TCP):
-//! 1. agent → `{"hello":"cache-bench","version":V,"proto":2,"nonce":HEX}`
-//! 2. coordinator → `{"msg":{"plan":PLAN,"label":L,"name":N},"mac":HEX}`
+//! Protocol 3 (JSON lines over TCP, but for one fixed-size text line):
+//! 1. agent → `{"hello":"cache-bench","version":V,"proto":3,"nonce":NA}`;
+//! 2. coordinator → `auth NC MAC`: one line of exactly [`AUTH_LINE`] bytes,
+//!    NC its own fresh nonce, MAC = HMAC-SHA256(secret, "c" ‖ NA ‖ NC ‖
+//!    "auth") in hex. This is the first thing an agent reads: at most
+//!    [`AUTH_LINE`] bytes within [`HANDSHAKE`] of the connect, checked
+//!    before it reads anything more or parses any JSON;
+//! 3. agent → `{"msg":{"auth":true},"mac":..}` (or `{"error":...}`): its
+//!    own proof, which the coordinator reads (a short line) before it sends
+//!    the plan or reads anything large;
+//! 4. coordinator → `{"msg":{"plan":PLAN,"label":L,"name":N},"mac":HEX}`
 //!    (each msg travels as its JSON text in a string, signed as sent);
-//! 3. agent → `{"msg":{"ready":true},"mac":..}` (or `{"error":...}`);
-//! 4. once every agent is ready, coordinator → `{"msg":{"start_unix_ms":T},"mac":..}`
+//! 5. agent → `{"msg":{"ready":true},"mac":..}` (or `{"error":...}`);
+//! 6. once every agent is ready, coordinator → `{"msg":{"start_unix_ms":T},"mac":..}`
 //!    to all, T a little ahead; at T each runs its share of the plan,
 //!    sending `{"msg":{"tick":{...}},..}` each second and finally
 //!    `{"msg":{"result":RESULT},..}` — its full histograms and series, also
@@ -14,50 +22,71 @@
 //!    totals. The coordinator may send `{"msg":{"stop":true},..}` at any
 //!    time.
 //!
-//! Every message after the hello carries mac = HMAC-SHA256(secret,
-//! direction ‖ nonce ‖ msg as sent), direction "c" from the coordinator and
-//! "a" from the agent: only a coordinator holding the shared secret can
+//! Every message after the proof carries mac = HMAC-SHA256(secret,
+//! direction ‖ NA ‖ NC ‖ msg as sent), direction "c" from the coordinator
+//! and "a" from the agent: only a coordinator holding the shared secret can
 //! make an agent send load, start or stop, a message cannot be altered or
-//! replayed into another session (the nonce) or reflected back. Before
-//! authentication an agent reads one line of at most [`MAX_PLAN_LINE`]
-//! bytes within [`HANDSHAKE`]; it handshakes with any number of
-//! connections at once (an idle one blocks nobody) and runs for one
-//! coordinator at a time (others are told it is busy). A start time more
-//! than [`START_SKEW`] from the agent's clock is refused.
+//! replayed into another session (either end's nonce) or reflected back.
+//!
+//! What a peer can cost the other end: before authentication, an agent
+//! holds at most [`MAX_HANDSHAKES`] connections (one more closes the
+//! oldest, so idle ones cannot keep a coordinator out), each for at most
+//! [`HANDSHAKE`], reading at most [`AUTH_LINE`] bytes; a coordinator reads
+//! at most [`MAX_HELLO_LINE`] from an agent that has not proved itself.
+//! After it, every line is capped: the plan at [`MAX_PLAN_LINE`] (a
+//! coordinator refuses to send a longer one), start and stop at
+//! [`MAX_CONTROL_LINE`], ticks and the result at [`MAX_RESULT_LINE`] (an
+//! agent whose result is longer says so and keeps it in its file). An
+//! agent runs for one coordinator at a time (others are told it is busy);
+//! a start time more than [`START_SKEW`] from its clock is refused.
 //!
 //! The coordinator merges the agents' histograms exactly; an agent that
 //! disconnects before its result is reported and fails the run.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+mod wire;
+
+use std::collections::VecDeque;
+use std::io::{BufReader, Write};
+use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
-use common::bounded::{Deadline, Deadlined, Slot, Slots};
+use common::bounded::{Deadline, Deadlined};
 
 use crate::engine::{self, Live};
 use crate::plan::Plan;
 use crate::report::{self, Meta};
 use crate::stats::Recorder;
+pub use wire::{fuzz_messages, AUTH_LINE};
+use wire::{is_nonce, nonce, recv, send, size, unix_ms, Keys};
 
-pub const PROTO: u64 = 2;
-/// Longest line an agent reads before authentication (the plan, with its
-/// URL list).
-pub const MAX_PLAN_LINE: u64 = 32 << 20;
-/// Longest line after it (a result carries every histogram of the run).
-const MAX_LINE: u64 = 1 << 30;
-/// Time a connection has, from connect, to hand an agent a signed plan.
+pub const PROTO: u64 = 3;
+/// Longest line a coordinator reads from an agent that has not proved it
+/// holds the secret (the hello, the answer to the proof).
+pub const MAX_HELLO_LINE: usize = 4 << 10;
+/// Longest plan line: the plan with its URL list, escaped and signed as it
+/// travels (about half a million URLs of 100 bytes).
+pub const MAX_PLAN_LINE: usize = 64 << 20;
+/// Longest other line from a coordinator (start, stop) or answer to the
+/// plan from an agent.
+pub const MAX_CONTROL_LINE: usize = 64 << 10;
+/// Longest line from an agent after it proved itself: a tick, or the
+/// result, which carries every histogram of the run and one per second
+/// (a few kB a second: runs of days fit).
+pub const MAX_RESULT_LINE: usize = 1 << 30;
+/// Time a connection has, from connect, to prove it holds the secret.
 pub const HANDSHAKE: Duration = Duration::from_secs(10);
+/// Time an authenticated coordinator has to send the plan.
+const PLAN_WAIT: Duration = Duration::from_secs(60);
 /// How far from the agent's clock a start time may be.
 pub const START_SKEW: Duration = Duration::from_secs(60);
-/// Handshakes an agent holds at once; more connections are closed.
-const MAX_HANDSHAKES: usize = 64;
+/// Handshakes an agent holds at once; one more closes the oldest.
+pub const MAX_HANDSHAKES: usize = 64;
 /// Agents start this long after the coordinator sends the start time
 /// (room for the message to reach every agent).
 pub const START_DELAY: Duration = Duration::from_millis(500);
@@ -74,15 +103,6 @@ pub struct ResultFile {
     pub recorder: Recorder,
 }
 
-type HmacSha256 = hmac::Hmac<Sha256>;
-
-/// HMAC-SHA256 of `msg` under `key` (the hmac crate; any key length).
-fn mac_of(key: &[u8], msg: &[u8]) -> HmacSha256 {
-    let mut m = <HmacSha256 as hmac::Mac>::new_from_slice(key).expect("HMAC takes a key of any length");
-    hmac::Mac::update(&mut m, msg);
-    m
-}
-
 pub fn read_secret(path: Option<&str>) -> Result<Vec<u8>> {
     let path = path.ok_or_else(|| anyhow!("--secret-file is needed with agents (the same file on every host)"))?;
     let s = std::fs::read(path).with_context(|| format!("cannot read the secret file {path}"))?;
@@ -93,107 +113,58 @@ pub fn read_secret(path: Option<&str>) -> Result<Vec<u8>> {
     Ok(s)
 }
 
-fn nonce() -> String {
-    let mut b = [0u8; 16];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut f, &mut b);
-    }
-    let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    hex::encode(
-        &Sha256::new().chain_update(b).chain_update(t.to_le_bytes()).chain_update(std::process::id().to_le_bytes()).finalize()[..16],
-    )
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
-
-fn send(w: &mut TcpStream, v: &Value) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(v)?;
-    line.push(b'\n');
-    w.write_all(&line)
-}
-
-/// One end of an authenticated session: the secret, the agent's nonce and
-/// which way this end sends ("c" coordinator, "a" agent).
-#[derive(Clone)]
-struct Keys {
-    secret: Arc<Vec<u8>>,
-    nonce: String,
-    me: &'static str,
-}
-
-impl Keys {
-    fn mac(&self, dir: &str, msg: &str) -> String {
-        hex::encode(hmac::Mac::finalize(mac_of(&self.secret, format!("{dir}{}{msg}", self.nonce).as_bytes())).into_bytes())
-    }
-
-    /// Does `mac` (hex) sign `msg` from the `dir` end? Compared in
-    /// constant time.
-    fn verify(&self, dir: &str, msg: &str, mac: &str) -> bool {
-        let Ok(given) = hex::decode(mac) else { return false };
-        hmac::Mac::verify_slice(mac_of(&self.secret, format!("{dir}{}{msg}", self.nonce).as_bytes()), &given).is_ok()
-    }
-
-    /// The message travels as JSON text inside a string, so the MAC covers
-    /// exactly the bytes sent (a number re-serialised after parsing need
-    /// not come out the same).
-    fn send(&self, w: &mut TcpStream, msg: Value) -> std::io::Result<()> {
-        let text = serde_json::to_string(&msg)?;
-        let mac = self.mac(self.me, &text);
-        send(w, &json!({ "msg": text, "mac": mac }))
-    }
-
-    /// The message of a signed line from the other end; an unsigned or
-    /// badly signed one is an error (an error report from the other end
-    /// is passed on as one).
-    fn open(&self, v: Value) -> Result<Value> {
-        if let Some(e) = v.get("error") {
-            bail!("{}", e.as_str().unwrap_or("refused"));
-        }
-        let (Some(msg), Some(mac)) = (v.get("msg").and_then(Value::as_str), v.get("mac").and_then(Value::as_str)) else {
-            bail!("an unsigned message");
-        };
-        let other = if self.me == "c" { "a" } else { "c" };
-        if !self.verify(other, msg, mac) {
-            bail!("a message with a bad signature (not the same secret, or altered on the way)");
-        }
-        Ok(serde_json::from_str(msg)?)
-    }
-}
-
-/// Read one JSON line of at most `max` bytes.
-fn recv<R: BufRead>(r: &mut R, max: u64) -> Result<Value> {
-    let mut line = Vec::new();
-    if common::bounded::read_line(r, usize::try_from(max).unwrap_or(usize::MAX), &mut line)? == 0 {
-        bail!("connection closed");
-    }
-    Ok(serde_json::from_slice(&line)?)
-}
-
-/// For the fuzz target (fuzz/fuzz_targets/agent_msg.rs): what an agent
-/// does with bytes from the network — bounded lines read, signed messages
-/// opened, plans parsed and their numbers checked, start times taken —
-/// on arbitrary input.
-#[doc(hidden)]
-pub fn fuzz_messages(data: &[u8]) {
-    let keys = Keys { secret: Arc::new(b"fuzz-secret".to_vec()), nonce: "00".into(), me: "a" };
-    let mut r = data;
-    for _ in 0..16 {
-        let Ok(v) = recv(&mut r, 4096) else { break };
-        let opened = keys.open(v.clone()).ok();
-        for m in [Some(&v), opened.as_ref(), v.get("msg")].into_iter().flatten() {
-            if let Some(Ok(plan)) = m.get("plan").map(|p| serde_json::from_value::<Plan>(p.clone())) {
-                if plan.check_bounds().is_ok() {
-                    let _ = plan.share(1, 3).length_s();
-                }
-            }
-            let _ = m.get("start_unix_ms").and_then(Value::as_u64).map(|t| t.abs_diff(unix_ms()));
-        }
-    }
-}
-
 // ---------------------------------------------------------------- agent
+
+/// The connections still in their handshake, oldest first: at most
+/// [`MAX_HANDSHAKES`]; one more closes the oldest, so strangers' idle
+/// connections cannot keep a coordinator out (and none lasts longer than
+/// [`HANDSHAKE`] anyway).
+#[derive(Clone, Default)]
+struct Handshakes(Arc<Mutex<Waiting>>);
+
+/// The sockets of the connections in their handshake, each under an id.
+#[derive(Default)]
+struct Waiting {
+    last_id: u64,
+    conns: VecDeque<(u64, TcpStream)>,
+}
+
+/// A connection's place among the [`Handshakes`] until it has
+/// authenticated or failed.
+struct Handshake {
+    all: Handshakes,
+    id: u64,
+}
+
+impl Handshakes {
+    /// A place for `s` (closing the oldest when all are taken), or None if
+    /// its socket cannot be shared.
+    fn admit(&self, s: &TcpStream) -> Option<Handshake> {
+        let s = s.try_clone().ok()?;
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        while g.conns.len() >= MAX_HANDSHAKES {
+            if let Some((_, oldest)) = g.conns.pop_front() {
+                let _ = oldest.shutdown(Shutdown::Both);
+            }
+        }
+        g.last_id += 1;
+        let id = g.last_id;
+        g.conns.push_back((id, s));
+        Some(Handshake { all: self.clone(), id })
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).conns.len()
+    }
+}
+
+impl Drop for Handshake {
+    fn drop(&mut self) {
+        let mut g = self.all.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.conns.retain(|(id, _)| *id != self.id);
+    }
+}
 
 /// Serve coordinators, one run at a time, forever (or for one run: the
 /// exit status then says whether it went well).
@@ -203,19 +174,19 @@ pub fn agent(listen: &str, secret: &[u8], out_dir: &str, once: bool) -> Result<i
     let _ = std::io::stdout().flush();
     let secret = Arc::new(secret.to_vec());
     let busy = Arc::new(AtomicBool::new(false));
-    let handshakes = Slots::new(MAX_HANDSHAKES);
+    let handshakes = Handshakes::default();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<bool>();
     let out_dir = out_dir.to_string();
     std::thread::spawn(move || {
         for s in l.incoming() {
             let Ok(s) = s else { continue };
-            // Past the cap, dropped: too many connections at once.
-            let Some(slot) = handshakes.take() else { continue };
+            let Some(place) = handshakes.admit(&s) else { continue };
             let (secret, busy, done, out_dir) = (secret.clone(), busy.clone(), done_tx.clone(), out_dir.clone());
-            std::thread::spawn(move || {
+            // No thread to be had: the connection (and its place) is dropped.
+            let _ = std::thread::Builder::new().spawn(move || {
                 let peer = s.peer_addr().map(|a| a.to_string()).unwrap_or_default();
                 let mut ran = false;
-                let r = serve_one(s, &secret, &out_dir, &busy, slot, &mut ran);
+                let r = serve_one(s, &secret, &out_dir, &busy, place, &mut ran);
                 let ok = match r {
                     Ok(file) => {
                         eprintln!("cache-bench agent: run for {peer} done, result in {file}");
@@ -243,27 +214,47 @@ pub fn agent(listen: &str, secret: &[u8], out_dir: &str, once: bool) -> Result<i
     }
 }
 
+/// The agent's side of the handshake: the hello, then the coordinator's
+/// proof — at most [`AUTH_LINE`] bytes, no JSON — checked against the
+/// secret; the session's keys.
+fn authenticate<R: std::io::BufRead>(w: &mut TcpStream, r: &mut R, secret: &Arc<Vec<u8>>) -> Result<Keys> {
+    let na = nonce();
+    send(w, &json!({ "hello": "cache-bench", "version": env!("CARGO_PKG_VERSION"), "proto": PROTO, "nonce": na }))?;
+    let mut line = Vec::with_capacity(AUTH_LINE);
+    if common::bounded::read_line(r, AUTH_LINE, &mut line)? == 0 {
+        bail!("connection closed");
+    }
+    Keys::check_auth(secret, &na, &line)
+        .ok_or_else(|| anyhow!("not the same secret, or not a coordinator of this release (protocol {PROTO})"))
+}
+
 /// One connection: handshake (bounded in size and time), then, if no other
 /// run is going on, the run.
-fn serve_one(s: TcpStream, secret: &Arc<Vec<u8>>, out_dir: &str, busy: &AtomicBool, handshake: Slot, ran: &mut bool) -> Result<String> {
+fn serve_one(
+    s: TcpStream,
+    secret: &Arc<Vec<u8>>,
+    out_dir: &str,
+    busy: &AtomicBool,
+    handshake: Handshake,
+    ran: &mut bool,
+) -> Result<String> {
     let mut w = s.try_clone()?;
     w.set_write_timeout(Some(Duration::from_secs(30)))?;
     let deadline = Deadline::in_(HANDSHAKE);
     let mut r = BufReader::new(Deadlined::new(s, deadline.clone(), None));
-    let keys = Keys { secret: secret.clone(), nonce: nonce(), me: "a" };
-    let hs = (|| -> Result<Value> {
-        send(&mut w, &json!({ "hello": "cache-bench", "version": env!("CARGO_PKG_VERSION"), "proto": PROTO, "nonce": keys.nonce }))?;
-        let first = recv(&mut r, MAX_PLAN_LINE)?;
-        keys.open(first).map_err(|e| anyhow!("a coordinator failed to authenticate: {e}"))
-    })();
+    let hs = authenticate(&mut w, &mut r, secret);
     drop(handshake);
-    let msg = match hs {
-        Ok(m) => m,
+    let keys = match hs {
+        Ok(k) => k,
         Err(e) => {
             let _ = send(&mut w, &json!({ "error": "authentication failed: not the same secret" }));
-            return Err(e);
+            return Err(e.context("a coordinator failed to authenticate"));
         }
     };
+    keys.send(&mut w, json!({ "auth": true }))?;
+    // Authenticated: the plan may be large, and may take a while.
+    deadline.set(Some(Instant::now() + PLAN_WAIT));
+    let msg = keys.open(recv(&mut r, MAX_PLAN_LINE).context("no plan from the coordinator")?)?;
     let plan_v = msg.get("plan").cloned().ok_or_else(|| anyhow!("no plan"))?;
     let plan: Plan = serde_json::from_value(plan_v)?;
     if let Err(e) = plan.target() {
@@ -289,7 +280,7 @@ fn run_plan(plan: Plan, msg: &Value, keys: &Keys, conn: Conn, out_dir: &str, ran
     keys.send(&mut w, json!({ "ready": true }))?;
     // The start comes once every agent is ready: allow the slowest a while.
     deadline.set(Some(Instant::now() + Duration::from_secs(60)));
-    let go = keys.open(recv(&mut r, MAX_LINE).context("no start from the coordinator")?)?;
+    let go = keys.open(recv(&mut r, MAX_CONTROL_LINE).context("no start from the coordinator")?)?;
     let start_ms = go["start_unix_ms"].as_u64().ok_or_else(|| anyhow!("no start time"))?;
     let now = unix_ms();
     if start_ms.abs_diff(now) > START_SKEW.as_millis() as u64 {
@@ -306,7 +297,7 @@ fn run_plan(plan: Plan, msg: &Value, keys: &Keys, conn: Conn, out_dir: &str, ran
         let (live, mut r, keys) = (live.clone(), r, keys.clone());
         deadline.set(None);
         std::thread::spawn(move || loop {
-            match recv(&mut r, MAX_PLAN_LINE) {
+            match recv(&mut r, MAX_CONTROL_LINE) {
                 Ok(v) => match keys.open(v) {
                     Ok(m) if m.get("stop").is_some() => break live.stop.store(true, Ordering::Relaxed),
                     _ => continue,
@@ -350,7 +341,18 @@ fn run_plan(plan: Plan, msg: &Value, keys: &Keys, conn: Conn, out_dir: &str, ran
     };
     let path = std::path::Path::new(out_dir).join(format!("cache-bench-result-{}-{}-{start_ms}.json", safe(&label), safe(&name)));
     std::fs::write(&path, serde_json::to_vec(&file)?).with_context(|| format!("cannot write {}", path.display()))?;
-    keys.send(&mut w, json!({ "result": file }))?;
+    let line = keys.line(&json!({ "result": file }))?;
+    if line.len() > MAX_RESULT_LINE {
+        let e = format!(
+            "the result is {} as sent, over the {} a coordinator reads: it is in {} on the agent (cache-bench merge reads it)",
+            size(line.len()),
+            size(MAX_RESULT_LINE),
+            path.display()
+        );
+        let _ = send(&mut w, &json!({ "error": e }));
+        bail!("{e}");
+    }
+    w.write_all(&line)?;
     Ok(path.display().to_string())
 }
 
@@ -368,25 +370,48 @@ pub struct Outcome {
 /// A connection to an agent: its name, writer, reader and keys.
 type AgentConn = (String, TcpStream, BufReader<TcpStream>, Keys);
 
-/// Connect to agent `a`, check its version and hand it share `i` of `n`
-/// of the plan.
+/// The coordinator's side of the handshake with agent `a`: its hello
+/// checked, our proof sent, the agent's proof read — short lines only,
+/// nothing large read from an agent that has not shown it holds the
+/// secret; the session's keys.
+fn authenticate_to<R: std::io::BufRead>(a: &str, w: &mut TcpStream, r: &mut R, secret: &Arc<Vec<u8>>) -> Result<Keys> {
+    let hello = recv(r, MAX_HELLO_LINE).with_context(|| format!("agent {a} did not greet"))?;
+    if hello["hello"] != "cache-bench" {
+        bail!("{a} is not a cache-bench agent");
+    }
+    let v = hello["version"].as_str().unwrap_or("?");
+    let na = hello["nonce"].as_str().unwrap_or("");
+    if v != env!("CARGO_PKG_VERSION") || hello["proto"].as_u64() != Some(PROTO) || !is_nonce(na) {
+        bail!("agent {a} runs cache-bench {v}, this is {}: use the same release everywhere", env!("CARGO_PKG_VERSION"));
+    }
+    let keys = Keys { secret: secret.clone(), nonces: format!("{na}{}", nonce()), me: "c" };
+    w.write_all(keys.auth_line().as_bytes())?;
+    let proof = recv(r, MAX_HELLO_LINE).with_context(|| format!("agent {a} did not answer the authentication"))?;
+    if keys.open(proof).with_context(|| format!("agent {a}"))?["auth"] != true {
+        bail!("agent {a} did not confirm the authentication");
+    }
+    Ok(keys)
+}
+
+/// Connect to agent `a`, check its version, authenticate both ways and
+/// hand it share `i` of `n` of the plan.
 fn hand_out(plan: &Plan, i: usize, n: usize, a: &str, secret: &Arc<Vec<u8>>, label: &str) -> Result<AgentConn> {
     let addr = a.to_socket_addrs().with_context(|| format!("agent {a}"))?.next().ok_or_else(|| anyhow!("agent {a}: no address"))?;
     let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).with_context(|| format!("cannot reach agent {a}"))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut w = s.try_clone()?;
     let mut r = BufReader::new(s);
-    let hello = recv(&mut r, MAX_PLAN_LINE).with_context(|| format!("agent {a} did not greet"))?;
-    if hello["hello"] != "cache-bench" {
-        bail!("{a} is not a cache-bench agent");
-    }
-    let v = hello["version"].as_str().unwrap_or("?");
-    if v != env!("CARGO_PKG_VERSION") || hello["proto"].as_u64() != Some(PROTO) {
-        bail!("agent {a} runs cache-bench {v}, this is {}: use the same release everywhere", env!("CARGO_PKG_VERSION"));
-    }
+    let keys = authenticate_to(a, &mut w, &mut r, secret)?;
     let share = serde_json::to_value(plan.share(i, n))?;
-    let keys = Keys { secret: secret.clone(), nonce: hello["nonce"].as_str().unwrap_or("").to_string(), me: "c" };
-    keys.send(&mut w, json!({ "plan": share, "label": label, "name": a }))?;
+    let line = keys.line(&json!({ "plan": share, "label": label, "name": a }))?;
+    if line.len() > MAX_PLAN_LINE {
+        bail!(
+            "the plan for agent {a} is {} as sent, over the {} an agent reads: use fewer URLs (--urls)",
+            size(line.len()),
+            size(MAX_PLAN_LINE)
+        );
+    }
+    w.write_all(&line).with_context(|| format!("agent {a}"))?;
     Ok((a.to_string(), w, r, keys))
 }
 
@@ -400,7 +425,7 @@ fn read_agent(
     ticks: &Mutex<Vec<engine::Tick>>,
 ) -> (String, Option<ResultFile>) {
     loop {
-        match recv(&mut r, MAX_LINE).and_then(|v| keys.open(v)) {
+        match recv(&mut r, MAX_RESULT_LINE).and_then(|v| keys.open(v)) {
             Ok(m) => {
                 if let Some(t) = m.get("tick") {
                     let mut all = ticks.lock().unwrap_or_else(|e| e.into_inner());
@@ -411,10 +436,17 @@ fn read_agent(
                         rps: t["rps"].as_f64().unwrap_or(0.0),
                     };
                 } else if let Some(res) = m.get("result") {
-                    return (a, serde_json::from_value(res.clone()).ok());
+                    let file = serde_json::from_value(res.clone());
+                    if let Err(e) = &file {
+                        eprintln!("cache-bench: agent {a}: its result does not parse: {e}");
+                    }
+                    return (a, file.ok());
                 }
             }
-            Err(_) => return (a, None),
+            Err(e) => {
+                eprintln!("cache-bench: agent {a}: {e:#}");
+                return (a, None);
+            }
         }
     }
 }
@@ -438,7 +470,7 @@ pub fn coordinate(
         conns.push(hand_out(plan, i, agents.len(), a, &secret, label)?);
     }
     for (a, _, r, keys) in conns.iter_mut() {
-        let m = recv(r, MAX_LINE).with_context(|| format!("agent {a} did not answer the plan"))?;
+        let m = recv(r, MAX_CONTROL_LINE).with_context(|| format!("agent {a} did not answer the plan"))?;
         keys.open(m).with_context(|| format!("agent {a}"))?;
     }
     // All ready: one start time for all.
@@ -549,73 +581,36 @@ pub fn merge(files: &[String], as_json: bool, csv: Option<&str>) -> Result<i32> 
 mod tests {
     use super::*;
 
-    #[test]
-    fn hmac_matches_rfc4231() {
-        // RFC 4231 test case 2.
-        let mac = hmac::Mac::finalize(mac_of(b"Jefe", b"what do ya want for nothing?")).into_bytes();
-        assert_eq!(hex::encode(mac), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
-    }
-
-    fn keys(me: &'static str) -> Keys {
-        Keys { secret: Arc::new(b"secret!!".to_vec()), nonce: "n1".into(), me }
-    }
-
-    /// A signed line as `k` sends it.
-    fn line(k: &Keys, msg: Value) -> Value {
-        let text = serde_json::to_string(&msg).unwrap();
-        json!({ "msg": text, "mac": k.mac(k.me, &text) })
-    }
-
-    #[test]
-    fn only_signed_messages_from_the_other_end_open() {
-        let (c, a) = (keys("c"), keys("a"));
-        let stop = line(&c, json!({ "stop": true, "x": 0.1 + 0.2 }));
-        assert_eq!(a.open(stop.clone()).unwrap()["stop"], true);
-        // Unsigned, altered, reflected back, another session, another secret.
-        assert!(a.open(json!({ "stop": true })).is_err());
-        let mut altered = stop.clone();
-        altered["msg"] = json!("{\"stop\":false}");
-        assert!(a.open(altered).is_err());
-        assert!(c.open(stop.clone()).is_err(), "a coordinator's message reflected to it");
-        let other = Keys { nonce: "n2".into(), ..keys("a") };
-        assert!(other.open(stop.clone()).is_err(), "replayed into another session");
-        let wrong = Keys { secret: Arc::new(b"another secret".to_vec()), ..keys("a") };
-        assert!(wrong.open(stop).is_err());
-        assert!(a.open(json!({ "error": "busy" })).unwrap_err().to_string().contains("busy"));
-    }
-
-    #[test]
-    fn lines_are_bounded() {
-        let long = vec![b'x'; 1000];
-        assert!(recv(&mut &long[..], 100).unwrap_err().to_string().contains("longer than 100"));
-        assert_eq!(recv(&mut &b"{\"a\":1}\n"[..], 100).unwrap()["a"], 1);
-        assert!(recv(&mut &b""[..], 100).is_err());
-    }
-
-    /// A fake coordinator against a real agent session on loopback.
-    fn session(start_in_ms: i64) -> (Result<String>, Value) {
+    /// An agent session on a loopback connection, served on a thread of
+    /// its own with `secret`: (its address, its outcome).
+    fn agent_once(secret: &[u8]) -> (String, std::thread::JoinHandle<Result<String>>) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        let secret = Arc::new(b"secret!!".to_vec());
-        let s2 = secret.clone();
+        let addr = l.local_addr().unwrap().to_string();
+        let secret = Arc::new(secret.to_vec());
         let agent = std::thread::spawn(move || {
             let (s, _) = l.accept().unwrap();
-            let (busy, hs) = (AtomicBool::new(false), Slots::new(1).take().unwrap());
+            let hs = Handshakes::default().admit(&s).unwrap();
             let dir = std::env::temp_dir();
-            serve_one(s, &s2, dir.to_str().unwrap(), &busy, hs, &mut false)
+            serve_one(s, &secret, dir.to_str().unwrap(), &AtomicBool::new(false), hs, &mut false)
         });
-        let mut w = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        (addr, agent)
+    }
+
+    /// A coordinator against a real agent session on loopback, with a
+    /// start time `start_in_ms` from now.
+    fn session(start_in_ms: i64) -> (Result<String>, Value) {
+        let (addr, agent) = agent_once(b"secret!!");
+        let mut w = TcpStream::connect(&addr).unwrap();
         let mut r = BufReader::new(w.try_clone().unwrap());
-        let hello = recv(&mut r, 1 << 20).unwrap();
-        let k = Keys { secret, nonce: hello["nonce"].as_str().unwrap().into(), me: "c" };
+        let k = authenticate_to(&addr, &mut w, &mut r, &Arc::new(b"secret!!".to_vec())).unwrap();
         let mut plan = crate::plan::tests_plan();
-        plan.urls = vec![format!("http://127.0.0.1:{port}/")];
+        plan.urls = vec![format!("http://{addr}/")];
         plan.duration_s = Some(0.1);
-        send(&mut w, &line(&k, json!({ "plan": plan, "label": "t", "name": "a" }))).unwrap();
-        k.open(recv(&mut r, 1 << 20).unwrap()).unwrap();
+        k.send(&mut w, json!({ "plan": plan, "label": "t", "name": "a" })).unwrap();
+        k.open(recv(&mut r, MAX_CONTROL_LINE).unwrap()).unwrap();
         let start = (unix_ms() as i64 + start_in_ms) as u64;
-        send(&mut w, &line(&k, json!({ "start_unix_ms": start }))).unwrap();
-        let answer = recv(&mut r, 1 << 30).unwrap_or(Value::Null);
+        k.send(&mut w, json!({ "start_unix_ms": start })).unwrap();
+        let answer = recv(&mut r, MAX_RESULT_LINE).unwrap_or(Value::Null);
         (agent.join().unwrap(), answer)
     }
 
@@ -626,5 +621,67 @@ mod tests {
         assert!(answer["error"].as_str().unwrap().contains("clock"));
         let (r, _) = session(-3_600_000);
         assert!(r.is_err());
+    }
+
+    #[test]
+    fn a_wrong_secret_is_refused_at_the_proof() {
+        let (addr, agent) = agent_once(b"secret!!");
+        let mut w = TcpStream::connect(&addr).unwrap();
+        let mut r = BufReader::new(w.try_clone().unwrap());
+        let Err(e) = authenticate_to(&addr, &mut w, &mut r, &Arc::new(b"not the secret".to_vec())) else { panic!("a wrong secret passed") };
+        assert!(format!("{e:#}").contains("authentication failed"), "{e:#}");
+        assert!(format!("{:#}", agent.join().unwrap().unwrap_err()).contains("failed to authenticate"));
+    }
+
+    /// The agent reads at most the proof's length from a stranger: a JSON
+    /// line of a mebibyte is refused after [`AUTH_LINE`] bytes, unparsed.
+    #[test]
+    fn a_stranger_gets_no_further_than_the_proof_line() {
+        let (addr, agent) = agent_once(b"secret!!");
+        let s = TcpStream::connect(&addr).unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        assert_eq!(recv(&mut r, MAX_HELLO_LINE).unwrap()["proto"], PROTO);
+        let mut big = b"[".to_vec();
+        big.extend(std::iter::repeat_n(b"0,".as_slice(), 1 << 19).flatten());
+        big.extend_from_slice(b"0]\n");
+        let _ = (&s).write_all(&big);
+        let e = format!("{:#}", agent.join().unwrap().unwrap_err());
+        assert!(e.contains(&format!("longer than {AUTH_LINE} bytes")), "{e}");
+        assert!(recv(&mut r, MAX_HELLO_LINE).map(|v| v["error"].to_string()).unwrap_or_default().contains("authentication failed"));
+    }
+
+    /// The fuzz target's entry, by the path it calls (a valid proof for
+    /// the fuzz session's nonces, then lines), on a few inputs.
+    #[test]
+    fn the_fuzz_entry_takes_anything() {
+        let c = Keys { secret: Arc::new(b"fuzz-secret".to_vec()), nonces: "0".repeat(64), me: "c" };
+        let mut good = c.auth_line().into_bytes();
+        good.extend(c.line(&json!({ "plan": 1, "start_unix_ms": 5 })).unwrap());
+        for data in [&good[..], b"", b"auth \n{\"msg\":1}\n", &[0xff; 300], b"[0,0,0,0]\n{}\n"] {
+            crate::dist::fuzz_messages(data);
+        }
+    }
+
+    #[test]
+    fn handshakes_past_the_cap_close_the_oldest() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let hs = Handshakes::default();
+        let mut clients = Vec::new();
+        let mut places = Vec::new();
+        for _ in 0..MAX_HANDSHAKES + 2 {
+            clients.push(TcpStream::connect(l.local_addr().unwrap()).unwrap());
+            let (s, _) = l.accept().unwrap();
+            places.push((hs.admit(&s).unwrap(), s));
+        }
+        assert_eq!(hs.len(), MAX_HANDSHAKES);
+        // The two oldest were shut (their peers see the end), the rest not.
+        for c in &clients[..2] {
+            assert_eq!(std::io::Read::read(&mut &*c, &mut [0u8; 1]).unwrap(), 0);
+        }
+        clients[2].set_nonblocking(true).unwrap();
+        assert!(std::io::Read::read(&mut &clients[2], &mut [0u8; 1]).is_err(), "a newer handshake was closed");
+        // A finished handshake gives its place back.
+        places.truncate(10);
+        assert_eq!(hs.len(), 8);
     }
 }
