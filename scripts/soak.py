@@ -329,7 +329,7 @@ def soak(kind, args):
             p.start()
         faults = []
         next_at, n = start + args.warmup, 0
-        while next_at < stop_at - 2:
+        while not args.no_faults and next_at < stop_at - 2:
             time.sleep(max(0.0, next_at - time.time()))
             k = FAULTS[n % len(FAULTS)]
             t = time.time()
@@ -339,6 +339,7 @@ def soak(kind, args):
                 print(f"  {t - start:6.1f}s {k:8} {note}", file=sys.stderr)
             n += 1
             next_at += args.fault_every
+        time.sleep(max(0.0, stop_at - time.time()))
         tally, bad = {}, []
         for _ in procs:
             t, b = out.get()
@@ -434,13 +435,19 @@ def main():
     ap.add_argument("--warmup", type=float, default=5.0, help="seconds before the first fault (default 5)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release"), help="where cache-d, cache-adm, cache-bench are")
-    ap.add_argument("--quick", action="store_true", help="CI smoke: 20 s, 8 clients, 600 URLs, -s malloc,8m + a 32M store, faults every 2.5 s")
+    ap.add_argument("--quick", action="store_true", help="CI smoke: 20 s, 8 clients, 600 URLs, -s malloc,8m + a 32M store, faults every 2.5 s (flags given win)")
+    ap.add_argument("--no-faults", action="store_true", help="the load alone (no faults)")
     ap.add_argument("--json", action="store_true", help="one JSON object per server on stdout")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs, store)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no fault lines on stderr")
     args = ap.parse_args()
     if args.quick:
-        args.duration, args.clients, args.procs, args.urls, args.fault_every, args.warmup = 20.0, 8, 2, 600, 2.5, 2.0
+        defaults = {"duration": 120.0, "clients": 24, "procs": 4, "urls": 6000, "fault_every": 6.0, "warmup": 5.0}
+        quick = {"duration": 20.0, "clients": 8, "procs": 2, "urls": 600, "fault_every": 2.5, "warmup": 2.0}
+        for k, v in quick.items():
+            # What the command line set stays; the rest is quick.
+            if getattr(args, k) == defaults[k]:
+                setattr(args, k, v)
     for tool in ("cache-d", "cache-adm", "cache-bench"):
         if not os.access(os.path.join(args.bin, tool), os.X_OK):
             print(f"soak: {args.bin}/{tool} not found (cargo build --release, or --bin DIR)", file=sys.stderr)

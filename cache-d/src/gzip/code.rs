@@ -111,13 +111,29 @@ impl Zstream {
     /// gunzip, the compressed ones of a gzip; a test gunzip's plain bytes
     /// only if `plain` is set, for a Brotli copy). `finish` ends a gzip
     /// stream, and checks that a gunzip one ended.
-    pub fn feed(&mut self, mut input: &[u8], finish: bool, out: &mut dyn FnMut(Bytes)) -> Result<(), CodeError> {
+    pub fn feed(&mut self, input: &[u8], finish: bool, out: &mut dyn FnMut(Bytes)) -> Result<(), CodeError> {
+        self.feed_upto(input, finish, out, usize::MAX).map(|_| ())
+    }
+
+    /// [`feed`](Self::feed), stopping once `max_out` bytes or more are
+    /// made: returns the input used and whether it stopped there (call
+    /// again with the rest, even if none is left: zlib may hold more
+    /// output). A delivery gunzips in such windows, so a small gzip body
+    /// that inflates to gigabytes never sits whole in memory.
+    pub fn feed_upto(
+        &mut self,
+        mut input: &[u8],
+        finish: bool,
+        out: &mut dyn FnMut(Bytes),
+        max_out: usize,
+    ) -> Result<(usize, bool), CodeError> {
+        let (start_len, mut produced) = (input.len(), 0usize);
         loop {
             if self.ended && self.dir != Dir::Gzip {
                 if !input.is_empty() {
                     return Err(ours("junk after VGZ_END", "Junk after gzip data"));
                 }
-                return Ok(());
+                return Ok((start_len, false));
             }
             let (before_in, before_out) = (self.total_in(), self.total_out());
             let mut buf = std::mem::take(&mut self.scratch);
@@ -159,9 +175,13 @@ impl Zstream {
             if status == Status::StreamEnd {
                 self.ended = true;
                 if self.dir == Dir::Gzip {
-                    return Ok(());
+                    return Ok((start_len - input.len(), false));
                 }
                 continue;
+            }
+            produced = produced.saturating_add(made);
+            if produced >= max_out {
+                return Ok((start_len - input.len(), true));
             }
             let full = made == self.buffer;
             if input.is_empty() && !full && !(finish && self.dir == Dir::Gzip) {
@@ -178,7 +198,7 @@ impl Zstream {
                 Dir::Test => ours("truncated", "tGunzip failed"),
             });
         }
-        Ok(())
+        Ok((start_len - input.len(), false))
     }
 }
 

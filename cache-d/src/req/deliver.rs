@@ -398,6 +398,10 @@ async fn send_body<W: tokio::io::AsyncWrite + Unpin>(
     (body_tx, failed)
 }
 
+/// What a delivery gunzip makes before it sends it: its memory per
+/// connection, whatever the gzip inflates to.
+const GUNZIP_WINDOW: usize = 128 * 1024;
+
 /// The body's pieces (the planned span, chunked if planned) as they come,
 /// gunzipped on the way if asked; returns the bytes and whether it
 /// failed. The last pieces may be left gathered.
@@ -412,30 +416,41 @@ async fn send_parts<W: tokio::io::AsyncWrite + Unpin>(
     let mut reader = body.reader();
     let (mut pos, mut body_tx) = (0u64, 0u64);
     let mut pieces: SmallVec<[Bytes; 4]> = SmallVec::new();
+    // A stored piece the gunzip has not finished with (and whether it was
+    // the end): it is inflated window by window, each sent before the next.
+    let mut unzipping: Option<(Bytes, bool)> = None;
     loop {
-        // Gather what is there; before waiting for more, send it.
-        let next = match reader.try_next() {
-            Some(n) => n,
+        let (chunk, end) = match unzipping.take() {
+            Some(rest) => rest,
             None => {
-                if !g.is_empty() && !g.flush(out).await {
-                    return (body_tx, true);
+                // Gather what is there; before waiting for more, send it.
+                let next = match reader.try_next() {
+                    Some(n) => n,
+                    None => {
+                        if !g.is_empty() && !g.flush(out).await {
+                            return (body_tx, true);
+                        }
+                        reader.next().await
+                    }
+                };
+                match next {
+                    Ok(Some(c)) => (c, false),
+                    Ok(None) => (Bytes::new(), true),
+                    Err(()) => return (body_tx, true),
                 }
-                reader.next().await
             }
-        };
-        let (chunk, end) = match next {
-            Ok(Some(c)) => (c, false),
-            Ok(None) => (Bytes::new(), true),
-            Err(()) => return (body_tx, true),
         };
         match gunzip.as_deref_mut() {
             None if end => break,
             None => pieces.push(chunk),
-            Some(z) => {
-                if z.feed(&chunk, end, &mut |b| pieces.push(b)).is_err() {
-                    return (body_tx, true);
+            Some(z) => match z.feed_upto(&chunk, end, &mut |b| pieces.push(b), GUNZIP_WINDOW) {
+                Err(_) => return (body_tx, true),
+                Ok((used, more)) => {
+                    if more {
+                        unzipping = Some((chunk.slice(used..), end));
+                    }
                 }
-            }
+            },
         }
         for piece in pieces.drain(..) {
             let start = pos;
@@ -467,7 +482,17 @@ async fn send_parts<W: tokio::io::AsyncWrite + Unpin>(
                 return (body_tx, true);
             }
         }
-        if end || span.is_some_and(|(_, b)| pos > b) {
+        if span.is_some_and(|(_, b)| pos > b) {
+            break;
+        }
+        if unzipping.is_some() {
+            // A window out before the next is made.
+            if !g.is_empty() && !g.flush(out).await {
+                return (body_tx, true);
+            }
+            continue;
+        }
+        if end {
             break;
         }
     }

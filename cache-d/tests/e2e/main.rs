@@ -16,6 +16,7 @@ mod hooks;
 mod hostile;
 mod lifecycle;
 mod listeners;
+mod memory;
 mod mgt;
 mod proxy;
 mod storage;

@@ -92,7 +92,7 @@ fn persistent_objects_survive_a_stop_and_the_bans_made_before_it() {
 }
 
 /// The child's process id (the manager's child named --child).
-fn child_pid(dir: &Path) -> Option<i32> {
+pub(crate) fn child_pid(dir: &Path) -> Option<i32> {
     let want = dir.to_str()?;
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
         let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
