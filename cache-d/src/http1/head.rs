@@ -226,7 +226,8 @@ pub enum Framing {
     Eof,
 }
 
-/// Body framing of a request (RFC 9112 §6.3); errors mean 400. The only
+/// Body framing of a request (RFC 9112 §6.3); errors mean 400 (a HEAD
+/// with a body among them). The only
 /// transfer coding taken is one lone `chunked`: `chunked, identity`,
 /// `gzip, chunked` or two Transfer-Encoding headers are refused (a proxy
 /// and a backend that read them differently is a smuggling channel).
@@ -239,12 +240,19 @@ pub fn request_framing(h: &Head) -> Result<Framing, &'static str> {
         (Some(_), Some(_)) => return Err("more than one Transfer-Encoding header"),
     };
     let cl = content_length(h)?;
-    match (te, cl) {
-        (Some(()), Some(_)) => Err("both Transfer-Encoding and Content-Length"),
-        (Some(()), None) => Ok(Framing::Chunked),
-        (None, Some(0)) | (None, None) => Ok(Framing::None),
-        (None, Some(n)) => Ok(Framing::Length(n)),
+    let framing = match (te, cl) {
+        (Some(()), Some(_)) => return Err("both Transfer-Encoding and Content-Length"),
+        (Some(()), None) => Framing::Chunked,
+        (None, Some(0)) | (None, None) => Framing::None,
+        (None, Some(n)) => Framing::Length(n),
+    };
+    // A HEAD with a body is a hard error, as in Varnish (a chunked one
+    // too, even if empty): it has no response body to frame the next
+    // response by, and proxies disagree on whether to read the body.
+    if framing != Framing::None && h.method() == b"HEAD" {
+        return Err("HEAD with a body");
     }
+    Ok(framing)
 }
 
 /// Request checks beyond framing (Varnish's HTTP1_DissectRequest): one

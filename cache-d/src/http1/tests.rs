@@ -57,6 +57,9 @@ fn framing_rules() {
     }
     assert!(request_framing(&head("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n")).is_err());
     assert_eq!(request_framing(&head("POST / HTTP/1.1\r\nTransfer-Encoding:  Chunked \r\n\r\n")), Ok(Framing::Chunked));
+    assert!(request_framing(&head("HEAD / HTTP/1.1\r\nContent-Length: 5\r\n\r\n")).is_err());
+    assert!(request_framing(&head("HEAD / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n")).is_err());
+    assert_eq!(request_framing(&head("HEAD / HTTP/1.1\r\nContent-Length: 0\r\n\r\n")), Ok(Framing::None));
     assert!(request_checks(&head("GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n")).is_err());
     assert!(request_checks(&head("GET / HTTP/1.1\r\nHost: a\r\nConnection: close, Host\r\n\r\n")).is_err());
     assert!(request_checks(&head("GET / HTTP/1.1\r\nHost: a\r\nConnection: X-A\r\n\r\n")).is_ok());

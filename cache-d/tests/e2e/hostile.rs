@@ -123,6 +123,10 @@ fn framing_rows() -> Vec<(&'static str, Vec<u8>, Expect)> {
         ("two Host headers", b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n".to_vec(), Status(400)),
         ("two Host headers, other case", b"GET / HTTP/1.1\r\nHost: a\r\nhOST: a\r\n\r\n".to_vec(), Status(400)),
         ("Connection names Host", b"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Host\r\n\r\n".to_vec(), Status(400)),
+        // Regressions (issue 32): a HEAD with a body was served.
+        ("HEAD with a Content-Length", b"HEAD /size/3 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello".to_vec(), Status(400)),
+        ("HEAD chunked", b"HEAD /size/3 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".to_vec(), Status(400)),
+        ("HEAD with Content-Length: 0", b"HEAD /size/3 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".to_vec(), Status(200)),
         ("NUL in a header value", b"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n".to_vec(), Status(400)),
         ("NUL in the URL", b"GET /a\0b HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), Status(400)),
         ("space before the colon", b"GET / HTTP/1.1\r\nHost : x\r\n\r\n".to_vec(), Status(400)),
