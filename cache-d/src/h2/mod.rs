@@ -113,6 +113,7 @@ where
         let idle = tasks.is_empty() && !stopping;
         tokio::select! {
             next = conn.accept() => match next {
+                Some(Ok((req, respond))) if req.uri().path().is_empty() => no_path(sess, respond),
                 Some(Ok((req, respond))) if tasks.len() >= limit => {
                     refuse(sess, req.into_body(), respond);
                     if resets.hit() {
@@ -160,6 +161,15 @@ where
 fn calm<T: AsyncRead + AsyncWrite + Unpin>(conn: &mut Connection<T, Bytes>) -> Reason {
     conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
     Reason::RapidReset
+}
+
+/// A stream without a :path — a CONNECT (RFC 9113 §8.5), or a request
+/// the crate let through without one — is reset with PROTOCOL_ERROR, as
+/// Varnish resets it ("Missing :path"): there is nothing to look up, and
+/// a tunnel is not passed to a backend.
+fn no_path(sess: &mut Sess, mut respond: SendResponse<Bytes>) {
+    sess.log.rec(Tag::Debug, LogSide::Client, sess.vxid, b"Missing :path");
+    respond.send_reset(h2::Reason::PROTOCOL_ERROR);
 }
 
 /// A stream over the limit of requests in progress: refused, counted.

@@ -18,6 +18,7 @@ const CONTINUATION: u8 = 0x9;
 const END_STREAM: u8 = 0x1;
 const END_HEADERS: u8 = 0x4;
 const ENHANCE_YOUR_CALM: u32 = 0xb;
+const PROTOCOL_ERROR: u32 = 0x1;
 
 fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let len = payload.len();
@@ -112,6 +113,8 @@ enum Want {
     Refused,
     /// Stream 1 reset (RST_STREAM) without the rest of its body.
     Reset,
+    /// Stream 1 reset with this error code before any response.
+    ResetWith(u32),
 }
 
 /// A hostile connection: its name, its bytes, and what it must get.
@@ -174,6 +177,16 @@ fn junk() -> Vec<u8> {
     [PREFACE, b"\x00\x00\x08\x63\xff\x00\x00\x00\x00garbage!" as &[u8], b"\xff\xff\xff\xff\xff\xff\xff\xff\xff"].concat()
 }
 
+/// A CONNECT (no :path, as RFC 9113 §8.5 has it): Varnish resets the
+/// stream (PROTOCOL_ERROR, "Missing :path"); it was passed to the backend.
+fn connect() -> Vec<u8> {
+    let mut block = vec![0x02, 0x07];
+    block.extend_from_slice(b"CONNECT");
+    block.extend_from_slice(&[0x01, 0x0f]);
+    block.extend_from_slice(b"example.com:443");
+    [opening(&[]), frame(HEADERS, END_STREAM | END_HEADERS, 1, &block)].concat()
+}
+
 fn closed_window() -> Vec<u8> {
     // SETTINGS_INITIAL_WINDOW_SIZE 0: the response body can never be sent.
     [opening(&[(0x4, 0)]), get(1, "/size/100000?max_age=60")].concat()
@@ -193,6 +206,8 @@ fn hostile_http2_is_answered_and_the_child_lives() {
         ("HPACK table size update past the setting", table_size_bomb, Want::Refused),
         ("junk frames", junk, Want::Refused),
         ("a window that never opens", closed_window, Want::Reset),
+        // Regressions (issue 32), as varnishd 7.1 answers them.
+        ("CONNECT", connect, Want::ResetWith(PROTOCOL_ERROR)),
     ];
     for (name, bytes, want) in table {
         let frames = exchange(d.port, &bytes(), 4);
@@ -202,6 +217,10 @@ fn hostile_http2_is_answered_and_the_child_lives() {
             Want::Reset => {
                 let data: usize = frames.iter().filter(|f| f.kind == 0 && f.stream == 1).map(|f| f.payload.len()).sum();
                 ok_on(&frames, 1) && data < 100_000 && frames.iter().any(|f| f.kind == RST_STREAM && f.stream == 1)
+            }
+            Want::ResetWith(code) => {
+                !frames.iter().any(|f| f.kind == HEADERS && f.stream == 1)
+                    && frames.iter().any(|f| f.kind == RST_STREAM && f.stream == 1 && f.payload == code.to_be_bytes())
             }
         };
         let summary: Vec<String> = frames.iter().map(|f| format!("{}/{:x}/{}/{}", f.kind, f.flags, f.stream, f.payload.len())).collect();
