@@ -13,7 +13,9 @@ use crate::http1::head::Head;
 const HOP_BY_HOP: [&str; 5] = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"];
 
 /// A stream's request as a [`Head`] with version code 2. `:authority`
-/// becomes Host (unless a Host field came too, as Varnish), the cookie
+/// becomes a Host field where it stood, as Varnish turns it into one: a
+/// request with a host field as well has two, and gets 400 ("Duplicate
+/// Host header") as in Varnish, even when they agree. The cookie
 /// crumbs are joined into one Cookie field with "; " (RFC 9113 §8.2.3),
 /// and the URL is the `:path` (the authority for CONNECT).
 pub fn request_head(parts: &http::request::Parts) -> Head {
@@ -34,7 +36,7 @@ pub fn request_head(parts: &http::request::Parts) -> Head {
         raw.put_slice(b"\r\n");
         headers.push((n, v));
     };
-    if let Some(a) = parts.uri.authority().filter(|_| !parts.headers.contains_key(http::header::HOST)) {
+    if let Some(a) = parts.uri.authority() {
         field(&mut raw, b"host", a.as_str().as_bytes());
     }
     let mut cookies: Vec<&[u8]> = Vec::new();

@@ -75,11 +75,16 @@ fn a_stream_request_is_a_head_as_http1_gives() {
     assert_eq!(h.get("host"), Some(&b"example.com"[..]));
     assert_eq!(h.get("cookie"), Some(&b"a=1; b=2"[..]));
     assert_eq!(h.get("x-one"), Some(&b"1"[..]));
-    // A Host field the client sent wins over :authority.
+    // :authority and a host field make two Host fields (refused as a
+    // duplicate, as Varnish refuses them), :authority's first.
     let (parts, ()) = http::Request::builder().uri("http://a.test/").header("host", "b.test").body(()).unwrap().into_parts();
     let h = request_head(&parts);
-    assert_eq!(h.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"host")).count(), 1);
-    assert_eq!(h.get("host"), Some(&b"b.test"[..]));
+    let hosts: Vec<&[u8]> = h.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"host")).map(|(_, v)| v).collect();
+    assert_eq!(hosts, [&b"a.test"[..], b"b.test"]);
+    assert!(crate::http1::head::request_checks(&h).is_err());
+    // A host field alone is the Host.
+    let (parts, ()) = http::Request::builder().uri("/").header("host", "b.test").body(()).unwrap().into_parts();
+    assert_eq!(request_head(&parts).get("host"), Some(&b"b.test"[..]));
 }
 
 #[test]

@@ -115,6 +115,8 @@ enum Want {
     Reset,
     /// Stream 1 reset with this error code before any response.
     ResetWith(u32),
+    /// A 400 on stream 1 (HPACK static index 12).
+    BadRequest,
 }
 
 /// A hostile connection: its name, its bytes, and what it must get.
@@ -187,6 +189,15 @@ fn connect() -> Vec<u8> {
     [opening(&[]), frame(HEADERS, END_STREAM | END_HEADERS, 1, &block)].concat()
 }
 
+/// :authority and a host field (static index 38, "y") that disagree:
+/// both become Host fields, so Varnish answers 400 (as it does when they
+/// agree); it was served.
+fn authority_and_host() -> Vec<u8> {
+    let mut block = get_block("/size/1");
+    block.extend_from_slice(&[0x0f, 0x17, 0x01, b'y']);
+    [opening(&[]), frame(HEADERS, END_STREAM | END_HEADERS, 1, &block)].concat()
+}
+
 fn closed_window() -> Vec<u8> {
     // SETTINGS_INITIAL_WINDOW_SIZE 0: the response body can never be sent.
     [opening(&[(0x4, 0)]), get(1, "/size/100000?max_age=60")].concat()
@@ -208,6 +219,7 @@ fn hostile_http2_is_answered_and_the_child_lives() {
         ("a window that never opens", closed_window, Want::Reset),
         // Regressions (issue 32), as varnishd 7.1 answers them.
         ("CONNECT", connect, Want::ResetWith(PROTOCOL_ERROR)),
+        (":authority and host", authority_and_host, Want::BadRequest),
     ];
     for (name, bytes, want) in table {
         let frames = exchange(d.port, &bytes(), 4);
@@ -222,6 +234,7 @@ fn hostile_http2_is_answered_and_the_child_lives() {
                 !frames.iter().any(|f| f.kind == HEADERS && f.stream == 1)
                     && frames.iter().any(|f| f.kind == RST_STREAM && f.stream == 1 && f.payload == code.to_be_bytes())
             }
+            Want::BadRequest => frames.iter().any(|f| f.kind == HEADERS && f.stream == 1 && f.payload.first() == Some(&0x8c)),
         };
         let summary: Vec<String> = frames.iter().map(|f| format!("{}/{:x}/{}/{}", f.kind, f.flags, f.stream, f.payload.len())).collect();
         assert!(ok, "{name}: want {want:?}, got {summary:?}");
