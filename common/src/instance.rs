@@ -105,13 +105,10 @@ pub fn prepare(dir: &Path) -> Result<InstanceLock, InstanceError> {
         return Err(InstanceError::Writable { dir: dir.to_path_buf(), mode });
     }
     if let Some(parent) = fs::canonicalize(dir).ok().and_then(|d| d.parent().map(Path::to_path_buf)) {
-        let p = fs::metadata(&parent).map_err(io)?;
-        let pmode = p.permissions().mode() & 0o7777;
-        if p.uid() != me && p.uid() != 0 {
-            return Err(InstanceError::NotOwned { dir: parent, owner: p.uid(), me });
-        }
-        if pmode & 0o022 != 0 && pmode & 0o1000 == 0 {
-            return Err(InstanceError::Writable { dir: parent, mode: pmode });
+        match dir_fault(&parent, me).map_err(io)? {
+            Some(DirFault::Owner(owner)) => return Err(InstanceError::NotOwned { dir: parent, owner, me }),
+            Some(DirFault::Writable(mode)) => return Err(InstanceError::Writable { dir: parent, mode }),
+            None => {}
         }
     }
     let path = dir.join(LOCK_FILE);
@@ -136,6 +133,124 @@ pub fn prepare(dir: &Path) -> Result<InstanceLock, InstanceError> {
     let _ = file.set_len(0);
     let _ = writeln!(file, "{}", std::process::id());
     Ok(InstanceLock { _file: file })
+}
+
+/// What makes a directory one that others could change under us.
+enum DirFault {
+    /// It belongs to this uid: another user, not root.
+    Owner(u32),
+    /// Group or others may write it, and it is not sticky (mode).
+    Writable(u32),
+}
+
+/// The rule for a directory that holds our files: it belongs to this
+/// user or root, and group and others cannot write it unless it is
+/// sticky (as /tmp, where nobody removes or renames another's file).
+fn dir_fault(dir: &Path, me: u32) -> std::io::Result<Option<DirFault>> {
+    let m = fs::metadata(dir)?;
+    let mode = m.permissions().mode() & 0o7777;
+    Ok(if m.uid() != me && m.uid() != 0 {
+        Some(DirFault::Owner(m.uid()))
+    } else if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        Some(DirFault::Writable(mode))
+    } else {
+        None
+    })
+}
+
+/// Why a private file (a disk store, its bans journal) cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path} is a symbolic link: refusing to follow it (another user may have planted it); give the file's real path")]
+    Symlink { path: PathBuf },
+    #[error("{path} is not a regular file")]
+    NotFile { path: PathBuf },
+    #[error(
+        "{path} belongs to uid {owner}, not to this user (uid {me}) or root: refusing it (another user may have made it first); remove it or choose another path"
+    )]
+    NotOwned { path: PathBuf, owner: u32, me: u32 },
+    #[error("{path} is writable by group or others (mode {mode:o}): anyone could have changed it; run chmod 600 on it if it is yours, else remove it")]
+    Writable { path: PathBuf, mode: u32 },
+    #[error("{path} has {links} hard links: refusing it (a link to another file may have been planted there); remove it")]
+    Linked { path: PathBuf, links: u64 },
+    #[error(
+        "directory {dir} of {path} belongs to uid {owner}, not to this user (uid {me}) or root: keep the file in a directory of yours"
+    )]
+    DirNotOwned { dir: PathBuf, path: PathBuf, owner: u32, me: u32 },
+    #[error(
+        "directory {dir} of {path} is writable by group or others and not sticky (mode {mode:o}): run chmod go-w on it, or keep the file elsewhere"
+    )]
+    DirWritable { dir: PathBuf, path: PathBuf, mode: u32 },
+}
+
+/// Check the directory a private file is (or is to be) in, by the rule of
+/// an instance directory's parent: it belongs to this user or root and
+/// others cannot write it unless it is sticky; and if it is named through
+/// a symlink, that link belongs to this user or root too.
+pub fn check_file_dir(path: &Path) -> Result<(), FileError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let io = |source| FileError::Io { path: dir.to_path_buf(), source };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let link = fs::symlink_metadata(dir).map_err(io)?;
+    if link.file_type().is_symlink() && link.uid() != me && link.uid() != 0 {
+        return Err(FileError::DirNotOwned { dir: dir.to_path_buf(), path: path.to_path_buf(), owner: link.uid(), me });
+    }
+    let (dir, path) = (dir.to_path_buf(), path.to_path_buf());
+    match dir_fault(&dir, me) {
+        Err(source) => Err(FileError::Io { path: dir, source }),
+        Ok(Some(DirFault::Owner(owner))) => Err(FileError::DirNotOwned { dir, path, owner, me }),
+        Ok(Some(DirFault::Writable(mode))) => Err(FileError::DirWritable { dir, path, mode }),
+        Ok(None) => Ok(()),
+    }
+}
+
+/// Open a file only this user should read or write (a disk store, its bans
+/// journal), with `opts` (read, write, append, create as the caller needs),
+/// by the instance directory's rules:
+///
+/// - its directory passes [`check_file_dir`];
+/// - a symlink at `path` is never followed (O_NOFOLLOW; O_CLOEXEC, as std
+///   always sets it, so no child process inherits it);
+/// - a new file is made 0600 (it holds cached bodies, and a store's header
+///   the hash key);
+/// - what was opened (checked on the descriptor, not the name, so nothing
+///   can be swapped in between) is a regular file with one link, belongs
+///   to this user or root, and group and others cannot write it; others'
+///   read and execute bits, if it is ours, are taken away (0640 at most).
+pub fn open_private(path: &Path, opts: &mut OpenOptions) -> Result<File, FileError> {
+    check_file_dir(path)?;
+    let io = |source| FileError::Io { path: path.to_path_buf(), source };
+    let f = match opts.mode(0o600).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(path) {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(FileError::Symlink { path: path.to_path_buf() }),
+        Err(e) => return Err(io(e)),
+    };
+    let m = f.metadata().map_err(io)?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let mode = m.permissions().mode() & 0o7777;
+    if !m.file_type().is_file() {
+        return Err(FileError::NotFile { path: path.to_path_buf() });
+    }
+    if m.uid() != me && m.uid() != 0 {
+        return Err(FileError::NotOwned { path: path.to_path_buf(), owner: m.uid(), me });
+    }
+    if mode & 0o022 != 0 {
+        return Err(FileError::Writable { path: path.to_path_buf(), mode });
+    }
+    if m.nlink() != 1 {
+        return Err(FileError::Linked { path: path.to_path_buf(), links: m.nlink() });
+    }
+    if m.uid() == me && mode & !0o640 != 0 {
+        f.set_permissions(fs::Permissions::from_mode(mode & 0o640)).map_err(io)?;
+    }
+    Ok(f)
 }
 
 /// Write `name` in the instance dir as a whole: a fresh temporary file
@@ -193,6 +308,56 @@ mod tests {
         // Not a directory.
         fs::write(t.path().join("f"), b"").unwrap();
         assert!(prepare(&t.path().join("f")).is_err());
+    }
+
+    #[test]
+    fn private_files_follow_the_instance_dirs_rules() {
+        let t = tempfile::tempdir().unwrap();
+        let rw = || OpenOptions::new().read(true).write(true).create(true).truncate(false).clone();
+        let p = t.path().join("store");
+        open_private(&p, &mut rw()).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600, "made 0600");
+        // A symlink is not followed, and its target is left alone.
+        fs::write(t.path().join("victim"), b"keep").unwrap();
+        std::os::unix::fs::symlink(t.path().join("victim"), t.path().join("link")).unwrap();
+        let e = open_private(&t.path().join("link"), &mut rw()).unwrap_err();
+        assert!(matches!(e, FileError::Symlink { .. }) && e.to_string().contains("link"), "{e}");
+        assert_eq!(fs::read(t.path().join("victim")).unwrap(), b"keep");
+        // Writable by others: refused. A second link: refused.
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(matches!(open_private(&p, &mut rw()), Err(FileError::Writable { mode: 0o666, .. })));
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::hard_link(&p, t.path().join("second")).unwrap();
+        assert!(matches!(open_private(&p, &mut rw()), Err(FileError::Linked { links: 2, .. })));
+        fs::remove_file(t.path().join("second")).unwrap();
+        // Readable by others: taken back to 0640.
+        open_private(&p, &mut rw()).unwrap();
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o640);
+        // Not a regular file.
+        assert!(matches!(open_private(t.path(), OpenOptions::new().read(true)), Err(FileError::NotFile { .. })));
+        // A directory others can write (not sticky): refused before any open.
+        let open = t.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(matches!(open_private(&open.join("s"), &mut rw()), Err(FileError::DirWritable { .. })));
+        assert!(!open.join("s").exists());
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o1777)).unwrap();
+        open_private(&open.join("s"), &mut rw()).unwrap();
+    }
+
+    #[test]
+    fn a_private_file_of_another_user_is_refused() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: only root can give a file to another user (CI runs as root)");
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("theirs");
+        fs::write(&p, b"").unwrap();
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+        let e = open_private(&p, OpenOptions::new().read(true).write(true)).unwrap_err();
+        assert!(matches!(e, FileError::NotOwned { owner: 65534, .. }) && e.to_string().contains("theirs"), "{e}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod caching;
 mod cluster;
 mod dynamic;
 mod esi;
+mod files;
 mod fleet;
 mod gzip;
 mod h2;

@@ -46,10 +46,12 @@
 
 mod layout;
 mod reader;
+mod sigbus;
 #[cfg(test)]
 mod tests;
 mod writer;
 
 pub use layout::*;
-pub use reader::{exit_on_sigbus, CounterInfo, Health, Segment};
+pub use reader::{CounterInfo, Health, Segment};
+pub use sigbus::exit_on_sigbus;
 pub use writer::SegmentWriter;

@@ -56,7 +56,7 @@ pub struct Segment {
 impl Segment {
     /// Attach to the segment of a running daemon in instance `dir`.
     pub fn open(dir: &Path) -> Result<Segment, SegmentError> {
-        exit_on_sigbus(dir);
+        super::sigbus::exit_on_sigbus(dir);
         let seg = Segment::open_any(dir)?;
         if seg.state() == STATE_STOPPED {
             return Err(SegmentError::Stopped { dir: dir.to_path_buf() });
@@ -265,62 +265,5 @@ impl Segment {
             return Health::Dead;
         }
         Health::Running
-    }
-}
-
-/// The message the SIGBUS handler writes, set once per process.
-static SIGBUS_MSG: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-/// The terminal's mode before a screen changed it, restored on SIGBUS.
-static SIGBUS_TERMIOS: std::sync::OnceLock<libc::termios> = std::sync::OnceLock::new();
-
-/// Readers map the daemon's segment; if another program truncates that file
-/// under them, touching the lost pages raises SIGBUS. Instead of dying from
-/// the signal, say what happened, naming the instance dir, and exit 2.
-/// (A segment replaced by a restarted daemon is a new file: the old mapping
-/// stays valid and readers re-attach by inode.)
-pub fn exit_on_sigbus(dir: &Path) {
-    let mut first = false;
-    SIGBUS_MSG.get_or_init(|| {
-        first = true;
-        let prog = std::env::args().next().map(|a| Path::new(&a).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or(a));
-        let e = SegmentError::Shrunk { dir: dir.to_path_buf() };
-        format!("{}: {e}; start the reader again\n", prog.unwrap_or_else(|| "reader".into())).into_bytes()
-    });
-    if !first {
-        return;
-    }
-    // A screen (cache-stat) puts the terminal in raw mode: keep the mode it
-    // had now, before that, to give it back on the way out.
-    // SAFETY: isatty and tcgetattr on fd 0 with a zeroed termios to fill.
-    unsafe {
-        let mut t: libc::termios = std::mem::zeroed();
-        if libc::isatty(0) == 1 && libc::tcgetattr(0, &mut t) == 0 {
-            let _ = SIGBUS_TERMIOS.set(t);
-        }
-    }
-    extern "C" fn on_sigbus(_: libc::c_int) {
-        if let Some(t) = SIGBUS_TERMIOS.get() {
-            const LEAVE: &[u8] = b"\x1b[?1049l\x1b[?25h";
-            // SAFETY: tcsetattr and write(2) are async-signal-safe.
-            unsafe {
-                libc::tcsetattr(0, libc::TCSANOW, t);
-                if libc::isatty(1) == 1 {
-                    libc::write(1, LEAVE.as_ptr().cast(), LEAVE.len());
-                }
-            }
-        }
-        if let Some(m) = SIGBUS_MSG.get() {
-            // SAFETY: write(2) and _exit(2) are async-signal-safe; the
-            // message was set before the handler was installed.
-            unsafe { libc::write(2, m.as_ptr().cast(), m.len()) };
-        }
-        unsafe { libc::_exit(2) };
-    }
-    // SAFETY: installing a handler that only calls async-signal-safe functions.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_sigbus as extern "C" fn(libc::c_int) as usize;
-        libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut());
     }
 }

@@ -177,3 +177,35 @@ fn garbage_files_are_refused_with_the_dir_named() {
         assert!(Segment::open(dir.path()).is_err());
     }
 }
+
+/// Regression (issue 32): a segment cut under the running daemon killed it
+/// with SIGBUS at its next counter update. The writer goes on in private
+/// memory, and says the file was cut.
+#[test]
+fn a_writer_survives_its_segment_cut_under_it() {
+    for keep in [4096, 0] {
+        let dir = tempfile::tempdir().unwrap();
+        let w = SegmentWriter::create(dir.path(), ring::MIN_RING).unwrap();
+        let child = SegmentWriter::attach(dir.path()).unwrap();
+        w.add(C::ClientReq, 2);
+        assert_eq!(w.cut(), None);
+        fs::OpenOptions::new().write(true).open(instance::segment_path(dir.path())).unwrap().set_len(keep).unwrap();
+        // Every part of the mapping is touched again: the counters, the
+        // log, the names, the header.
+        for seg in [&w, &child] {
+            seg.add(C::ClientReq, 1);
+            seg.log(&{
+                let mut b = crate::log::vsl::Batch::new();
+                b.rec(crate::log::vsl::Tag::Cli, crate::log::vsl::Side::None, 0, b"Rd ping");
+                b
+            });
+            let slot = seg.register("VBE.boot.default.req", counters::Vbe::Req.def()).unwrap();
+            seg.add_slot(slot, 1);
+            seg.heartbeat();
+            assert_eq!(seg.cut(), Some(keep));
+        }
+        assert!(w.get(C::ClientReq) >= 1);
+        w.new_generation(|_| false);
+        w.close();
+    }
+}

@@ -1,7 +1,8 @@
 //! The daemon's side of the segment.
 
 use std::cell::Cell;
-use std::fs::{self, OpenOptions};
+use std::fs::{self, File, OpenOptions};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -10,13 +11,22 @@ use memmap2::MmapMut;
 
 use super::layout::*;
 use super::reader::Segment;
+use super::sigbus;
 use crate::counters::{self, C};
 use crate::instance;
 use crate::log::ring::{self, RawRing};
 
 /// The daemon's side: creates the segment and writes counters and the log.
+/// A truncation of the file under it does not kill the process (see
+/// [`sigbus`]): the lost pages become private memory.
 pub struct SegmentWriter {
     map: MmapMut,
+    /// The file behind the mapping (its size tells a truncation).
+    file: File,
+    /// The SIGBUS handler's slot for the mapping.
+    guard: Option<usize>,
+    /// A truncation was reported.
+    told: std::sync::atomic::AtomicBool,
     /// The mapping's start, for writing name entries through `&self`.
     base: *mut u8,
     path: PathBuf,
@@ -80,8 +90,19 @@ impl SegmentWriter {
         let raw = unsafe { RawRing::init(map.as_mut_ptr().add(layout.log), layout.log_len, ring_size) }
             .map_err(|what| SegmentError::Corrupt { dir: dir.to_path_buf(), what: what.into() })?;
         let base = map.as_mut_ptr();
-        let seg =
-            SegmentWriter { map, base, path: path.clone(), layout, inode, log: ring::Writer::new(raw), names_lock: Default::default() };
+        let guard = sigbus::guard(base, map.len(), file.as_raw_fd());
+        let seg = SegmentWriter {
+            map,
+            file,
+            guard,
+            told: Default::default(),
+            base,
+            path: path.clone(),
+            layout,
+            inode,
+            log: ring::Writer::new(raw),
+            names_lock: Default::default(),
+        };
         seg.state_atomic().store(STATE_RUNNING, Ordering::Release);
         fs::rename(&tmp, &path).map_err(io_err(&path))?;
         Ok(seg)
@@ -124,7 +145,7 @@ impl SegmentWriter {
         if check.slots != counters::TABLE.len() + DYN_SLOTS || check.counters().iter().zip(counters::TABLE).any(|(a, b)| a.name != b.name) {
             return Err(SegmentError::Corrupt { dir: d(), what: "counter table differs from this build's".into() });
         }
-        let file = OpenOptions::new().read(true).write(true).open(&path).map_err(io_err(&path))?;
+        let file = OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW).open(&path).map_err(io_err(&path))?;
         let inode = file.metadata().map_err(io_err(&path))?.ino();
         // SAFETY: the manager created and sized the file; we only change it
         // through atomics and the ring writer.
@@ -145,7 +166,19 @@ impl SegmentWriter {
         let raw = unsafe { RawRing::attach(map.as_mut_ptr().add(layout.log), layout.log_len) }
             .map_err(|what| SegmentError::Corrupt { dir: d(), what: what.into() })?;
         let base = map.as_mut_ptr();
-        Ok(SegmentWriter { map, base, path, layout, inode, log: ring::Writer::new(raw), names_lock: Default::default() })
+        let guard = sigbus::guard(base, map.len(), file.as_raw_fd());
+        Ok(SegmentWriter {
+            map,
+            file,
+            guard,
+            told: Default::default(),
+            base,
+            path,
+            layout,
+            inode,
+            log: ring::Writer::new(raw),
+            names_lock: Default::default(),
+        })
     }
 
     fn state_atomic(&self) -> &AtomicU32 {
@@ -275,11 +308,29 @@ impl SegmentWriter {
         self.log.ring().tail()
     }
 
-    /// Record that the daemon is alive (called about once a second).
+    /// Record that the daemon is alive (called about once a second), and
+    /// say once on stderr if the segment was cut under it.
     pub fn heartbeat(&self) {
         // SAFETY: aligned field inside the mapping.
         let hb = unsafe { &*(self.map.as_ptr().add(OFF_HEARTBEAT) as *const AtomicU64) };
         hb.store(now_ms(), Ordering::Release);
+        if !self.told.load(Ordering::Relaxed) {
+            if let Some(len) = self.cut() {
+                self.told.store(true, Ordering::Relaxed);
+                eprintln!(
+                    "cache-d: the segment {} was cut to {len} bytes under the running cache-d (by another program?): counters and the log go on in private memory that readers cannot see; restart cache-d to make a new segment",
+                    self.path.display()
+                );
+            }
+        }
+    }
+
+    /// The file's length, if it is shorter than the mapping (someone cut
+    /// it) or pages of the mapping had to be made private for that.
+    pub fn cut(&self) -> Option<u64> {
+        let len = self.file.metadata().map(|m| m.len()).unwrap_or(0);
+        let patched = self.guard.and_then(sigbus::patched_from).is_some();
+        (patched || len < self.layout.file_len as u64).then_some(len)
     }
 
     /// Mark the segment stopped. The file stays: readers holding it see the
@@ -294,6 +345,16 @@ impl SegmentWriter {
     /// Is the segment file in the instance dir still this one?
     pub fn is_current(&self) -> bool {
         fs::metadata(&self.path).is_ok_and(|m| m.ino() == self.inode)
+    }
+}
+
+impl Drop for SegmentWriter {
+    /// The mapping goes (with the fields, after this): the SIGBUS handler
+    /// must leave its range alone first.
+    fn drop(&mut self) {
+        if let Some(slot) = self.guard.take() {
+            sigbus::release(slot);
+        }
     }
 }
 

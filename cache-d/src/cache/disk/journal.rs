@@ -2,10 +2,13 @@
 //! made while the store is open, with its time, so the bans issued
 //! before a stop still apply to the objects read back after it. One
 //! record per ban: `len u32 | crc u32 | time f64 | args joined by NUL`;
-//! a torn last record (a crash mid-append) is ignored.
+//! a torn last record (a crash mid-append) is ignored. Opened as the
+//! store is (`super::open_file`: no symlink followed, 0600, refused when
+//! others own or can write it): a ban names URLs and headers.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -54,19 +57,18 @@ pub fn decode(mut b: &[u8]) -> Vec<Entry> {
 
 impl Journal {
     pub fn open(path: &Path) -> Result<Journal, String> {
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(|e| format!("storage {}: cannot open the bans journal: {e}", path.display()))?;
+        let file = super::open_file(path, OpenOptions::new().read(true).append(true).create(true))?;
         Ok(Journal { path: path.to_path_buf(), file: Mutex::new(file) })
     }
 
-    /// Every ban in the journal, oldest first.
+    /// Every ban in the journal, oldest first (read through the file it
+    /// holds, not its name).
     pub fn read(&self) -> Vec<Entry> {
-        let mut b = Vec::new();
-        let _ = File::open(&self.path).and_then(|mut f| f.read_to_end(&mut b));
+        let f = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let mut b = vec![0u8; len as usize];
+        let n = read_upto(&f, &mut b);
+        b.truncate(n);
         decode(&b)
     }
 
@@ -78,17 +80,34 @@ impl Journal {
 
     /// Keep only `keep` (a new file put in place in one rename).
     pub fn rewrite(&self, keep: &[Entry]) -> std::io::Result<()> {
+        // A fresh file (never one planted in its place), 0600 as the
+        // journal, renamed over it.
         let tmp = self.path.with_extension("bans.new");
-        let mut out = File::create(&tmp)?;
+        let _ = std::fs::remove_file(&tmp);
+        let mut out = OpenOptions::new().read(true).append(true).create_new(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(&tmp)?;
         for e in keep {
             out.write_all(&encode(e))?;
         }
         out.sync_all()?;
         let mut f = self.file.lock().unwrap_or_else(|e| e.into_inner());
         std::fs::rename(&tmp, &self.path)?;
-        *f = OpenOptions::new().append(true).open(&self.path)?;
+        *f = out;
         Ok(())
     }
+}
+
+/// Read from the start of `f` into `b` until it is full or the file ends.
+fn read_upto(f: &File, b: &mut [u8]) -> usize {
+    let mut n = 0;
+    while n < b.len() {
+        match f.read_at(&mut b[n..], n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    n
 }
 
 #[cfg(test)]

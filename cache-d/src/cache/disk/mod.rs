@@ -113,11 +113,21 @@ fn io_err(path: &Path, what: &str, e: std::io::Error) -> String {
     format!("storage {}: {what}: {e}", path.display())
 }
 
+/// Open a store's file (or its bans journal) by the instance directory's
+/// rules (common::instance::open_private): never through a symlink, made
+/// 0600, refused when another user owns it or others can write it or its
+/// directory. Stores hold cached bodies and the hash key.
+pub(crate) fn open_file(path: &Path, opts: &mut OpenOptions) -> Result<File, String> {
+    common::instance::open_private(path, opts).map_err(|e| match e {
+        common::instance::FileError::Io { path, source } => io_err(&path, "cannot open", source),
+        e => format!("storage {e}"),
+    })
+}
+
 /// Make `path` an empty store of `size` bytes (space reserved up front,
 /// where the file system can).
 fn create(path: &Path, size: u64, persistent: bool) -> Result<File, String> {
-    let f =
-        OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).map_err(|e| io_err(path, "cannot create", e))?;
+    let f = open_file(path, OpenOptions::new().read(true).write(true).create(true).truncate(false))?;
     lock(&f, path)?;
     f.set_len(0).map_err(|e| io_err(path, "cannot empty", e))?;
     f.set_len(size).map_err(|e| io_err(path, "cannot size", e))?;
@@ -165,7 +175,7 @@ fn lock(f: &File, path: &Path) -> Result<(), String> {
 /// Open an existing persistent store: the file and its header, or why
 /// this cache-d cannot use it.
 fn open_existing(path: &Path, size: u64) -> Result<(File, FileHeader), String> {
-    let f = OpenOptions::new().read(true).write(true).open(path).map_err(|e| io_err(path, "cannot open", e))?;
+    let f = open_file(path, OpenOptions::new().read(true).write(true))?;
     lock(&f, path)?;
     let mut b = vec![0u8; HEADER as usize];
     f.read_exact_at(&mut b, 0).map_err(|_| format!("storage {}: not a cachekit store (too short)", path.display()))?;
@@ -176,6 +186,12 @@ fn open_existing(path: &Path, size: u64) -> Result<(File, FileHeader), String> {
     if h.size != size {
         return Err(format!("storage {}: made with size {}, asked for {size}", path.display(), h.size));
     }
+    // Cut short while stopped (or grown): its segments are not all there,
+    // and reading them back would fail in the child at every start.
+    let len = f.metadata().map_err(|e| io_err(path, "cannot stat", e))?.len();
+    if len != h.size {
+        return Err(format!("storage {}: the file is {len} bytes, its header says {} (truncated or damaged)", path.display(), h.size));
+    }
     Ok((f, h))
 }
 
@@ -183,6 +199,10 @@ fn open_existing(path: &Path, size: u64) -> Result<(File, FileHeader), String> {
 /// file can be made, and a persistent one's existing file used (or
 /// `wipe` given), so cache-d refuses to start with a clear message
 /// rather than a child failing over and over.
+///
+/// The file and its directory must pass the instance directory's rules
+/// ([`open_file`]); so must a persistent store's bans journal. A
+/// persistent store's file must be as long as its header says.
 pub fn check(name: &str, path: &Path, size: u64, persistent: bool, wipe: bool) -> Result<(), String> {
     let file = file_of(path, name);
     match file.parent() {
@@ -191,8 +211,15 @@ pub fn check(name: &str, path: &Path, size: u64, persistent: bool, wipe: bool) -
         }
         _ => {}
     }
-    if let Ok(f) = File::open(&file) {
+    common::instance::check_file_dir(&file).map_err(|e| format!("storage {e}"))?;
+    // (symlink_metadata: a dangling symlink is there too, and refused.)
+    if std::fs::symlink_metadata(&file).is_ok() {
+        let f = open_file(&file, OpenOptions::new().read(true).write(true))?;
         lock(&f, &file)?;
+    }
+    let bans = journal::path_of(&file);
+    if persistent && std::fs::symlink_metadata(&bans).is_ok() {
+        open_file(&bans, OpenOptions::new().read(true))?;
     }
     if persistent && !wipe && file.exists() {
         open_existing(&file, size).map_err(|e| refused(&e, name, path, size))?;
