@@ -91,6 +91,7 @@ defs! {
     "timeout_idle" Seconds "5.000" Some("0.000"), Some("3600.000"), "seconds" false "Idle timeout for client connections: how long to wait for the first byte of a request.";
     "timeout_req" Seconds "2.000" Some("0.000"), Some("3600.000"), "seconds" false "Max time to receive a client's request head, from its first byte to the empty line that ends it (Varnish 4's timeout_req); slower heads are closed (SessClose RX_TIMEOUT).";
     "timeout_reqbody" Seconds "20.000" Some("0.000"), Some("86400.000"), "seconds" false "Time a request body may take before reqbody_min_rate applies; a body slower than that is cut (SessClose RX_BODY) (cachekit's own).";
+    "transit_buffer" Bytes "1M" Some("64k"), None, "bytes" false "How far a fetch may read ahead of the slowest client for a body that is not kept: an uncacheable object, or one its store cannot hold (Varnish 7.3's parameter). The bytes every client has been sent are let go, so such a body costs this much memory however large it is and however slowly it is read. Varnish's default, 0b, buffers the whole body; cachekit's is bounded.";
     "vsl_reclen" Bytes "255b" Some("16b"), Some("4084b"), "bytes" false "Maximum number of bytes in a log record.";
     "vsl_space" Bytes "80M" Some("64k"), Some("4G"), "bytes" true "The amount of space to allocate for the log ring.";
 }
@@ -313,6 +314,7 @@ pub struct Params {
     pub timeout_idle: Duration,
     pub timeout_req: Duration,
     pub timeout_reqbody: Duration,
+    pub transit_buffer: u64,
     pub vsl_reclen: usize,
     pub vsl_space: u64,
     /// The text each parameter was last set to (for param.show).
@@ -360,6 +362,7 @@ impl Default for Params {
             timeout_idle: Duration::ZERO,
             timeout_req: Duration::ZERO,
             timeout_reqbody: Duration::ZERO,
+            transit_buffer: 0,
             vsl_reclen: 0,
             vsl_space: 0,
             texts: DEFS.iter().map(|d| d.default.to_string()).collect(),
@@ -431,6 +434,7 @@ impl Params {
             "timeout_idle" => self.timeout_idle = secs(),
             "timeout_req" => self.timeout_req = secs(),
             "timeout_reqbody" => self.timeout_reqbody = secs(),
+            "transit_buffer" => self.transit_buffer = n as u64,
             "vsl_reclen" => self.vsl_reclen = n as usize,
             "vsl_space" => self.vsl_space = n as u64,
             _ => return Err(ParamError::Unknown(name.to_string())),

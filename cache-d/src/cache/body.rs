@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Waker;
 
 use bytes::Bytes;
 use tokio::sync::Notify;
@@ -23,10 +24,11 @@ pub struct Progress {
 }
 
 pub struct Body {
-    /// The chunks while the body streams in.
-    chunks: Mutex<Vec<Bytes>>,
-    /// The chunks once the body is complete, moved out of `chunks` (and
-    /// sized to fit): hits read them without taking the lock.
+    /// The chunks while the body streams in, and its readers.
+    live: Mutex<Live>,
+    /// The chunks once the body is complete, moved out of `live` (and
+    /// sized to fit): hits read them without taking the lock. Never set
+    /// for a body in transit that let chunks go.
     whole: OnceLock<Box<[Bytes]>>,
     len: AtomicU64,
     /// 0 streaming, 1 complete, 2 failed.
@@ -38,10 +40,61 @@ pub struct Body {
     pub expected: Option<u64>,
 }
 
+/// A streaming body's chunks and where its readers are.
+#[derive(Default)]
+struct Live {
+    /// The chunks from index `base` on.
+    v: Vec<Bytes>,
+    /// Chunks let go from the front (a body in transit).
+    base: usize,
+    /// Bytes in `v`.
+    kept: u64,
+    /// Each reader's next chunk index; `usize::MAX` a free slot.
+    readers: Vec<usize>,
+    /// In transit: chunks every reader has passed go, and the fetch is
+    /// held (`room`) while more than this many bytes are kept.
+    window: Option<u64>,
+    /// A reader came, and all have gone since: nobody will read more.
+    abandoned: bool,
+    /// The fetch waiting for room.
+    room: Option<Waker>,
+}
+
+impl Live {
+    /// Let go of the chunks every reader has passed (in transit), and
+    /// wake the fetch if there is room now.
+    fn trim(&mut self) {
+        let Some(window) = self.window else { return };
+        let lowest = self.readers.iter().copied().filter(|&i| i != usize::MAX).min();
+        if let Some(lowest) = lowest {
+            let n = lowest.saturating_sub(self.base).min(self.v.len());
+            if n > 0 {
+                self.kept -= self.v.drain(..n).map(|b| b.len() as u64).sum::<u64>();
+                self.base += n;
+            }
+        }
+        if self.kept <= window || self.abandoned {
+            if let Some(w) = self.room.take() {
+                w.wake();
+            }
+        }
+    }
+}
+
+/// What a fetch into a body in transit may do now.
+pub enum Room {
+    /// Push more.
+    Yes,
+    /// Wait: the waker is woken when a reader moves on or leaves.
+    Wait,
+    /// Every reader left: stop.
+    Abandoned,
+}
+
 impl Body {
     pub fn new(expected: Option<u64>) -> Body {
         Body {
-            chunks: Mutex::new(Vec::new()),
+            live: Mutex::new(Live::default()),
             whole: OnceLock::new(),
             len: AtomicU64::new(0),
             done: AtomicU8::new(0),
@@ -60,24 +113,57 @@ impl Body {
         b
     }
 
-    fn chunks(&self) -> std::sync::MutexGuard<'_, Vec<Bytes>> {
-        self.chunks.lock().unwrap_or_else(|e| e.into_inner())
+    fn live(&self) -> std::sync::MutexGuard<'_, Live> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn push(&self, data: Bytes) {
         let n = data.len() as u64;
-        self.chunks().push(data);
+        {
+            let mut l = self.live();
+            l.kept += n;
+            l.v.push(data);
+        }
         self.len.fetch_add(n, Ordering::Release);
         self.more.notify_waiters();
+    }
+
+    /// Put the body in transit (Varnish's transit buffer): it is not
+    /// kept (an uncacheable object, or one its store cannot hold), so
+    /// the chunks its readers have passed go, and a fetch that asks
+    /// [`room`](Self::room) is held while more than `window` bytes are
+    /// kept (the slowest reader sets the pace). A reader that starts
+    /// after chunks went fails (its response is cut, never wrong).
+    pub fn set_transit(&self, window: u64) {
+        let mut l = self.live();
+        l.window = Some(window);
+        l.trim();
+    }
+
+    /// In transit: may the fetch push more? Always yes otherwise.
+    pub fn room(&self, waker: &Waker) -> Room {
+        let mut l = self.live();
+        match l.window {
+            None => Room::Yes,
+            Some(_) if l.abandoned => Room::Abandoned,
+            Some(w) if l.kept <= w => Room::Yes,
+            Some(_) => {
+                l.room = Some(waker.clone());
+                Room::Wait
+            }
+        }
     }
 
     pub fn finish(&self) {
         {
             // Under the lock, so a reader sees either the chunks in the
             // lock or the complete state with `whole` set.
-            let mut chunks = self.chunks();
+            let mut l = self.live();
             if self.done.load(Ordering::Acquire) == 0 {
-                let _ = self.whole.set(std::mem::take(&mut *chunks).into_boxed_slice());
+                if l.base == 0 && l.window.is_none() {
+                    let _ = self.whole.set(std::mem::take(&mut l.v).into_boxed_slice());
+                    l.kept = 0;
+                }
                 self.done.store(1, Ordering::Release);
             }
         }
@@ -86,7 +172,7 @@ impl Body {
 
     pub fn fail(&self) {
         {
-            let _chunks = self.chunks();
+            let _l = self.live();
             let _ = self.done.compare_exchange(0, 2, Ordering::AcqRel, Ordering::Acquire);
         }
         self.more.notify_waiters();
@@ -105,15 +191,24 @@ impl Body {
         Progress { len: self.len.load(Ordering::Acquire), done }
     }
 
-    /// The length once known: complete, or announced by the backend.
-    /// The chunks pushed so far (copies of the handles).
+    /// The chunks pushed so far (copies of the handles); of a body in
+    /// transit, those still kept.
     pub fn chunks_now(&self) -> Vec<Bytes> {
         match self.whole.get() {
             Some(w) => w.to_vec(),
-            None => self.chunks().clone(),
+            None => self.live().v.clone(),
         }
     }
 
+    /// Bytes it holds in memory now (all of it, unless in transit).
+    pub fn kept(&self) -> u64 {
+        match self.whole.get() {
+            Some(_) => self.len.load(Ordering::Acquire),
+            None => self.live().kept,
+        }
+    }
+
+    /// The length once known: complete, or announced by the backend.
     pub fn known_len(&self) -> Option<u64> {
         let p = self.progress();
         match p.done {
@@ -123,7 +218,7 @@ impl Body {
     }
 
     pub fn reader(&self) -> BodyReader<'_> {
-        BodyReader { src: Src::Live(self), idx: 0 }
+        BodyReader { src: Src::Live(self), idx: 0, slot: None }
     }
 }
 
@@ -168,9 +263,9 @@ impl ObjBody {
 
     pub fn reader(&self) -> BodyReader<'_> {
         match self {
-            ObjBody::Whole(b) => BodyReader { src: Src::Whole(b), idx: 0 },
+            ObjBody::Whole(b) => BodyReader { src: Src::Whole(b), idx: 0, slot: None },
             ObjBody::Live(b) => b.reader(),
-            ObjBody::Blocks(b) => BodyReader { src: Src::Blocks(b), idx: 0 },
+            ObjBody::Blocks(b) => BodyReader { src: Src::Blocks(b), idx: 0, slot: None },
         }
     }
 }
@@ -179,6 +274,24 @@ impl ObjBody {
 pub struct BodyReader<'a> {
     src: Src<'a>,
     idx: usize,
+    /// Its place among a streaming body's readers, taken at its first
+    /// read of a body not yet whole (a body in transit keeps what the
+    /// slowest of them has not read).
+    slot: Option<usize>,
+}
+
+impl Drop for BodyReader<'_> {
+    fn drop(&mut self) {
+        let (Src::Live(body), Some(slot)) = (&self.src, self.slot) else { return };
+        let mut l = body.live();
+        if let Some(i) = l.readers.get_mut(slot) {
+            *i = usize::MAX;
+        }
+        if l.window.is_some() {
+            l.abandoned = l.readers.iter().all(|&i| i == usize::MAX);
+            l.trim();
+        }
+    }
 }
 
 enum Src<'a> {
@@ -206,24 +319,46 @@ impl BodyReader<'_> {
             self.idx += 1;
             return Some(Ok(whole.get(self.idx - 1).cloned()));
         }
-        let done;
-        {
-            let chunks = body.chunks();
-            // Looked at under the lock: `finish` moves the chunks out
-            // under it, so Complete here means `whole` is set.
-            done = body.state();
-            if done == Done::Complete {
-                drop(chunks);
-                return self.try_next();
+        let mut l = body.live();
+        // Looked at under the lock: `finish` moves the chunks out under
+        // it, so Complete here with `whole` set means they are there.
+        let done = body.state();
+        if done == Done::Complete && body.whole.get().is_some() {
+            drop(l);
+            return self.try_next();
+        }
+        let slot = match self.slot {
+            Some(s) => s,
+            None => {
+                let s = match l.readers.iter().position(|&i| i == usize::MAX) {
+                    Some(s) => s,
+                    None => {
+                        l.readers.push(usize::MAX);
+                        l.readers.len() - 1
+                    }
+                };
+                self.slot = Some(s);
+                s
             }
-            if self.idx < chunks.len() {
-                self.idx += 1;
-                return Some(Ok(Some(chunks[self.idx - 1].clone())));
-            }
+        };
+        if self.idx < l.base {
+            // In transit, and what this reader needs went before it came.
+            return Some(Err(()));
+        }
+        let at = self.idx - l.base;
+        let next = l.v.get(at).cloned();
+        if next.is_some() {
+            self.idx += 1;
+        }
+        l.readers[slot] = self.idx;
+        if next.is_some() {
+            l.trim();
+            return Some(Ok(next));
         }
         match done {
             Done::Failed => Some(Err(())),
-            _ => None,
+            Done::Complete => Some(Ok(None)),
+            Done::Streaming => None,
         }
     }
 

@@ -524,26 +524,42 @@ impl Cache {
         ObjRef::new(obj, object::Start { key: Key(0, 0), ban_id: u64::MAX, stored: false, stv, disk: None }).0
     }
 
-    /// Charge body bytes as they arrive. If the object no longer fits, it
-    /// leaves the index (its current readers finish; nobody else gets it).
-    pub fn grow(&self, oc: &ObjRef, n: u64) {
+    /// Charge body bytes as they arrive (`so_far` the body's length with
+    /// them). If the object no longer fits, it leaves the index (its
+    /// current readers finish; nobody else gets it) and false says so:
+    /// its body is then in transit, not kept.
+    pub fn grow(&self, oc: &ObjRef, n: u64, so_far: u64) -> bool {
         if oc.is_dead() || !oc.stored() {
-            return;
+            return !oc.stored();
         }
-        // A disk object's copy outside the memory tier's ring (no tier,
-        // or too large for it) is not charged: it goes once written.
-        if oc.disk().is_some_and(|d| d.mem_slot.load(Ordering::Relaxed) == object::NONE) {
-            return;
+        if let Some(d) = oc.disk() {
+            // Larger than a segment of its disk store: it cannot be
+            // written, so it is not held whole to find that out.
+            let s = self.inner.stvs.get(oc.stv);
+            if s.disk.as_ref().is_some_and(|k| so_far > k.seg_size) {
+                s.count(F::CFail, 1);
+                s.count(F::CDiskWriteFail, 1);
+                self.inner.remove(oc);
+                return false;
+            }
+            // A disk object's copy outside the memory tier's ring (no
+            // tier, or too large for it) is not charged: it goes once
+            // written.
+            if d.mem_slot.load(Ordering::Relaxed) == object::NONE {
+                return true;
+            }
         }
         if self.inner.charge(oc, n) {
-            return;
+            return true;
         }
         // A disk object too large for the memory tier still goes to disk:
         // its copy, uncharged, goes once written.
         if oc.disk().is_some() {
             self.inner.uncharge(oc);
+            true
         } else {
             self.inner.remove(oc);
+            false
         }
     }
 

@@ -82,6 +82,9 @@ impl Object {
                         Some(ObjBody::Live(_) | ObjBody::Blocks(_)) => LIVE_BODY_OVERHEAD,
                         None => 0,
                     }
+                    // The instructions of an ESI page parsed before it was
+                    // stored (one that streams in is charged once parsed).
+                    + c.esi_data.get().map_or(0, |d| d.bytes())
             }
         }
     }
@@ -282,6 +285,11 @@ impl ObjRef {
             stv: start.stv,
         };
         (ObjRef(ThinArc::from_header_and_slice(core, &data)), charge)
+    }
+
+    /// How many references to it there are (this one included).
+    pub fn refs(&self) -> usize {
+        self.0.with_arc(triomphe::Arc::count)
     }
 
     /// The same object?

@@ -7,6 +7,16 @@ mod tables;
 
 pub use parse::{Features, Instr, Parser};
 
+/// The largest page (plain) parsed for ESI: a larger one fails its fetch
+/// (FetchError), so a small gzip page that inflates to gigabytes of
+/// includes is neither gathered whole nor parsed for seconds.
+pub const MAX_PAGE: u64 = 16 << 20;
+
+/// The most includes one page may hold: more than a request's whole
+/// include tree may run ([`crate::req::MAX_ESI_INCLUDES`]) could never
+/// be delivered, so such a page fails its fetch.
+pub const MAX_PAGE_INCLUDES: usize = crate::req::MAX_ESI_INCLUDES as usize;
+
 /// What an ESI object keeps: its instructions, made once at fetch.
 #[derive(Clone, Debug, Default)]
 pub struct EsiData {
@@ -14,6 +24,29 @@ pub struct EsiData {
     /// A page kept gzip: the instructions count bytes of the gzip body,
     /// and each verbatim segment's plain CRC and length, in order.
     pub gzip: Option<Vec<(u32, u64)>>,
+}
+
+impl EsiData {
+    /// What it takes in memory (charged to the object's store).
+    pub fn bytes(&self) -> u64 {
+        let instrs: usize = self
+            .instrs
+            .iter()
+            .map(|i| match i {
+                Instr::Include { url, host, .. } => url.capacity() + host.as_ref().map_or(0, |h| h.capacity()),
+                _ => 0,
+            })
+            .sum();
+        (std::mem::size_of::<EsiData>()
+            + self.instrs.capacity() * std::mem::size_of::<Instr>()
+            + instrs
+            + self.gzip.as_ref().map_or(0, |g| g.capacity() * 16)) as u64
+    }
+
+    /// Its includes.
+    pub fn includes(&self) -> usize {
+        self.instrs.iter().filter(|i| matches!(i, Instr::Include { .. })).count()
+    }
 }
 
 /// Parse a whole plain page (once: at fetch, or for a pass): its

@@ -76,7 +76,7 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
         // beresp.do_esi on a pass: the page read whole, parsed, and
         // delivered from a private object like any ESI page.
         Fetched::Resp { mut resp, beresp, life, .. } if beresp.do_esi && beresp.status != 206 => {
-            match read_ahead(&mut resp, fetch.timeout(2)).await {
+            match read_ahead(&mut resp, fetch.timeout(2), crate::esi::MAX_PAGE as usize).await {
                 Ok(()) => esi_page(r, fetch, resp, beresp, life),
                 Err(e) => {
                     fetch.error(&e);
@@ -87,7 +87,7 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
         }
         // beresp.do_stream = false: the whole body first (a body that
         // fails is a 503, as Varnish), then delivered with its length.
-        Fetched::Resp { mut resp, beresp, .. } if !beresp.do_stream => match read_ahead(&mut resp, fetch.timeout(2)).await {
+        Fetched::Resp { mut resp, beresp, .. } if !beresp.do_stream => match read_ahead(&mut resp, fetch.timeout(2), usize::MAX).await {
             Ok(()) => deliver(r, fetch, resp, beresp).await,
             Err(e) => {
                 fetch.error(&e);
@@ -247,11 +247,17 @@ fn esi_page<T: Transport>(
 
 /// Read the whole body of `resp` into its connection's buffer, so that it
 /// is delivered as a body of known length.
-async fn read_ahead(resp: &mut Response, read_timeout: std::time::Duration) -> Result<(), Error> {
+/// At most `cap` bytes (an ESI page: [`crate::esi::MAX_PAGE`]); a larger
+/// body fails.
+async fn read_ahead(resp: &mut Response, read_timeout: std::time::Duration, cap: usize) -> Result<(), Error> {
     let t =
         Transfer { framing: resp.framing, chunk_out: false, src_side: Side::Backend, dst_side: Side::Internal, read_timeout, pace: None };
-    let mut body = Vec::new();
-    let m = body::transfer(&mut resp.conn, &mut body, &t, &mut Vec::new()).await?;
+    if matches!(resp.framing, Framing::Length(n) if n > cap as u64) {
+        return Err(Error::new(Side::Backend, format!("backend body larger than {cap} bytes to read whole")));
+    }
+    let mut capped = Capped { v: Vec::new(), cap };
+    let m = body::transfer(&mut resp.conn, &mut capped, &t, &mut Vec::new()).await?;
+    let body = capped.v;
     if let Framing::Length(n) = resp.framing {
         if m.payload != n {
             return Err(Error::new(Side::Backend, "backend body ended early"));
@@ -263,6 +269,29 @@ async fn read_ahead(resp: &mut Response, read_timeout: std::time::Duration) -> R
     resp.conn.buf.extend_from_slice(&rest);
     resp.framing = Framing::Length(body.len() as u64);
     Ok(())
+}
+
+/// A body read whole, refusing to grow past `cap`.
+struct Capped {
+    v: Vec<u8>,
+    cap: usize,
+}
+
+impl tokio::io::AsyncWrite for Capped {
+    fn poll_write(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        if this.v.len() + buf.len() > this.cap {
+            return std::task::Poll::Ready(Err(std::io::Error::other("body too large to read whole")));
+        }
+        this.v.extend_from_slice(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
 }
 
 /// vcl_deliver on the backend's response, then its body streamed through.

@@ -97,3 +97,76 @@ fn a_gzip_bomb_to_plain_clients_that_do_not_read_is_inflated_in_windows() {
     let r = Client::connect(d.port).get("/bomb", "Range: bytes=0-99\r\n");
     assert_eq!((r.status, r.body.len()), (206, 100));
 }
+
+/// Misses too large for the store, and uncacheable ones, for clients
+/// that do not read: the fetch goes at the pace of the slowest client,
+/// holding at most transit_buffer (it read the whole body into memory:
+/// two such clients on two 1 GiB objects took the child from 22 MB to
+/// 2.1 GB under -s malloc,100M in the audit). A client that reads gets
+/// every byte, and one that leaves frees the backend.
+#[test]
+fn bodies_not_kept_go_at_the_pace_of_their_clients() {
+    let o = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", o.port), &["-s", "malloc,16M"]);
+    let big = "/size/300000000?max_age=600";
+    let private = "/size/300000000?cache_control=no-store&v=1";
+    let (held, grew) = stalled_clients(&d, 2, big, "", 3);
+    let (held2, grew2) = stalled_clients(&d, 2, private, "", 3);
+    assert!(grew < 48 << 10, "two stalled clients of a 300 MB miss grew the child by {grew} KiB");
+    assert!(grew2 < 48 << 10, "two stalled clients of a 300 MB uncacheable object grew the child by {grew2} KiB");
+    drop((held, held2));
+    // The backend connections are let go once the clients are gone.
+    let conn = |d: &Daemon| counter(&stat(&d.dir), "VBE.boot.default.conn");
+    wait_for(15, "the fetches to stop", || (conn(&d) == Some(0)).then_some(()));
+    // A client that reads gets all of a body too large to keep.
+    let mut s = TcpStream::connect(("127.0.0.1", d.port)).unwrap();
+    s.write_all(b"GET /size/40000000?max_age=600&v=2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    let at = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert_eq!(all.len() - at, 40_000_000);
+    let fresh = Client::connect(o.port).get("/size/40000000", "");
+    assert!(all[at..] == fresh.body[..], "the bytes the origin sends");
+    assert_eq!(counter(&stat(&d.dir), "MGT.child_start"), Some(1));
+}
+
+/// ESI pages are parsed whole: a page over 16 MiB plain, or with more
+/// includes than a request may ever run, fails its fetch (a 153 KB gzip
+/// page of 2.8 million includes took 23 s of CPU and 1.47 GB in the
+/// audit; a 610 KB one killed the child). The child stays small and
+/// alive, and a sane page still works.
+#[test]
+fn esi_pages_are_bounded_in_size_and_includes() {
+    let gz = |plain: &[u8]| {
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(9));
+        z.write_all(plain).unwrap();
+        z.finish().unwrap()
+    };
+    let include = b"<esi:include src=\"/i\"/>";
+    let huge: Vec<u8> = include.iter().copied().cycle().take(include.len() * 1_000_000).collect();
+    let many: Vec<u8> = include.iter().copied().cycle().take(include.len() * 30_000).collect();
+    for (what, plain) in [("24 MB of includes", huge), ("30,000 includes", many)] {
+        let body = gz(&plain);
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Type: text/html\r\nCache-Control: max-age=600\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let port = fixed_backend(head, body);
+        let tmp = tempfile::tempdir().unwrap();
+        let src = "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; .port = \"ORIGIN_PORT\"; }\nsub vcl_backend_response { set beresp.do_esi = true; }\n";
+        let vcl = vcl_src(tmp.path(), "esi.vcl", src, port);
+        let d = Daemon::start_args(&tmp.path().join("i"), &["-f", vcl.to_str().unwrap(), "-s", "malloc,64M"]);
+        let base = child_rss(&d.dir);
+        let t0 = Instant::now();
+        for ae in ["Accept-Encoding: gzip\r\n", ""] {
+            let r = Client::connect(d.port).get("/page", ae);
+            assert_eq!(r.status, 503, "{what}: the fetch fails");
+        }
+        let grew = child_rss(&d.dir).saturating_sub(base);
+        assert!(t0.elapsed() < Duration::from_secs(5), "{what}: {:?}", t0.elapsed());
+        assert!(grew < 80 << 10, "{what}: the child grew by {grew} KiB");
+        let s = stat(&d.dir);
+        assert_eq!(counter(&s, "MGT.child_start"), Some(1), "{what}");
+    }
+}
