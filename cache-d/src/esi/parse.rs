@@ -211,7 +211,13 @@ impl Parser {
     }
 
     fn include_attr(&mut self) {
-        let val = self.attr_val.take().unwrap_or_default();
+        let mut val = self.attr_val.take().unwrap_or_default();
+        // Varnish reads the value as a C string: it ends at a NUL byte
+        // (`/a\0b` includes `/a`; `http://h\0x/a` has no path). A NUL
+        // never reaches a request line.
+        if let Some(nul) = val.iter().position(|&c| c == 0) {
+            val.truncate(nul);
+        }
         if self.match_hit == Some(b"src=") {
             if self.include_src.is_some() {
                 self.error("ESI 1.0 <esi:include> has multiple src= attributes");
@@ -221,6 +227,15 @@ impl Parser {
             }
             if val.iter().any(|c| is_lws(*c)) {
                 self.error("ESI 1.0 <esi:include> has whitespace in src= attribute");
+                self.state = St::TagError;
+                return;
+            }
+            // Other control bytes Varnish sends to the backend as they
+            // are; a request-target has none (RFC 9112 §3.2), and
+            // backends differ in what they make of one: refused here, as
+            // whitespace is.
+            if val.iter().any(|c| c.is_ascii_control()) {
+                self.error("ESI 1.0 <esi:include> has a control character in src= attribute");
                 self.state = St::TagError;
                 return;
             }

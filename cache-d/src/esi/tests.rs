@@ -70,6 +70,29 @@ fn errors_are_recorded_with_varnish_words() {
 }
 
 #[test]
+fn control_bytes_in_a_src_never_reach_an_include() {
+    let one = |body: &[u8]| {
+        let (i, r) = run("/p", body, usize::MAX);
+        let urls: Vec<String> =
+            i.unwrap_or_default().into_iter().filter_map(|x| if let Instr::Include { url, .. } = x { Some(url) } else { None }).collect();
+        (urls, r)
+    };
+    // A NUL ends the src, as Varnish's C string ends (whitespace past it unseen).
+    assert_eq!(one(b"<p><esi:include src=\"/a\0b\"/></p>"), (vec!["/a".to_string()], vec![]));
+    assert_eq!(one(b"<p><esi:include src=\"/a\0 b\"/></p>"), (vec!["/a".to_string()], vec![]));
+    assert_eq!(one(b"<p><esi:include src=\"/a\" onerror=\"continue\0x\"/></p>").0, ["/a"]);
+    let (urls, r) = one(b"<p><esi:include src=\"http://h\0x/a\"/></p>");
+    assert!(urls.is_empty());
+    assert_eq!(r, ["ERR after 3 ESI 1.0 <esi:include> invalid src= URL"]);
+    // Any other control byte: refused (Varnish would send it on).
+    for c in [1u8, 0x1b, 0x7f] {
+        let (urls, r) = one(&[b"<p><esi:include src=\"/a".as_slice(), &[c], b"b\"/></p>"].concat());
+        assert!(urls.is_empty(), "{c:#x}");
+        assert_eq!(r, ["ERR after 3 ESI 1.0 <esi:include> has a control character in src= attribute"], "{c:#x}");
+    }
+}
+
+#[test]
 fn hostile_markup_is_bounded() {
     // 10,000 includes: 10,000 instructions, nothing more.
     let body: String = "<p>".to_string() + &"<esi:include src=\"/f\"/>".repeat(10_000);

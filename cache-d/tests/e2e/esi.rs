@@ -135,3 +135,85 @@ fn bad_markup_is_reported_as_varnishd_reports_it() {
         assert_eq!(got, mine, "the same ESI_xmlerror records, offsets included");
     }
 }
+
+/// A backend for pages whose bytes no origin endpoint makes: `/esi/N` is
+/// row N's page, anything else a fragment naming its URL; every request
+/// line it reads is kept.
+fn page_backend(pages: Vec<Vec<u8>>) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>) {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = lines.clone();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let mut req = Vec::new();
+            let mut b = [0u8; 4096];
+            s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut b) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => req.extend_from_slice(&b[..n]),
+                }
+            }
+            let line = req.split(|&c| c == b'\n').next().unwrap_or_default().to_vec();
+            let target = line.split(|&c| c == b' ').nth(1).unwrap_or_default().to_vec();
+            seen.lock().unwrap().push(line);
+            let row = target.strip_prefix(b"/esi/").and_then(|n| std::str::from_utf8(n).ok()?.parse::<usize>().ok());
+            let body = match row.and_then(|n| pages.get(n)) {
+                Some(page) => page.clone(),
+                None => [b"[".as_slice(), &target, b"]"].concat(),
+            };
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+            let _ = s.write_all(&[head.as_bytes(), &body].concat());
+        }
+    });
+    (port, lines)
+}
+
+/// Regression (issue 32): a NUL byte (or another control byte) in an
+/// include's src reached the backend's request line. Varnish keeps the
+/// src as a C string, so it ends at a NUL (`/a\0b` includes `/a`, and
+/// `http://h\0x/a` has no path: invalid); it refuses whitespace; other
+/// control bytes it sends as they are, which we refuse instead.
+#[test]
+fn control_bytes_in_an_include_src_never_reach_a_request_line() {
+    let rows: &[(&str, &[u8], &[u8])] = &[
+        ("NUL", b"/a\0b", b"[/a]"),
+        ("NUL before a space", b"/a\0 b", b"[/a]"),
+        ("NUL in the host", b"http://h\0x/a", b""),
+        ("SOH", b"/a\x01b", b""),
+        ("ESC", b"/a\x1bb", b""),
+        ("DEL", b"/a\x7fb", b""),
+        ("CR", b"/a\rb", b""),
+        // The same as text is a URL like any other.
+        ("%00 as text", b"/a%00b", b"[/a%00b]"),
+    ];
+    let pages = rows.iter().map(|(_, src, _)| [b"<html><esi:include src=\"".as_slice(), src, b"\"/></html>"].concat()).collect();
+    let (port, lines) = page_backend(pages);
+    let tmp = tempfile::tempdir().unwrap();
+    let vcl = vcl_src(tmp.path(), "esi.vcl", VCL, port);
+    let d = Daemon::start_args(&tmp.path().join("i"), &["-f", vcl.to_str().unwrap()]);
+    let mut bodies = Vec::new();
+    for (i, (name, _, want)) in rows.iter().enumerate() {
+        let r = Client::connect(d.port).get(&format!("/esi/{i}"), "");
+        assert_eq!(r.status, 200, "{name}");
+        assert_eq!(r.body, [b"<html>".as_slice(), want, b"</html>"].concat(), "{name}: {}", String::from_utf8_lossy(&r.body));
+        bodies.push(r.body);
+    }
+    for line in lines.lock().unwrap().iter() {
+        let target = &line[..line.len() - 1];
+        assert!(!target.iter().any(|c| c.is_ascii_control()), "a control byte reached the backend: {:?}", String::from_utf8_lossy(line));
+    }
+    assert_eq!(counter(&stat(&d.dir), "MGT.child_start"), Some(1));
+    // varnishd gives the same pages where it keeps the bytes off the wire.
+    if have("varnishd") {
+        let v = Varnishd::start_vcl(&tmp.path().join("v"), &vcl);
+        for (i, (name, src, _)) in rows.iter().enumerate() {
+            if src.iter().any(|&c| c != 0 && c.is_ascii_control()) {
+                continue;
+            }
+            assert_eq!(Client::connect(v.port).get(&format!("/esi/{i}"), "").body, bodies[i], "{name}: varnishd differs");
+        }
+    }
+}
