@@ -5,6 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --workspace --locked --all-targets
 cargo test --workspace --locked
+# A short smoke of the fault-injection soak (issue 32): 20 s of load
+# whose every body is checked against the origin's, through a child kill,
+# a ban, a restart, a policy change, an origin outage, a parameter change
+# and a connection burst; fails on any wrong or empty body.
+python3 scripts/soak.py --quick --bin target/debug -q
 # The differential conformance scenarios: each against varnishd (proving
 # the scenario right) and against cache-d.
 if command -v varnishtest >/dev/null; then
