@@ -1,8 +1,10 @@
 //! The admin (CLI) protocol, byte-compatible with Varnish's: response
 //! framing, request tokenizing (quotes, escapes, heredocs), and the
-//! challenge–response authentication (`-S` secret file).
+//! challenge–response authentication (`-S` secret file); and how a file
+//! an admin command names is read ([`read_file`]).
 
 use std::io::{BufRead, Read};
+use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
@@ -309,6 +311,90 @@ pub fn auth_request_body(challenge: &str) -> String {
     format!("{challenge}\n\nAuthentication required.\n")
 }
 
+/// The most a VCL program may take, all its includes counted (`-f`,
+/// `vcl.load`, `vcl.inline`).
+pub const MAX_VCL: u64 = 16 << 20;
+/// The most a certificate bundle may take (`tls.cert.load`, `-A`'s
+/// pem-files).
+pub const MAX_PEM: u64 = 1 << 20;
+/// The most a secret file may take (`-S`).
+pub const MAX_SECRET: u64 = 64 << 10;
+
+/// Why a file was not read (in detail: for whoever started the program,
+/// and for logs; an admin session is told [`unreadable`]).
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{}: {source}", .path.display())]
+    Open { path: PathBuf, source: std::io::Error },
+    #[error("{}: not a regular file (a {kind})", .path.display())]
+    NotRegular { path: PathBuf, kind: &'static str },
+    #[error("{}: larger than {}", .path.display(), size_text(*.limit))]
+    TooBig { path: PathBuf, limit: u64 },
+}
+
+/// What an admin session is told when a file it named could not be read:
+/// the same words whether the path is missing, unreadable, not a regular
+/// file or too big, so the answer does not tell which.
+pub fn unreadable(path: &str, what: &str, max: u64) -> String {
+    format!("Cannot read '{path}': {what} must be a regular file that cache-d can read, at most {}", size_text(max))
+}
+
+/// `n` bytes as the documentation writes it (16 MiB, 64 KiB).
+pub fn size_text(n: u64) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
+}
+
+fn file_kind(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    match t {
+        t if t.is_dir() => "directory",
+        t if t.is_fifo() => "FIFO",
+        t if t.is_char_device() => "character device",
+        t if t.is_block_device() => "block device",
+        t if t.is_socket() => "socket",
+        _ => "special file",
+    }
+}
+
+/// Read a file someone names (on the admin socket or at start): only a
+/// regular file, of at most `limit` bytes. The path is first opened with
+/// O_PATH, which opens nothing for real (a FIFO does not wait for a
+/// writer, a device's driver is not called: opening some, such as a
+/// watchdog, has effects), and checked with fstat; then the file that
+/// was checked is opened through /proc/self/fd (not the path again,
+/// which could have been switched in between), with O_NONBLOCK and
+/// O_NOCTTY besides, and read up to `limit` and one byte more (a file
+/// may grow after the check).
+pub fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let open_err = |source| FileError::Open { path: path.to_path_buf(), source };
+    let handle = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH).open(path).map_err(open_err)?;
+    let meta = handle.metadata().map_err(open_err)?;
+    if !meta.is_file() {
+        return Err(FileError::NotRegular { path: path.to_path_buf(), kind: file_kind(meta.file_type()) });
+    }
+    let too_big = || FileError::TooBig { path: path.to_path_buf(), limit };
+    if meta.len() > limit {
+        return Err(too_big());
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(format!("/proc/self/fd/{}", handle.as_raw_fd()))
+        .map_err(open_err)?;
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    f.take(limit + 1).read_to_end(&mut buf).map_err(open_err)?;
+    if buf.len() as u64 > limit {
+        return Err(too_big());
+    }
+    Ok(buf)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,6 +449,23 @@ mod tests {
         let huge = format!("vcl.inline x << EOF\n{}\nEOF\n", "a".repeat(MAX_HEREDOC + 10));
         let mut r = std::io::BufReader::new(huge.as_bytes());
         assert!(read_command(&mut r, 4096, true).is_err());
+    }
+
+    #[test]
+    fn only_small_regular_files_are_read() {
+        let dir = std::env::temp_dir().join(format!("adm-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("f");
+        std::fs::write(&f, "twelve bytes").unwrap();
+        assert_eq!(read_file(&f, 12).unwrap(), b"twelve bytes");
+        assert!(matches!(read_file(&f, 11), Err(FileError::TooBig { limit: 11, .. })));
+        assert!(matches!(read_file(&dir, 100), Err(FileError::NotRegular { kind: "directory", .. })));
+        assert!(matches!(read_file(Path::new("/dev/zero"), 100), Err(FileError::NotRegular { kind: "character device", .. })));
+        assert!(matches!(read_file(&dir.join("missing"), 100), Err(FileError::Open { .. })));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(size_text(MAX_VCL), "16 MiB");
+        assert_eq!(size_text(MAX_SECRET), "64 KiB");
+        assert_eq!(unreadable("/x", "a VCL file", MAX_VCL), unreadable("/x", "a VCL file", MAX_VCL));
     }
 
     #[test]

@@ -42,7 +42,7 @@ fn load_secret(dir: &Path, arg: Option<&Path>) -> Result<(Option<Vec<u8>>, Optio
     match arg {
         Some(p) if p.as_os_str() == "none" => Ok((None, None)),
         Some(p) => {
-            let s = std::fs::read(p).map_err(|e| StartError::Config(format!("-S {}: {e}", p.display())))?;
+            let s = adm::read_file(p, adm::MAX_SECRET).map_err(|e| StartError::Config(format!("-S {e}")))?;
             Ok((Some(s), Some(p.to_path_buf())))
         }
         None => {
@@ -85,8 +85,10 @@ fn load_tls(args: &Args) -> Result<(Vec<String>, Certs), StartError> {
     let file = crate::tls::config::read(path).map_err(StartError::Config)?;
     let mut certs: Vec<(String, String)> = Vec::new();
     for p in &file.pem_files {
-        let pem =
-            std::fs::read_to_string(p).map_err(|e| StartError::Config(format!("-A {}: pem-file {}: {e}", path.display(), p.display())))?;
+        let pem = adm::read_file(p, adm::MAX_PEM)
+            .map_err(|e| e.to_string())
+            .and_then(|b| String::from_utf8(b).map_err(|_| format!("{}: not text", p.display())))
+            .map_err(|e| StartError::Config(format!("-A {}: pem-file {e}", path.display())))?;
         let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "cert".into());
         let mut id = stem.clone();
         let mut n = 1;
@@ -102,6 +104,15 @@ fn load_tls(args: &Args) -> Result<(Vec<String>, Certs), StartError> {
         return Err(StartError::Config(format!("-A {}: no pem-file", path.display())));
     }
     Ok((file.frontends.iter().map(|f| format!("{f},https")).collect(), certs))
+}
+
+/// The -f file's text (what `vcl.show boot` prints), read on its own
+/// first for a message that says what is wrong with it: the compiler's,
+/// meant for admin sessions, does not tell (see common::adm::unreadable).
+fn boot_source(args: &Args) -> Result<String, StartError> {
+    let Some(f) = &args.vcl else { return Ok("// The built-in policy (no -f was given): see cache-d(1).\n".to_string()) };
+    let text = adm::read_file(f, adm::MAX_VCL).map_err(|e| StartError::Config(format!("-f {e}")))?;
+    Ok(String::from_utf8_lossy(&text).into_owned())
 }
 
 /// Compile the boot program and resolve its backend (the child loads it
@@ -121,13 +132,10 @@ fn check_boot(args: &Args) -> Result<(), StartError> {
 /// socket, run and supervise the child until SIGTERM.
 pub fn run(args: Args) -> Result<(), StartError> {
     let params = params_from_args(&args)?;
+    let boot_source = boot_source(&args)?;
     // Compile the VCL (and find the backend) before anything starts, so a
     // bad file is reported at once with its line and column.
     check_boot(&args)?;
-    let boot_source = match &args.vcl {
-        Some(f) => std::fs::read_to_string(f).unwrap_or_default(),
-        None => "// The built-in policy (no -f was given): see cache-d(1).\n".to_string(),
-    };
     let dir = instance::resolve(args.name.as_deref());
     let ready = if args.foreground || args.debug { None } else { Some(daemon::fork()?) };
     let (frontends, tls_certs) = load_tls(&args)?;

@@ -36,10 +36,11 @@ impl Cert {
     /// A PEM bundle as hitch takes it: the certificate, its chain, and its
     /// private key (PKCS#8, PKCS#1 or SEC1), in any order.
     pub fn from_pem(id: &str, pem: &[u8]) -> Result<Cert, String> {
-        let chain: Vec<CertificateDer<'static>> =
-            CertificateDer::pem_slice_iter(pem).collect::<Result<_, _>>().map_err(|e| format!("{id}: bad certificate PEM ({e})"))?;
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("{id}: bad certificate PEM ({})", pem_fault(&e)))?;
         let Some(leaf) = chain.first().cloned() else { return Err(format!("{id}: no certificate in the PEM")) };
-        let key = PrivateKeyDer::from_pem_slice(pem).map_err(|e| format!("{id}: no usable private key in the PEM ({e})"))?;
+        let key = PrivateKeyDer::from_pem_slice(pem).map_err(|e| format!("{id}: no usable private key in the PEM ({})", pem_fault(&e)))?;
         let provider = rustls::crypto::ring::default_provider();
         let signer = provider.key_provider.load_private_key(key).map_err(|e| format!("{id}: private key not supported ({e})"))?;
         let key = CertifiedKey::new(chain, signer);
@@ -52,6 +53,22 @@ impl Cert {
     fn serves(&self, name: &str) -> bool {
         let (Ok(ee), Ok(sn)) = (webpki::EndEntityCert::try_from(&self.leaf), ServerName::try_from(name)) else { return false };
         ee.verify_is_valid_for_subject_name(&sn).is_ok()
+    }
+}
+
+/// What is wrong with a PEM file, in words that quote none of it: the
+/// parser's own messages hold the line at fault, and `tls.cert.load`
+/// answers an admin session about a file the manager may read and the
+/// session may not.
+fn pem_fault(e: &rustls::pki_types::pem::Error) -> &'static str {
+    use rustls::pki_types::pem::Error;
+    match e {
+        Error::MissingSectionEnd { .. } => "a section without its END line",
+        Error::IllegalSectionStart { .. } => "a malformed BEGIN line",
+        Error::Base64Decode(_) => "a section that is not base64",
+        Error::NoItemsFound => "no PEM section",
+        Error::SectionTooLarge => "a section too large",
+        _ => "unreadable",
     }
 }
 

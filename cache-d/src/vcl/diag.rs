@@ -38,6 +38,18 @@ impl VclError {
         let mark = "-".repeat(col.saturating_sub(1)) + &"#".repeat(self.pos.len.max(1).min(text.len().saturating_sub(col - 1).max(1)));
         format!("{}\n('{name}' Line {line} Pos {col})\n{text}\n{mark}\n", self.msg)
     }
+
+    /// Render with the file, line and column but none of the source (for
+    /// a file that is not known to be VCL: see `Failed` in vcl/mod.rs).
+    pub fn render_position(&self, files: &[(String, String)]) -> String {
+        match files.get(self.pos.file) {
+            Some((name, src)) => {
+                let (line, col, _) = line_col(src, self.pos.at);
+                format!("{}\n('{name}' Line {line} Pos {col})\n", self.msg)
+            }
+            None => format!("{}\n", self.msg),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -31,43 +31,113 @@ use diag::VclError;
 pub struct LoadError {
     pub error: VclError,
     pub files: Vec<(String, String)>,
+    /// May the message quote the line at fault? Not from a file that was
+    /// not recognized as VCL (see [`Failed`]).
+    pub quote: bool,
 }
 
 impl std::fmt::Display for LoadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.error.render(&self.files))
+        match self.quote {
+            true => f.write_str(&self.error.render(&self.files)),
+            false => f.write_str(&self.error.render_position(&self.files)),
+        }
     }
 }
 
-fn parse_into(prog: &mut Program, name: String, src: String, dir: Option<&Path>, depth: usize) -> Result<(), VclError> {
+/// Most files in one program, the includes counted.
+pub const MAX_FILES: usize = 1024;
+
+/// Why parsing stopped, and whether the message may quote the line at
+/// fault. Admin sessions name the files a program is read from, and the
+/// manager may read what they may not: a file's lines are quoted only
+/// once the file is known to be VCL — the main file by its `vcl 4.x;`
+/// declaration, an included file by lexing as VCL from end to end (a
+/// password file does not). Otherwise the message names the file, line
+/// and column, and nothing of the text.
+struct Failed {
+    error: VclError,
+    quote: bool,
+}
+
+impl From<VclError> for Failed {
+    fn from(error: VclError) -> Failed {
+        Failed { error, quote: true }
+    }
+}
+
+/// Does `src` begin with the `vcl` keyword (after white space and
+/// comments)? Checked on the text, before lexing, so a file that is not
+/// VCL is never quoted.
+fn declares_vcl(src: &str) -> bool {
+    let mut rest = src;
+    loop {
+        rest = rest.trim_start();
+        if rest.starts_with('#') || rest.starts_with("//") {
+            rest = rest.split_once('\n').map_or("", |(_, r)| r);
+        } else if let Some(r) = rest.strip_prefix("/*") {
+            rest = r.split_once("*/").map_or("", |(_, r)| r);
+        } else {
+            return rest.strip_prefix("vcl").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_whitespace()));
+        }
+    }
+}
+
+/// Read an include (or the main file): a regular file, within what is
+/// left of the program's [`common::adm::MAX_VCL`]. The message is the
+/// same whatever the reason (see [`common::adm::unreadable`]).
+fn read_vcl(prog: &Program, p: &Path) -> Result<String, String> {
+    let used: u64 = prog.files.iter().map(|(_, s)| s.len() as u64).sum();
+    let refused = || common::adm::unreadable(&p.display().to_string(), "a VCL file (with the files it includes)", common::adm::MAX_VCL);
+    let bytes = common::adm::read_file(p, common::adm::MAX_VCL.saturating_sub(used)).map_err(|_| refused())?;
+    String::from_utf8(bytes).map_err(|_| format!("'{}' is not VCL: it is not UTF-8 text", p.display()))
+}
+
+fn lex_failed(file: usize, name: &str, e: lex::LexError, quote: bool) -> Failed {
+    let pos = Pos { file, at: e.at, len: e.len };
+    // The messages that hold no text of the file pass as they are.
+    let msg = match quote || e.msg.starts_with("Unterminated") {
+        true => e.msg,
+        false => format!("'{name}' is not VCL: what is at the position below is no VCL token"),
+    };
+    Failed { error: VclError { msg, pos }, quote }
+}
+
+fn parse_into(prog: &mut Program, name: String, src: String, dir: Option<&Path>, depth: usize) -> Result<(), Failed> {
     let file = prog.files.len();
-    prog.files.push((name, src));
+    let declared = depth == 0 && declares_vcl(&src);
+    prog.files.push((name.clone(), src));
     let src = prog.files[file].1.clone();
-    let toks = lex::lex(&src).map_err(|e| VclError { msg: e.msg, pos: Pos { file, at: e.at, len: e.len } })?;
+    // Quoted from here on: the main file declared itself VCL, or an
+    // include lexed.
+    let toks = lex::lex(&src).map_err(|e| lex_failed(file, &name, e, declared))?;
     if depth == 0 && !matches!(toks.first().map(|t| &t.tok), Some(lex::Tok::Ident(w)) if w == "vcl") {
-        // A Varnish 2 or 3 file: everything to rewrite, in one message.
+        // A Varnish 2 or 3 file: everything to rewrite, in one message
+        // (the lines it quotes are the old VCL it found).
         let old = legacy::scan(&src, &toks);
         if !old.is_empty() {
-            let name = prog.files[file].0.clone();
-            return Err(VclError { msg: legacy::render(&name, &src, &old), pos: Pos { file, at: old[0].at, len: 1 } });
+            return Err(VclError { msg: legacy::render(&name, &src, &old), pos: Pos { file, at: old[0].at, len: 1 } }.into());
         }
-        return Err(VclError {
+        let error = VclError {
             msg: "VCL version declaration missing: VCL 4 files start with \"vcl 4.1;\" (is this a Varnish 2 or 3 file? see cache-vcl(7) for the 4.1 spellings)".into(),
             pos: Pos { file, at: 0, len: 1 },
-        });
+        };
+        return Err(Failed { error, quote: false });
     }
     let items = parse::Parser::new(&toks, file).program()?;
     for item in items {
         if let Item::Include { path, pos } = &item {
             if depth >= 10 {
-                return Err(VclError { msg: "Includes nested too deep (a loop?)".into(), pos: *pos });
+                return Err(VclError { msg: "Includes nested too deep (a loop?)".into(), pos: *pos }.into());
+            }
+            if prog.files.len() >= MAX_FILES {
+                return Err(VclError { msg: format!("More than {MAX_FILES} files in one program"), pos: *pos }.into());
             }
             let p = match dir {
                 Some(d) if !Path::new(path).is_absolute() => d.join(path),
                 _ => PathBuf::from(path),
             };
-            let text =
-                std::fs::read_to_string(&p).map_err(|e| VclError { msg: format!("Cannot read file '{}': {e}", p.display()), pos: *pos })?;
+            let text = read_vcl(prog, &p).map_err(|msg| VclError { msg, pos: *pos })?;
             parse_into(prog, p.display().to_string(), text, p.parent(), depth + 1)?;
             continue;
         }
@@ -82,23 +152,21 @@ pub fn parse_source(name: &str, src: &str) -> Result<Program, LoadError> {
     let mut prog = Program::default();
     match parse_into(&mut prog, name.to_string(), src.to_string(), None, 0) {
         Ok(()) => Ok(prog),
-        Err(error) => Err(LoadError { error, files: prog.files }),
+        Err(Failed { error, quote }) => Err(LoadError { error, files: prog.files, quote }),
     }
 }
 
-/// Parse a VCL file (`-f`, `vcl.load`), includes relative to it.
+/// Parse a VCL file (`-f`, `vcl.load`), includes relative to it; the
+/// main file's text is the program's first file.
 pub fn parse_file(path: &Path) -> Result<Program, LoadError> {
     let mut prog = Program::default();
-    let text = match std::fs::read_to_string(path) {
+    let text = match read_vcl(&prog, path) {
         Ok(t) => t,
-        Err(e) => {
-            let error = VclError { msg: format!("Cannot read file '{}': {e}", path.display()), pos: Pos::default() };
-            return Err(LoadError { error, files: Vec::new() });
-        }
+        Err(msg) => return Err(LoadError { error: VclError { msg, pos: Pos::default() }, files: Vec::new(), quote: false }),
     };
     match parse_into(&mut prog, path.display().to_string(), text, path.parent(), 0) {
         Ok(()) => Ok(prog),
-        Err(error) => Err(LoadError { error, files: prog.files }),
+        Err(Failed { error, quote }) => Err(LoadError { error, files: prog.files, quote }),
     }
 }
 

@@ -156,3 +156,28 @@ fn garbage_never_panics() {
         let _ = parse_source("fuzz.vcl", &String::from_utf8_lossy(&bytes));
     }
 }
+
+#[test]
+fn files_not_known_to_be_vcl_are_not_quoted() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = |n: &str, t: &str| {
+        std::fs::write(dir.path().join(n), t).unwrap();
+        dir.path().join(n)
+    };
+    let shadow = w("shadow", "root:$6$SECRET:19000:0:99999:7:::\n");
+    let e = parse_file(&shadow).unwrap_err().to_string();
+    assert!(!e.contains("SECRET") && e.contains("Line 1 Pos 5"), "{e}");
+    let e = parse_file(&w("words", "hunter2 is the password\n")).unwrap_err().to_string();
+    assert!(!e.contains("hunter2") && e.contains("declaration missing"), "{e}");
+    let e = parse_file(&w("main.vcl", "vcl 4.1;\ninclude \"shadow\";\n")).unwrap_err().to_string();
+    assert!(!e.contains("SECRET") && e.contains("shadow' Line 1 Pos 5"), "{e}");
+    let e = parse_file(&w("str.vcl", "vcl 4.1;\ninclude \"open.vcl\";\n")).unwrap_err().to_string();
+    assert!(e.contains("Cannot read") && e.contains("16 MiB"), "{e}");
+    w("open.vcl", "sub vcl_recv { set req.url = \"SECRET; }\n");
+    let e = parse_file(&dir.path().join("str.vcl")).unwrap_err().to_string();
+    assert!(e.contains("Unterminated string") && !e.contains("SECRET"), "{e}");
+    // A file that says it is VCL is quoted as VCC quotes it.
+    let e = parse_file(&w("bad.vcl", "# c\n/* c */ vcl 4.1;\nsub vcl_recv { set req.url = \"x\" y; }\n")).unwrap_err().to_string();
+    assert!(e.contains("set req.url = \"x\" y;"), "{e}");
+    assert!(declares_vcl("// c\n\tvcl 4.0;") && !declares_vcl("vclx 4.1;") && !declares_vcl("/* vcl 4.1;"));
+}

@@ -476,3 +476,112 @@ fn vcl_use_switches_under_load_and_survives_a_child_restart() {
     assert_eq!(Client::connect(d.port).get("/size/2", "").header("x-policy"), None);
     assert_eq!(run("cache-adm", &["-n", &ds, "vcl.discard", "tagged"]).status.code(), Some(0));
 }
+
+/// `cache-adm -T t -S s WORDS...` under `watched`: the manager `pid` may
+/// grow by 32 MiB at most while it answers.
+fn adm_watched(pid: u32, t: &str, s: &str, words: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(bin("cache-adm"));
+    cmd.args(["-T", t, "-S", s]).args(words);
+    let (o, grew) = watched(pid, &mut cmd, 15, 256 << 10);
+    assert!(grew < 32 << 10, "{words:?}: the manager grew by {grew} KiB");
+    o
+}
+
+/// Issue 32, items 2 and 7: a file an admin command names is read only
+/// if it is a regular file of bounded size. /dev/zero and a FIFO are
+/// refused at once, also as a VCL include, the manager's memory staying
+/// where it was (before, /dev/zero grew it without bound and a FIFO held
+/// the session forever); VCL past 16 MiB with its includes is refused;
+/// and no refusal quotes a file that is not VCL or tells a missing path
+/// from one that is there.
+#[test]
+fn admin_commands_read_only_small_regular_files() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let (t, s) = admin(&d.dir);
+    let mgr = d.child.as_ref().unwrap().id();
+    let path = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
+    let fifo = path("fifo");
+    mkfifo(Path::new(&fifo));
+    let backend = format!("backend b {{ .host = \"127.0.0.1\"; .port = \"{}\"; }}\n", origin.port);
+    let including = |name: &str, targets: &[&str]| {
+        let inc: String = targets.iter().map(|t| format!("include \"{t}\";\n")).collect();
+        std::fs::write(path(name), format!("vcl 4.1;\n{inc}{backend}")).unwrap();
+        path(name)
+    };
+    // 9 MiB of comments, included twice: 18 MiB of VCL.
+    std::fs::write(path("part.vcl"), format!("# {}\n", "x".repeat(61)).repeat(9 << 20 >> 6)).unwrap();
+    let twice = including("twice.vcl", &[&path("part.vcl"), &path("part.vcl")]);
+    let (inc_zero, inc_fifo) = (including("iz.vcl", &["/dev/zero"]), including("if.vcl", &[&fifo]));
+    for words in [
+        ["vcl.load", "z", "/dev/zero"],
+        ["vcl.load", "f", &fifo],
+        ["vcl.load", "iz", &inc_zero],
+        ["vcl.load", "if", &inc_fifo],
+        ["vcl.load", "big", &twice],
+        ["tls.cert.load", "z", "/dev/zero"],
+        ["tls.cert.load", "f", &fifo],
+    ] {
+        let o = adm_watched(mgr, &t, &s, &words);
+        assert_eq!(o.status.code(), Some(1), "{words:?}: {}{}", stdout(&o), stderr(&o));
+        assert!(stderr(&o).contains("error code 106"), "{words:?}: {}", stderr(&o));
+    }
+    // Neither a certificate file nor a file that is not VCL is quoted.
+    std::fs::write(path("leak.pem"), "-----BEGIN SECRET-LINE-ONE\nroot:$6$SECRET-HASH:19000:0:99999:7:::\n").unwrap();
+    std::fs::write(path("leak.vcl"), "root:$6$SECRET-HASH:19000:0:99999:7:::\nhunter2\n").unwrap();
+    let leaky = including("leaky.vcl", &[&path("leak.vcl")]);
+    for words in [["tls.cert.load", "x", &path("leak.pem")], ["vcl.load", "x", &path("leak.vcl")], ["vcl.load", "x", &leaky]] {
+        let o = adm_watched(mgr, &t, &s, &words);
+        let said = format!("{}{}", stdout(&o), stderr(&o));
+        assert_eq!(o.status.code(), Some(1), "{words:?}: {said}");
+        assert!(!said.contains("SECRET") && !said.contains("45, 45") && !said.contains("hunter2"), "{words:?}: {said}");
+    }
+    // A missing path is told as a directory or a FIFO is.
+    let answer = |verb: &str, p: &str| stdout(&adm_watched(mgr, &t, &s, &[verb, "x", p])).replace(p, "PATH");
+    for verb in ["tls.cert.load", "vcl.load"] {
+        let missing = answer(verb, &path("missing"));
+        assert!(!missing.is_empty());
+        assert_eq!(missing, answer(verb, tmp.path().to_str().unwrap()), "{verb}");
+        assert_eq!(missing, answer(verb, &fifo), "{verb}");
+    }
+    // VCL with includes inside the budget still loads.
+    std::fs::write(path("small.vcl"), "sub vcl_deliver { set resp.http.X-Inc = \"yes\"; }\n").unwrap();
+    let good = including("good.vcl", &[&path("small.vcl")]);
+    let o = adm_watched(mgr, &t, &s, &["vcl.load", "good", &good]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(counter(&stat(&d.dir), "MGT.child_start"), Some(1));
+}
+
+/// Issue 32, item 2: `-f` names a device or a FIFO: cache-d says so and
+/// exits at once (before, /dev/zero grew it without bound, a FIFO held
+/// it forever).
+#[test]
+fn a_boot_vcl_that_is_not_a_regular_file_is_refused_at_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("fifo");
+    mkfifo(&fifo);
+    for (i, f) in ["/dev/zero", fifo.to_str().unwrap()].into_iter().enumerate() {
+        let dir = tmp.path().join(format!("i{i}"));
+        let mut cmd = Command::new(bin("cache-d"));
+        cmd.args(["-F", "-a", "127.0.0.1:0", "-n", dir.to_str().unwrap(), "-f", f]);
+        let mut child = cmd.stdin(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        let t0 = std::time::Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            let rss = rss_kib(child.id()).unwrap_or(0);
+            if rss > 256 << 10 || t0.elapsed() > std::time::Duration::from_secs(10) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("-f {f}: still running after {:?} with {rss} KiB resident", t0.elapsed());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert!(!status.success(), "-f {f}: {err}");
+        assert!(err.contains("not a regular file"), "-f {f}: {err}");
+    }
+}

@@ -17,14 +17,22 @@ fn certs(mgr: &Mgr) -> std::sync::MutexGuard<'_, TlsCerts> {
 pub fn load(c: &Call) -> Reply {
     let args = c.positional();
     let (id, file) = (args[0], args[1]);
-    let pem = match std::fs::read_to_string(file) {
+    // A regular file of at most 1 MiB (a FIFO or /dev/zero is refused at
+    // once); the session is told the same whatever kept it from being
+    // read, so it does not learn which paths exist (the log says why).
+    let pem = match common::adm::read_file(std::path::Path::new(file), common::adm::MAX_PEM) {
         Ok(p) => p,
-        Err(e) => return (status::PARAM, format!("Cannot read {file}: {e}")),
+        Err(e) => {
+            c.mgr.log(&format!("tls.cert.load {id}: {e}"));
+            return (status::PARAM, common::adm::unreadable(file, "a certificate file", common::adm::MAX_PEM));
+        }
     };
-    // Checked here with the child's own code, so a commit cannot fail on it.
-    if let Err(e) = crate::tls::Cert::from_pem(id, pem.as_bytes()) {
+    // Checked here with the child's own code, so a commit cannot fail on
+    // it; its messages quote nothing of the file.
+    if let Err(e) = crate::tls::Cert::from_pem(id, &pem) {
         return (status::PARAM, e);
     }
+    let Ok(pem) = String::from_utf8(pem) else { return (status::PARAM, format!("{id}: the PEM is not text")) };
     let mut t = certs(c.mgr);
     match t.staged.iter_mut().find(|(i, _)| i == id) {
         Some(slot) => slot.1 = pem,

@@ -161,20 +161,29 @@ pub fn load(c: &Call) -> Reply {
     if !matches!(state, "auto" | "cold" | "warm") {
         return (status::PARAM, format!("State must be one of auto, cold or warm, not \"{state}\""));
     }
-    let (parsed, path, text) = if c.name == "vcl.load" {
+    // The file is read once here (a regular file, bounded: see
+    // crate::vcl::parse_file) and named in errors as it was given (its
+    // resolved path would tell where a link leads); the text kept is what
+    // was compiled, the child gets the resolved path.
+    let (parsed, path) = if c.name == "vcl.load" {
         let p = std::fs::canonicalize(src).unwrap_or_else(|_| std::path::PathBuf::from(src));
-        (crate::vcl::parse_file(&p), Some(p), std::fs::read_to_string(src).unwrap_or_default())
+        (crate::vcl::parse_file(std::path::Path::new(src)), Some(p))
     } else {
-        (crate::vcl::parse_source(vname, src), None, src.to_string())
+        (crate::vcl::parse_source(vname, src), None)
     };
-    let compiled =
-        parsed.map_err(|e| e.to_string()).and_then(|p| crate::vcl::compile::compile(&p).map(|_| ()).map_err(|e| e.render(&p.files)));
-    if let Err(e) = compiled {
-        return (
-            status::PARAM,
-            format!("Message from VCC-compiler:\n{e}Running VCC-compiler failed, exited with 2\nVCL compilation failed"),
-        );
-    }
+    let compiled = parsed.map_err(|e| e.to_string()).and_then(|p| match crate::vcl::compile::compile(&p) {
+        Ok(_) => Ok(p.files.into_iter().next().map(|(_, text)| text).unwrap_or_default()),
+        Err(e) => Err(e.render(&p.files)),
+    });
+    let text = match compiled {
+        Ok(text) => text,
+        Err(e) => {
+            return (
+                status::PARAM,
+                format!("Message from VCC-compiler:\n{e}Running VCC-compiler failed, exited with 2\nVCL compilation failed"),
+            )
+        }
+    };
     let cmd = match &path {
         Some(p) => vec!["vcl.load".to_string(), vname.to_string(), p.display().to_string()],
         None => vec!["vcl.inline".to_string(), vname.to_string(), text.clone()],
