@@ -1,10 +1,15 @@
 //! A DNS server for tests, on 127.0.0.1: it answers A and AAAA queries
 //! from a table the test changes while cache-d runs (a resolver the test
 //! controls, for dynamic backends), and can be made to fail (SERVFAIL) or
-//! to answer that a name does not exist.
+//! to answer that a name does not exist. UDP and TCP on one port: an
+//! answer larger than the query allows in a datagram goes out truncated,
+//! and the resolver asks again over TCP (so a name can have thousands of
+//! addresses: some 2,600 IPv4 ones fit in a TCP message as hickory writes
+//! it, each record with its name in full).
 
 use std::collections::HashMap;
-use std::net::{IpAddr, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{IpAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,18 +31,25 @@ struct State {
 pub struct Dns {
     pub port: u16,
     state: Arc<State>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Dns {
     pub fn start() -> Dns {
-        let sock = UdpSocket::bind("127.0.0.1:0").expect("bind the test DNS server");
+        let (sock, tcp) = (0..50)
+            .find_map(|_| {
+                let sock = UdpSocket::bind("127.0.0.1:0").ok()?;
+                let tcp = TcpListener::bind(("127.0.0.1", sock.local_addr().ok()?.port())).ok()?;
+                Some((sock, tcp))
+            })
+            .expect("bind the test DNS server (UDP and TCP on one port)");
         sock.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        tcp.set_nonblocking(true).unwrap();
         let port = sock.local_addr().unwrap().port();
         let state = Arc::new(State::default());
-        let st = state.clone();
-        let thread = std::thread::spawn(move || serve(&sock, &st));
-        Dns { port, state, thread: Some(thread) }
+        let (st, st2) = (state.clone(), state.clone());
+        let threads = vec![std::thread::spawn(move || serve(&sock, &st)), std::thread::spawn(move || serve_tcp(&tcp, &st2))];
+        Dns { port, state, threads }
     }
 
     /// `name` resolves to `addrs` from now on (none: it does not exist).
@@ -60,7 +72,7 @@ impl Dns {
 impl Drop for Dns {
     fn drop(&mut self) {
         self.state.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
@@ -72,10 +84,44 @@ fn serve(sock: &UdpSocket, st: &State) {
         let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
         let Ok(q) = Message::from_vec(&buf[..n]) else { continue };
         st.queries.fetch_add(1, Ordering::SeqCst);
-        if let Ok(bytes) = answer(&q, st).to_vec() {
+        let r = answer(&q, st);
+        let bytes = match r.to_vec() {
+            Ok(b) if b.len() > usize::from(q.max_payload()) => r.truncate().to_vec(),
+            other => other,
+        };
+        if let Ok(bytes) = bytes {
             let _ = sock.send_to(&bytes, from);
         }
     }
+}
+
+/// Queries over TCP (RFC 1035 §4.2.2: each message after its length in
+/// two bytes), one connection at a time.
+fn serve_tcp(l: &TcpListener, st: &State) {
+    while !st.stop.load(Ordering::SeqCst) {
+        let Ok((mut c, _)) = l.accept() else {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        };
+        let _ = c.set_nonblocking(false);
+        let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
+        while let Some(q) = read_tcp(&mut c) {
+            st.queries.fetch_add(1, Ordering::SeqCst);
+            let Ok(bytes) = answer(&q, st).to_vec() else { break };
+            let len = u16::try_from(bytes.len()).unwrap_or(u16::MAX).to_be_bytes();
+            if c.write_all(&[&len[..], &bytes].concat()).is_err() {
+                break;
+            }
+        }
+    }
+}
+
+fn read_tcp(c: &mut TcpStream) -> Option<Message> {
+    let mut len = [0u8; 2];
+    c.read_exact(&mut len).ok()?;
+    let mut msg = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    c.read_exact(&mut msg).ok()?;
+    Message::from_vec(&msg).ok()
 }
 
 fn answer(q: &Message, st: &State) -> Message {

@@ -6,8 +6,14 @@
 //! removed without a reload. When a lookup fails, the last good answer
 //! stays; an address missing from `keep` answers in a row is removed.
 //! Requests pick the domain's healthy addresses in turn.
+//!
+//! Bounds (a name can come from a request's Host header, an answer from
+//! whoever serves the name): a director holds at most `max` names (the
+//! caller's; a new one past it evicts the least recently used), with at
+//! most as many evicted ones still finishing a lookup; one answer gives a
+//! name at most [`MAX_ADDRS`] addresses.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -19,6 +25,16 @@ use common::segment::SegmentWriter;
 
 use crate::backend::pool::{Backend, BackendCfg};
 use crate::backend::probe;
+
+/// The most addresses one answer gives a name, and the most it keeps
+/// from earlier answers (`keep`) beside them. Each address is a backend
+/// with 20 counters in the segment's 4,096 dynamic slots, a pool and a
+/// probe: 4,000 addresses from one answer (a DNS answer over TCP can
+/// carry that many) would take every slot and leave the other backends
+/// without counters. Past it, the addresses the name has already come
+/// first (so an answer in another order changes nothing), then the
+/// answer's order; one Error record says how many were dropped.
+pub const MAX_ADDRS: usize = 64;
 
 /// Where a domain's re-resolution interval comes from (`ttl_from`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +103,9 @@ pub struct Dynamic {
     running: AtomicBool,
     stopped: AtomicBool,
     debug: AtomicBool,
+    /// Lookup threads running, those of evicted names still finishing
+    /// a lookup included.
+    threads: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -154,6 +173,7 @@ impl Dynamic {
             running: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             debug: AtomicBool::new(false),
+            threads: AtomicUsize::new(0),
         })
     }
 
@@ -163,8 +183,12 @@ impl Dynamic {
     }
 
     /// The domain for `host` (and `port`, the director's if empty), made
-    /// and its lookups started on first use; marked used now. None when
-    /// there are `max` domains already.
+    /// and its lookups started on first use; marked used now. With `max`
+    /// domains already, the least recently used one is dropped (its
+    /// backends with it; a request that named it and has not picked yet
+    /// finds no backend). None while `max` lookup threads of dropped
+    /// domains are still running (a lookup cannot be cut short): names
+    /// from requests then wait for those lookups to end.
     pub fn domain(self: &Arc<Self>, host: &str, port: &str, max: usize) -> Option<Arc<Domain>> {
         let port = if port.is_empty() { self.spec.port.as_str() } else { port };
         let key = format!("{host}:{port}");
@@ -174,7 +198,14 @@ impl Dynamic {
             return Some(d.clone());
         }
         if inner.domains.len() >= max {
-            return None;
+            if self.threads.load(Ordering::SeqCst) >= 2 * max {
+                return None;
+            }
+            let lru = inner.domains.values().min_by_key(|d| d.used.load(Ordering::Relaxed)).cloned();
+            if let Some(old) = lru {
+                self.log(Tag::VclLog, &old, &format!("evicted (least recently used of {max})"));
+                self.drop_domain(&mut inner, &old);
+            }
         }
         let dom = Arc::new(Domain {
             name: format!("{}({key})", self.name),
@@ -206,8 +237,13 @@ impl Dynamic {
 
     fn spawn(self: &Arc<Self>, dom: &Arc<Domain>) {
         let (me, d) = (self.clone(), dom.clone());
-        let spawned = std::thread::Builder::new().name(format!("dynamic-{}", self.name)).spawn(move || me.lookups(&d));
+        self.threads.fetch_add(1, Ordering::SeqCst);
+        let spawned = std::thread::Builder::new().name(format!("dynamic-{}", self.name)).spawn(move || {
+            me.lookups(&d);
+            me.threads.fetch_sub(1, Ordering::SeqCst);
+        });
         if let Err(e) = spawned {
+            self.threads.fetch_sub(1, Ordering::SeqCst);
             self.log(Tag::Error, dom, &format!("no lookup thread: {e}"));
             dom.finish_first();
         }
@@ -313,20 +349,36 @@ impl Dynamic {
         .max(Duration::from_millis(100))
     }
 
-    /// Apply an answer: new addresses become backends, addresses missing
-    /// from more than `keep` answers in a row are removed.
+    /// Apply an answer: new addresses become backends (at most
+    /// [`MAX_ADDRS`]), addresses missing from more than `keep` answers in
+    /// a row are removed.
     fn update(&self, dom: &Domain, a: &Answer) {
         let port = dom.port;
         let mut addrs: Vec<SocketAddr> = Vec::new();
+        let mut seen = HashSet::new();
         for ip in &a.addrs {
             if self.spec.whitelist.as_ref().is_some_and(|w| !w(*ip)) {
                 self.log(Tag::Error, dom, &format!("whitelist mismatch {ip}:{port}"));
                 continue;
             }
-            addrs.push(SocketAddr::new(*ip, port));
+            if seen.insert(*ip) {
+                addrs.push(SocketAddr::new(*ip, port));
+            }
         }
         let mut inner = lock(&self.inner);
+        // A domain dropped while it was being looked up makes no backends.
+        if lock(&dom.state).stop {
+            return;
+        }
         let mut refs = lock(&dom.refs);
+        if addrs.len() > MAX_ADDRS {
+            let had: HashSet<SocketAddr> = refs.iter().filter_map(|r| r.be.addrs.first().copied()).collect();
+            // Stable: those it has first, then in the answer's order.
+            addrs.sort_by_key(|sa| !had.contains(sa));
+            let (all, dropped) = (addrs.len(), addrs.len() - MAX_ADDRS);
+            addrs.truncate(MAX_ADDRS);
+            self.log(Tag::Error, dom, &format!("{dropped} of {all} addresses dropped (at most {MAX_ADDRS} from one answer)"));
+        }
         for r in refs.iter_mut() {
             let there = r.be.addrs.first().is_some_and(|x| addrs.contains(x));
             r.missed = if there { 0 } else { r.missed.saturating_add(1) };
@@ -338,7 +390,14 @@ impl Dynamic {
             let be = self.backend_for(&mut inner, dom, sa);
             refs.push(Ref { be, missed: 0 });
         }
-        let (keep, gone): (Vec<Ref>, Vec<Ref>) = std::mem::take(&mut *refs).into_iter().partition(|r| r.missed <= self.spec.keep);
+        let (mut keep, mut gone): (Vec<Ref>, Vec<Ref>) = std::mem::take(&mut *refs).into_iter().partition(|r| r.missed <= self.spec.keep);
+        // Of the addresses kept from earlier answers, at most MAX_ADDRS
+        // (those missing longest go first).
+        keep.sort_by_key(|r| r.missed);
+        let stale = keep.iter().filter(|r| r.missed > 0).count();
+        if stale > MAX_ADDRS {
+            gone.extend(keep.drain(keep.len() - (stale - MAX_ADDRS)..));
+        }
         *refs = keep;
         drop(refs);
         for r in gone {
@@ -386,10 +445,18 @@ impl Dynamic {
     /// A domain unused for domain_usage_timeout: dropped with its backends.
     fn remove_domain(&self, dom: &Arc<Domain>) {
         let mut inner = lock(&self.inner);
+        self.drop_domain(&mut inner, dom);
+    }
+
+    /// Drop a domain: out of the table, its backends released, its lookup
+    /// thread told to stop (it ends after the lookup it may be in).
+    fn drop_domain(&self, inner: &mut Inner, dom: &Arc<Domain>) {
         inner.domains.retain(|_, d| !Arc::ptr_eq(d, dom));
+        lock(&dom.state).stop = true;
+        dom.cond.notify_all();
         let refs = std::mem::take(&mut *lock(&dom.refs));
         for r in refs {
-            self.release(&mut inner, dom, &r.be);
+            self.release(inner, dom, &r.be);
         }
     }
 
@@ -527,6 +594,50 @@ mod tests {
         d.update(&dom, &a(&["127.0.0.11"]));
         assert_eq!(dom.addrs(), (vec![eleven], vec![]));
         assert_eq!(d.backends().len(), 1, "the removed address's backend is gone");
+        d.stop();
+    }
+
+    #[test]
+    fn a_full_table_drops_the_least_recently_used_name() {
+        let d = Dynamic::new("boot", "d", DynamicSpec::default(), Resolver::System);
+        let a = d.domain("a.test", "", 2).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        d.domain("b.test", "", 2).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(Arc::ptr_eq(&d.domain("a.test", "", 2).unwrap(), &a), "a is used again: b is the oldest now");
+        d.domain("c.test", "", 2).expect("a slot for a new name");
+        assert!(d.find("d(a.test:http)").is_some());
+        assert!(d.find("d(b.test:http)").is_none(), "the least recently used went");
+        assert!(d.find("d(c.test:http)").is_some());
+        d.stop();
+    }
+
+    #[test]
+    fn one_answer_gives_a_name_at_most_max_addrs() {
+        let d = Dynamic::new("boot", "d", DynamicSpec::default(), Resolver::System);
+        let dom = d.domain("many.test", "80", 8).unwrap();
+        let ips: Vec<IpAddr> = (0..4000u32).map(|i| IpAddr::V4((0x0a00_0000 + i).into())).collect();
+        d.update(&dom, &Answer { addrs: ips.clone(), ttl: None });
+        let (live, kept) = dom.addrs();
+        assert_eq!((live.len(), kept.len()), (MAX_ADDRS, 0));
+        assert_eq!(live[0].ip(), ips[0], "the answer's order");
+        // The same answer in another order: the same addresses.
+        let first = live.clone();
+        d.update(&dom, &Answer { addrs: ips.iter().rev().copied().collect(), ttl: None });
+        assert_eq!(dom.addrs().0, first);
+        // A wholly new answer: MAX_ADDRS new ones, and the old ones kept
+        // (keep = 3) at most MAX_ADDRS.
+        let other: Vec<IpAddr> = (0..4000u32).map(|i| IpAddr::V4((0x0b00_0000 + i).into())).collect();
+        d.update(&dom, &Answer { addrs: other, ttl: None });
+        let (live, kept) = dom.addrs();
+        assert_eq!((live.len(), kept.len()), (MAX_ADDRS, MAX_ADDRS));
+        assert_eq!(d.backends().len(), 2 * MAX_ADDRS);
+        // And another: of the 128 kept, those missing longest go.
+        let third: Vec<IpAddr> = (0..100u32).map(|i| IpAddr::V4((0x0c00_0000 + i).into())).collect();
+        d.update(&dom, &Answer { addrs: third, ttl: None });
+        let (live, kept) = dom.addrs();
+        assert_eq!((live.len(), kept.len()), (MAX_ADDRS, MAX_ADDRS));
+        assert!(kept.iter().all(|a| matches!(a.ip(), IpAddr::V4(v4) if v4.octets()[0] == 0x0b)), "the second answer's are kept");
         d.stop();
     }
 }

@@ -50,8 +50,14 @@ pub struct VbeCounters {
 impl VbeCounters {
     fn register(seg: &Arc<SegmentWriter>, prefix: &str) -> VbeCounters {
         let slots: Vec<Option<usize>> = VBE.iter().map(|d| seg.register(&format!("{prefix}.{}", d.name), d)).collect();
-        if slots.iter().any(Option::is_none) {
-            eprintln!("cache-d: no room in the segment for all of {prefix}.* (too many backends, or too long a name)");
+        // Said once per process: backends made from DNS answers can run
+        // out of slots by the thousand (the counters are missing from
+        // cache-stat; the backends work).
+        static TOLD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if slots.iter().any(Option::is_none) && !TOLD.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            eprintln!(
+                "cache-d: no room in the segment for all of {prefix}.* (too many backends, or too long a name); said once, later backends without room are not reported"
+            );
         }
         VbeCounters { seg: seg.clone(), slots }
     }

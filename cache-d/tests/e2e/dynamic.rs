@@ -145,3 +145,111 @@ sub vcl_recv {
     assert!(log.contains("No backend"), "as Varnish logs a hint that picks none: {log}");
     assert_eq!(get("localhost"), 200, "the child is still serving");
 }
+
+/// A cache-d whose stderr goes to `err` (to count what it says there).
+fn daemon_to(dir: &std::path::Path, args: &[&str], err: &std::path::Path) -> Daemon {
+    let child = std::process::Command::new(bin("cache-d"))
+        .args(["-F", "-a", "127.0.0.1:0", "-n"])
+        .arg(dir)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(err).unwrap())
+        .spawn()
+        .unwrap();
+    let port = wait_for(10, "cache-d to listen", || {
+        std::fs::read_to_string(dir.join("_.listen")).ok()?.lines().next()?.split(' ').nth(2)?.parse().ok()
+    });
+    Daemon { child: Some(child), dir: dir.to_path_buf(), port }
+}
+
+const HOST_VCL: &str = r#"vcl 4.1;
+import dynamic;
+sub vcl_init {
+    new r = dynamic.resolver(set_from_os = false);
+    r.add_nameserver("127.0.0.1:DNS_PORT");
+    r.set_timeout(1s);
+    new d = dynamic.director(port = "ORIGIN_PORT", first_lookup_timeout = 2s, resolver = r.use());
+}
+sub vcl_recv {
+    if (req.http.x-name) {
+        set req.backend_hint = d.backend(req.http.x-name);
+    } else {
+        set req.backend_hint = d.backend();
+    }
+    return (pass);
+}
+"#;
+
+/// Regression (issue 32): a director named from the Host header filled
+/// its 1,024 name slots in ~1,000 requests and then refused every new
+/// name for domain_usage_timeout (2 hours). A new name now takes the slot
+/// of the least recently used one.
+#[test]
+fn made_up_host_names_do_not_lock_out_new_names() {
+    let dns = Dns::start();
+    let origin = Origin::start();
+    dns.set("a.test", &["127.0.0.1"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let vcl = vcl_src(tmp.path(), "host.vcl", &HOST_VCL.replace("DNS_PORT", &dns.port.to_string()), origin.port);
+    let d = Daemon::start_args(&tmp.path().join("n"), &["-f", vcl.to_str().unwrap()]);
+    let get = |host: &str| {
+        let mut c = Client::connect(d.port);
+        c.send_raw(format!("GET /h HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes());
+        c.read_response(false).expect("a response").status
+    };
+    assert_eq!(get("a.test"), 200);
+    // 1,100 names that do not resolve (503, no backend), one per request.
+    for i in 0..1100 {
+        assert_eq!(get(&format!("n{i}.test")), 503, "name {i}");
+    }
+    assert_eq!(get("b.test"), 503, "the lookup of a new name ran");
+    dns.set("c.test", &["127.0.0.1"]);
+    assert_eq!(get("c.test"), 200, "a new name got a slot");
+    assert_eq!(get("a.test"), 200);
+    let ds = d.dir.to_str().unwrap();
+    let log = stdout(&run("cache-log", &["-n", ds, "-d", "-g", "raw", "-i", "VCL_Error,VCL_Log"]));
+    assert!(!log.contains("names at once"), "{}", log.lines().find(|l| l.contains("names at once")).unwrap_or_default());
+    assert!(log.contains("vmod-dynamic boot d a.test:") && log.contains("evicted (least recently used of 1024)"), "the first names went");
+    assert_eq!(counter(&stat(&d.dir), "MGT.child_start"), Some(1));
+}
+
+/// Regression (issue 32): a DNS answer with 4,000 addresses made 4,000
+/// backends, took every counter slot of the segment (4,096: 204
+/// backends' worth) and wrote 3,797 lines on stderr. One answer gives a
+/// name at most 64 addresses (one Error record says how many were
+/// dropped); stderr stays quiet. (2,500 addresses here: as many as the
+/// test name server fits in one TCP message, and far past the slots.)
+#[test]
+fn an_answer_of_thousands_of_addresses_takes_64() {
+    let dns = Dns::start();
+    let origin = Origin::start();
+    let many: Vec<String> = (0..2499u32).map(|i| format!("127.1.{}.{}", i / 250, 1 + i % 250)).collect();
+    let mut addrs: Vec<&str> = vec!["127.0.0.1"];
+    addrs.extend(many.iter().map(String::as_str));
+    dns.set("many.test", &addrs);
+    let tmp = tempfile::tempdir().unwrap();
+    let vcl = vcl_src(tmp.path(), "many.vcl", &HOST_VCL.replace("DNS_PORT", &dns.port.to_string()), origin.port);
+    let err = tmp.path().join("stderr");
+    let d = daemon_to(&tmp.path().join("n"), &["-f", vcl.to_str().unwrap()], &err);
+    let mut c = Client::connect(d.port);
+    c.send_raw(b"GET /m HTTP/1.1\r\nHost: x\r\nX-Name: many.test\r\n\r\n");
+    c.read_response(false).expect("a response");
+    let ds = d.dir.to_str().unwrap().to_string();
+    let list = stdout(&run("cache-adm", &["-n", &ds, "backend.list"]));
+    let listed = list.lines().filter(|l| l.starts_with("boot.d(127.")).count();
+    assert_eq!(listed, 64, "{list}");
+    assert!(list.contains(&format!("boot.d(127.0.0.1:{})", origin.port)), "the answer's first address is taken: {list}");
+    let log = stdout(&run("cache-log", &["-n", &ds, "-d", "-g", "raw", "-i", "Error"]));
+    let said: Vec<&str> = log.lines().filter(|l| l.contains("addresses dropped")).collect();
+    assert_eq!(said.len(), 1, "{log}");
+    assert!(
+        said[0].contains("vmod-dynamic boot d many.test:")
+            && said[0].contains("2436 of 2500 addresses dropped (at most 64 from one answer)"),
+        "{log}"
+    );
+    let text = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(text.matches("no room in the segment").count(), 0, "{} stderr lines", text.lines().count());
+    // The rest of the segment's counters are there for other backends.
+    assert!(counter(&stat(&d.dir), &format!("VBE.boot.d(127.0.0.1:{}).req", origin.port)).is_some());
+    assert_eq!(counter(&stat(&d.dir), "MGT.child_start"), Some(1));
+}

@@ -17,7 +17,10 @@ use crate::vcl::model::Sub;
 
 /// The most names one director resolves at once: each is a lookup thread,
 /// and `.backend()` without a host takes the request's Host header, so a
-/// client could otherwise make one per request.
+/// client could otherwise make one per request. A new name past it drops
+/// the least recently used one (a client's made-up names do not lock the
+/// table until domain_usage_timeout); it is refused only while as many
+/// dropped names' lookups are still running.
 pub const MAX_DOMAINS: usize = 1024;
 
 const DIRECTOR_ARGS: [&str; 21] = [
@@ -271,7 +274,12 @@ pub(super) fn director_call(
                 match d.domain(&h, &p, MAX_DOMAINS) {
                     Some(dom) => Val::Backend(dom.name.clone()),
                     None => {
-                        fail(t, format!("{obj}.backend(): more than {MAX_DOMAINS} names at once"));
+                        fail(
+                            t,
+                            format!(
+                                "{obj}.backend(): more than {MAX_DOMAINS} names at once, and as many dropped ones still being looked up"
+                            ),
+                        );
                         Val::None
                     }
                 }
