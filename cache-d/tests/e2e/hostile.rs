@@ -392,27 +392,27 @@ fn the_admin_socket_bounds_sessions_authentication_time_and_here_documents() {
     let tmp = tempfile::tempdir().unwrap();
     let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
     let (t, s) = admin(&d.dir);
-    // 150 connections that never authenticate: 32 get a session, the
-    // others are told at once and closed.
+    // 150 connections that never authenticate: at most 8 wait at once,
+    // and each new one closes the oldest waiting (all come from one
+    // address here), so the last 8 are left, and closed once their 10 s
+    // to authenticate have passed.
     let t0 = Instant::now();
-    let mut conns: Vec<(TcpStream, BufReader<TcpStream>)> = (0..150)
+    let mut conns: Vec<TcpStream> = (0..150)
         .map(|_| {
             let c = TcpStream::connect(&t).unwrap();
             c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-            let r = BufReader::new(c.try_clone().unwrap());
-            (c, r)
+            c
         })
         .collect();
-    let codes: Vec<u16> = conns.iter_mut().map(|(_, r)| common::adm::read_response(r).map(|x| x.0).unwrap_or(0)).collect();
-    assert_eq!(codes.iter().filter(|&&c| c == 107).count(), 32, "{codes:?}");
-    assert_eq!(codes.iter().filter(|&&c| c == 500).count(), 118, "{codes:?}");
-    // The 32 are closed once the 10 s to authenticate have passed.
-    for (c, _) in conns.iter_mut() {
-        let mut rest = Vec::new();
-        let _ = c.read_to_end(&mut rest);
-    }
-    let took = t0.elapsed();
-    assert!(took >= Duration::from_secs(9) && took < Duration::from_secs(14), "unauthenticated sessions lasted {took:?}");
+    let closed: Vec<Duration> = conns
+        .iter_mut()
+        .map(|c| {
+            let _ = c.read_to_end(&mut Vec::new());
+            t0.elapsed()
+        })
+        .collect();
+    assert!(closed[..142].iter().all(|t| *t < Duration::from_secs(9)), "{closed:?}");
+    assert!(closed[142..].iter().all(|t| *t >= Duration::from_secs(9) && *t < Duration::from_secs(14)), "{closed:?}");
     drop(conns);
     // Then the admin socket serves again.
     let mut c = TcpStream::connect(&t).unwrap();

@@ -477,6 +477,50 @@ fn vcl_use_switches_under_load_and_survives_a_child_restart() {
     assert_eq!(run("cache-adm", &["-n", &ds, "vcl.discard", "tagged"]).status.code(), Some(0));
 }
 
+/// Issue 32, item 6: connections that never authenticate cannot lock the
+/// operator out. 200 idle ones are held open, and more keep coming from
+/// another address while the operator works: every `cache-adm ping`
+/// gets through (before, the first 32 took every session for their 10 s
+/// and the operator was told "Too many CLI sessions").
+#[test]
+fn idle_unauthenticated_connections_leave_room_for_the_operator() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let (t, s) = admin(&d.dir);
+    let idle: Vec<TcpStream> = (0..200).map(|_| TcpStream::connect(&t).unwrap()).collect();
+    let (stop, made) = (std::sync::Arc::new(AtomicBool::new(false)), std::sync::Arc::new(AtomicUsize::new(0)));
+    let flood = std::thread::spawn({
+        let (stop, made, to) = (stop.clone(), made.clone(), t.parse().unwrap());
+        move || {
+            let mut held = std::collections::VecDeque::new();
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(c) = connect_from(std::net::Ipv4Addr::new(127, 0, 0, 2), to) {
+                    held.push_back(c);
+                    made.fetch_add(1, Ordering::Relaxed);
+                }
+                if held.len() > 200 {
+                    held.pop_front();
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
+    });
+    // The operator's pings, until the flood has made 400 connections.
+    let mut pings = 0;
+    while pings < 10 || made.load(Ordering::Relaxed) < 400 {
+        let o = run("cache-adm", &["-T", &t, "-S", &s, "ping"]);
+        assert_eq!(o.status.code(), Some(0), "ping {pings} during the flood: {}", stderr(&o));
+        pings += 1;
+        assert!(pings < 1000, "the flood made {} connections", made.load(Ordering::Relaxed));
+    }
+    stop.store(true, Ordering::Relaxed);
+    flood.join().unwrap();
+    drop(idle);
+    assert_eq!(counter(&stat(&d.dir), "MGT.child_start"), Some(1));
+}
+
 /// `cache-adm -T t -S s WORDS...` under `watched`: the manager `pid` may
 /// grow by 32 MiB at most while it answers.
 fn adm_watched(pid: u32, t: &str, s: &str, words: &[&str]) -> std::process::Output {
