@@ -41,7 +41,9 @@ pub struct Args {
     /// Service). One line per node ("NODE STATUS first-line", "NODE
     /// unreachable: why" or "NODE gone: no longer in DNS (why)"); exit 0
     /// only when every node answered 200, else 1 naming the others. -S
-    /// gives the fleet's secret.
+    /// gives the fleet's secret: each node is answered with its node
+    /// secret, derived from it and the address reached, and must prove
+    /// it holds it (nodes run cache-d --fleet-secret).
     #[arg(long, value_name = "FILE|dns:NAME:PORT", conflicts_with_all = ["name", "target"])]
     pub peers: Option<String>,
 
@@ -68,6 +70,12 @@ pub struct Args {
     /// status, answer, error, attempts, gone).
     #[arg(short = 'j', long = "json", requires = "peers")]
     pub json: bool,
+
+    /// Print the node secret of the fleet node whose admin address is
+    /// IP:PORT, derived from the fleet's secret given with -S: the -S file
+    /// for varnishadm (or cache-adm -T) to reach that node at that address.
+    #[arg(long, value_name = "IP:PORT", requires = "secret", conflicts_with_all = ["peers", "name", "target"])]
+    pub node_secret: Option<std::net::SocketAddr>,
 
     /// The command and its arguments, joined with spaces as varnishadm
     /// joins them ('ban req.url ~ ^/a/' and ban 'req.url ~ ^/a/' both

@@ -1,5 +1,7 @@
 //! Talking to an admin socket: where it is (an instance dir's `_.admin`,
-//! or `-T`/`-S`), connecting and authenticating, one command at a time.
+//! or `-T`/`-S`), connecting and authenticating (with the secret as it
+//! is, or for a fleet node with the node secret of the address reached,
+//! which the node then proves it holds), one command at a time.
 
 use std::io::{BufReader, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -16,6 +18,9 @@ pub struct Target {
     pub label: String,
     pub addrs: Vec<String>,
     pub secret: Option<PathBuf>,
+    /// `secret` is the fleet's (`--peers`): answer with the node secret of
+    /// the address connected to, and have the node prove it holds it.
+    pub fleet: bool,
 }
 
 /// Why a target could not be used (exit status 2).
@@ -38,7 +43,7 @@ pub fn target_from_dir(dir: &Path) -> Result<Target, ConnectError> {
         return Err(ConnectError(format!("{}: the admin socket is disabled (-T none)", path.display())));
     }
     let secret = text.lines().find_map(|l| l.strip_prefix("S ")).map(PathBuf::from);
-    Ok(Target { label: dir.display().to_string(), addrs, secret })
+    Ok(Target { label: dir.display().to_string(), addrs, secret, fleet: false })
 }
 
 /// An authenticated admin connection.
@@ -74,24 +79,46 @@ impl Conn {
         // Each command is one small write answered before the next: no
         // Nagle delay waiting on the server's delayed ACK.
         s.set_nodelay(true).map_err(err)?;
+        let peer = s.peer_addr().map_err(err)?;
         let mut c = Conn { w: s.try_clone().map_err(err)?, r: BufReader::new(s) };
-        let (code, body) = adm::read_response(&mut c.r).map_err(|e| ConnectError(format!("{}: {e}", t.label)))?;
+        let fail = |why: String| ConnectError(format!("{}: {why}", t.label));
+        let (code, body) = adm::read_response(&mut c.r).map_err(|e| fail(e.to_string()))?;
         match code {
+            status::OK if t.fleet => Err(fail("answered without asking for authentication: not a fleet node".into())),
             status::OK => Ok(c),
             status::AUTH => {
-                let path = t.secret.as_ref().ok_or_else(|| ConnectError(format!("{}: Authentication required (give -S)", t.label)))?;
-                let secret = std::fs::read(path).map_err(|e| ConnectError(format!("{}: {e}", path.display())))?;
-                let challenge = body.get(..adm::CHALLENGE_LEN).ok_or_else(|| ConnectError(format!("{}: bad challenge", t.label)))?;
-                let (code, _) = c
-                    .call_line(&format!("auth {}", adm::auth_response(challenge, &secret)))
-                    .map_err(|e| ConnectError(format!("{}: {e}", t.label)))?;
-                if code != status::OK {
-                    return Err(ConnectError(format!("{}: Rejected {code}", t.label)));
+                let path = t.secret.as_ref().ok_or_else(|| fail("Authentication required (give -S)".into()))?;
+                let mut secret = adm::read_file(path, adm::MAX_SECRET).map_err(|e| ConnectError(e.to_string()))?;
+                if t.fleet {
+                    secret = adm::node_secret(&secret, peer);
                 }
-                Ok(c)
+                let challenge = body.get(..adm::CHALLENGE_LEN).ok_or_else(|| fail("bad challenge".into()))?;
+                let (code, _) =
+                    c.call_line(&format!("auth {}", adm::auth_response(challenge, &secret))).map_err(|e| fail(e.to_string()))?;
+                match code {
+                    status::OK if t.fleet => c.check_proof(&secret, challenge, peer).map_err(fail).map(|()| c),
+                    status::OK => Ok(c),
+                    code if t.fleet => Err(fail(format!(
+                        "Rejected {code}: the node at {} did not take its node secret (see cache-adm(1), FLEET AUTHENTICATION)",
+                        adm::node_id(peer)
+                    ))),
+                    code => Err(fail(format!("Rejected {code}"))),
+                }
             }
-            other => Err(ConnectError(format!("{}: Rejected {other}", t.label))),
+            other => Err(fail(format!("Rejected {other}"))),
         }
+    }
+
+    /// Have a fleet node prove it holds the node secret we answered with:
+    /// a listener that took our answer without being the node (and so
+    /// without that secret) cannot make this up.
+    fn check_proof(&mut self, secret: &[u8], challenge: &str, peer: std::net::SocketAddr) -> Result<(), String> {
+        let nonce = adm::challenge();
+        let (code, body) = self.call_line(&format!("node.proof {nonce}")).map_err(|e| e.to_string())?;
+        if code != status::OK || !body.trim().eq_ignore_ascii_case(&adm::node_proof(secret, challenge, &nonce)) {
+            return Err(format!("took the answer but did not prove it is the node at {} (node.proof: {code})", adm::node_id(peer)));
+        }
+        Ok(())
     }
 
     /// Send one raw command line and read its answer.
@@ -121,7 +148,7 @@ pub fn targets(args: &Args) -> Result<Vec<Target>, ConnectError> {
         out.push(target_from_dir(&common::instance::resolve(Some(n)))?);
     }
     for t in &args.target {
-        out.push(Target { label: t.clone(), addrs: vec![t.clone()], secret: args.secret.clone() });
+        out.push(Target { label: t.clone(), addrs: vec![t.clone()], secret: args.secret.clone(), fleet: false });
     }
     if out.is_empty() {
         out.push(target_from_dir(&common::instance::resolve(None))?);

@@ -18,6 +18,15 @@ use crate::conn::{command_line, targets, Conn};
 /// could not be reached or authenticated).
 pub fn run(args: Args, out: &mut impl Write, err: &mut impl Write) -> i32 {
     let timeout = Duration::from_secs_f64(args.timeout.clamp(0.001, 3600.0));
+    if let (Some(node), Some(fleet)) = (args.node_secret, &args.secret) {
+        return match common::adm::read_file(fleet, common::adm::MAX_SECRET) {
+            Ok(s) => i32::from(out.write_all(&common::adm::node_secret(&s, node)).is_err()),
+            Err(e) => {
+                let _ = writeln!(err, "cache-adm: -S {e}");
+                2
+            }
+        };
+    }
     if let Some(spec) = &args.peers {
         return fleet(&args, spec, timeout, out, err);
     }

@@ -158,7 +158,12 @@ fn one_round(all: &mut [Outcome], plan: &Plan) {
     std::thread::scope(|s| {
         for o in all.iter_mut().filter(|o| o.pending()) {
             s.spawn(move || {
-                let t = Target { label: o.node.clone(), addrs: vec![o.node.clone()], secret: plan.secret.map(|p| p.to_path_buf()) };
+                let t = Target {
+                    label: o.node.clone(),
+                    addrs: vec![o.node.clone()],
+                    secret: plan.secret.map(|p| p.to_path_buf()),
+                    fleet: true,
+                };
                 o.attempts += 1;
                 let reached = Conn::open(&t, plan.timeout)
                     .map_err(|e| e.0)

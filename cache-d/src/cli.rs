@@ -83,6 +83,20 @@ pub struct Args {
     #[arg(short = 'S', value_name = "FILE")]
     pub secret: Option<PathBuf>,
 
+    /// The fleet's secret file (what `cache-adm --peers -S` is given): the
+    /// admin socket also takes answers made with this node's secret,
+    /// derived from it and from the address a connection reaches, so an
+    /// answer relayed from another address is refused (cache-adm(1),
+    /// FLEET AUTHENTICATION). -S or DIR/_.secret stays the local secret.
+    #[arg(long = "fleet-secret", value_name = "FILE")]
+    pub fleet_secret: Option<PathBuf>,
+
+    /// With --fleet-secret: an address the fleet reaches this admin socket
+    /// at, other than the one connections arrive at (NAT or a port
+    /// mapping in between), as IP:PORT. Repeatable.
+    #[arg(long = "fleet-address", value_name = "IP:PORT", requires = "fleet_secret")]
+    pub fleet_address: Vec<std::net::SocketAddr>,
+
     /// Internal: run as the child process of a manager.
     #[arg(long = "child", hide = true)]
     pub child: bool,

@@ -1,11 +1,14 @@
 //! The admin (CLI) protocol, byte-compatible with Varnish's: response
-//! framing, request tokenizing (quotes, escapes, heredocs), and the
-//! challenge–response authentication (`-S` secret file); and how a file
-//! an admin command names is read ([`read_file`]).
+//! framing, request tokenizing (quotes, escapes, heredocs), the
+//! challenge–response authentication (`-S` secret file) and the fleet's
+//! node secrets bound to each node's address (see [`node_secret`]); and
+//! how a file an admin command names is read ([`read_file`]).
 
 use std::io::{BufRead, Read};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 /// Status codes (Varnish's `enum VCLI_status_e`).
@@ -311,13 +314,64 @@ pub fn auth_request_body(challenge: &str) -> String {
     format!("{challenge}\n\nAuthentication required.\n")
 }
 
+// Fleet authentication. With one secret shared by every node, an answer
+// to a node's challenge is good on any node: a listener that `cache-adm
+// --peers` reaches in place of a node (a rogue pod in DNS, a stale or
+// spoofed answer) can pass a real node's challenge to cache-adm, forward
+// cache-adm's answer and then run its own commands there. So a fleet
+// node does not take the fleet's secret itself: each node's secret is
+// derived from it and from the address the connection came in at
+// ([`node_secret`]), and cache-adm derives it from the address it
+// connected to. A listener at another address gets an answer made with
+// that address's secret, which the real node refuses. The address, not
+// a DNS name: a name is what a spoofed or stale DNS answer lies about,
+// while the address is what the TCP connection reached, and a relay
+// cannot make the real node see its connection arrive at the relay's
+// address. After `auth` the node proves it holds its secret too
+// ([`node_proof`], the `node.proof` command), so a listener that says
+// 200 to everything is not counted as a node that ran the command. What
+// this does not stop: someone who takes over the node's own address (the
+// connection's path itself); TLS would be needed for that.
+
+fn hmac(key: &[u8], parts: &[&[u8]]) -> String {
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes a key of any length");
+    for p in parts {
+        m.update(p);
+    }
+    m.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A node's name in the fleet: its admin address as `ip:port`, an
+/// IPv4-mapped IPv6 address written as IPv4, an IPv6 scope dropped.
+pub fn node_id(addr: SocketAddr) -> String {
+    SocketAddr::new(addr.ip().to_canonical(), addr.port()).to_string()
+}
+
+/// The secret of the node at `addr` in the fleet whose secret is
+/// `fleet`: the lowercase hex of HMAC-SHA256(fleet, "cachekit admin node
+/// " ‖ [`node_id`]) and a newline. A file holding exactly these bytes is
+/// that node's secret for varnishadm's `-S` (`cache-adm --node-secret`
+/// writes it).
+pub fn node_secret(fleet: &[u8], addr: SocketAddr) -> Vec<u8> {
+    let mut s = hmac(fleet, &[b"cachekit admin node ", node_id(addr).as_bytes()]).into_bytes();
+    s.push(b'\n');
+    s
+}
+
+/// A node's answer to `node.proof NONCE` on a session that authenticated
+/// with `secret` (a node secret) after `challenge`: the lowercase hex of
+/// HMAC-SHA256(secret, "cachekit node proof\n" ‖ challenge ‖ "\n" ‖ nonce).
+pub fn node_proof(secret: &[u8], challenge: &str, nonce: &str) -> String {
+    hmac(secret, &[b"cachekit node proof\n", challenge.as_bytes(), b"\n", nonce.as_bytes()])
+}
+
 /// The most a VCL program may take, all its includes counted (`-f`,
 /// `vcl.load`, `vcl.inline`).
 pub const MAX_VCL: u64 = 16 << 20;
 /// The most a certificate bundle may take (`tls.cert.load`, `-A`'s
 /// pem-files).
 pub const MAX_PEM: u64 = 1 << 20;
-/// The most a secret file may take (`-S`).
+/// The most a secret file may take (`-S`, `--fleet-secret`).
 pub const MAX_SECRET: u64 = 64 << 10;
 
 /// Why a file was not read (in detail: for whoever started the program,
@@ -449,6 +503,24 @@ mod tests {
         let huge = format!("vcl.inline x << EOF\n{}\nEOF\n", "a".repeat(MAX_HEREDOC + 10));
         let mut r = std::io::BufReader::new(huge.as_bytes());
         assert!(read_command(&mut r, 4096, true).is_err());
+    }
+
+    #[test]
+    fn node_secrets_are_bound_to_the_address() {
+        let a: SocketAddr = "10.0.0.5:6082".parse().unwrap();
+        let s = node_secret(b"fleet\n", a);
+        // HMAC-SHA256(b"fleet\n", "cachekit admin node 10.0.0.5:6082"),
+        // computed with openssl dgst -sha256 -mac HMAC.
+        assert_eq!(s, b"1f75cb04a64bc35418e52fc39b00f2d33bc6d2b0efbd79e575db75aef7304e28\n");
+        assert_ne!(s, node_secret(b"fleet\n", "10.0.0.5:6083".parse().unwrap()));
+        assert_ne!(s, node_secret(b"fleet\n", "10.0.0.6:6082".parse().unwrap()));
+        assert_ne!(s, node_secret(b"other\n", a));
+        assert_eq!(s, node_secret(b"fleet\n", "[::ffff:10.0.0.5]:6082".parse().unwrap()));
+        assert_eq!(node_id("[fe80::1%2]:6082".parse().unwrap()), "[fe80::1]:6082");
+        let p = node_proof(&s, "abc", "nonce");
+        assert_eq!(p.len(), 64);
+        assert_ne!(p, node_proof(&s, "abc", "other"));
+        assert_ne!(p, node_proof(&node_secret(b"fleet\n", "10.0.0.6:6082".parse().unwrap()), "abc", "nonce"));
     }
 
     #[test]

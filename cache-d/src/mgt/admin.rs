@@ -1,18 +1,20 @@
 //! The admin socket: Varnish's CLI protocol (challenge–response
-//! authentication, framed responses, limits on sessions and time), and
+//! authentication, framed responses, limits on sessions and time), the
+//! fleet's node secrets and `node.proof` (why: common/src/adm.rs), and
 //! the room kept for the operator while connections that never
 //! authenticate pile up ([`Gate`]). What each command does is in
 //! [`crate::mgt::commands`].
 
 use std::collections::VecDeque;
 use std::io::{BufReader, Write};
-use std::net::{IpAddr, Ipv4Addr, Shutdown, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::adm::{self, status};
 use common::bounded::{Deadline, Deadlined};
 
+use crate::mgt::commands::call::{too_few, too_many, Reply};
 use crate::mgt::commands::{self, basic::banner};
 use crate::mgt::state::Mgr;
 
@@ -29,6 +31,8 @@ pub const AUTH_DEADLINE: Duration = Duration::from_secs(10);
 /// longest a write to a session may block.
 const IDLE: Duration = Duration::from_secs(3600);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest `node.proof` nonce taken.
+const MAX_NONCE: usize = 128;
 
 /// The places of a listener's sessions. An authenticated session keeps
 /// its place until it ends; a connection still to authenticate holds one
@@ -159,15 +163,37 @@ pub fn accept_loop(mgr: Arc<Mgr>, l: TcpListener) {
     }
 }
 
+/// A secret a session may authenticate with; a node secret is one that
+/// `node.proof` then proves.
+struct Key {
+    secret: Vec<u8>,
+    node: bool,
+}
+
+/// The secrets a connection that arrived at `local` may answer with: the
+/// local one (-S or DIR/_.secret), and with --fleet-secret the node
+/// secrets of `local` and of each --fleet-address. Never the fleet's
+/// secret itself.
+fn keys(mgr: &Mgr, local: Option<SocketAddr>) -> Vec<Key> {
+    let mut keys: Vec<Key> = mgr.secret.iter().map(|s| Key { secret: s.clone(), node: false }).collect();
+    if let Some(f) = &mgr.fleet {
+        for a in local.iter().chain(&f.addresses) {
+            keys.push(Key { secret: adm::node_secret(&f.secret, *a), node: true });
+        }
+    }
+    keys
+}
+
 fn session(mgr: Arc<Mgr>, s: TcpStream, mut ticket: Ticket) {
     let _ = s.set_write_timeout(Some(WRITE_TIMEOUT));
     // Answers are single writes; never hold one back for an ACK.
     let _ = s.set_nodelay(true);
     let Ok(out) = s.try_clone() else { return };
+    let keys = keys(&mgr, s.local_addr().ok());
     let authed = mgr.secret.is_none();
     let until = Deadline::at((!authed).then(|| Instant::now() + AUTH_DEADLINE));
     let input = BufReader::new(Deadlined::new(s, until.clone(), Some(IDLE)));
-    serve(&mgr, input, out, authed, &mut || {
+    serve(&mgr, input, out, &keys, authed, &mut || {
         until.set(None);
         ticket.authenticated()
     });
@@ -176,28 +202,81 @@ fn session(mgr: Arc<Mgr>, s: TcpStream, mut ticket: Ticket) {
 /// `-d`: the CLI on standard input and output, already authenticated.
 /// Returns when standard input ends.
 pub fn stdin_session(mgr: Arc<Mgr>) {
-    serve(&mgr, BufReader::new(std::io::stdin()), std::io::stdout(), true, &mut || true);
+    serve(&mgr, BufReader::new(std::io::stdin()), std::io::stdout(), &[], true, &mut || true);
 }
 
-/// Run the protocol on one connection. `on_auth` is told of a good
-/// `auth` answer and may refuse it (the connection was closed meanwhile
-/// to make room).
-fn serve(mgr: &Arc<Mgr>, mut input: impl std::io::BufRead, mut out: impl Write, authed: bool, on_auth: &mut dyn FnMut() -> bool) {
-    let mut authed = authed;
-    let challenge = adm::challenge();
-    let hello = if authed { adm::frame(status::OK, &banner(mgr)) } else { adm::frame(status::AUTH, &adm::auth_request_body(&challenge)) };
+/// A session's authentication: the challenge it was sent, whether it
+/// answered, and with which node secret (for `node.proof`).
+struct Auth<'a> {
+    challenge: String,
+    keys: &'a [Key],
+    authed: bool,
+    node_secret: Option<&'a [u8]>,
+}
+
+impl<'a> Auth<'a> {
+    /// Answer a line before authentication: only help, ping, auth and
+    /// quit exist. `on_auth` is told of a good answer and may refuse it
+    /// (the connection was closed meanwhile).
+    fn before(&mut self, mgr: &Mgr, args: &[String], on_auth: &mut dyn FnMut() -> bool) -> Reply {
+        match args[0].as_str() {
+            "auth" if args.len() == 2 => {
+                let keys: &'a [Key] = self.keys;
+                let good = keys.iter().find(|k| args[1].eq_ignore_ascii_case(&adm::auth_response(&self.challenge, &k.secret)));
+                match good {
+                    Some(k) if on_auth() => {
+                        self.authed = true;
+                        self.node_secret = k.node.then_some(k.secret.as_slice());
+                        (status::OK, banner(mgr))
+                    }
+                    Some(_) => (status::CLOSE, "Closed to make room".into()),
+                    None => {
+                        mgr.log("admin authentication failed");
+                        (status::CLOSE, "Authentication failed".into())
+                    }
+                }
+            }
+            "ping" | "help" | "quit" => commands::run(mgr, args),
+            _ => (status::AUTH, adm::auth_request_body(&self.challenge)),
+        }
+    }
+
+    /// `node.proof NONCE`: proof that this node holds the node secret the
+    /// session authenticated with (`common::adm::node_proof`).
+    fn proof(&self, args: &[String]) -> Reply {
+        match (&args[1..], self.node_secret) {
+            ([], _) => too_few(),
+            ([_, _, ..], _) => too_many(),
+            ([nonce], _) if nonce.len() > MAX_NONCE => (status::PARAM, format!("A nonce is at most {MAX_NONCE} bytes")),
+            ([nonce], Some(s)) => (status::OK, adm::node_proof(s, &self.challenge, nonce)),
+            ([_], None) => (status::CANT, "This session did not authenticate with a node secret (cache-d --fleet-secret)".into()),
+        }
+    }
+}
+
+/// Run the protocol on one connection.
+fn serve(
+    mgr: &Arc<Mgr>,
+    mut input: impl std::io::BufRead,
+    mut out: impl Write,
+    keys: &[Key],
+    authed: bool,
+    on_auth: &mut dyn FnMut() -> bool,
+) {
+    let mut auth = Auth { challenge: adm::challenge(), keys, authed, node_secret: None };
+    let hello =
+        if authed { adm::frame(status::OK, &banner(mgr)) } else { adm::frame(status::AUTH, &adm::auth_request_body(&auth.challenge)) };
     if out.write_all(&hello).and_then(|_| out.flush()).is_err() {
         return;
     }
     loop {
-        // Before authentication, lines are cut at 80 characters and only
-        // help, ping, auth and quit exist.
-        let max = if authed { 1 << 20 } else { 80 };
-        let args = match adm::read_command(&mut input, max, authed) {
+        // Before authentication, lines are cut at 80 characters.
+        let max = if auth.authed { 1 << 20 } else { 80 };
+        let args = match adm::read_command(&mut input, max, auth.authed) {
             Ok(None) | Err(_) => return,
             Ok(Some(Err(e))) => {
                 let code = status::SYNTAX;
-                if out.write_all(&adm::frame(code, &format!("Syntax Error: {e}"))).is_err() || !authed {
+                if out.write_all(&adm::frame(code, &format!("Syntax Error: {e}"))).is_err() || !auth.authed {
                     return;
                 }
                 continue;
@@ -207,29 +286,16 @@ fn serve(mgr: &Arc<Mgr>, mut input: impl std::io::BufRead, mut out: impl Write, 
         if args.is_empty() {
             continue; // Empty lines get no reply.
         }
-        let (code, body) = if !authed {
-            match args[0].as_str() {
-                "auth" if args.len() == 2 => {
-                    let want = adm::auth_response(&challenge, mgr.secret.as_deref().unwrap_or_default());
-                    if !args[1].eq_ignore_ascii_case(&want) {
-                        mgr.log("admin authentication failed");
-                        (status::CLOSE, "Authentication failed".into())
-                    } else if on_auth() {
-                        authed = true;
-                        (status::OK, banner(mgr))
-                    } else {
-                        (status::CLOSE, "Closed to make room".into())
-                    }
-                }
-                "ping" | "help" | "quit" => commands::run(mgr, &args),
-                _ => (status::AUTH, adm::auth_request_body(&challenge)),
-            }
-        } else {
-            commands::run(mgr, &args)
+        let was_authed = auth.authed;
+        let (code, body) = match args[0].as_str() {
+            _ if !was_authed => auth.before(mgr, &args, on_auth),
+            "node.proof" => auth.proof(&args),
+            _ => commands::run(mgr, &args),
         };
+        // Before authentication any answer but 200 ends the session.
         if out.write_all(&adm::frame(code, &body)).and_then(|_| out.flush()).is_err()
             || code == status::CLOSE
-            || (!authed && code != status::OK)
+            || (!was_authed && code != status::OK)
         {
             return;
         }

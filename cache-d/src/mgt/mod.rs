@@ -20,7 +20,7 @@ use common::adm;
 use common::instance;
 use common::segment::SegmentWriter;
 
-use self::state::{install_stop_handlers, ChildSlot, ChildState, Mgr, VclState, ADMIN_FILE, SECRET_FILE, STOP};
+use self::state::{install_stop_handlers, ChildSlot, ChildState, Fleet, Mgr, VclState, ADMIN_FILE, SECRET_FILE, STOP};
 use crate::cli::{params_from_args, Args};
 use crate::error::StartError;
 
@@ -56,6 +56,22 @@ fn load_secret(dir: &Path, arg: Option<&Path>) -> Result<(Option<Vec<u8>>, Optio
             Ok((Some(s), Some(path)))
         }
     }
+}
+
+/// `--fleet-secret FILE` and its `--fleet-address`es; not with `-S none`
+/// (sessions there need no secret at all).
+fn load_fleet(args: &Args) -> Result<Option<Fleet>, StartError> {
+    let Some(p) = &args.fleet_secret else { return Ok(None) };
+    if args.secret.as_ref().is_some_and(|s| s.as_os_str() == "none") {
+        return Err(StartError::Config(
+            "--fleet-secret with -S none: give the node a local secret (-S FILE, or none for DIR/_.secret)".into(),
+        ));
+    }
+    let secret = adm::read_file(p, adm::MAX_SECRET).map_err(|e| StartError::Config(format!("--fleet-secret {e}")))?;
+    if secret.is_empty() {
+        return Err(StartError::Config(format!("--fleet-secret {}: the file is empty", p.display())));
+    }
+    Ok(Some(Fleet { secret, addresses: args.fleet_address.clone() }))
 }
 
 /// Bind the -a listeners and the -A frontends (`:80` without either); an
@@ -136,6 +152,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
     // Compile the VCL (and find the backend) before anything starts, so a
     // bad file is reported at once with its line and column.
     check_boot(&args)?;
+    let fleet = load_fleet(&args)?;
     let dir = instance::resolve(args.name.as_deref());
     let ready = if args.foreground || args.debug { None } else { Some(daemon::fork()?) };
     let (frontends, tls_certs) = load_tls(&args)?;
@@ -181,6 +198,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
         seg,
         params: Mutex::new(params),
         secret,
+        fleet,
         started: Instant::now(),
         listeners,
         tls: Mutex::new(state::TlsCerts { staged: tls_certs.clone(), live: tls_certs }),

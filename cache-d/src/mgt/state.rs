@@ -82,12 +82,24 @@ pub struct TlsCerts {
     pub staged: Vec<(String, String)>,
 }
 
+/// `--fleet-secret`: the fleet's secret, from which the node secrets of
+/// this node's admin addresses are derived (`common::adm::node_secret`;
+/// why, in common/src/adm.rs), and the `--fleet-address` addresses taken
+/// besides the one a connection arrives at.
+pub struct Fleet {
+    pub secret: Vec<u8>,
+    pub addresses: Vec<std::net::SocketAddr>,
+}
+
 pub struct Mgr {
     pub args: Args,
     pub dir: PathBuf,
     pub seg: Arc<SegmentWriter>,
     pub params: Mutex<Params>,
+    /// The local secret (-S, or the generated DIR/_.secret); None with
+    /// `-S none`.
     pub secret: Option<Vec<u8>>,
+    pub fleet: Option<Fleet>,
     pub started: Instant,
     pub(super) listeners: Vec<Listener>,
     /// The certificates (from -A and tls.cert.*), handed to every child.

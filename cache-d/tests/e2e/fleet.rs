@@ -12,9 +12,10 @@ fn free_port() -> u16 {
     free_port_on(&["127.0.0.1"])
 }
 
-/// A node: cache-d with its admin socket on `admin` and the fleet's secret.
+/// A node: cache-d with its admin socket on `admin` and the fleet's
+/// secret (its local one is DIR/_.secret, for `cache-adm -n`).
 fn node(dir: &Path, backend: &str, admin: &str, secret: &Path) -> Daemon {
-    Daemon::start(dir, backend, &["-T", admin, "-S", secret.to_str().unwrap()])
+    Daemon::start(dir, backend, &["-T", admin, "--fleet-secret", secret.to_str().unwrap()])
 }
 
 /// An origin and nodes in front of it with their admin sockets on
@@ -199,4 +200,146 @@ fn dns_peers_are_asked_again_until_the_fleet_is_whole() {
     let o = ask(&[], &["ping"]);
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
     assert!(stderr(&o).contains("cannot resolve fleet.test"), "{}", stderr(&o));
+}
+
+/// A listener that relays to `node`: the node's bytes go to the client as
+/// they come; the client's go to the node up to and including its `auth`
+/// line, and with `inject` every line after that is replaced with the
+/// relay's own command (`ban req.url ~ ^/relayed/`); without, it is a
+/// port mapping. Counts the `auth` lines it passed on.
+struct Relay {
+    addr: String,
+    auths: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Relay {
+    fn start(node: &str, inject: bool) -> Relay {
+        use std::io::{BufRead, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let auths = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (node, seen) = (node.to_string(), auths.clone());
+        std::thread::spawn(move || {
+            for client in l.incoming().flatten() {
+                let Ok(mut up) = std::net::TcpStream::connect(&node) else { continue };
+                let (mut down, mut from_up) = (client.try_clone().unwrap(), up.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from_up, &mut down);
+                    let _ = down.shutdown(std::net::Shutdown::Both);
+                });
+                let seen = seen.clone();
+                std::thread::spawn(move || {
+                    let mut authed = false;
+                    for line in std::io::BufReader::new(client).lines().map_while(Result::ok) {
+                        let send = if authed && inject { "ban req.url ~ ^/relayed/".to_string() } else { line.clone() };
+                        if line.starts_with("auth ") {
+                            authed = true;
+                            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        if up.write_all(format!("{send}\n").as_bytes()).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = up.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        Relay { addr, auths }
+    }
+}
+
+/// A listener that plays a node: a challenge, then 200 to every line.
+fn rogue() -> String {
+    use std::io::{BufRead, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            let challenge = common::adm::auth_request_body(&common::adm::challenge());
+            let _ = c.write_all(&common::adm::frame(107, &challenge));
+            for _ in std::io::BufReader::new(c.try_clone().unwrap()).lines().map_while(Result::ok) {
+                let _ = c.write_all(&common::adm::frame(200, "PONG 1 1.0"));
+            }
+        }
+    });
+    addr
+}
+
+/// Issue 32, item 3: a listener at an address `cache-adm --peers`
+/// contacts (a rogue pod in DNS, a stale or spoofed answer) can neither
+/// pass the real node's challenge to cache-adm and run its own command
+/// with the answer, nor have cache-adm report a command it never ran as
+/// done. Each node's secret is bound to the address cache-adm connects
+/// to, and the node proves it holds it (cache-adm(1), FLEET
+/// AUTHENTICATION).
+#[test]
+fn a_relay_cannot_run_its_command_with_cache_adms_login() {
+    let port = free_port();
+    let node = format!("127.0.0.1:{port}");
+    let f = Fleet::start(std::slice::from_ref(&node));
+    let (tmp, s) = (&f.tmp, f.secret.to_str().unwrap());
+    let peers = |name: &str, addr: &str| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, format!("{addr}\n")).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let bans = || stdout(&run("cache-adm", &["-n", f.nodes[0].dir.to_str().unwrap(), "ban.list"]));
+    let relay = Relay::start(&node, true);
+    let o = run("cache-adm", &["--peers", &peers("relayed", &relay.addr), "-S", s, "ban", "req.url", "~", "^/asked/"]);
+    assert!(relay.auths.load(std::sync::atomic::Ordering::SeqCst) >= 1, "the relay passed cache-adm's answer on");
+    let listed = bans();
+    assert!(!listed.contains("^/relayed/") && !listed.contains("^/asked/"), "nothing ran on the real node: {listed}");
+    assert_eq!(o.status.code(), Some(1), "cache-adm reports the failure: {}{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains(&relay.addr), "{}", stderr(&o));
+    // A listener that says 200 to everything is not taken for a node.
+    let o = run("cache-adm", &["--peers", &peers("rogue", &rogue()), "-S", s, "ban", "req.url", "~", "^/asked/"]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    // The node itself, at its own address, takes the command.
+    let o = run("cache-adm", &["--peers", &peers("direct", &node), "-S", s, "ban", "req.url", "~", "^/direct/"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(bans().contains("req.url ~ ^/direct/"), "{}", bans());
+}
+
+/// What an old varnishadm can still do on a fleet node: everything with
+/// the node's own secret (`cache-adm --node-secret ADDR`, for the address
+/// it connects to), nothing with the fleet's. And a node behind a port
+/// mapping takes the node secret of the mapped address once told it
+/// (`--fleet-address`), and only then.
+#[test]
+fn node_secrets_for_varnishadm_and_behind_port_mappings() {
+    let (port, other) = (free_port(), free_port());
+    let node = format!("127.0.0.1:{port}");
+    let mapped = Relay::start(&node, false);
+    let unlisted = Relay::start(&node, false);
+    let f = Fleet::start(&[format!("127.0.0.1:{other}")]);
+    let (tmp, s) = (&f.tmp, f.secret.to_str().unwrap());
+    let dir = tmp.path().join("behind");
+    let _n = Daemon::start(&dir, &f.backend(), &["-T", &node, "--fleet-secret", s, "--fleet-address", &mapped.addr]);
+    let peers = |name: &str, addr: &str| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, format!("{addr}\n")).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let o = run("cache-adm", &["--peers", &peers("mapped", &mapped.addr), "-S", s, "ping"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let o = run("cache-adm", &["--peers", &peers("unlisted", &unlisted.addr), "-S", s, "ping"]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("did not take its node secret"), "{}", stdout(&o));
+    if !have("varnishadm") {
+        return;
+    }
+    let varnishadm = |secret: &str, words: &[&str]| {
+        let o = std::process::Command::new("varnishadm").args(["-T", &node, "-S", secret]).args(words).output().unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let o = run("cache-adm", &["--node-secret", &node, "-S", s]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let own = tmp.path().join("node.secret");
+    std::fs::write(&own, &o.stdout).unwrap();
+    let own = own.to_str().unwrap();
+    let (code, out) = varnishadm(own, &["ping"]);
+    assert!(code == Some(0) && out.starts_with("PONG "), "{code:?} {out}");
+    assert_eq!(varnishadm(own, &["ban", "req.url", "~", "^/old/"]).0, Some(0));
+    assert!(varnishadm(own, &["ban.list"]).1.contains("req.url ~ ^/old/"));
+    assert_eq!(varnishadm(s, &["ping"]).0, Some(2), "the fleet's secret itself is refused");
 }

@@ -57,6 +57,14 @@ pub const COMMANDS: &[Command] = &[
     cmd("banner", "banner", "Print welcome banner.", 0, 0, basic::banner_cmd),
     cmd("help", "help [-j] [<command>]", "Show command/protocol help.", 0, 2, help),
     cmd(
+        "node.proof",
+        "node.proof <nonce>",
+        "Prove this node holds the node secret this session authenticated with (cache-adm --peers asks).",
+        1,
+        1,
+        in_session,
+    ),
+    cmd(
         "panic.clear",
         "panic.clear [-z]",
         "Clear the last panic, if any, -z will clear related varnishstat counter(s)",
@@ -151,6 +159,12 @@ pub fn run(mgr: &Mgr, argv: &[String]) -> Reply {
 
 /// `auth` once authenticated: Varnish answers as for an unknown request.
 fn already_authenticated(_: &Call) -> Reply {
+    unknown()
+}
+
+/// `node.proof` is answered by the session, which knows its challenge
+/// and key (`crate::mgt::admin`); it never gets here.
+fn in_session(_: &Call) -> Reply {
     unknown()
 }
 
