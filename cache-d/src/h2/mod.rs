@@ -108,6 +108,7 @@ where
     let mut verdict = None;
     let mut stopping = false;
     let mut wide = false;
+    let stalls = out::Stalls::new();
     let limit = p.h2.max_concurrent_streams as usize;
     let reason = loop {
         let idle = tasks.is_empty() && !stopping;
@@ -128,7 +129,7 @@ where
                         conn.set_target_window_size(p.h2.rx_window_low_water.max(65_535));
                         wide = true;
                     }
-                    let t = StreamTask { sess: sess.for_stream(), fd, rapid: p.h2.rapid_reset };
+                    let t = StreamTask { sess: sess.for_stream(), fd, rapid: p.h2.rapid_reset, stalls: stalls.clone() };
                     tasks.push(t.run(req, respond));
                 }
                 Some(Err(e)) => break verdict.unwrap_or_else(|| ended(sess, &e)),
@@ -202,6 +203,8 @@ struct StreamTask {
     fd: i32,
     /// Resets sooner than this after the stream began count as rapid.
     rapid: Duration,
+    /// The connection's streams waiting for flow-control credit.
+    stalls: std::sync::Arc<out::Stalls>,
 }
 
 impl StreamTask {
@@ -211,7 +214,7 @@ impl StreamTask {
         let (t0, t_start) = (Instant::now(), now());
         let (parts, body) = req.into_parts();
         let head = head::request_head(&parts);
-        let out = RespOut::new(respond, parts.method == http::Method::HEAD);
+        let out = RespOut::new(respond, parts.method == http::Method::HEAD, self.stalls.clone());
         let mut conn = H2Stream::new(body, out, self.fd);
         let sh = self.sess.sh.clone();
         let served = crate::req::contain::contain(crate::req::request(&mut self.sess, &mut conn, head, t_start)).await;

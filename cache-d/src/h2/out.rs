@@ -7,9 +7,25 @@
 //! stream with the body. Every delivery path (hits, passes, ESI pages,
 //! gzip on the fly, ranges, synthetic pages, 100 Continue) works on a
 //! stream unchanged.
+//!
+//! A stream waits for credit within send_timeout and idle_send_timeout,
+//! and, with its connection's other streams ([`Stalls`]), within a bound
+//! of its own: a response that cannot be sent keeps what is behind it —
+//! for a pass, a backend connection (the fetch goes at the client's
+//! pace: its body is not kept in memory). A client that opens streams and
+//! never opens its window would otherwise pin h2_max_concurrent_streams
+//! backend connections per connection for idle_send_timeout. So once a
+//! connection has given no credit to any stream for [`STALL_GRACE`], at
+//! most [`MAX_STALLED`] of its streams keep waiting; the others fail as a
+//! send timeout does (the stream is reset, the fetch ends, its backend
+//! connection is closed). A client that reads slowly still gives credit
+//! now and then and is not affected; one with a stream it does not read
+//! (a paused video) has other streams moving.
 
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
@@ -27,6 +43,54 @@ const MAX_HEAD: usize = 1 << 20;
 /// The most payload offered to one DATA write (the crate splits it into
 /// frames of the client's maximum size).
 const MAX_CHUNK: usize = 256 * 1024;
+
+/// How long a connection may give no credit before its waiting streams
+/// past [`MAX_STALLED`] give up.
+pub const STALL_GRACE: Duration = Duration::from_secs(2);
+/// The most streams of a connection that wait for credit the connection
+/// does not give.
+pub const MAX_STALLED: usize = 8;
+
+/// A connection's streams waiting for flow-control credit.
+pub struct Stalls {
+    base: Instant,
+    /// Streams waiting now.
+    waiting: AtomicUsize,
+    /// When a stream last got credit (ms since `base`).
+    credit_ms: AtomicU64,
+}
+
+impl Stalls {
+    pub fn new() -> Arc<Stalls> {
+        Arc::new(Stalls { base: Instant::now(), waiting: AtomicUsize::new(0), credit_ms: AtomicU64::new(0) })
+    }
+
+    fn credit(&self) {
+        self.credit_ms.store(self.base.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Too many streams wait on a connection that gives no credit.
+    fn over(&self) -> bool {
+        let since = self.base.elapsed().saturating_sub(Duration::from_millis(self.credit_ms.load(Ordering::Relaxed)));
+        self.waiting.load(Ordering::Relaxed) > MAX_STALLED && since >= STALL_GRACE
+    }
+}
+
+/// One stream counted as waiting, until dropped.
+struct Waiting(Arc<Stalls>);
+
+impl Waiting {
+    fn new(s: &Arc<Stalls>) -> Waiting {
+        s.waiting.fetch_add(1, Ordering::Relaxed);
+        Waiting(s.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// How a body's bytes are framed in what the steps write.
 #[derive(Debug, PartialEq)]
@@ -172,6 +236,10 @@ pub struct RespOut {
     deadline: Option<Instant>,
     idle: Duration,
     timer: Option<Pin<Box<Sleep>>>,
+    /// The connection's streams waiting for credit, and this one among
+    /// them while it waits (with when it started).
+    stalls: Arc<Stalls>,
+    waiting: Option<(Waiting, Instant)>,
     /// The stream was reset or its connection went away.
     pub broken: bool,
     /// We reset the stream (a cut or missing response).
@@ -179,9 +247,20 @@ pub struct RespOut {
 }
 
 impl RespOut {
-    pub fn new(respond: SendResponse<Bytes>, head_only: bool) -> RespOut {
+    pub fn new(respond: SendResponse<Bytes>, head_only: bool, stalls: Arc<Stalls>) -> RespOut {
         let state = State::Head(BytesMut::new());
-        RespOut { respond, state, head_only, deadline: None, idle: Duration::MAX, timer: None, broken: false, we_reset: false }
+        RespOut {
+            respond,
+            state,
+            head_only,
+            deadline: None,
+            idle: Duration::MAX,
+            timer: None,
+            stalls,
+            waiting: None,
+            broken: false,
+            we_reset: false,
+        }
     }
 
     pub fn arm(&mut self, total: Duration, idle: Duration) {
@@ -262,13 +341,16 @@ impl RespOut {
         Ok(())
     }
 
-    /// Wait for flow-control credit; the send deadlines apply.
+    /// Wait for flow-control credit; the send deadlines apply, and the
+    /// connection's bound on streams waiting for credit it does not give.
     fn poll_credit(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<io::Result<usize>> {
         let State::Body { send, .. } = &mut self.state else { return Poll::Ready(Ok(0)) };
         send.reserve_capacity(want.min(MAX_CHUNK));
         loop {
             if send.capacity() > 0 {
                 self.timer = None;
+                self.waiting = None;
+                self.stalls.credit();
                 return Poll::Ready(Ok(send.capacity()));
             }
             match send.poll_capacity(cx) {
@@ -279,10 +361,29 @@ impl RespOut {
             }
         }
         let now = Instant::now();
-        let until = self.deadline.map_or(now + self.idle, |d| d.min(now.checked_add(self.idle).unwrap_or(d)));
-        let timer = self.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(until)));
-        ready!(timer.as_mut().poll(cx));
-        Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "send timeout (HTTP/2 flow control)")))
+        let since = self.waiting.get_or_insert_with(|| (Waiting::new(&self.stalls), now)).1;
+        let idle_until = since.checked_add(self.idle).unwrap_or(since + Duration::from_secs(86_400 * 365));
+        let until = self.deadline.map_or(idle_until, |d| d.min(idle_until));
+        // Wake at the send deadline, and every STALL_GRACE to look at the
+        // connection's other streams.
+        let timer = self.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(until.min(now + STALL_GRACE))));
+        loop {
+            ready!(timer.as_mut().poll(cx));
+            let now = Instant::now();
+            if now >= until {
+                self.waiting = None;
+                return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "send timeout (HTTP/2 flow control)")));
+            }
+            if self.stalls.over() {
+                // Leaving the count lets the others stay under the bound.
+                self.waiting = None;
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "send timeout (HTTP/2 flow control: too many streams wait on a connection that gives no credit)",
+                )));
+            }
+            timer.as_mut().reset(until.min(now + STALL_GRACE));
+        }
     }
 }
 

@@ -300,3 +300,51 @@ fn resets_of_streams_at_work_count_against_the_limit() {
     assert!(counter(&once, "MAIN.req_reset") > Some(10), "{once}");
     assert_eq!(Client::connect(d.port).get("/size/3", "").status, 200);
 }
+
+/// Regression (issue 32): pass streams behind a flow-control window that
+/// never opens each held a backend connection for idle_send_timeout
+/// (60 s): 100 per client connection (h2_max_concurrent_streams). Once
+/// the connection has given no credit for a while, at most 8 of its
+/// streams wait for it; the others are reset and their fetches end.
+#[test]
+fn pass_streams_behind_a_closed_window_do_not_pin_backend_connections() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let backend = format!("127.0.0.1:{}", origin.port);
+    let d = Daemon::start(&tmp.path().join("i"), &backend, &["-p", "feature=+http2"]);
+    let conn = |d: &Daemon| counter(&stat(&d.dir), "VBE.boot.default.conn").unwrap_or(0);
+    // SETTINGS_INITIAL_WINDOW_SIZE 0, and never a WINDOW_UPDATE: 100
+    // passed (Cookie, static index 32) 1 MB bodies that cannot be sent.
+    let mut bytes = opening(&[(0x4, 0)]);
+    for i in 0..100u32 {
+        let mut block = get_block(&format!("/size/1000000?n={i}"));
+        block.extend_from_slice(&[0x0f, 0x11, 0x06]);
+        block.extend_from_slice(b"pass=1");
+        bytes.extend(frame(HEADERS, END_STREAM | END_HEADERS, 1 + 2 * i, &block));
+    }
+    let mut s = TcpStream::connect(("127.0.0.1", d.port)).unwrap();
+    s.write_all(&bytes).unwrap();
+    wait_for(10, "the passes to start", || (conn(&d) >= 50).then_some(()));
+    let t0 = Instant::now();
+    wait_for(10, "all but a few backend connections to be given up", || (conn(&d) <= 8).then_some(()));
+    assert!(t0.elapsed() < Duration::from_secs(6), "given up after {:?}", t0.elapsed());
+    // The streams given up were reset; the connection is still there.
+    s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    let frames = frames(&got);
+    assert!(
+        frames.iter().filter(|f| f.kind == RST_STREAM).count() >= 90,
+        "{} resets",
+        frames.iter().filter(|f| f.kind == RST_STREAM).count()
+    );
+    assert_eq!(goaway(&frames), None);
+    assert_eq!(Client::connect(d.port).get("/size/3", "").status, 200);
+    assert_eq!(counter(&stat(&d.dir), "MGT.child_start"), Some(1));
+}
