@@ -13,9 +13,9 @@ pub use parse::{Features, Instr, Parser};
 pub const MAX_PAGE: u64 = 16 << 20;
 
 /// The most includes one page may hold: more than a request's whole
-/// include tree may run ([`crate::req::MAX_ESI_INCLUDES`]) could never
+/// include tree may run (the same bound, `req::MAX_ESI_INCLUDES`) could never
 /// be delivered, so such a page fails its fetch.
-pub const MAX_PAGE_INCLUDES: usize = crate::req::MAX_ESI_INCLUDES as usize;
+pub const MAX_PAGE_INCLUDES: usize = 20_000;
 
 /// What an ESI object keeps: its instructions, made once at fetch.
 #[derive(Clone, Debug, Default)]

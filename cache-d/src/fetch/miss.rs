@@ -3,26 +3,22 @@
 //! client that started it goes away. The caller gets the object as soon as
 //! its headers are in; the body keeps streaming into it.
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Instant;
 
 use bytes::Bytes;
 use common::counters::C;
 use common::log::vsl::{Side as LogSide, Tag};
-use tokio::io::AsyncWrite;
 use tokio::sync::oneshot;
 
-use crate::cache::body::{Blocks, Body, ObjBody, Room};
+use crate::cache::body::{Blocks, Body, ObjBody};
 use crate::cache::ttl::Lifetime;
-use crate::cache::{vary_value, BusyGuard, Cache, Kind, ObjHeaders, ObjRef, Object};
+use crate::cache::{vary_value, BusyGuard, Kind, ObjHeaders, ObjRef, Object};
 use crate::error::{Error, Side};
 use crate::fetch::steps::{self, BeTxn, Fetched};
+use crate::fetch::stream::{copy_blocks, esi_page, refused, stream_body, Dest};
 use crate::fetch::txn::{Fetch, Response};
 use crate::gzip::fetch::{Coder, Plan, Sinks};
 use crate::gzip::Coding;
-use crate::http1::body::{self as http_body, Transfer};
 use crate::http1::head::Framing;
 use crate::req::contain::contain;
 use crate::req::transport::NoBody;
@@ -260,14 +256,7 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<(&ObjRef, Opt
                 _ => None,
             };
             if let (Some((s, body)), true) = (stale, beresp.was_304) {
-                let coding = s.obj.coding().map(|c| Box::new(c.clone()));
-                // A large disk object's body is copied block by block
-                // into the new object as a fetched body streams in.
-                let (body, copy) = match body {
-                    Some(ObjBody::Blocks(b)) => (ObjBody::Live(Arc::new(Body::new(Some(b.body_len())))), Some(b)),
-                    Some(b) => (b, None),
-                    None => return Err((Error::new(Side::Internal, "the stale object's body cannot be read back for the 304"), false)),
-                };
+                let (body, coding, copy) = refreshed(s, body)?;
                 return Ok(Got { resp: Some(resp), beresp, life, action, body, inline: None, coding, coder: None, record: None, copy });
             }
             let (plan, coder, mut coding) = filters(sh, &mut beresp, expected);
@@ -353,6 +342,19 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<(&ObjRef, Opt
     }
 }
 
+/// What a 304 keeps of the stale object `s`: its body (a large disk
+/// object's to be copied block by block into the new object, as a
+/// fetched body streams in) and its coding.
+#[allow(clippy::type_complexity)]
+fn refreshed(s: &ObjRef, body: Option<ObjBody>) -> Result<(ObjBody, Option<Box<Coding>>, Option<Arc<dyn Blocks>>), (Error, bool)> {
+    let coding = s.obj.coding().map(|c| Box::new(c.clone()));
+    match body {
+        Some(ObjBody::Blocks(b)) => Ok((ObjBody::Live(Arc::new(Body::new(Some(b.body_len())))), coding, Some(b))),
+        Some(b) => Ok((b, coding, None)),
+        None => Err((Error::new(Side::Internal, "the stale object's body cannot be read back for the 304"), false)),
+    }
+}
+
 /// The filters a fetched body goes through (gzip, Brotli, ESI, as
 /// [`crate::gzip::fetch::plan`] and Varnish's esi filters choose them),
 /// with the header changes they make, and what the object will be.
@@ -386,58 +388,6 @@ fn filters(sh: &Shared, beresp: &mut Beresp, expected: Option<u64>) -> (Plan, Op
 fn coding_for(plan: Plan, esi: bool, gz_esi: bool) -> Option<Box<Coding>> {
     let gzip = plan.gzipped() || gz_esi;
     (gzip || plan.brotli || esi).then(|| Box::new(Coding { gzip, esi, ..Coding::default() }))
-}
-
-/// An ESI page whole and plain: parsed once, its instructions set; kept
-/// gzip, compressed segment by segment (or whole, with no ESI in it).
-/// Returns the pieces to store.
-fn esi_page(sh: &Shared, f: &mut Fetch, url: &[u8], k: &Coding, plain: Vec<Bytes>) -> Result<Vec<Bytes>, Error> {
-    let total: u64 = plain.iter().map(|b| b.len() as u64).sum();
-    if total > crate::esi::MAX_PAGE {
-        return Err(Error::new(Side::Backend, format!("ESI page larger than {} bytes", crate::esi::MAX_PAGE)));
-    }
-    let data = crate::esi::parse_page(
-        url,
-        sh.params().esi_features(),
-        plain.iter().map(|b| &b[..]),
-        &sh.seg,
-        &mut f.log,
-        LogSide::Backend,
-        f.vxid,
-    );
-    if data.as_ref().is_some_and(|d| d.includes() > crate::esi::MAX_PAGE_INCLUDES) {
-        return Err(Error::new(Side::Backend, format!("ESI page with more than {} includes", crate::esi::MAX_PAGE_INCLUDES)));
-    }
-    if !k.gzip {
-        if let Some(d) = data {
-            let _ = k.esi_data.set(Arc::new(d));
-        }
-        return Ok(plain);
-    }
-    let instrs = data.as_ref().map_or_else(|| vec![crate::esi::Instr::Verbatim(total)], |d| d.instrs.clone());
-    let (body, gz) = crate::esi::gz::gzip_page(&plain, &instrs, &sh.params().coding());
-    sh.seg.add(C::NGzip, 1);
-    let bits = crate::gzip::bits::scan(body.iter().map(|b| &b[..])).unwrap_or_default();
-    let _ = k.info.set(crate::gzip::GzipInfo { bits, plain_len: total });
-    let out: u64 = body.iter().map(|b| b.len() as u64).sum();
-    let rec = crate::gzip::record("G F E", total, out, bits);
-    f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, rec.as_bytes());
-    if data.is_some() {
-        let _ = k.esi_data.set(Arc::new(gz));
-    }
-    Ok(body)
-}
-
-/// The log records of filters that failed: Varnish's zlib error record,
-/// the FetchError, then the filter's `Gzip` record with what it got to.
-fn refused(f: &mut Fetch, c: &Coder, e: &crate::gzip::code::CodeError) {
-    if let Some(r) = &e.record {
-        f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
-    }
-    f.error(&Error::new(Side::Backend, e.fetch_error.clone()));
-    if let Some(r) = c.record() {
-        f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
-    }
 }
 
 /// The object for `beresp`, with the Vary values of the request that
@@ -520,299 +470,5 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -
             f.log.rec(Tag::Storage, side, v, b"malloc Transient");
             sh.cache.private(obj)
         }
-    }
-}
-
-/// Where a fetched body goes: the object and its body, and whether its
-/// readers take it as it comes (do_stream) or wait for it whole.
-struct Dest<'a> {
-    body: &'a Arc<Body>,
-    oc: &'a ObjRef,
-    stream: bool,
-}
-
-/// Stream the body into the object as it arrives (through the gzip and
-/// Brotli filters, if any), charging the cache; a body that fails, ends
-/// early or is bad gzip kills the object. True if it came whole.
-async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, to: Dest<'_>, mut coder: Option<Coder>, url: &[u8]) -> bool {
-    let Dest { body, oc, stream } = to;
-    let mut be = resp.conn;
-    let backend_close = resp.head.minor == 0 || resp.head.has_token("connection", "close");
-    let tr = Transfer {
-        framing: resp.framing,
-        chunk_out: false,
-        src_side: Side::Backend,
-        dst_side: Side::Internal,
-        read_timeout: f.timeout(2),
-        pace: None,
-    };
-    let coding = oc.obj.coding();
-    let br = match coding.and_then(|c| c.br.as_ref()) {
-        Some(ObjBody::Live(b)) => Some(b.clone()),
-        _ => None,
-    };
-    // A page kept gzip is gathered plain on the side, compressed at the end.
-    let scratch = coding.filter(|k| k.esi && k.gzip).map(|_| Body::new(None));
-    let (window, wait) = {
-        let p = sh.params();
-        (p.transit_buffer, p.send_timeout)
-    };
-    let window = (stream && !coding.is_some_and(|k| k.esi)).then_some(window);
-    let store = Store {
-        body: scratch.as_ref().unwrap_or(body),
-        br: br.as_deref(),
-        cache: &sh.cache,
-        oc,
-        charge: scratch.is_none(),
-        window,
-        esi: coding.is_some_and(|k| k.esi),
-    };
-    // An object that is not kept (uncacheable) is in transit from the start.
-    if let (false, Some(w)) = (oc.stored(), window) {
-        body.set_transit(w);
-    }
-    let mut sink = BodySink { store: &store, coder: coder.as_mut(), failed: None, stall: None, wait, stopped: None };
-    let moved = http_body::transfer(&mut be, &mut sink, &tr, &mut Vec::new()).await;
-    let mut bad = sink.failed.take();
-    let stopped = sink.stopped.take();
-    let whole = match moved {
-        Ok(m) if !matches!(resp.framing, Framing::Length(n) if n != m.payload) => match coder.as_mut() {
-            Some(c) => match store.sinks(|o| c.finish(o)) {
-                Ok(()) => Some(m),
-                Err(e) => {
-                    bad = Some(e);
-                    None
-                }
-            },
-            None => Some(m),
-        },
-        _ => None,
-    };
-    match whole {
-        Some(m) => {
-            if let (Some(c), Some(k)) = (coder.as_ref(), coding) {
-                if let Some(info) = c.info() {
-                    let _ = k.info.set(info);
-                }
-            }
-            if let Some(k) = coding.filter(|k| k.esi) {
-                // Parsed (and compressed, kept gzip) before the body is
-                // marked complete: a delivery waiting for it finds the
-                // instructions there.
-                let plain = scratch.as_ref().map_or_else(|| body.chunks_now(), |s| s.chunks_now());
-                let stored = match esi_page(sh, &mut f, url, k, plain) {
-                    Ok(stored) => stored,
-                    Err(e) => {
-                        if let Some(b) = &br {
-                            b.fail();
-                        }
-                        body.fail();
-                        sh.cache.kill(oc);
-                        f.error(&e);
-                        f.done(None, None);
-                        return false;
-                    }
-                };
-                if scratch.is_some() {
-                    for piece in stored {
-                        store.keep(body, piece);
-                    }
-                }
-                // Its instructions are charged with it.
-                let esi_bytes = k.esi_data.get().map_or(0, |d| d.bytes());
-                sh.cache.grow(oc, esi_bytes, body.progress().len);
-            }
-            if let Some(b) = &br {
-                b.finish();
-            }
-            body.finish();
-            sh.cache.persist(oc);
-            f.log.rec(Tag::FetchBody, LogSide::Backend, f.vxid, b"3 length stream");
-            if let Some(r) = coder.as_ref().and_then(|c| c.record()) {
-                f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
-            }
-            let reusable = !backend_close && resp.framing != Framing::Eof;
-            f.done(Some(m.payload), Some((be, reusable)));
-            true
-        }
-        None => {
-            if let Some(b) = &br {
-                b.fail();
-            }
-            body.fail();
-            sh.cache.kill(oc);
-            match (bad, coder.as_ref()) {
-                (Some(e), Some(c)) => refused(&mut f, c, &e),
-                _ => {
-                    f.error(&Error::new(
-                        if stopped.is_some() { Side::Client } else { Side::Backend },
-                        stopped.unwrap_or("backend body ended early or failed"),
-                    ));
-                    if let Some(r) = coder.as_ref().and_then(|c| c.record()) {
-                        f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
-                    }
-                }
-            }
-            f.done(None, None);
-            false
-        }
-    }
-}
-
-/// A 304 refreshed a large disk object: its body is copied block by
-/// block (each checked as it is read) into the new object, charged as a
-/// fetched body is, then written; a block that cannot be read fails the
-/// body (its readers get a cut response, never a wrong one).
-async fn copy_blocks(sh: &Shared, src: Arc<dyn Blocks>, body: &Body, oc: &ObjRef) {
-    for i in 0..src.count() {
-        let s = src.clone();
-        match tokio::task::spawn_blocking(move || s.read(i)).await {
-            Ok(Some(block)) => {
-                let so_far = body.progress().len + block.len() as u64;
-                if !sh.cache.grow(oc, block.len() as u64 + crate::cache::object::CHUNK_OVERHEAD, so_far) {
-                    body.set_transit(sh.params().transit_buffer);
-                }
-                body.push(block);
-                // In transit: at the pace of the slowest reader.
-                if !matches!(room(body, sh.params().send_timeout).await, Room::Yes) {
-                    body.fail();
-                    return;
-                }
-            }
-            _ => {
-                body.fail();
-                sh.cache.kill(oc);
-                return;
-            }
-        }
-    }
-    body.finish();
-    sh.cache.persist(oc);
-}
-
-/// Wait (at most `wait`) until a body in transit may take more.
-async fn room(body: &Body, wait: std::time::Duration) -> Room {
-    let r = std::future::poll_fn(|cx| match body.room(cx.waker()) {
-        Room::Wait => Poll::Pending,
-        r => Poll::Ready(r),
-    });
-    tokio::time::timeout(wait, r).await.unwrap_or(Room::Abandoned)
-}
-
-/// Where a streaming body's pieces are kept (and its Brotli copy's),
-/// charged to the cache as they come.
-struct Store<'a> {
-    body: &'a Body,
-    br: Option<&'a Body>,
-    cache: &'a Cache,
-    oc: &'a ObjRef,
-    /// Pieces kept in `body` are charged to storage (not those of a page
-    /// gathered plain before it is compressed).
-    charge: bool,
-    /// An ESI page (gathered whole, up to esi::MAX_PAGE).
-    esi: bool,
-    /// transit_buffer, for a body that turns out not to be kept (None
-    /// when its readers wait for it whole: do_stream off, an ESI page).
-    window: Option<u64>,
-}
-
-impl Store<'_> {
-    fn keep(&self, to: &Body, b: Bytes) {
-        if self.charge || !std::ptr::eq(to, self.body) {
-            let so_far = to.progress().len + b.len() as u64;
-            if !self.cache.grow(self.oc, b.len() as u64 + crate::cache::object::CHUNK_OVERHEAD, so_far) {
-                // Not kept (uncacheable, or too large for its store):
-                // what its readers have been sent goes.
-                if let Some(w) = self.window {
-                    self.body.set_transit(w);
-                }
-            }
-        }
-        to.push(b);
-    }
-
-    /// Run `f` with this store as a coder's two outputs.
-    fn sinks<R>(&self, f: impl FnOnce(&mut Sinks<'_>) -> R) -> R {
-        let mut body = |b| self.keep(self.body, b);
-        let mut br = |b| {
-            if let Some(to) = self.br {
-                self.keep(to, b)
-            }
-        };
-        f(&mut Sinks { body: &mut body, br: &mut br })
-    }
-}
-
-/// How often a fetch held by a body in transit looks whether its client
-/// is still there.
-const TRANSIT_TICK: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// Storage for a body as it streams in, through the filters if any.
-struct BodySink<'a> {
-    store: &'a Store<'a>,
-    coder: Option<&'a mut Coder>,
-    /// Why the filters refused the body.
-    failed: Option<crate::gzip::code::CodeError>,
-    /// A body in transit whose readers are behind: how long the fetch
-    /// waits for them (send_timeout, from when it started waiting).
-    stall: Option<(Instant, Pin<Box<tokio::time::Sleep>>)>,
-    wait: std::time::Duration,
-    /// Why the fetch stopped for its readers (all gone, or too slow).
-    stopped: Option<&'static str>,
-}
-
-impl AsyncWrite for BodySink<'_> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        let this = self.get_mut();
-        let store = this.store;
-        // A body in transit goes at the pace of its slowest reader.
-        match store.body.room(cx.waker()) {
-            Room::Yes => this.stall = None,
-            Room::Wait => {
-                // Looked at every half second: the request it was for
-                // may have let go of an object nobody else can read.
-                loop {
-                    let (since, stall) = this.stall.get_or_insert_with(|| (Instant::now(), Box::pin(tokio::time::sleep(TRANSIT_TICK))));
-                    if std::future::Future::poll(stall.as_mut(), cx).is_pending() {
-                        return Poll::Pending;
-                    }
-                    if !store.oc.stored() && store.oc.refs() == 1 {
-                        this.stopped = Some("the client of the body in transit left");
-                        return Poll::Ready(Err(std::io::Error::other("transit abandoned")));
-                    }
-                    if since.elapsed() >= this.wait {
-                        this.stopped = Some("no client took the body in transit within send_timeout");
-                        return Poll::Ready(Err(std::io::Error::other("transit stalled")));
-                    }
-                    stall.as_mut().reset(tokio::time::Instant::now() + TRANSIT_TICK);
-                }
-            }
-            Room::Abandoned => {
-                this.stopped = Some("every client of the body in transit left");
-                return Poll::Ready(Err(std::io::Error::other("transit abandoned")));
-            }
-        }
-        // An ESI page is gathered whole to be parsed: up to a bound.
-        if store.esi && store.body.progress().len > crate::esi::MAX_PAGE {
-            this.stopped = Some("ESI page larger than 16 MiB");
-            return Poll::Ready(Err(std::io::Error::other("ESI page too large")));
-        }
-        match this.coder.as_deref_mut() {
-            None => store.keep(store.body, Bytes::copy_from_slice(buf)),
-            Some(c) => {
-                let r = store.sinks(|o| c.feed(Bytes::copy_from_slice(buf), o));
-                if let Err(e) = r {
-                    this.failed = Some(e);
-                    return Poll::Ready(Err(std::io::Error::other("bad gzip from the backend")));
-                }
-            }
-        }
-        Poll::Ready(Ok(buf.len()))
-    }
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
     }
 }

@@ -3,8 +3,9 @@
 //! state machine that runs vcl_backend_fetch, the exchange,
 //! vcl_backend_response or vcl_backend_error and retries over it
 //! (`steps`), and the fetch for the cache that stores what it gets as it
-//! streams in (`miss`).
+//! streams in (`miss`, its body through the filters or in transit: `stream`).
 
 pub mod miss;
 pub mod steps;
+mod stream;
 pub mod txn;

@@ -151,20 +151,24 @@ fn rep<'o>(obj: &'o Meta, req: &Req, gzip: bool, brotli: bool) -> Rep<'o> {
     }
 }
 
+/// The head and body to deliver: the body its lookup held, or for a disk
+/// object no lookup held (a waiter's, a stale one delivered after all)
+/// its body held now, never one that reads as failed because its memory
+/// copy went. None when a disk object cannot be read back.
+async fn parts<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef) -> Option<(crate::cache::ObjHeaders, ObjBody)> {
+    match r.loaded.take() {
+        Some((o, b)) if ObjRef::ptr_eq(&o, oc) => Some((oc.headers(), b)),
+        _ if oc.disk().is_some() => r.sh.cache.held_body(oc).await.ok().map(|b| (oc.headers(), b)),
+        _ => Some(oc.parts()),
+    }
+}
+
 /// Send `oc`'s object to the client. `hit` adds the object's vxid to
 /// X-Varnish.
 pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: bool) -> Step {
     let obj = &oc.obj;
-    let (headers, body) = match r.loaded.take() {
-        Some((o, b)) if ObjRef::ptr_eq(&o, oc) => (oc.headers(), b),
-        // A disk object no lookup held (a waiter's, a stale one delivered
-        // after all): its body held now, never one that reads as failed
-        // because its memory copy went.
-        _ if oc.disk().is_some() => match r.sh.cache.held_body(oc).await {
-            Ok(b) => (oc.headers(), b),
-            Err(()) => return Step::Synth { status: 503, reason: "Backend fetch failed".into() },
-        },
-        _ => oc.parts(),
+    let Some((headers, body)) = parts(r, oc).await else {
+        return Step::Synth { status: 503, reason: "Backend fetch failed".into() };
     };
     let t = now();
     let (gzip, brotli) = {

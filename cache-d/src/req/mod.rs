@@ -196,7 +196,7 @@ pub(crate) async fn request<T: Transport>(s: &mut Sess, conn: &mut T, head: crat
 
 /// Includes one client request may make in all (cachekit's bound; Varnish
 /// bounds only their depth).
-pub const MAX_ESI_INCLUDES: u32 = 20_000;
+pub const MAX_ESI_INCLUDES: u32 = crate::esi::MAX_PAGE_INCLUDES as u32;
 
 impl<T: Transport> Request<'_, T> {
     /// Run an ESI include of `url` for this request's page: the state

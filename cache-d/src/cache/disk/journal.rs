@@ -3,7 +3,7 @@
 //! before a stop still apply to the objects read back after it. One
 //! record per ban: `len u32 | crc u32 | time f64 | args joined by NUL`;
 //! a torn last record (a crash mid-append) is ignored. Opened as the
-//! store is (`super::open_file`: no symlink followed, 0600, refused when
+//! store is (`super::file::open_file`: no symlink followed, 0600, refused when
 //! others own or can write it): a ban names URLs and headers.
 
 use std::fs::{File, OpenOptions};
@@ -57,7 +57,7 @@ pub fn decode(mut b: &[u8]) -> Vec<Entry> {
 
 impl Journal {
     pub fn open(path: &Path) -> Result<Journal, String> {
-        let file = super::open_file(path, OpenOptions::new().read(true).append(true).create(true))?;
+        let file = super::file::open_file(path, OpenOptions::new().read(true).append(true).create(true))?;
         Ok(Journal { path: path.to_path_buf(), file: Mutex::new(file) })
     }
 

@@ -19,7 +19,10 @@
 //! heads, not their bodies) and its bans are kept in a journal beside it;
 //! a `file` store starts empty every time, as Varnish's does.
 
+mod file;
 pub mod journal;
+
+pub(crate) use file::open_file;
 pub mod loc;
 pub mod record;
 
@@ -111,17 +114,6 @@ pub fn file_of(path: &Path, name: &str) -> PathBuf {
 
 fn io_err(path: &Path, what: &str, e: std::io::Error) -> String {
     format!("storage {}: {what}: {e}", path.display())
-}
-
-/// Open a store's file (or its bans journal) by the instance directory's
-/// rules (common::instance::open_private): never through a symlink, made
-/// 0600, refused when another user owns it or others can write it or its
-/// directory. Stores hold cached bodies and the hash key.
-pub(crate) fn open_file(path: &Path, opts: &mut OpenOptions) -> Result<File, String> {
-    common::instance::open_private(path, opts).map_err(|e| match e {
-        common::instance::FileError::Io { path, source } => io_err(&path, "cannot open", source),
-        e => format!("storage {e}"),
-    })
 }
 
 /// Make `path` an empty store of `size` bytes (space reserved up front,

@@ -1,0 +1,391 @@
+//! A fetched body on its way into its object: streamed in through the
+//! gzip, Brotli and ESI filters and charged to its store, or in transit
+//! when it is not kept (at the pace of its slowest reader); an ESI page
+//! parsed whole, within bounds; a 304's copy of a large disk body.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use common::counters::C;
+use common::log::vsl::{Side as LogSide, Tag};
+use tokio::io::AsyncWrite;
+
+use crate::cache::body::{Blocks, Body, ObjBody, Room};
+use crate::cache::{Cache, ObjRef};
+use crate::error::{Error, Side};
+use crate::fetch::txn::{Fetch, Response};
+use crate::gzip::fetch::{Coder, Sinks};
+use crate::gzip::Coding;
+use crate::http1::body::{self as http_body, Transfer};
+use crate::http1::head::Framing;
+use crate::shared::Shared;
+
+/// An ESI page whole and plain: parsed once, its instructions set; kept
+/// gzip, compressed segment by segment (or whole, with no ESI in it).
+/// Returns the pieces to store.
+pub(super) fn esi_page(sh: &Shared, f: &mut Fetch, url: &[u8], k: &Coding, plain: Vec<Bytes>) -> Result<Vec<Bytes>, Error> {
+    let total: u64 = plain.iter().map(|b| b.len() as u64).sum();
+    if total > crate::esi::MAX_PAGE {
+        return Err(Error::new(Side::Backend, format!("ESI page larger than {} bytes", crate::esi::MAX_PAGE)));
+    }
+    let data = crate::esi::parse_page(
+        url,
+        sh.params().esi_features(),
+        plain.iter().map(|b| &b[..]),
+        &sh.seg,
+        &mut f.log,
+        LogSide::Backend,
+        f.vxid,
+    );
+    if data.as_ref().is_some_and(|d| d.includes() > crate::esi::MAX_PAGE_INCLUDES) {
+        return Err(Error::new(Side::Backend, format!("ESI page with more than {} includes", crate::esi::MAX_PAGE_INCLUDES)));
+    }
+    if !k.gzip {
+        if let Some(d) = data {
+            let _ = k.esi_data.set(Arc::new(d));
+        }
+        return Ok(plain);
+    }
+    let instrs = data.as_ref().map_or_else(|| vec![crate::esi::Instr::Verbatim(total)], |d| d.instrs.clone());
+    let (body, gz) = crate::esi::gz::gzip_page(&plain, &instrs, &sh.params().coding());
+    sh.seg.add(C::NGzip, 1);
+    let bits = crate::gzip::bits::scan(body.iter().map(|b| &b[..])).unwrap_or_default();
+    let _ = k.info.set(crate::gzip::GzipInfo { bits, plain_len: total });
+    let out: u64 = body.iter().map(|b| b.len() as u64).sum();
+    let rec = crate::gzip::record("G F E", total, out, bits);
+    f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, rec.as_bytes());
+    if data.is_some() {
+        let _ = k.esi_data.set(Arc::new(gz));
+    }
+    Ok(body)
+}
+
+/// The log records of filters that failed: Varnish's zlib error record,
+/// the FetchError, then the filter's `Gzip` record with what it got to.
+pub(super) fn refused(f: &mut Fetch, c: &Coder, e: &crate::gzip::code::CodeError) {
+    if let Some(r) = &e.record {
+        f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
+    }
+    f.error(&Error::new(Side::Backend, e.fetch_error.clone()));
+    if let Some(r) = c.record() {
+        f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
+    }
+}
+
+/// Where a fetched body goes: the object and its body, and whether its
+/// readers take it as it comes (do_stream) or wait for it whole.
+pub(super) struct Dest<'a> {
+    pub body: &'a Arc<Body>,
+    pub oc: &'a ObjRef,
+    pub stream: bool,
+}
+
+/// Stream the body into the object as it arrives (through the gzip and
+/// Brotli filters, if any), charging the cache; a body that fails, ends
+/// early or is bad gzip kills the object. True if it came whole.
+pub(super) async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, to: Dest<'_>, mut coder: Option<Coder>, url: &[u8]) -> bool {
+    let Dest { body, oc, stream } = to;
+    let mut be = resp.conn;
+    let backend_close = resp.head.minor == 0 || resp.head.has_token("connection", "close");
+    let tr = Transfer {
+        framing: resp.framing,
+        chunk_out: false,
+        src_side: Side::Backend,
+        dst_side: Side::Internal,
+        read_timeout: f.timeout(2),
+        pace: None,
+    };
+    let coding = oc.obj.coding();
+    let br = match coding.and_then(|c| c.br.as_ref()) {
+        Some(ObjBody::Live(b)) => Some(b.clone()),
+        _ => None,
+    };
+    // A page kept gzip is gathered plain on the side, compressed at the end.
+    let scratch = coding.filter(|k| k.esi && k.gzip).map(|_| Body::new(None));
+    let (window, wait) = {
+        let p = sh.params();
+        (p.transit_buffer, p.send_timeout)
+    };
+    let window = (stream && !coding.is_some_and(|k| k.esi)).then_some(window);
+    let store = Store {
+        body: scratch.as_ref().unwrap_or(body),
+        br: br.as_deref(),
+        cache: &sh.cache,
+        oc,
+        charge: scratch.is_none(),
+        window,
+        esi: coding.is_some_and(|k| k.esi),
+    };
+    // An object that is not kept (uncacheable) is in transit from the start.
+    if let (false, Some(w)) = (oc.stored(), window) {
+        body.set_transit(w);
+    }
+    let mut sink = BodySink { store: &store, coder: coder.as_mut(), failed: None, stall: None, wait, stopped: None };
+    let moved = http_body::transfer(&mut be, &mut sink, &tr, &mut Vec::new()).await;
+    let mut bad = sink.failed.take();
+    let stopped = sink.stopped.take();
+    let whole = match moved {
+        Ok(m) if !matches!(resp.framing, Framing::Length(n) if n != m.payload) => match coder.as_mut() {
+            Some(c) => match store.sinks(|o| c.finish(o)) {
+                Ok(()) => Some(m),
+                Err(e) => {
+                    bad = Some(e);
+                    None
+                }
+            },
+            None => Some(m),
+        },
+        _ => None,
+    };
+    match whole {
+        Some(m) => {
+            if let (Some(c), Some(k)) = (coder.as_ref(), coding) {
+                if let Some(info) = c.info() {
+                    let _ = k.info.set(info);
+                }
+            }
+            if let Some(k) = coding.filter(|k| k.esi) {
+                if let Err(e) = finish_esi(sh, &mut f, url, k, &store, body, scratch.as_ref()) {
+                    if let Some(b) = &br {
+                        b.fail();
+                    }
+                    body.fail();
+                    sh.cache.kill(oc);
+                    f.error(&e);
+                    f.done(None, None);
+                    return false;
+                }
+            }
+            if let Some(b) = &br {
+                b.finish();
+            }
+            body.finish();
+            sh.cache.persist(oc);
+            f.log.rec(Tag::FetchBody, LogSide::Backend, f.vxid, b"3 length stream");
+            if let Some(r) = coder.as_ref().and_then(|c| c.record()) {
+                f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
+            }
+            let reusable = !backend_close && resp.framing != Framing::Eof;
+            f.done(Some(m.payload), Some((be, reusable)));
+            true
+        }
+        None => {
+            failed(sh, f, (body, br.as_deref(), oc), bad, stopped, coder.as_ref());
+            false
+        }
+    }
+}
+
+/// A body that failed, ended early, was bad gzip or was left by its
+/// readers: the body (and its Brotli copy) fail, the object goes, and
+/// the fetch logs why.
+fn failed(
+    sh: &Shared,
+    mut f: Fetch,
+    (body, br, oc): (&Body, Option<&Body>, &ObjRef),
+    bad: Option<crate::gzip::code::CodeError>,
+    stopped: Option<&'static str>,
+    coder: Option<&Coder>,
+) {
+    if let Some(b) = br {
+        b.fail();
+    }
+    body.fail();
+    sh.cache.kill(oc);
+    match (bad, coder) {
+        (Some(e), Some(c)) => refused(&mut f, c, &e),
+        _ => {
+            let side = if stopped.is_some() { Side::Client } else { Side::Backend };
+            f.error(&Error::new(side, stopped.unwrap_or("backend body ended early or failed")));
+            if let Some(r) = coder.and_then(|c| c.record()) {
+                f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
+            }
+        }
+    }
+    f.done(None, None);
+}
+
+/// An ESI page whole: parsed (and compressed, kept gzip) before the body
+/// is marked complete, so a delivery waiting for it finds the
+/// instructions there; they are charged with it.
+fn finish_esi(
+    sh: &Shared,
+    f: &mut Fetch,
+    url: &[u8],
+    k: &Coding,
+    store: &Store<'_>,
+    body: &Body,
+    scratch: Option<&Body>,
+) -> Result<(), Error> {
+    let plain = scratch.map_or_else(|| body.chunks_now(), |s| s.chunks_now());
+    let stored = esi_page(sh, f, url, k, plain)?;
+    if scratch.is_some() {
+        for piece in stored {
+            store.keep(body, piece);
+        }
+    }
+    let esi_bytes = k.esi_data.get().map_or(0, |d| d.bytes());
+    sh.cache.grow(store.oc, esi_bytes, body.progress().len);
+    Ok(())
+}
+
+/// A 304 refreshed a large disk object: its body is copied block by
+/// block (each checked as it is read) into the new object, charged as a
+/// fetched body is, then written; a block that cannot be read fails the
+/// body (its readers get a cut response, never a wrong one).
+pub(super) async fn copy_blocks(sh: &Shared, src: Arc<dyn Blocks>, body: &Body, oc: &ObjRef) {
+    for i in 0..src.count() {
+        let s = src.clone();
+        match tokio::task::spawn_blocking(move || s.read(i)).await {
+            Ok(Some(block)) => {
+                let so_far = body.progress().len + block.len() as u64;
+                if !sh.cache.grow(oc, block.len() as u64 + crate::cache::object::CHUNK_OVERHEAD, so_far) {
+                    body.set_transit(sh.params().transit_buffer);
+                }
+                body.push(block);
+                // In transit: at the pace of the slowest reader.
+                if !matches!(room(body, sh.params().send_timeout).await, Room::Yes) {
+                    body.fail();
+                    return;
+                }
+            }
+            _ => {
+                body.fail();
+                sh.cache.kill(oc);
+                return;
+            }
+        }
+    }
+    body.finish();
+    sh.cache.persist(oc);
+}
+
+/// Wait (at most `wait`) until a body in transit may take more.
+async fn room(body: &Body, wait: std::time::Duration) -> Room {
+    let r = std::future::poll_fn(|cx| match body.room(cx.waker()) {
+        Room::Wait => Poll::Pending,
+        r => Poll::Ready(r),
+    });
+    tokio::time::timeout(wait, r).await.unwrap_or(Room::Abandoned)
+}
+
+/// Where a streaming body's pieces are kept (and its Brotli copy's),
+/// charged to the cache as they come.
+struct Store<'a> {
+    body: &'a Body,
+    br: Option<&'a Body>,
+    cache: &'a Cache,
+    oc: &'a ObjRef,
+    /// Pieces kept in `body` are charged to storage (not those of a page
+    /// gathered plain before it is compressed).
+    charge: bool,
+    /// An ESI page (gathered whole, up to esi::MAX_PAGE).
+    esi: bool,
+    /// transit_buffer, for a body that turns out not to be kept (None
+    /// when its readers wait for it whole: do_stream off, an ESI page).
+    window: Option<u64>,
+}
+
+impl Store<'_> {
+    fn keep(&self, to: &Body, b: Bytes) {
+        if self.charge || !std::ptr::eq(to, self.body) {
+            let so_far = to.progress().len + b.len() as u64;
+            if !self.cache.grow(self.oc, b.len() as u64 + crate::cache::object::CHUNK_OVERHEAD, so_far) {
+                // Not kept (uncacheable, or too large for its store):
+                // what its readers have been sent goes.
+                if let Some(w) = self.window {
+                    self.body.set_transit(w);
+                }
+            }
+        }
+        to.push(b);
+    }
+
+    /// Run `f` with this store as a coder's two outputs.
+    fn sinks<R>(&self, f: impl FnOnce(&mut Sinks<'_>) -> R) -> R {
+        let mut body = |b| self.keep(self.body, b);
+        let mut br = |b| {
+            if let Some(to) = self.br {
+                self.keep(to, b)
+            }
+        };
+        f(&mut Sinks { body: &mut body, br: &mut br })
+    }
+}
+
+/// How often a fetch held by a body in transit looks whether its client
+/// is still there.
+const TRANSIT_TICK: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Storage for a body as it streams in, through the filters if any.
+struct BodySink<'a> {
+    store: &'a Store<'a>,
+    coder: Option<&'a mut Coder>,
+    /// Why the filters refused the body.
+    failed: Option<crate::gzip::code::CodeError>,
+    /// A body in transit whose readers are behind: how long the fetch
+    /// waits for them (send_timeout, from when it started waiting).
+    stall: Option<(Instant, Pin<Box<tokio::time::Sleep>>)>,
+    wait: std::time::Duration,
+    /// Why the fetch stopped for its readers (all gone, or too slow).
+    stopped: Option<&'static str>,
+}
+
+impl AsyncWrite for BodySink<'_> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let store = this.store;
+        // A body in transit goes at the pace of its slowest reader.
+        match store.body.room(cx.waker()) {
+            Room::Yes => this.stall = None,
+            Room::Wait => {
+                // Looked at every half second: the request it was for
+                // may have let go of an object nobody else can read.
+                loop {
+                    let (since, stall) = this.stall.get_or_insert_with(|| (Instant::now(), Box::pin(tokio::time::sleep(TRANSIT_TICK))));
+                    if std::future::Future::poll(stall.as_mut(), cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    if !store.oc.stored() && store.oc.refs() == 1 {
+                        this.stopped = Some("the client of the body in transit left");
+                        return Poll::Ready(Err(std::io::Error::other("transit abandoned")));
+                    }
+                    if since.elapsed() >= this.wait {
+                        this.stopped = Some("no client took the body in transit within send_timeout");
+                        return Poll::Ready(Err(std::io::Error::other("transit stalled")));
+                    }
+                    stall.as_mut().reset(tokio::time::Instant::now() + TRANSIT_TICK);
+                }
+            }
+            Room::Abandoned => {
+                this.stopped = Some("every client of the body in transit left");
+                return Poll::Ready(Err(std::io::Error::other("transit abandoned")));
+            }
+        }
+        // An ESI page is gathered whole to be parsed: up to a bound.
+        if store.esi && store.body.progress().len > crate::esi::MAX_PAGE {
+            this.stopped = Some("ESI page larger than 16 MiB");
+            return Poll::Ready(Err(std::io::Error::other("ESI page too large")));
+        }
+        match this.coder.as_deref_mut() {
+            None => store.keep(store.body, Bytes::copy_from_slice(buf)),
+            Some(c) => {
+                let r = store.sinks(|o| c.feed(Bytes::copy_from_slice(buf), o));
+                if let Err(e) = r {
+                    this.failed = Some(e);
+                    return Poll::Ready(Err(std::io::Error::other("bad gzip from the backend")));
+                }
+            }
+        }
+        Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
