@@ -12,7 +12,7 @@ working set and revalidation (keep) in play.
 Prints, per fault, the responses in its window (until the next fault):
 wrong bodies, empty bodies (a 200 with no body bytes), truncated bodies,
 errors (connection failures, timeouts, 5xx), and the recovery time (from
-the fault to the end of the last 100 ms in its window with a failed
+the fault to the end of the last 10 ms in its window with a failed
 response; 0 when none failed). Exit status: 0
 when no body was wrong and none was empty (an empty or cut body within 2 s
 of a child kill or a restart, or during an origin outage, is counted as
@@ -39,7 +39,7 @@ import time
 import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUCKET = 0.1  # seconds per accounting bucket
+BUCKET = 0.01  # seconds per accounting bucket
 KINDS = ("ok", "wrong", "empty", "truncated", "error")
 FAULTS = ("kill", "ban", "restart", "vcl", "outage", "param", "burst")
 
@@ -370,7 +370,6 @@ def excused(t, faults):
 
 
 def report(kind, start, tally, bad, faults, args):
-    first = int(start / BUCKET)
     windows = [("warm-up", start, faults[0]["at"] if faults else math.inf)]
     for i, f in enumerate(faults):
         end = faults[i + 1]["at"] if i + 1 < len(faults) else math.inf
@@ -378,12 +377,14 @@ def report(kind, start, tally, bad, faults, args):
     rows = []
     for name, a, b in windows:
         sums = [0] * len(KINDS)
-        # Recovery: from the fault to the end of the last 100 ms in its
+        # Recovery: from the fault to the end of the last 10 ms in its
         # window with a failed response (0 when none failed).
         recovery = 0.0
         for k in sorted(tally):
             t = k * BUCKET
-            if a <= t + BUCKET and t < b:
+            # Each bucket counts in the window it starts in (one window
+            # only: a bucket across a fault's start would count twice).
+            if a <= t < b:
                 row = tally[k]
                 for i, v in enumerate(row):
                     sums[i] += v
