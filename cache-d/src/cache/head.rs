@@ -1,7 +1,7 @@
 //! Object heads and their index. A head holds the variants under one key
-//! and the busy marker of a fetch in progress; the index is a hash table
-//! of heads, each knowing its key through its object. Sixteen bytes in
-//! the table for the usual head, one object and no fetch; a second
+//! and the busy markers of the fetches in progress; the index is a hash
+//! table of heads, each knowing its key through its object. Sixteen bytes
+//! in the table for the usual head, one object and no fetch; a second
 //! variant, a busy marker or a head with no object yet (the key is then
 //! kept beside them) moves to a box of its own.
 
@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use crate::cache::ban::list::BanRefs;
 use crate::cache::key::Key;
-use crate::cache::object::ObjRef;
+use crate::cache::object::{ObjRef, Vary};
 
 /// Outcome of the fetch a busy marker stands for, as waiters see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +28,11 @@ pub enum BusyState {
 /// The marker of a fetch in progress for an object head.
 pub struct Busy {
     pub(super) tx: watch::Sender<BusyState>,
+    /// The variant it is expected to bring (Varnish's predictive Vary):
+    /// the Vary of an object already under the head, with the values of
+    /// the request that started the fetch. Requests for another variant
+    /// do not wait for it. None: any request may be served by it.
+    pub(super) vary: Option<Vary>,
 }
 
 pub(super) struct Head {
@@ -38,12 +43,13 @@ pub(super) struct Head {
 struct More {
     key: Key,
     variants: Vec<ObjRef>,
-    busy: Option<Arc<Busy>>,
+    /// One marker per fetch in progress (one per variant expected).
+    busy: Vec<Arc<Busy>>,
 }
 
 impl More {
     fn boxed(key: Key) -> Box<More> {
-        Box::new(More { key, variants: Vec::new(), busy: None })
+        Box::new(More { key, variants: Vec::new(), busy: Vec::new() })
     }
 }
 
@@ -70,16 +76,24 @@ impl Head {
 
     /// Neither an object nor a fetch: the head can leave the index.
     pub fn idle(&self) -> bool {
-        self.one.is_none() && self.more.as_ref().is_none_or(|m| m.variants.is_empty() && m.busy.is_none())
+        self.one.is_none() && self.more.as_ref().is_none_or(|m| m.variants.is_empty() && m.busy.is_empty())
     }
 
-    pub fn busy(&self) -> Option<&Arc<Busy>> {
-        self.more.as_ref().and_then(|m| m.busy.as_ref())
+    /// The fetches in progress.
+    pub fn busy(&self) -> impl Iterator<Item = &Arc<Busy>> {
+        self.more.iter().flat_map(|m| m.busy.iter())
     }
 
-    pub fn set_busy(&mut self, busy: Option<Arc<Busy>>) {
+    pub fn add_busy(&mut self, busy: Arc<Busy>) {
         let key = self.key();
-        self.more.get_or_insert_with(|| More::boxed(key)).busy = busy;
+        self.more.get_or_insert_with(|| More::boxed(key)).busy.push(busy);
+    }
+
+    /// Take `busy`'s marker away (its fetch settled).
+    pub fn remove_busy(&mut self, busy: &Arc<Busy>) {
+        if let Some(m) = &mut self.more {
+            m.busy.retain(|b| !Arc::ptr_eq(b, busy));
+        }
         self.tidy();
     }
 
@@ -114,7 +128,7 @@ impl Head {
             if self.one.is_none() && !m.variants.is_empty() {
                 self.one = Some(m.variants.remove(0));
             }
-            if self.one.is_some() && m.variants.is_empty() && m.busy.is_none() {
+            if self.one.is_some() && m.variants.is_empty() && m.busy.is_empty() {
                 self.more = None;
             }
         }

@@ -1,6 +1,6 @@
-//! The cache: object heads by hash key, variants (Vary), the busy marker and
-//! waiting list that coalesce concurrent misses, storage accounting with LRU
-//! eviction, expiry, and purge. Sans-io: time comes in as `now`.
+//! The cache: object heads by hash key, variants (Vary), the busy markers
+//! and waiting lists that coalesce concurrent misses, storage accounting
+//! with LRU eviction, expiry, and purge. Sans-io: time comes in as `now`.
 
 pub mod ban;
 pub mod body;
@@ -28,6 +28,7 @@ use self::head::{Busy, Head, HeadMap};
 pub use self::key::Key;
 pub use self::object::{vary_value, Kind, ObjCore, ObjHeaders, ObjRef, Object, OBJ_OVERHEAD};
 use self::stv::Stvs;
+pub use self::ttl::Bounds;
 
 const SHARDS: usize = 64;
 
@@ -53,9 +54,7 @@ impl BusyGuard {
         if let Some(c) = self.cache.upgrade() {
             let mut shard = c.shard(self.key);
             if let Some(h) = shard.get_mut(&self.key) {
-                if h.busy().is_some_and(|b| Arc::ptr_eq(b, &self.busy)) {
-                    h.set_busy(None);
-                }
+                h.remove_busy(&self.busy);
                 if h.idle() {
                     shard.remove(&self.key);
                     c.count(C::NObjecthead, -1);
@@ -95,7 +94,8 @@ pub enum Lookup {
         guard: BusyGuard,
         stale: Option<ObjRef>,
     },
-    /// Another request is fetching this object: wait, then look up again.
+    /// Another request is fetching this object (this variant, as far as
+    /// can be told): wait, then look up again.
     Busy(watch::Receiver<BusyState>),
 }
 
@@ -335,28 +335,32 @@ impl Cache {
     where
         I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
     {
-        self.try_lookup(Key::of(key), req, now, false).expect("lookup without the ban check always answers")
+        self.try_lookup(Key::of(key), req, Bounds::default(), now, false).expect("lookup without the ban check always answers")
     }
 
-    /// Look `key` up for the request with `url` and headers `req`, after
-    /// testing the objects under it against the bans they have not seen
-    /// (and removing those that match). The usual case, nothing under the
-    /// key waiting for a ban test, takes one pass over the index.
-    pub fn lookup_banned<'a, I>(&self, key: &[u8], url: &[u8], req: I, now: f64) -> Lookup
+    /// Look `key` up for the request with `url`, headers `req` and
+    /// req.ttl/req.grace `bounds`, after testing the objects under it
+    /// against the bans they have not seen (and removing those that
+    /// match). The usual case, nothing under the key waiting for a ban
+    /// test, takes one pass over the index.
+    pub fn lookup_banned<'a, I>(&self, key: &[u8], url: &[u8], req: I, bounds: Bounds, now: f64) -> Lookup
     where
         I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
     {
         let key = Key::of(key);
-        if let Some(found) = self.try_lookup(key, req.clone(), now, true) {
+        if let Some(found) = self.try_lookup(key, req.clone(), bounds, now, true) {
             return found;
         }
         self.check_bans_key(key, url, req.clone());
-        self.try_lookup(key, req, now, false).expect("lookup without the ban check always answers")
+        self.try_lookup(key, req, bounds, now, false).expect("lookup without the ban check always answers")
     }
 
-    /// The lookup; None (nothing changed) when `bans` asks to stop at a
-    /// variant that has bans to be tested against first.
-    fn try_lookup<'a, I>(&self, key: Key, req: I, now: f64, bans: bool) -> Option<Lookup>
+    /// The lookup (as Varnish's HSH_Lookup); None (nothing changed) when
+    /// `bans` asks to stop at a variant that has bans to be tested
+    /// against first. An object is fresh, or stale within grace, as far
+    /// as `bounds` allows; a request waits only for a fetch of its own
+    /// variant, and only when it has no stale object it accepts.
+    fn try_lookup<'a, I>(&self, key: Key, req: I, bounds: Bounds, now: f64, bans: bool) -> Option<Lookup>
     where
         I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
     {
@@ -370,19 +374,21 @@ impl Cache {
             return None;
         }
         let skip_ae = c.vary_skips_ae.load(Ordering::Relaxed);
-        let matches = |oc: &ObjRef| match oc.obj.vary() {
+        let selects = |vary: Option<&object::Vary>| match vary {
             None => true,
             Some(v) => v.iter().all(|(name, want)| (skip_ae && name == "accept-encoding") || vary_value(req.clone(), name) == *want),
         };
         let mut stale = None;
         let mut fresh = None;
-        for oc in head.variants().filter(|oc| !oc.is_dead() && matches(oc)) {
+        for oc in head.variants().filter(|oc| !oc.is_dead() && selects(oc.obj.vary())) {
             let life = oc.obj.life();
-            if life.fresh(now) {
+            if life.fresh_for(bounds, now) {
                 fresh = Some(oc.clone());
                 break;
             }
-            if oc.obj.kind == Kind::Normal && (life.in_grace(now) || life.in_keep(now)) && stale.is_none() {
+            // Fresh, but older than req.ttl allows: neither a hit nor a
+            // stale object (Varnish's exp_oc is an expired one).
+            if oc.obj.kind == Kind::Normal && !life.fresh(now) && (life.in_grace(now) || life.in_keep(now)) && stale.is_none() {
                 stale = Some(oc.clone());
             }
         }
@@ -397,21 +403,32 @@ impl Cache {
                 Kind::HitForPass => Lookup::HitForPass(oc),
             });
         }
-        if let Some(s) = stale.as_ref().filter(|s| s.obj.life().in_grace(now)) {
-            let guard = if head.busy().is_none() { Some(self.new_busy(head, key)) } else { None };
+        // A fetch in progress for another variant is not waited for.
+        let busy = head.busy().find(|b| selects(b.vary.as_ref())).map(|b| b.tx.subscribe());
+        if let Some(s) = stale.as_ref().filter(|s| s.obj.life().in_grace_for(bounds, now)) {
+            let guard = if busy.is_none() { Some(self.new_busy(head, key, req)) } else { None };
             return Some(Lookup::Grace(s.clone(), guard));
         }
-        if let Some(b) = head.busy() {
-            return Some(Lookup::Busy(b.tx.subscribe()));
+        if let Some(rx) = busy {
+            return Some(Lookup::Busy(rx));
         }
-        let guard = self.new_busy(head, key);
+        let guard = self.new_busy(head, key, req);
         Some(Lookup::Miss { guard, stale })
     }
 
-    fn new_busy(&self, head: &mut Head, key: Key) -> BusyGuard {
+    /// A busy marker under `head` for the fetch of the request with
+    /// headers `req`, with the variant it is expected to bring: the Vary
+    /// of an object already there (its header names, in its order), with
+    /// this request's values.
+    fn new_busy<'a, I>(&self, head: &mut Head, key: Key, req: I) -> BusyGuard
+    where
+        I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+    {
+        let known = head.variants().filter(|o| !o.is_dead()).find_map(|o| o.obj.vary());
+        let vary = known.map(|v| Box::new(v.iter().map(|(name, _)| (name.clone(), vary_value(req.clone(), name))).collect()));
         let (tx, _) = watch::channel(BusyState::Fetching);
-        let busy = Arc::new(Busy { tx });
-        head.set_busy(Some(busy.clone()));
+        let busy = Arc::new(Busy { tx, vary });
+        head.add_busy(busy.clone());
         BusyGuard { cache: Arc::downgrade(&self.inner), key, busy, done: false }
     }
 
@@ -424,7 +441,7 @@ impl Cache {
     /// The same, for a head's key.
     pub fn private_guard_for(&self, key: Key) -> BusyGuard {
         let (tx, _) = watch::channel(BusyState::Fetching);
-        BusyGuard { cache: Weak::new(), key, busy: Arc::new(Busy { tx }), done: true }
+        BusyGuard { cache: Weak::new(), key, busy: Arc::new(Busy { tx, vary: None }), done: true }
     }
 
     /// A hit marks the object referenced; eviction gives it a second

@@ -354,7 +354,7 @@ fn ban_counts_follow_objects_through_tests_replacements_and_removals() {
             }
             _ => {
                 // A new object, or one replacing the variant under the key.
-                let found = c.lookup_banned(key.as_bytes(), key.as_bytes(), no_headers(), NOW);
+                let found = c.lookup_banned(key.as_bytes(), key.as_bytes(), no_headers(), Bounds::default(), NOW);
                 let guard = match found {
                     Lookup::Miss { guard, .. } => guard,
                     _ => c.private_guard(key.as_bytes()),
@@ -408,7 +408,9 @@ fn the_xkey_index_follows_objects_in_and_out() {
     assert_eq!(c.xkeys(), 3);
     // Replaced: the old object's keys go, the new one's come.
     let Lookup::Hit(_) = c.lookup(b"a", no_headers(), NOW) else { panic!("a hit") };
-    let Lookup::Miss { guard, .. } = c.lookup_banned(b"a", b"/", no_headers(), NOW + 100.0) else { panic!("stale: a miss") };
+    let Lookup::Miss { guard, .. } = c.lookup_banned(b"a", b"/", no_headers(), Bounds::default(), NOW + 100.0) else {
+        panic!("stale: a miss")
+    };
     c.insert(guard, tagged("k4", &[0; 4000]));
     assert_eq!(c.xkeys(), 3, "k2 k3 (b) and k4 (a); k1 gone");
     assert_eq!(c.xkey_purge(b"k1", false, NOW), 0);
@@ -426,4 +428,55 @@ fn the_xkey_index_follows_objects_in_and_out() {
     let objects = c.objects();
     assert_eq!(c.xkey_purge(b"k2 k3 k4 k5", false, NOW + 2.0), objects);
     assert_eq!((c.xkeys(), c.objects()), (0, 0));
+}
+
+#[test]
+fn a_request_that_refuses_grace_waits_for_the_background_fetch() {
+    let c = Cache::new(1 << 20, None);
+    insert(&c, b"g", obj(1.0, 60.0, b"old", Kind::Normal));
+    let t = NOW + 2.0;
+    let no_grace = Bounds { ttl: None, grace: Some(0.0) };
+    // Nothing fetching: a miss, with the stale object to revalidate.
+    assert!(matches!(c.lookup_banned(b"g", b"/", no_headers(), no_grace, t), Lookup::Miss { stale: Some(_), .. }));
+    // Grace accepted: the stale object, and this request refreshes it.
+    let Lookup::Grace(_, Some(bg)) = c.lookup(b"g", no_headers(), t) else { panic!("grace with a background fetch") };
+    // Refused: wait for that fetch; accepted: the stale object meanwhile.
+    let Lookup::Busy(mut rx) = c.lookup_banned(b"g", b"/", no_headers(), no_grace, t) else { panic!("must wait") };
+    assert!(matches!(c.lookup(b"g", no_headers(), t), Lookup::Grace(_, None)));
+    let mut fresh = obj(60.0, 60.0, b"new", Kind::Normal);
+    fresh.life.t_origin = t;
+    c.insert(bg, fresh);
+    assert_eq!(*rx.borrow_and_update(), BusyState::Ready);
+    let Lookup::Hit(oc) = c.lookup_banned(b"g", b"/", no_headers(), no_grace, t) else { panic!("the refreshed object") };
+    assert_eq!(oc.body().progress().len, 3);
+    // req.ttl: a fresh object older than it is no hit, and not stale.
+    let young = Bounds { ttl: Some(1.0), grace: None };
+    assert!(matches!(c.lookup_banned(b"g", b"/", no_headers(), young, t + 5.0), Lookup::Miss { stale: None, .. }));
+}
+
+#[test]
+fn a_fetch_for_one_variant_holds_up_only_requests_for_it() {
+    let c = Cache::new(1 << 20, None);
+    let lang = |v: &'static [u8]| -> [(&'static [u8], &'static [u8]); 1] { [(b"Accept-Language", v)] };
+    let (en, fr, de) = (lang(b"en"), lang(b"fr"), lang(b"de"));
+    // The first fetch under a key: nobody knows what it varies on yet.
+    let Lookup::Miss { guard, .. } = c.lookup(b"v", en.iter().copied(), NOW) else { panic!() };
+    assert!(matches!(c.lookup(b"v", de.iter().copied(), NOW), Lookup::Busy(_)));
+    let mut o = obj(60.0, 0.0, b"english", Kind::Normal);
+    o.vary = Some(Box::new(vec![("accept-language".into(), vary_value(en.iter().copied(), "accept-language"))]));
+    c.insert(guard, o);
+    // Now it does: a French fetch keeps neither German nor header-less
+    // requests waiting, only French ones.
+    let Lookup::Miss { guard: fr_fetch, .. } = c.lookup(b"v", fr.iter().copied(), NOW) else { panic!() };
+    let Lookup::Miss { guard: de_fetch, .. } = c.lookup(b"v", de.iter().copied(), NOW) else { panic!("another variant") };
+    assert!(matches!(c.lookup(b"v", no_headers(), NOW), Lookup::Miss { .. }));
+    let Lookup::Busy(fr_wait) = c.lookup(b"v", fr.iter().copied(), NOW) else { panic!("the same variant waits") };
+    let Lookup::Busy(de_wait) = c.lookup(b"v", de.iter().copied(), NOW) else { panic!("the same variant waits") };
+    drop(fr_fetch);
+    assert_eq!(*fr_wait.borrow(), BusyState::Failed);
+    assert_eq!(*de_wait.borrow(), BusyState::Fetching);
+    assert!(matches!(c.lookup(b"v", de.iter().copied(), NOW), Lookup::Busy(_)));
+    drop(de_fetch);
+    assert_eq!(*de_wait.borrow(), BusyState::Failed);
+    assert!(matches!(c.lookup(b"v", en.iter().copied(), NOW), Lookup::Hit(_)));
 }

@@ -88,6 +88,35 @@ impl Life {
     }
 }
 
+/// What a request accepts of an object's ttl and grace: req.ttl and
+/// req.grace (None: all of it; a negative bound counts as 0, as Varnish
+/// sets them). The lookup judges objects with them, as Varnish's EXP_Ttl
+/// and EXP_Ttl_grace do, so that a request that refuses a stale object
+/// waits for the fetch already under way for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Bounds {
+    pub ttl: Option<f64>,
+    pub grace: Option<f64>,
+}
+
+/// `v`, no more than `bound`.
+fn capped(v: f64, bound: Option<f64>) -> f64 {
+    bound.map_or(v, |b| v.min(b.max(0.0)))
+}
+
+impl Life {
+    /// Fresh at `now` for a request with these bounds (an object older
+    /// than req.ttl is not, though not stale either).
+    pub fn fresh_for(&self, b: Bounds, now: f64) -> bool {
+        self.t_origin + capped(self.ttl, b.ttl) > now
+    }
+    /// Stale at `now`, and within the grace a request with these bounds
+    /// accepts.
+    pub fn in_grace_for(&self, b: Bounds, now: f64) -> bool {
+        !self.fresh(now) && self.t_origin + capped(self.ttl, b.ttl) + capped(self.grace, b.grace) > now
+    }
+}
+
 /// A [`Life`] as a stored object keeps it: grace and keep in single
 /// precision (24 bytes instead of 32; whole seconds up to 16.7 million
 /// and the usual fractions come back exact, others within 1e-7 of
@@ -287,5 +316,25 @@ mod tests {
         let k = Lifetime { keep: 100.0, ..l };
         assert!(k.in_keep(NOW + 45.0) && !k.in_keep(NOW + 150.0));
         assert_eq!(k.expires_at(), NOW + 140.0);
+    }
+
+    #[test]
+    fn request_bounds_narrow_ttl_and_grace() {
+        let l = Life { t_origin: NOW, ttl: 10.0, grace: 30.0, keep: 0.0 };
+        let none = Bounds::default();
+        assert!(l.fresh_for(none, NOW + 5.0) && !l.in_grace_for(none, NOW + 5.0));
+        assert!(l.in_grace_for(none, NOW + 15.0));
+        // req.ttl 2s: older than that is not fresh for the request, but
+        // not stale either until the object's own ttl ends.
+        let ttl = Bounds { ttl: Some(2.0), grace: None };
+        assert!(!l.fresh_for(ttl, NOW + 5.0) && !l.in_grace_for(ttl, NOW + 5.0));
+        assert!(l.in_grace_for(ttl, NOW + 15.0) && !l.in_grace_for(ttl, NOW + 35.0));
+        // req.grace 0 (or negative, which counts as 0): no grace at all.
+        for g in [0.0, -1.0] {
+            let grace = Bounds { ttl: None, grace: Some(g) };
+            assert!(l.fresh_for(grace, NOW + 5.0) && !l.in_grace_for(grace, NOW + 10.5));
+        }
+        let grace = Bounds { ttl: None, grace: Some(5.0) };
+        assert!(l.in_grace_for(grace, NOW + 14.0) && !l.in_grace_for(grace, NOW + 16.0));
     }
 }

@@ -80,23 +80,24 @@ struct Got {
 /// object is made and stored in its allocation, instead of streaming in.
 const INLINE_MAX: u64 = 64 * 1024;
 
-/// Read the rest of a small body of known length (up to [`INLINE_MAX`])
-/// so that it is stored whole with the head: one allocation and one
-/// piece to send instead of a streaming body, its lock and its chunks.
-/// Its first client waits for it whole, a matter of microseconds from a
-/// backend on the same network. A read that fails or times out stops
-/// here; the streaming path meets the failure and reports it.
-async fn read_small_body(f: &Fetch, fetched: &mut Fetched) {
+/// Take in what has already arrived of a small body of known length (up
+/// to [`INLINE_MAX`]), so that one that is there whole is stored with the
+/// head: one allocation and one piece to send instead of a streaming
+/// body, its lock and its chunks. Never waits: a body still on its way
+/// streams in, so that its clients get its bytes (a range of them, a
+/// 206) as they come, as in Varnish, and not once the backend has sent
+/// the last byte, which it may hold back. A read that fails stops here;
+/// the streaming path meets the failure and reports it.
+fn read_small_body(fetched: &mut Fetched) {
     let Fetched::Resp { resp, beresp, .. } = fetched else { return };
     let Framing::Length(n) = resp.framing else { return };
     if beresp.was_304 || n > INLINE_MAX {
         return;
     }
-    let timeout = f.timeout(2);
     while (resp.conn.buf.len() as u64) < n {
-        match resp.conn.fill_for(timeout, n - resp.conn.buf.len() as u64).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+        match resp.conn.fill_ready(n - resp.conn.buf.len() as u64) {
+            Some(Ok(k)) if k > 0 => {}
+            _ => return,
         }
     }
 }
@@ -115,7 +116,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
         t.stale = stale.as_ref();
         steps::run(&mut t).await
     };
-    read_small_body(&f, &mut fetched).await;
+    read_small_body(&mut fetched);
     // stale-if-error: a refresh that failed (or answered 5xx) leaves the
     // stale object to deliver, rather than an error.
     if let (true, true, Some(s)) = (failed(&fetched), sh.params().stale_if_error, &stale) {

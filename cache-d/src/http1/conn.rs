@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use bytes::BytesMut;
+use futures_util::FutureExt as _;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 
 /// A socket with a read buffer that survives between messages (pipelining,
@@ -25,14 +26,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin> BufConn<S> {
     /// Read more bytes, with room for up to `want` of them (at most 256
     /// KiB): a large body is read, and stored, in large pieces.
     pub async fn fill_for(&mut self, timeout: Duration, want: u64) -> std::io::Result<usize> {
-        // Room for the read: reserved when less than a quarter is free.
-        let room = (want.min(256 * 1024) as usize).max(16384);
-        if self.buf.capacity() - self.buf.len() < room / 4 {
-            self.buf.reserve(room);
-        }
+        self.make_room(want);
         match tokio::time::timeout(timeout, self.io.read_buf(&mut self.buf)).await {
             Ok(r) => r,
             Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out")),
+        }
+    }
+
+    /// Read what the socket has now, with room for up to `want` bytes,
+    /// never waiting: None when nothing is there yet (nothing is lost:
+    /// the read is cancel-safe), Ok(0) at EOF.
+    pub fn fill_ready(&mut self, want: u64) -> Option<std::io::Result<usize>> {
+        self.make_room(want);
+        self.io.read_buf(&mut self.buf).now_or_never()
+    }
+
+    /// Room for a read of up to `want` bytes (at most 256 KiB): reserved
+    /// when less than a quarter of it is free.
+    fn make_room(&mut self, want: u64) {
+        let room = (want.min(256 * 1024) as usize).max(16384);
+        if self.buf.capacity() - self.buf.len() < room / 4 {
+            self.buf.reserve(room);
         }
     }
 }

@@ -6,7 +6,7 @@
 use common::counters::C;
 use common::log::vsl::{Side as LogSide, Tag};
 
-use crate::cache::{BusyGuard, BusyState, Lookup, ObjRef};
+use crate::cache::{Bounds, BusyGuard, BusyState, Lookup, ObjRef};
 use crate::fetch::miss::{self, MissSpec};
 use crate::req::contain::contain;
 use crate::req::state::{divert, obj_view, Request, Step, With};
@@ -26,7 +26,8 @@ pub async fn lookup<T: Transport>(r: &mut Request<'_, T>, key: Vec<u8>) -> Step 
         let found = if r.req.hash_always_miss {
             Lookup::Miss { guard: sh.cache.private_guard(&key), stale: None }
         } else {
-            sh.cache.lookup_banned(&key, &r.req.url, r.req.headers.iter(), t)
+            let bounds = Bounds { ttl: r.req.ttl, grace: r.req.grace };
+            sh.cache.lookup_banned(&key, &r.req.url, r.req.headers.iter(), bounds, t)
         };
         let found = match readable(r, found).await {
             Some(f) => f,
@@ -121,24 +122,17 @@ fn held<T: Transport>(r: &Request<'_, T>, oc: &ObjRef) -> Option<crate::cache::b
 
 /// An object was found: vcl_hit decides (deliver, or miss/pass after
 /// all). `guard` is set when this request should refresh a stale one.
+/// req.ttl and req.grace were applied by the lookup (an object they
+/// refuse is a miss, or a wait for the fetch under way, as in Varnish).
 pub fn hit<T: Transport>(r: &mut Request<'_, T>, oc: ObjRef, guard: Option<BusyGuard>) -> Step {
     let sh = r.sh.clone();
     let (rxid, side) = (r.rxid, LogSide::Client);
     let t = now();
     let life = oc.obj.life();
     r.log.recf(Tag::Hit, side, rxid, format_args!("{} {} {} {}", oc.obj.vxid, Secs(life.ttl_left(t)), Secs(life.grace), Secs(life.keep)));
-    // req.ttl and req.grace bound what a hit may serve.
-    let age = t - life.t_origin;
-    let too_old = r.req.ttl.is_some_and(|m| age > m) || (!life.fresh(t) && r.req.grace.is_some_and(|g| -life.ttl_left(t) > g));
-    if !too_old {
-        oc.hit();
-    }
-    let action = if too_old {
-        Action::Miss
-    } else {
-        let view = r.active.policy.defines(Sub::Hit).then(|| obj_view(&oc, t, true));
-        r.call(Sub::Hit, With { obj: view.as_ref(), ..With::default() })
-    };
+    oc.hit();
+    let view = r.active.policy.defines(Sub::Hit).then(|| obj_view(&oc, t, true));
+    let action = r.call(Sub::Hit, With { obj: view.as_ref(), ..With::default() });
     match action {
         Action::Deliver => {
             sh.seg.add(C::CacheHit, 1);

@@ -2,6 +2,7 @@
 //! clients on loopback. One test binary, as ripgrep does. The other tools'
 //! end-to-end tests are in the workspace's `e2e` crate.
 
+mod answered;
 mod backend_tls;
 mod backends;
 mod caching;
