@@ -156,10 +156,15 @@ async fn send<B: ReqBody>(t: &mut BeTxn<'_, B>) -> Step {
 
 fn vcl_backend_response<B>(t: &mut BeTxn<'_, B>, resp: Response) -> Step {
     let (mut beresp, mut life) = beresp_of(t.sh, t.f, &resp, t.stale);
+    let seen = beresp.ttl;
     let action = t.call(Sub::BackendResponse, Some(&mut beresp), None);
     match action {
         Action::Deliver | Action::PassFor(_) => {
-            life.ttl = beresp.ttl;
+            // A TTL the policy set counts from now: from the object's
+            // origin it is that much longer (never below 0, as Varnish).
+            if beresp.ttl.to_bits() != seen.to_bits() {
+                life.ttl = (beresp.ttl + beresp.age).max(0.0);
+            }
             life.grace = beresp.grace;
             life.keep = beresp.keep;
             return Step::Done(Fetched::Resp { resp, beresp, life, action });
@@ -253,7 +258,9 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>
         status,
         reason,
         headers: h,
-        ttl: life.ttl,
+        // VCL's beresp.ttl counts from now, as Varnish's: a backend's Age
+        // is taken off (max-age 23 with Age 4 reads 19).
+        ttl: vcl_ttl(&life, t),
         grace: life.grace,
         keep: life.keep,
         was_304,
@@ -265,6 +272,12 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>
         ..Beresp::default()
     };
     (beresp, life)
+}
+
+/// beresp.ttl as VCL sees it: the TTL left from now (Varnish's
+/// VRT_r_beresp_ttl: a TTL at or below 0 reads as 0 less the age).
+fn vcl_ttl(life: &ttl::Lifetime, now: f64) -> f64 {
+    life.ttl.max(0.0) - (now - life.t_origin).max(0.0)
 }
 
 /// The store an object goes to unless VCL says otherwise (Varnish's
