@@ -154,6 +154,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
         }
     };
     let mut got = got;
+    illegal_vary(&mut f, &mut got.beresp);
     let (coder, copy) = (got.coder.take(), got.copy.take());
     let record = got.record.take();
     let obj = object(bxid, &mut got, &req);
@@ -391,12 +392,52 @@ fn coding_for(plan: Plan, esi: bool, gz_esi: bool) -> Option<Box<Coding>> {
     (gzip || plan.brotli || esi).then(|| Box::new(Coding { gzip, esi, ..Coding::default() }))
 }
 
+/// Why a Vary header cannot be used, if it cannot: Varnish's VRY_Create
+/// rules (names up to 127 bytes, separated by commas, spaces around them).
+fn vary_fault(v: &[u8]) -> Option<&'static str> {
+    let sp = |c: u8| c == b' ' || c == b'\t';
+    let mut p = 0;
+    while p < v.len() {
+        if sp(v[p]) {
+            p += 1;
+            continue;
+        }
+        let mut q = p;
+        while q < v.len() && !sp(v[q]) && v[q] != b',' {
+            q += 1;
+        }
+        if q - p > 127 {
+            return Some("Vary header name length exceeded");
+        }
+        while q < v.len() && sp(v[q]) {
+            q += 1;
+        }
+        if q == v.len() {
+            return None;
+        }
+        if v[q] != b',' {
+            return Some("Malformed Vary header");
+        }
+        p = q + 1;
+    }
+    None
+}
+
+/// A Vary header Varnish cannot parse makes the object a pass, not one
+/// cached under the wrong variants.
+fn illegal_vary(f: &mut Fetch, beresp: &mut Beresp) {
+    let Some(why) = beresp.headers.get("vary").and_then(|v| vary_fault(&v)) else { return };
+    f.log.rec(Tag::Error, LogSide::Backend, f.vxid, why.as_bytes());
+    f.log.rec(Tag::Error, LogSide::Backend, f.vxid, b"Illegal 'Vary' header from backend, making this a pass.");
+    beresp.uncacheable = true;
+}
+
 /// The object for `beresp`, with the Vary values of the request that
-/// fetched it.
+/// fetched it (none for a Vary it cannot use).
 fn object(bxid: u32, got: &mut Got, req: &Req) -> Object {
     let beresp = &got.beresp;
     let headers = &beresp.headers;
-    let vary = headers.get("vary").map(|list| {
+    let vary = headers.get("vary").filter(|v| vary_fault(v).is_none()).map(|list| {
         let names: Vec<String> = list
             .split(|&c| c == b',')
             .map(|n| String::from_utf8_lossy(n.trim_ascii()).to_ascii_lowercase())

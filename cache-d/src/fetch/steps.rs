@@ -233,7 +233,13 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>
                     h.push((Bytes::copy_from_slice(n), Bytes::copy_from_slice(v)));
                 }
             }
-            (resp.head.status, Bytes::copy_from_slice(resp.head.reason()), h)
+            // A status line without a reason gets the standard one, as
+            // Varnish's HTTP1_DissectResponse gives it.
+            let reason = match resp.head.reason() {
+                b"" => Bytes::from_static(crate::vcl::builtin::reason_phrase(resp.head.status).as_bytes()),
+                r => Bytes::copy_from_slice(r),
+            };
+            (resp.head.status, reason, h)
         }
     };
     let mut h = Headers(headers);

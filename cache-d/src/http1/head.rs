@@ -296,10 +296,23 @@ pub fn is_listed(tokens: &[&[u8]], name: &[u8]) -> bool {
 
 /// Body framing of a response to `method`.
 pub fn response_framing(h: &Head, method: &[u8]) -> Result<Framing, &'static str> {
+    // A 204 announcing a body is refused, as Varnish's V1F_FetchRespHdr
+    // refuses it (a Content-Length other than 0, or any Transfer-Encoding).
+    if h.status == 204
+        && method != b"HEAD"
+        && (content_length(h)?.is_some_and(|n| n != 0) || h.iter().any(|(n, _)| n.eq_ignore_ascii_case(b"transfer-encoding")))
+    {
+        return Err("204 response with a body");
+    }
     if method == b"HEAD" || (100..200).contains(&h.status) || h.status == 204 || h.status == 304 {
         return Ok(Framing::None);
     }
     if h.has_token("transfer-encoding", "chunked") {
+        // Both framings: which one the backend meant is anyone's guess
+        // (a smuggling shape); Varnish fails the fetch.
+        if h.iter().any(|(n, _)| n.eq_ignore_ascii_case(b"content-length")) {
+            return Err("Both Content-Length and Transfer-Encoding");
+        }
         return Ok(Framing::Chunked);
     }
     match content_length(h)? {

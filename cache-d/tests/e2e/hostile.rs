@@ -684,7 +684,8 @@ fn hostile_backend_responses_fail_the_fetch_not_the_child() {
         ("body cut short", b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort".to_vec(), 0),
         // Content-Length beside chunked: the chunks frame the body (RFC 9112
         // 6.3), and neither header reaches the client as sent.
-        ("CL and TE", b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n".to_vec(), 200),
+        // Both framings: a failed fetch, as Varnish (issue 33; conformance c0181).
+        ("CL and TE", b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n".to_vec(), 503),
         ("close-delimited", b"HTTP/1.1 200 OK\r\n\r\nuntil the end".to_vec(), 200),
     ];
     let port = hostile_backend(rows.iter().map(|r| r.1.clone()).collect());
@@ -708,9 +709,6 @@ fn hostile_backend_responses_fail_the_fetch_not_the_child() {
             let te = r.header("transfer-encoding").is_some();
             if cl && te {
                 failures.push(format!("{name}: both Content-Length and Transfer-Encoding went to the client"));
-            }
-            if *name == "CL and TE" && r.body != b"hello" {
-                failures.push(format!("{name}: body {:?}", String::from_utf8_lossy(&r.body)));
             }
         }
     }
