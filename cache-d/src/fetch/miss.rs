@@ -426,7 +426,7 @@ fn vary_fault(v: &[u8]) -> Option<&'static str> {
 /// A Vary header Varnish cannot parse makes the object a pass, not one
 /// cached under the wrong variants.
 fn illegal_vary(f: &mut Fetch, beresp: &mut Beresp) {
-    let Some(why) = beresp.headers.get("vary").and_then(|v| vary_fault(&v)) else { return };
+    let Some(why) = beresp.headers.get("vary").and_then(|v| vary_fault(v)) else { return };
     f.log.rec(Tag::Error, LogSide::Backend, f.vxid, why.as_bytes());
     f.log.rec(Tag::Error, LogSide::Backend, f.vxid, b"Illegal 'Vary' header from backend, making this a pass.");
     beresp.uncacheable = true;
