@@ -200,14 +200,6 @@ impl Body {
         }
     }
 
-    /// Bytes it holds in memory now (all of it, unless in transit).
-    pub fn kept(&self) -> u64 {
-        match self.whole.get() {
-            Some(_) => self.len.load(Ordering::Acquire),
-            None => self.live().kept,
-        }
-    }
-
     /// The length once known: complete, or announced by the backend.
     pub fn known_len(&self) -> Option<u64> {
         let p = self.progress();
@@ -422,6 +414,32 @@ mod tests {
             n += c.len();
         }
         assert_eq!(n, 500);
+    }
+
+    #[tokio::test]
+    async fn a_body_in_transit_keeps_only_what_its_slowest_reader_has_not_read() {
+        let b = Body::new(None);
+        b.set_transit(20);
+        let waker = futures_util::task::noop_waker();
+        let mut r = b.reader();
+        for i in 0..3u8 {
+            b.push(Bytes::from(vec![i; 10]));
+        }
+        // 30 bytes kept, none read: the fetch waits.
+        assert!(matches!(b.room(&waker), Room::Wait));
+        assert_eq!(r.next().await, Ok(Some(Bytes::from(vec![0u8; 10]))));
+        assert_eq!(r.next().await, Ok(Some(Bytes::from(vec![1u8; 10]))));
+        // What the reader passed is gone: room again.
+        assert!(matches!(b.room(&waker), Room::Yes));
+        assert_eq!(b.chunks_now().len(), 1);
+        // A reader that comes now cannot have the start: it fails.
+        assert_eq!(b.reader().next().await, Err(()));
+        b.finish();
+        assert_eq!(r.next().await, Ok(Some(Bytes::from(vec![2u8; 10]))));
+        assert_eq!(r.next().await, Ok(None));
+        // Its last reader gone, a fetch still going would stop.
+        drop(r);
+        assert!(matches!(b.room(&waker), Room::Abandoned));
     }
 
     #[tokio::test]

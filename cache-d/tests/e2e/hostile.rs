@@ -630,8 +630,9 @@ fn framing_rows_answer_as_varnishd_does() {
     }
 }
 
-/// A backend that answers `/r/N` with the bytes of row N, then closes.
-fn hostile_backend(rows: Vec<Vec<u8>>) -> u16 {
+/// A backend that answers `/r/N` with the bytes of row N (row 0 for any
+/// other target), then closes.
+pub(crate) fn hostile_backend(rows: Vec<Vec<u8>>) -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let rows = std::sync::Arc::new(rows);

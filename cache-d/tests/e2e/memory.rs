@@ -7,35 +7,14 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use crate::hostile::hostile_backend;
 use crate::storage::child_pid;
 use crate::util::*;
 
 /// A backend that answers every request with `head` and `body`, then
 /// closes.
 fn fixed_backend(head: String, body: Vec<u8>) -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let body = std::sync::Arc::new(body);
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            let (head, body) = (head.clone(), body.clone());
-            std::thread::spawn(move || {
-                let mut s = s;
-                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-                let mut req = Vec::new();
-                let mut b = [0u8; 4096];
-                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut b) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => req.extend_from_slice(&b[..n]),
-                    }
-                }
-                let _ = s.write_all(head.as_bytes());
-                let _ = s.write_all(&body);
-            });
-        }
-    });
-    port
+    hostile_backend(vec![[head.into_bytes(), body].concat()])
 }
 
 /// The child's resident memory now, in KiB.
