@@ -134,7 +134,19 @@ def classify(conn, url, refs, gzip_ok):
     return "ok", "", r.will_close
 
 
-def client_thread(port, urls, refs, stop_at, seed, tally, bad, lock):
+def keep_log(trace, detail):
+    """Save the server's log of a bad response's transaction (its first
+    X-Varnish id), read at once, before the log ring moves on."""
+    reader, inst, work = trace
+    ids = detail.split("X-Varnish: ")[1].split() if "X-Varnish: " in detail else []
+    if not ids or not ids[0].isdigit():
+        return
+    out = os.path.join(work, f"bad-{ids[0]}.log")
+    with open(out, "w") as f:
+        subprocess.run([reader, "-d", "-n", inst, "-g", "request", "-q", f"vxid == {ids[0]}"], stdout=f, stderr=subprocess.STDOUT, timeout=30)
+
+
+def client_thread(port, urls, refs, stop_at, seed, tally, bad, lock, trace):
     rng = random.Random(seed)
     conn = None
     while True:
@@ -152,6 +164,11 @@ def client_thread(port, urls, refs, stop_at, seed, tally, bad, lock):
             row[KINDS.index(kind)] += 1
             if kind != "ok" and len(bad) < 2000:
                 bad.append((t, kind, url, detail))
+        if kind in ("wrong", "empty", "truncated") and trace:
+            try:
+                keep_log(trace, detail)
+            except (OSError, subprocess.SubprocessError):
+                pass
         if close or kind != "ok":
             conn.close()
             conn = None
@@ -159,10 +176,10 @@ def client_thread(port, urls, refs, stop_at, seed, tally, bad, lock):
                 time.sleep(0.01)
 
 
-def worker(port, urls, refs, stop_at, threads, seed, out):
+def worker(port, urls, refs, stop_at, threads, seed, out, trace):
     tally, bad, lock = {}, [], threading.Lock()
     ts = [
-        threading.Thread(target=client_thread, args=(port, urls, refs, stop_at, seed * 1000 + i, tally, bad, lock))
+        threading.Thread(target=client_thread, args=(port, urls, refs, stop_at, seed * 1000 + i, tally, bad, lock, trace))
         for i in range(threads)
     ]
     for t in ts:
@@ -320,9 +337,13 @@ def soak(kind, args):
         start = time.time()
         stop_at = start + args.duration
         out = mp.Queue()
+        # Each bad response's transaction, from the server's log (kept
+        # with --keep: bad-<vxid>.log in the work directory).
+        reader = os.path.join(args.bin, "cache-log") if kind == "cache-d" else shutil.which("varnishlog")
+        trace = (reader, srv.inst, work) if reader else None
         per = max(1, args.clients // args.procs)
         procs = [
-            mp.Process(target=worker, args=(srv.port, urls, refs, stop_at, per, args.seed + i, out))
+            mp.Process(target=worker, args=(srv.port, urls, refs, stop_at, per, args.seed + i, out, trace))
             for i in range(args.procs)
         ]
         for p in procs:
@@ -350,7 +371,16 @@ def soak(kind, args):
             bad += b
         for p in procs:
             p.join()
-        return report(kind, start, tally, bad, faults, args)
+        summary = report(kind, start, tally, bad, faults, args)
+        # The server's log of the first bad responses, for the record
+        # (CI keeps only what is printed).
+        for name in sorted(os.listdir(work)):
+            if name.startswith("bad-") and summary["wrong"] + summary["empty_unexplained"] > 0:
+                print(f"== {kind}'s log of {name[4:-4]}:", file=sys.stderr)
+                print(open(os.path.join(work, name)).read()[:6000], file=sys.stderr)
+        if args.keep:
+            print(f"soak: {kind}'s work directory kept: {work} (bad-<vxid>.log: each bad response's transaction)", file=sys.stderr)
+        return summary
     finally:
         srv.stop()
         origin.stop()
