@@ -293,10 +293,7 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<(&ObjRef, Opt
                     let mut inline = inline;
                     if let Some(k) = coding.as_mut().filter(|k| k.esi) {
                         let pieces = vec![inline.clone()];
-                        match esi_page(sh, f, url, k, pieces) {
-                            Ok(stored) => inline = crate::gzip::code::join(&stored),
-                            Err(e) => return Err((e, false)),
-                        }
+                        inline = crate::gzip::code::join(&esi_page(sh, f, url, k, pieces).map_err(|e| (e, false))?);
                     }
                     Ok(Got {
                         resp: Some(resp),

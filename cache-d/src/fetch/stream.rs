@@ -123,10 +123,12 @@ pub(super) async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, to: D
     if let (false, Some(w)) = (oc.stored(), window) {
         body.set_transit(w);
     }
-    let mut sink = BodySink { store: &store, coder: coder.as_mut(), failed: None, stall: None, wait, stopped: None };
+    let mut sink = BodySink { store: &store, coder: coder.as_mut(), failed: None, waiting: None, wait, stopped: None };
     let moved = http_body::transfer(&mut be, &mut sink, &tr, &mut Vec::new()).await;
-    let mut bad = sink.failed.take();
-    let stopped = sink.stopped.take();
+    let (mut bad, stopped) = (sink.failed.take(), sink.stopped.take());
+    // The sink borrows the coder (and a boxed wait may hold borrows to its
+    // drop): let it go before the coder is used again.
+    drop(sink);
     let whole = match moved {
         Ok(m) if !matches!(resp.framing, Framing::Length(n) if n != m.payload) => match coder.as_mut() {
             Some(c) => match store.sinks(|o| c.finish(o)) {
@@ -247,7 +249,7 @@ pub(super) async fn copy_blocks(sh: &Shared, src: Arc<dyn Blocks>, body: &Body, 
                 }
                 body.push(block);
                 // In transit: at the pace of the slowest reader.
-                if !matches!(room(body, sh.params().send_timeout).await, Room::Yes) {
+                if room(body, oc, sh.params().send_timeout).await.is_err() {
                     body.fail();
                     return;
                 }
@@ -263,14 +265,29 @@ pub(super) async fn copy_blocks(sh: &Shared, src: Arc<dyn Blocks>, body: &Body, 
     sh.cache.persist(oc);
 }
 
-/// Wait (at most `wait`) until a body in transit may take more.
-async fn room(body: &Body, wait: std::time::Duration) -> Room {
-    let r = std::future::poll_fn(|cx| match body.room(cx.waker()) {
-        Room::Wait => Poll::Pending,
-        r => Poll::Ready(r),
-    });
-    tokio::time::timeout(wait, r).await.unwrap_or(Room::Abandoned)
+/// Wait until a body in transit may take more: Ok, or why the fetch
+/// stops — every reader left, the client of an object nobody else can
+/// read let go of it (looked at every [`TRANSIT_TICK`]: it may never have
+/// started reading), or nobody read for `wait` (send_timeout).
+async fn room(body: &Body, oc: &ObjRef, wait: std::time::Duration) -> Result<(), &'static str> {
+    let since = Instant::now();
+    loop {
+        let r = std::future::poll_fn(|cx| match body.room(cx.waker()) {
+            Room::Wait => Poll::Pending,
+            r => Poll::Ready(r),
+        });
+        match tokio::time::timeout(TRANSIT_TICK, r).await {
+            Ok(Room::Yes) => return Ok(()),
+            Ok(_) => return Err("every client of the body in transit left"),
+            Err(_) if !oc.stored() && oc.refs() == 1 => return Err("the client of the body in transit left"),
+            Err(_) if since.elapsed() >= wait => return Err("no client took the body in transit within send_timeout"),
+            Err(_) => {}
+        }
+    }
 }
+
+/// A fetch waiting for room in a body in transit.
+type Waiting<'a> = Pin<Box<dyn std::future::Future<Output = Result<(), &'static str>> + Send + 'a>>;
 
 /// Where a streaming body's pieces are kept (and its Brotli copy's),
 /// charged to the cache as they come.
@@ -326,9 +343,9 @@ struct BodySink<'a> {
     coder: Option<&'a mut Coder>,
     /// Why the filters refused the body.
     failed: Option<crate::gzip::code::CodeError>,
-    /// A body in transit whose readers are behind: how long the fetch
-    /// waits for them (send_timeout, from when it started waiting).
-    stall: Option<(Instant, Pin<Box<tokio::time::Sleep>>)>,
+    /// A body in transit whose readers are behind: the fetch waiting for
+    /// them ([`room`]), at most `wait` (send_timeout).
+    waiting: Option<Waiting<'a>>,
     wait: std::time::Duration,
     /// Why the fetch stopped for its readers (all gone, or too slow).
     stopped: Option<&'static str>,
@@ -339,30 +356,15 @@ impl AsyncWrite for BodySink<'_> {
         let this = self.get_mut();
         let store = this.store;
         // A body in transit goes at the pace of its slowest reader.
-        match store.body.room(cx.waker()) {
-            Room::Yes => this.stall = None,
-            Room::Wait => {
-                // Looked at every half second: the request it was for
-                // may have let go of an object nobody else can read.
-                loop {
-                    let (since, stall) = this.stall.get_or_insert_with(|| (Instant::now(), Box::pin(tokio::time::sleep(TRANSIT_TICK))));
-                    if std::future::Future::poll(stall.as_mut(), cx).is_pending() {
-                        return Poll::Pending;
-                    }
-                    if !store.oc.stored() && store.oc.refs() == 1 {
-                        this.stopped = Some("the client of the body in transit left");
-                        return Poll::Ready(Err(std::io::Error::other("transit abandoned")));
-                    }
-                    if since.elapsed() >= this.wait {
-                        this.stopped = Some("no client took the body in transit within send_timeout");
-                        return Poll::Ready(Err(std::io::Error::other("transit stalled")));
-                    }
-                    stall.as_mut().reset(tokio::time::Instant::now() + TRANSIT_TICK);
-                }
-            }
-            Room::Abandoned => {
-                this.stopped = Some("every client of the body in transit left");
-                return Poll::Ready(Err(std::io::Error::other("transit abandoned")));
+        if this.waiting.is_none() && !matches!(store.body.room(cx.waker()), Room::Yes) {
+            this.waiting = Some(Box::pin(room(store.body, store.oc, this.wait)));
+        }
+        if let Some(w) = this.waiting.as_mut() {
+            let Poll::Ready(r) = w.as_mut().poll(cx) else { return Poll::Pending };
+            this.waiting = None;
+            if let Err(why) = r {
+                this.stopped = Some(why);
+                return Poll::Ready(Err(std::io::Error::other(why)));
             }
         }
         // An ESI page is gathered whole to be parsed: up to a bound.

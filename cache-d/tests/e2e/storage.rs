@@ -387,6 +387,23 @@ fn large_bodies_are_read_block_by_block_and_a_damaged_block_cuts_the_response() 
     assert_eq!(counter(&stat(&d3.dir), "SMP.disk.c_corrupt"), Some(1));
 }
 
+/// A daemon whose objects go to a persistent store of `size` behind a
+/// 1 MiB memory tier, stale at once past their max-age (no grace) and
+/// kept a minute for revalidation.
+fn revalidating(dir: &Path, origin: &Origin, size: &str) -> Daemon {
+    let p = persistent(dir, size);
+    let keep = ["-p", "default_grace=0", "-p", "default_keep=60"];
+    daemon_with(dir, origin, &["mem=malloc,1M", p.as_str()], Some("disk"), &keep)
+}
+
+/// GET `path` on a new connection: the response, or None when it was
+/// cut (headers and less body than they announced).
+fn get_or_cut(port: u16, path: &str) -> Option<Resp> {
+    let mut c = Client::connect(port);
+    c.send_raw(format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes());
+    c.read_response(false)
+}
+
 /// Regression (issue 32, an empty body served as a 200): a stale disk
 /// object revalidated with a 304 while the memory tier lets its body's
 /// copy go (other disk hits take the room during the fetch) must keep
@@ -396,9 +413,7 @@ fn large_bodies_are_read_block_by_block_and_a_damaged_block_cuts_the_response() 
 fn a_304_on_a_disk_object_whose_memory_copy_went_keeps_its_body() {
     let o = Origin::start();
     let t = tempfile::tempdir().unwrap();
-    let p = persistent(t.path(), "64M");
-    let keep = ["-p", "default_grace=0", "-p", "default_keep=60"];
-    let d = daemon_with(t.path(), &o, &["mem=malloc,1M", p.as_str()], Some("disk"), &keep);
+    let d = revalidating(t.path(), &o, "64M");
     let others = |port| {
         let mut c = Client::connect(port);
         for i in 0..10 {
@@ -413,20 +428,14 @@ fn a_304_on_a_disk_object_whose_memory_copy_went_keeps_its_body() {
     // stale object's copy out of the 1 MiB memory tier.
     Client::connect(o.port).get("/__pause?ms=1500", "");
     let port = d.port;
-    let revalidate = std::thread::spawn(move || {
-        let mut c = Client::connect(port);
-        c.send_raw(format!("GET {a} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes());
-        c.read_response(false).map(|r| (r.status, r.body.len()))
-    });
+    let revalidate = std::thread::spawn(move || get_or_cut(port, a).map(|r| (r.status, r.body.len())));
     std::thread::sleep(Duration::from_millis(300));
     others(d.port);
     assert_eq!(revalidate.join().unwrap(), Some((200, 200_001)), "the revalidated object's whole body");
     let s = stat(&d.dir);
     assert_eq!(counter(&s, "MAIN.fetch_304"), Some(1), "{s}");
     for _ in 0..2 {
-        let mut c = Client::connect(d.port);
-        c.send_raw(format!("GET {a} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes());
-        assert_eq!(c.read_response(false).map(|r| (r.status, r.body.len())), Some((200, 200_001)), "a hit after it");
+        assert_eq!(get_or_cut(d.port, a).map(|r| (r.status, r.body.len())), Some((200, 200_001)), "a hit after it");
         others(d.port);
     }
 }
@@ -437,17 +446,13 @@ fn a_304_on_a_disk_object_whose_memory_copy_went_keeps_its_body() {
 fn a_304_on_a_large_disk_object_copies_its_blocks() {
     let o = Origin::start();
     let t = tempfile::tempdir().unwrap();
-    let p = persistent(t.path(), "128M");
-    let keep = ["-p", "default_grace=0", "-p", "default_keep=60"];
-    let d = daemon_with(t.path(), &o, &["mem=malloc,1M", p.as_str()], Some("disk"), &keep);
+    let d = revalidating(t.path(), &o, "128M");
     let a = "/size/2500000?max_age=1";
     let first = Client::connect(d.port).get(a, "");
     assert_eq!(first.body.len(), 2_500_000);
     std::thread::sleep(Duration::from_millis(1500));
     for _ in 0..3 {
-        let mut c = Client::connect(d.port);
-        c.send_raw(format!("GET {a} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes());
-        let r = c.read_response(false).expect("a whole response");
+        let r = get_or_cut(d.port, a).expect("a whole response");
         assert_eq!((r.status, r.body == first.body), (200, true));
     }
     let s = stat(&d.dir);
