@@ -60,9 +60,15 @@ fn hundred_requests_show_in_stat_ncsa_and_log() {
     }
 
     // cache-log -g request: each request followed by its backend request.
-    let o = run("cache-log", &["-d", "-g", "request", "-n", ds]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let log = stdout(&o);
+    // A fetch's records are written when it ends, which can be a moment
+    // after its client had the whole body (a body streams to the client
+    // as it arrives): wait until all 100 are there.
+    let log = wait_for(10, "every backend request in the log", || {
+        let o = run("cache-log", &["-d", "-g", "request", "-n", ds]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let log = stdout(&o);
+        (log.matches("**  << BeReq    >> ").count() == 100).then_some(log)
+    });
     let groups: Vec<&str> = log.split("\n\n").filter(|g| !g.trim().is_empty()).collect();
     assert_eq!(groups.len(), 100, "{log}");
     for (g, n) in groups.iter().zip(&sizes) {
