@@ -4,6 +4,11 @@
 # run once against varnishd and once against cache-d. A scenario that fails
 # on varnishd is wrong; one that fails on cache-d is a difference to fix.
 # Usage: scripts/conformance.sh [varnishd|cache-d|both] [scenario.vtc...]
+# tests/conformance/pending/ holds scenarios cache-d does not pass yet: run
+# only when named. A scenario that starts with `feature cmd "test ${kind} =
+# KIND"` runs on one server only (a deliberate difference, recorded with the
+# other server's answer in a twin file): varnishtest skips it (status 77)
+# on the other.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-both}; shift || true
@@ -27,18 +32,23 @@ run_one() { # kind file port
     varnishtest -v -t 60 -D "proxy=$(pwd)/tests/conformance/proxy.sh $1 $bin $3" \
         -D "paddr=127.0.0.1 $3" -D "kind=$1" "$2" >"$CONFORMANCE_PIDS.out" 2>&1
 }
-failed=(); n=0
+failed=(); n=0; skipped=0
 for kind in "${kinds[@]}"; do
     for f in "${files[@]}"; do
         n=$((n + 1)); ok=0
         # A port taken between the check and the bind: try another.
         for _ in 1 2 3; do
-            if run_one "$kind" "$f" "$(free_port)"; then ok=1; break; fi
+            rc=0; run_one "$kind" "$f" "$(free_port)" || rc=$?
+            if [ $rc = 0 ]; then ok=1; break; fi
+            if [ $rc = 77 ]; then ok=2; break; fi
             grep -q "Address already in use" "$CONFORMANCE_PIDS.out" || break
             xargs -r kill 2>/dev/null <"$CONFORMANCE_PIDS" || true; : >"$CONFORMANCE_PIDS"
         done
         if [ $ok = 1 ]; then
             printf 'ok    %-8s %s\n' "$kind" "$f"
+        elif [ $ok = 2 ]; then
+            printf 'skip  %-8s %s (a deliberate difference: runs on the other server)\n' "$kind" "$f"
+            skipped=$((skipped + 1))
         else
             printf 'FAIL  %-8s %s\n' "$kind" "$f"
             # What failed: the failure line, and the last expectations before it.
@@ -49,5 +59,5 @@ for kind in "${kinds[@]}"; do
     done
 done
 rm -f "$CONFORMANCE_PIDS.out"
-echo "conformance: $((n - ${#failed[@]})) of $n runs passed"
+echo "conformance: $((n - ${#failed[@]} - skipped)) of $n runs passed, $skipped skipped as deliberate differences"
 [ ${#failed[@]} -eq 0 ]

@@ -7,6 +7,9 @@
 #   proxy.sh KIND BIN PORT stop DIR
 #   proxy.sh KIND BIN PORT adm DIR COMMAND...
 #   proxy.sh KIND BIN PORT stat DIR COUNTER          (prints its value)
+#   proxy.sh KIND BIN PORT log DIR ARGS...           (varnishlog / cache-log)
+#   proxy.sh KIND BIN PORT ncsa DIR ARGS...          (varnishncsa / cache-ncsa)
+#   proxy.sh KIND BIN PORT statx DIR ARGS...         (varnishstat / cache-stat)
 # KIND is varnishd or cache-d; BIN the directory holding cache-d and
 # cache-adm; PORT the listening port the runner chose. Every proxy started
 # is recorded in $CONFORMANCE_PIDS (the runner kills leftovers).
@@ -48,6 +51,12 @@ adm)
     ;;
 stat)
     if [ "$kind" = varnishd ]; then varnishstat -n "$dir/inst" -1 -f "$1"; else "$bin/cache-stat" -n "$dir/inst" -1 -f "$1"; fi | awk '{print $2}'
+    ;;
+log | ncsa | statx)
+    declare -A theirs=([log]=varnishlog [ncsa]=varnishncsa [statx]=varnishstat)
+    declare -A ours=([log]=cache-log [ncsa]=cache-ncsa [statx]=cache-stat)
+    if [ "$kind" = varnishd ]; then tool=${theirs[$cmd]}; else tool=$bin/${ours[$cmd]}; fi
+    exec "$tool" -n "$dir/inst" "$@"
     ;;
 *) echo "proxy.sh: unknown command $cmd" >&2; exit 2 ;;
 esac
