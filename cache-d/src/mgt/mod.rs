@@ -157,7 +157,6 @@ pub fn run(args: Args) -> Result<(), StartError> {
     let ready = if args.foreground || args.debug { None } else { Some(daemon::fork()?) };
     let (frontends, tls_certs) = load_tls(&args)?;
     let started = (|| {
-        let listeners = bind_listeners(&args, frontends, !tls_certs.is_empty())?;
         // The instance dir is checked and locked before anything is
         // written in it (see common::instance::prepare for the rules).
         let lock = instance::prepare(&dir)?;
@@ -175,6 +174,13 @@ pub fn run(args: Args) -> Result<(), StartError> {
             text.push_str(&format!("S {}\n", abs.display()));
         }
         instance::write_file(&dir, ADMIN_FILE, text.as_bytes(), 0o640)?;
+        // The client listeners after the admin file: a script that starts
+        // cache-d and sends a request as soon as the port answers can use
+        // cache-adm at once too (the kernel queues the connections until
+        // the child runs).
+        let listeners = bind_listeners(&args, frontends, !tls_certs.is_empty()).inspect_err(|_| {
+            let _ = std::fs::remove_file(dir.join(ADMIN_FILE));
+        })?;
         // Last: tools and tests take _.listen as the sign that all is set up.
         crate::acceptor::write_listen_file(&dir, &listeners)?;
         if let Some(p) = &args.pidfile {
