@@ -45,6 +45,10 @@ pub struct Director {
     next: AtomicUsize,
     /// Shard: (point, member index), sorted; built by reconfigure().
     ring: Mutex<Vec<(u32, usize)>>,
+    /// Shard: the `replicas` of the last reconfigure() (67 by default),
+    /// and each member's ring points, fixed when it first joined the ring
+    /// (as Varnish: a later reconfigure(replicas=) applies to new members).
+    replicas: Mutex<(u32, std::collections::HashMap<String, u32>)>,
     /// Shard: the share of requests sent to the next member on the ring, to
     /// keep its cache warm (`set_warmup`, 0 to 1).
     warmup: Mutex<f64>,
@@ -87,6 +91,15 @@ pub fn point(text: impl AsRef<[u8]>) -> u32 {
     u32::from_le_bytes([d[28], d[29], d[30], d[31]])
 }
 
+/// A lookup key's point for a shard director's by=HASH on the backend
+/// side, as Varnish takes it from the object's digest: the first four
+/// octets of the SHA-256 of what vcl_hash hashed (each part followed by a
+/// NUL, as our keys are), read big-endian.
+pub fn digest_point(key: &[u8]) -> u32 {
+    let d = Sha256::digest(key);
+    u32::from_be_bytes([d[0], d[1], d[2], d[3]])
+}
+
 impl Director {
     pub fn new(name: &str, kind: Kind) -> Director {
         Director {
@@ -95,6 +108,7 @@ impl Director {
             members: Mutex::new(Vec::new()),
             next: AtomicUsize::new(0),
             ring: Mutex::new(Vec::new()),
+            replicas: Mutex::new((REPLICAS, std::collections::HashMap::new())),
             warmup: Mutex::new(0.0),
             rampup: Mutex::new(0.0),
         }
@@ -131,25 +145,47 @@ impl Director {
         }
         // The shard ring is rebuilt by reconfigure(); Varnish requires the
         // call, we also keep it current for a program that forgets it.
-        self.reconfigure();
+        self.rebuild(None, false);
     }
 
     pub fn remove(&self, member: &str) {
         self.members().retain(|(m, _)| m != member);
         if self.kind == Kind::Shard {
-            self.reconfigure();
+            self.rebuild(None, false);
         }
     }
 
-    /// Shard: rebuild the ring from the members.
-    pub fn reconfigure(&self) {
+    /// Shard: rebuild the ring from the members. A member gets `replicas`
+    /// (the last one given, 67 at first) times its weight ring points when
+    /// it first joins; one already on the ring keeps its points.
+    pub fn reconfigure(&self, replicas: Option<u32>) {
+        self.rebuild(replicas, true);
+    }
+
+    /// The ring from the members; `commit` fixes the points of members
+    /// that joined since the last reconfigure() (add/remove without one
+    /// keep the ring current without deciding them).
+    fn rebuild(&self, replicas: Option<u32>, commit: bool) {
         let members = self.members().clone();
-        let mut ring: Vec<(u32, usize)> = Vec::with_capacity(members.len() * REPLICAS as usize);
+        let mut reps = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = replicas {
+            reps.0 = r.max(1);
+        }
+        let per = reps.0;
+        reps.1.retain(|m, _| members.iter().any(|(n, _)| n == m));
+        // As Varnish: no member may have more than its share of u32 points.
+        let rmax = (u32::MAX - 1) / (members.len().max(1) as u32);
+        let mut ring: Vec<(u32, usize)> = Vec::new();
         for (i, (m, w)) in members.iter().enumerate() {
-            // As Varnish: replicas times the weight, each point the hash of
-            // the member's name followed by the replica's number.
-            let replicas = (f64::from(REPLICAS) * w).clamp(1.0, f64::from(u32::MAX / 2)) as u32;
-            for r in 0..replicas {
+            let fresh = (f64::from(per) * w).clamp(1.0, f64::from(u32::MAX)) as u32;
+            let n = match reps.1.get(m) {
+                Some(n) => *n,
+                None if commit => *reps.1.entry(m.clone()).or_insert(fresh),
+                None => fresh,
+            };
+            // Each point is the hash of the member's name and the replica's
+            // number.
+            for r in 0..n.min(rmax).min(1 << 20) {
                 ring.push((point(format!("{m}{r}")), i));
             }
         }

@@ -420,12 +420,21 @@ fn director_call(
                 Val::None
             })
         }
-        ("reconfigure", 0 | 1) if kind == Kind::Shard => Box::new(move |_, c| {
-            if let Some(d) = with(c) {
-                d.reconfigure();
-            }
-            Val::Bool(true)
-        }),
+        // reconfigure(replicas=67): a member joining the ring gets that many
+        // points per unit of weight; 0 or less fails (false, as Varnish).
+        ("reconfigure", 0 | 1) if kind == Kind::Shard => {
+            let replicas = a.into_iter().next();
+            Box::new(move |t, c| {
+                let n = replicas.as_ref().map(|r| r(t, c).num().unwrap_or(0.0));
+                if n.is_some_and(|n| n < 1.0) {
+                    return Val::Bool(false);
+                }
+                if let Some(d) = with(c) {
+                    d.reconfigure(n.map(|n| n.min(f64::from(u32::MAX)) as u32));
+                }
+                Val::Bool(true)
+            })
+        }
         ("set_warmup", 1) if kind == Kind::Shard => {
             let x = a.into_iter().next().expect("1 arg");
             Box::new(move |t, c| {
@@ -473,13 +482,12 @@ fn director_call(
 }
 
 /// `sh.backend(by=, key=, alt=, warmup=, rampup=, resolve=)` on a shard
-/// director. by=HASH (the default) keys on what vcl_hash hashed; before
-/// vcl_hash ran (in vcl_recv) the director itself is returned and picks
-/// when the fetch starts, by the backend request's hash — as Varnish's
-/// resolve=LAZY, so a hint set in vcl_recv lands on the same member as
-/// one set in vcl_backend_fetch. by=URL keys on the URL, by=KEY on
-/// `key=` (an INT, e.g. `sh.key(req.http.X-User)`), by=BLOB on `key=`'s
-/// text.
+/// director, picking now (as Varnish outside vcl_init): by=HASH (the
+/// default) keys on the object's digest on the backend side and on the URL
+/// on the client side; by=URL on the URL, by=KEY on `key=` (an INT, e.g.
+/// `sh.key(req.http.X-User)`), by=BLOB on `key=`'s text. resolve=LAZY, and
+/// any call in vcl_init, returns the director to pick when the fetch
+/// starts, by the digest.
 fn shard_backend(obj: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
     use crate::backend::director::ShardOpts;
     const POSITIONAL: [&str; 9] = ["by", "key", "key_blob", "alt", "warmup", "rampup", "healthy", "param", "resolve"];
@@ -510,16 +518,21 @@ fn shard_backend(obj: &str, args: &[Expr], names: &[Option<String>], pos: Pos, s
     }
     let obj = obj.to_string();
     Ok(Box::new(move |t, c| {
-        let lazy_hash =
-            by == "HASH" && t.bereq.as_ref().is_none_or(|b| b.hash.is_none()) && t.req.as_ref().is_none_or(|r| r.hash.is_none());
-        if lazy || lazy_hash {
+        // resolve=LAZY, or in vcl_init: the director itself, to pick when
+        // the fetch starts.
+        if lazy || (t.req.is_none() && t.bereq.is_none()) {
             return Val::Backend(obj.clone());
         }
         let p = match by.as_str() {
-            "HASH" => {
-                let h = t.bereq.as_deref().and_then(|b| b.hash.clone()).or_else(|| t.req.as_deref().and_then(|r| r.hash.clone()));
-                crate::backend::director::point(h.unwrap_or_default())
-            }
+            // On the backend side the object's digest; on the client side
+            // (vcl_recv...) the URL, as Varnish.
+            "HASH" => match t.bereq.as_deref() {
+                Some(b) => match &b.hash {
+                    Some(h) => crate::backend::director::digest_point(h),
+                    None => crate::backend::director::point(&b.url),
+                },
+                None => crate::backend::director::point(t.req.as_deref().map(|r| r.url.clone()).unwrap_or_default()),
+            },
             "URL" => {
                 let u = t.bereq.as_deref().map(|b| b.url.clone()).or_else(|| t.req.as_deref().map(|r| r.url.clone()));
                 crate::backend::director::point(u.unwrap_or_default())

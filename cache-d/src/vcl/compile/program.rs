@@ -219,7 +219,7 @@ impl Compiled {
 
     /// The healthy backend `name` stands for: itself if it is a backend,
     /// what a director picks (nested directors followed) if it is one; a
-    /// shard director picks by `key`'s point on its ring.
+    /// shard director picks by `key` (what vcl_hash hashed) as by=HASH.
     pub fn resolve(&self, name: &str, depth: usize, key: &[u8]) -> Option<Arc<crate::backend::pool::Backend>> {
         if let Some(b) = self.runtime.get().and_then(|r| r.get(name)) {
             return b.healthy().then(|| b.clone());
@@ -233,7 +233,7 @@ impl Compiled {
         }
         let picked = match d.kind {
             crate::backend::director::Kind::Shard => {
-                self.shard_pick(&d, crate::backend::director::point(key), Default::default(), depth + 1)?
+                self.shard_pick(&d, crate::backend::director::digest_point(key), Default::default(), depth + 1)?
             }
             _ => d.pick(None, &|m| self.usable(m, depth + 1))?,
         };

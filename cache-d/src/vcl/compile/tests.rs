@@ -468,7 +468,7 @@ fn shard_director_keys_and_options() {
             sh.add_backend(s1); sh.add_backend(s2); sh.add_backend(s3); sh.add_backend(s4);
             sh.set_warmup(0.0);
             sh.set_rampup(30s);
-            sh.reconfigure();
+            sh.reconfigure(None);
         }
         sub vcl_recv {
             if (req.http.X-Mode == "key") { set req.backend_hint = sh.backend(by=KEY, key=sh.key(req.http.X-User)); }
