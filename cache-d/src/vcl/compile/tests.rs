@@ -468,7 +468,7 @@ fn shard_director_keys_and_options() {
             sh.add_backend(s1); sh.add_backend(s2); sh.add_backend(s3); sh.add_backend(s4);
             sh.set_warmup(0.0);
             sh.set_rampup(30s);
-            sh.reconfigure(None);
+            sh.reconfigure();
         }
         sub vcl_recv {
             if (req.http.X-Mode == "key") { set req.backend_hint = sh.backend(by=KEY, key=sh.key(req.http.X-User)); }
@@ -486,8 +486,9 @@ fn shard_director_keys_and_options() {
         assert_eq!(pol.call(Sub::Recv, &mut t), Action::Hash);
         r.backend_hint.unwrap_or_default()
     };
-    // by=HASH in vcl_recv: the director itself, picked at fetch time.
-    assert_eq!(hint("/a", &[]), "sh");
+    // by=HASH in vcl_recv: a member at once, by the URL (as by=URL);
+    // resolve=LAZY: the director itself, picked at fetch time.
+    assert_eq!(hint("/a", &[]), hint("/a", &[("X-Mode", "url")]));
     assert_eq!(hint("/a", &[("X-Mode", "lazy")]), "sh");
     // by=URL: a member, the same one each time; alt=1 another one.
     let urls: Vec<String> = (0..400).map(|i| format!("/u/{i}")).collect();
