@@ -94,7 +94,10 @@ pub fn run(args: Args) -> Result<(), StartError> {
     // The stores (a persistent one read back before any request).
     let specs = crate::cache::spec::resolve(&args.storage).map_err(StartError::Config)?;
     let cache = crate::cache::Cache::open(&specs, Some(seg.clone())).map_err(StartError::Config)?;
-    let shared = Shared::with_cache(seg.clone(), params, Backend::new("default", addrs), cache);
+    // A -b backend is Varnish's `backend default { .host = "ARG"; }`: a
+    // backend request without Host gets the argument as it was given.
+    let cfg = pool::BackendCfg { host_header: be.clone(), ..Default::default() };
+    let shared = Shared::with_cache(seg.clone(), params, Backend::with_cfg("boot", "default", addrs, cfg), cache);
     if let Some(p) = policy {
         seg.set(C::NBackend, p.backends().len().max(1) as u64);
         p.start(&seg);

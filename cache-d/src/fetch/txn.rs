@@ -4,7 +4,6 @@
 //! with [`Fetch::done`]; a transaction dropped without it is logged as
 //! ended with nothing delivered (a `Drop` guard, so every exit ends it once).
 
-use std::net::IpAddr;
 
 use common::counters::{Vbe, C};
 use common::log::vsl::{Batch, Side as LogSide, Tag};
@@ -178,9 +177,10 @@ impl Fetch {
     }
 
     /// Build the backend request head into `wire` (and the log): `method`
-    /// and the request's URL and headers, hop-by-hop headers dropped, plus
-    /// X-Forwarded-For, Via, X-Varnish and the body framing.
-    pub fn build_request(&mut self, method: &[u8], req: &Bereq, framing: Framing, client_ip: IpAddr, wire: &mut Vec<u8>) {
+    /// and the request's URL and headers (X-Forwarded-For was set before
+    /// vcl_recv), hop-by-hop headers dropped, plus Via, X-Varnish and the
+    /// body framing.
+    pub fn build_request(&mut self, method: &[u8], req: &Bereq, framing: Framing, wire: &mut Vec<u8>) {
         let (v, side) = (self.vxid, LogSide::Backend);
         self.is_head = method == b"HEAD";
         wire.clear();
@@ -192,22 +192,12 @@ impl Fetch {
         self.log.rec(Tag::BereqUrl, side, v, &req.url);
         self.log.rec(Tag::BereqProtocol, side, v, b"HTTP/1.1");
         let mut out = HeadOut { wire, log: &mut self.log, tag: Tag::BereqHeader, side, vxid: v };
-        let mut xff_done = false;
-        let ip = client_ip.to_string();
         let hop = head::connection_tokens(req.headers.iter());
         for (n, val) in req.headers.iter() {
             if head::is_hop_by_hop(n) || n.eq_ignore_ascii_case(b"x-varnish") || head::is_listed(&hop, n) {
                 continue;
             }
-            if n.eq_ignore_ascii_case(b"x-forwarded-for") && !xff_done {
-                out.header(b"X-Forwarded-For", &[val, b", ", ip.as_bytes()].concat());
-                xff_done = true;
-                continue;
-            }
             out.header(n, val);
-        }
-        if !xff_done {
-            out.header(b"X-Forwarded-For", ip.as_bytes());
         }
         // Connection is hop-by-hop, but a `close` VCL put on bereq is
         // honoured, as Varnish does: sent, and the connection not reused.

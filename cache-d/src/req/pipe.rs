@@ -47,7 +47,7 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
     bereq.headers.set("Connection", bytes::Bytes::from_static(b"close"));
     let mut wire = std::mem::take(&mut r.sess.wire);
     // build_request sends the Connection: close set above.
-    f.build_request(&bereq.method.clone(), &bereq, framing, r.sess.ends.client.ip(), &mut wire);
+    f.build_request(&bereq.method.clone(), &bereq, framing, &mut wire);
     // A named backend that picks none is "No backend"; as Varnish does, the
     // client's connection is closed without a response.
     let picked = r.active.policy.backend(bereq.backend.as_deref(), bereq.hash.as_deref().unwrap_or(&bereq.url));

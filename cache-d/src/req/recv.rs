@@ -146,9 +146,41 @@ fn request_of(head: &Head, log: &mut common::log::vsl::Batch, rxid: u32, s: &Ses
     }
 }
 
+/// What Varnish does to a request before its first vcl_recv (not again on
+/// a restart; an ESI include, which starts from its parent's request as
+/// received, gets it too): repeated X-Forwarded-For and Cache-Control
+/// headers joined with ", ", and the client's address appended to
+/// X-Forwarded-For, so the policy sees what the backend will get.
+fn prep<T: Transport>(r: &mut Request<'_, T>) {
+    let (side, rxid) = (LogSide::Client, r.rxid);
+    let ip = r.req.client_ip.map(|ip| ip.to_string()).unwrap_or_default();
+    for name in ["X-Forwarded-For", "Cache-Control"] {
+        if let Some((old, joined)) = r.req.headers.collect(name, ", ") {
+            r.log.rec_parts(Tag::ReqUnset, side, rxid, &[name.as_bytes(), b": ", &old]);
+            r.log.rec_parts(Tag::ReqHeader, side, rxid, &[name.as_bytes(), b": ", &joined]);
+        }
+        if name != "X-Forwarded-For" {
+            continue;
+        }
+        let xff = match r.req.headers.get(name).cloned() {
+            Some(v) => {
+                r.log.rec_parts(Tag::ReqUnset, side, rxid, &[b"X-Forwarded-For: ", &v]);
+                r.req.headers.unset(name);
+                Bytes::from([&v[..], b", ", ip.as_bytes()].concat())
+            }
+            None => Bytes::from(ip.clone()),
+        };
+        r.log.rec_parts(Tag::ReqHeader, side, rxid, &[b"X-Forwarded-For: ", &xff]);
+        r.req.headers.0.push((Bytes::from_static(b"X-Forwarded-For"), xff));
+    }
+}
+
 /// vcl_recv, then vcl_hash, and where they lead.
 pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
     r.hit_pass = false;
+    if r.req.restarts == 0 {
+        prep(r);
+    }
     let action = if r.req.restarts > r.sh.params().max_restarts {
         r.log.rec(Tag::VclError, LogSide::Client, r.rxid, b"Too many restarts");
         Action::Synth(503, "Too many restarts".into())

@@ -35,6 +35,28 @@ impl Headers {
             None => self.0.push((Bytes::copy_from_slice(name.as_bytes()), value)),
         }
     }
+    /// Join every `name` header into the first one's place, the later
+    /// values (leading blanks dropped) after `sep`, as Varnish's
+    /// http_CollectHdr. Returns the first's old value and the joined one
+    /// when there were several.
+    pub fn collect(&mut self, name: &str, sep: &str) -> Option<(Bytes, Bytes)> {
+        let mut at = self.0.iter().enumerate().filter(|(_, (n, _))| n.eq_ignore_ascii_case(name.as_bytes())).map(|(i, _)| i);
+        let first = at.next()?;
+        let rest: Vec<usize> = at.collect();
+        if rest.is_empty() {
+            return None;
+        }
+        let mut v = self.0[first].1.to_vec();
+        for &i in &rest {
+            v.extend_from_slice(sep.as_bytes());
+            v.extend_from_slice(self.0[i].1.trim_ascii_start());
+        }
+        let old = std::mem::replace(&mut self.0[first].1, Bytes::from(v));
+        for &i in rest.iter().rev() {
+            self.0.remove(i);
+        }
+        Some((old, self.0[first].1.clone()))
+    }
     pub fn unset(&mut self, name: &str) {
         self.0.retain(|(n, _)| !n.eq_ignore_ascii_case(name.as_bytes()));
     }

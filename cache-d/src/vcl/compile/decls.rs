@@ -87,6 +87,7 @@ pub(super) fn backend_spec(
         _ => None,
     };
     let host = text("host").unwrap_or_else(|| "127.0.0.1".into());
+    let host_text = host.clone();
     let ssl = match flag(fields, "ssl") {
         Some(true) => {
             let ask = crate::backend::tls::TlsAsk {
@@ -110,7 +111,9 @@ pub(super) fn backend_spec(
             first_byte_timeout: dur("first_byte_timeout"),
             between_bytes_timeout: dur("between_bytes_timeout"),
             max_connections: max,
-            host_header: text("host_header"),
+            // As Varnish: requests without a Host get the backend's
+            // .host_header, else its .host as written.
+            host_header: Some(text("host_header").unwrap_or_else(|| host_text.clone())),
             probe,
             ssl,
         },
