@@ -386,7 +386,8 @@ fn filters(sh: &Shared, beresp: &mut Beresp, expected: Option<u64>) -> (Plan, Op
 /// `gz_esi`) will be, before its body is in.
 fn coding_for(plan: Plan, esi: bool, gz_esi: bool) -> Option<Box<Coding>> {
     let gzip = plan.gzipped() || gz_esi;
-    (gzip || plan.brotli || esi).then(|| Box::new(Coding { gzip, esi, ..Coding::default() }))
+    let chgce = plan.changes_length() || gz_esi;
+    (gzip || plan.brotli || esi || chgce).then(|| Box::new(Coding { gzip, esi, chgce, ..Coding::default() }))
 }
 
 /// Why a Vary header cannot be used, if it cannot: Varnish's VRY_Create

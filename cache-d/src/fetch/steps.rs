@@ -155,6 +155,14 @@ async fn send<B: ReqBody>(t: &mut BeTxn<'_, B>) -> Step {
 }
 
 fn vcl_backend_response<B>(t: &mut BeTxn<'_, B>, resp: Response) -> Step {
+    // A 304 to a request that was not conditional cannot be stored (a
+    // pass delivers it as it is), as Varnish.
+    if resp.head.status == 304 && t.stale.is_none() && !t.bereq.uncacheable {
+        t.f.close_after = true;
+        t.f.release(resp);
+        t.f.error(&Error::new(Side::Backend, "304 response but not conditional fetch"));
+        return Step::Error(503, "Backend fetch failed".into());
+    }
     let (mut beresp, mut life) = beresp_of(t.sh, t.f, &resp, t.stale);
     let seen = beresp.ttl;
     let action = t.call(Sub::BackendResponse, Some(&mut beresp), None);
@@ -218,12 +226,21 @@ fn vcl_backend_error<B>(t: &mut BeTxn<'_, B>, status: u16, reason: String) -> St
 /// lifetime from the headers (RFC 9111 and the default_* parameters).
 fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>) -> (Beresp, Lifetime) {
     let t = now();
-    let fresh = stored_headers(&resp.head);
+    let mut fresh = stored_headers(&resp.head);
     let was_304 = resp.head.status == 304 && stale.is_some();
+    // A 304's lifetime is read from its own headers (handled like a 200,
+    // a Date added if it has none), as Varnish's RFC2616_Ttl before the
+    // merge.
+    let mut life_of = None;
     let (status, reason, headers) = match stale.filter(|_| was_304) {
         Some(s) => {
             sh.seg.add(C::Fetch304, 1);
-            (s.obj.status, s.reason(), merge_304(s, &fresh))
+            let mut own = Headers(fresh.clone());
+            if !own.has("date") {
+                own.0.push((Bytes::from_static(b"Date"), Bytes::from(http_date(t))));
+            }
+            life_of = Some(own);
+            (s.obj.status, s.reason(), merge_304(s, &mut fresh))
         }
         None => {
             let mut h = fresh;
@@ -249,7 +266,10 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>
     }
     let p = sh.params();
     let defaults = ttl::Defaults { ttl: p.default_ttl, grace: p.default_grace, keep: p.default_keep, clock_skew: 10.0 };
-    let life = ttl::compute(status, h.iter(), t, &defaults);
+    let life = match &life_of {
+        Some(own) => ttl::compute(200, own.iter(), t, &defaults),
+        None => ttl::compute(status, h.iter(), t, &defaults),
+    };
     let word = if life.ttl > 0.0 { "cacheable" } else { "uncacheable" };
     f.log.recf(
         Tag::Ttl,
@@ -304,12 +324,23 @@ pub fn stored_headers(h: &head::Head) -> Vec<(Bytes, Bytes)> {
         .collect()
 }
 
-/// A 304 refreshes the stale object: its headers, updated by the 304's.
-fn merge_304(stale: &ObjRef, fresh: &[(Bytes, Bytes)]) -> Vec<(Bytes, Bytes)> {
-    let mut h = stale.headers().to_headers();
-    for (n, v) in fresh {
-        if let Ok(name) = std::str::from_utf8(n) {
-            h.set(name, v.clone());
+/// A 304 refreshes the stale object, as Varnish's HTTP_Merge: the 304's
+/// headers (every one, in order; never its Content-Encoding or
+/// Content-Length, which would relabel the stored body), then each stored
+/// header whose name the 304 does not have. When the fetch that made the
+/// object changed its encoding, a new ETag is weakened.
+fn merge_304(stale: &ObjRef, fresh: &mut Vec<(Bytes, Bytes)>) -> Vec<(Bytes, Bytes)> {
+    let mut h = Headers(std::mem::take(fresh));
+    h.unset("content-encoding");
+    h.unset("content-length");
+    if stale.obj.coding().is_some_and(|c| c.chgce) {
+        crate::gzip::weaken_etag(&mut h);
+    }
+    let stored = stale.headers().to_headers();
+    let theirs = h.0.len();
+    for (n, v) in stored.0 {
+        if !h.0[..theirs].iter().any(|(m, _)| m.eq_ignore_ascii_case(&n)) {
+            h.0.push((n, v));
         }
     }
     h.0

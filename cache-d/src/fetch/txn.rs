@@ -48,7 +48,7 @@ pub struct Fetch {
     pub replayable: bool,
     /// VCL set `bereq.http.Connection: close`: sent, and the connection
     /// is not reused after the response.
-    close_after: bool,
+    pub(crate) close_after: bool,
     sh: Arc<Shared>,
     /// The transaction's End has been logged.
     ended: bool,

@@ -141,6 +141,10 @@ pub struct Coding {
     /// instructions, if it held any ESI.
     pub esi: bool,
     pub esi_data: OnceLock<std::sync::Arc<crate::esi::EsiData>>,
+    /// The fetch changed the body's Content-Encoding (gzip, gunzip, an
+    /// ESI page kept gzip): a 304 refreshing the object has its ETag
+    /// weakened (Varnish's OF_CHGCE). Not kept across a restart.
+    pub chgce: bool,
 }
 
 /// A `Gzip` log record's payload as Varnish writes it:
