@@ -289,7 +289,9 @@ async fn forms<'o, T: Transport>(
         }
     };
     let mut spliced = None;
-    let gzip_obj = obj.coding().is_some_and(|c| c.gzip && !c.esi);
+    // A gzip object that is not delivered as an ESI page (one parsed for
+    // ESI that held none is one too) is spliced into a gzip page.
+    let gzip_obj = obj.coding().is_some_and(|c| c.gzip);
     if esi.is_none() && gzip_obj && r.conn.esi_gzip().is_some() {
         spliced = whole(body).await;
         if spliced.is_none() || obj.coding().is_some_and(|c| c.info.get().is_none()) {

@@ -150,7 +150,7 @@ pub async fn send_esi<T: Transport>(
 /// length added to the page's. None when it cannot be (not gzip, or not
 /// whole), to be sent another way.
 pub async fn send_spliced<T: Transport>(r: &mut Request<'_, T>, obj: &crate::cache::object::Meta, pieces: &[Bytes]) -> Option<(u64, bool)> {
-    let info = obj.coding().filter(|c| c.gzip && !c.esi)?.info.get().copied()?;
+    let info = obj.coding().filter(|c| c.gzip && c.esi_data.get().is_none())?.info.get().copied()?;
     let body = crate::gzip::code::join(pieces);
     let (bytes, crc, len) = splice(&body, info.bits.start, info.bits.last, info.bits.stop)?;
     let acc = r.conn.esi_gzip()?;
