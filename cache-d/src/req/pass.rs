@@ -332,6 +332,13 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     if gunzip_out {
         out.headers.unset("content-encoding");
     }
+    // The client's copy is current (If-None-Match, If-Modified-Since on
+    // the response as vcl_deliver left it): 304, and the backend's body
+    // is not read (its connection closes), as Varnish does on a pass.
+    if r.req.esi_level == 0 && crate::req::deliver::not_modified(&r.req, &out) {
+        let keep = r.keep && r.framing == Framing::None;
+        return not_modified(r, fetch, &mut out, keep).await;
+    }
     let mut wire = std::mem::take(&mut r.sess.wire);
     let framing = match resp.framing {
         _ if reframed && chunk_out => Some((&b"Transfer-Encoding"[..], "chunked".to_string())),
@@ -395,5 +402,27 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
             r.end((hdr_tx, 0));
             Step::Done(Some(if e.side == Side::Backend { Reason::RespClose } else { Reason::TxError }))
         }
+    }
+}
+
+/// A pass whose response the client already has: 304 with the response's
+/// headers (no length), the backend's body left unread.
+async fn not_modified<T: Transport>(r: &mut Request<'_, T>, fetch: Fetch, out: &mut Resp, keep: bool) -> Step {
+    out.headers.unset("content-length");
+    let obj_vxid = r.hit_pass.then_some(fetch.vxid);
+    // Dropping the fetch closes its connection: its body was not read.
+    drop(fetch);
+    let mut wire = std::mem::take(&mut r.sess.wire);
+    let head = RespHead { status: 304, reason: b"Not Modified", headers: &out.headers, obj_vxid, framing: None, keep, accept_ranges: false };
+    r.write_head(&mut wire, &head);
+    r.stamp("Process");
+    let hdr_tx = wire.len() as u64;
+    r.arm_send();
+    let sent = r.conn.out().write_all(&wire).await;
+    r.sess.wire = wire;
+    r.end((hdr_tx, 0));
+    match sent {
+        Ok(()) => Step::Done(close_reason(keep, &r.req)),
+        Err(_) => Step::Done(Some(Reason::TxError)),
     }
 }
