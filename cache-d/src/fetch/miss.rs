@@ -21,7 +21,7 @@ use crate::gzip::fetch::{Coder, Plan, Sinks};
 use crate::gzip::Coding;
 use crate::http1::head::Framing;
 use crate::req::contain::contain;
-use crate::req::transport::NoBody;
+use crate::req::transport::{CachedBody, NoBody};
 use crate::shared::Shared;
 use crate::util::now;
 use crate::vcl::model::{Action, Bereq, Beresp, Ends, Req};
@@ -47,6 +47,9 @@ pub struct MissSpec {
     pub addrs: Ends,
     /// The policy of the request that started the fetch.
     pub policy: Arc<dyn Policy>,
+    /// The request's body, if std.cache_req_body() read it: sent unless
+    /// vcl_backend_fetch unsets bereq.body (the built-in does for GET).
+    pub body: Option<Bytes>,
 }
 
 /// Start a cache fetch; resolves when the object's headers are in.
@@ -107,14 +110,23 @@ fn read_small_body(fetched: &mut Fetched) {
 pub type FetchedObj = (ObjRef, Option<ObjBody>);
 
 async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<FetchedObj, Error>>) {
-    let MissSpec { req, guard, stale, stale_body, bxid, rxid, reason, addrs, policy } = spec;
+    let MissSpec { req, guard, stale, stale_body, bxid, rxid, reason, addrs, policy, body } = spec;
     let mut f = Fetch::new(&sh, bxid, rxid, reason);
     sh.seg.add(if reason == "bgfetch" { C::SBgfetch } else { C::SFetch }, 1);
     let mut bereq = cache_bereq(&req, bxid, reason, stale.as_ref(), sh.params().http_gzip_support);
-    let mut fetched = {
-        let mut t = BeTxn::<NoBody>::new(&sh, &*policy, &mut f, &mut bereq, addrs);
-        t.stale = stale.as_ref();
-        steps::run(&mut t).await
+    let mut fetched = match body {
+        Some(b) => {
+            let mut body = CachedBody(b);
+            f.replayable = true;
+            let mut t = BeTxn::new(&sh, &*policy, &mut f, &mut bereq, addrs);
+            (t.stale, t.framing, t.client) = (stale.as_ref(), Framing::Length(body.0.len() as u64), Some(&mut body));
+            steps::run(&mut t).await
+        }
+        None => {
+            let mut t = BeTxn::<NoBody>::new(&sh, &*policy, &mut f, &mut bereq, addrs);
+            t.stale = stale.as_ref();
+            steps::run(&mut t).await
+        }
     };
     read_small_body(&mut fetched);
     // stale-if-error: a refresh that failed (or answered 5xx) leaves the

@@ -143,6 +143,9 @@ async fn send<B: ReqBody>(t: &mut BeTxn<'_, B>) -> Step {
     }
     t.f.vcl_timeouts = [bereq.connect_timeout, bereq.first_byte_timeout, bereq.between_bytes_timeout];
     let mut wire = Vec::with_capacity(1024);
+    if bereq.no_body {
+        (t.framing, t.client) = (Framing::None, None);
+    }
     t.f.build_request(&bereq.method.clone(), bereq, t.framing, &mut wire);
     match t.f.send(t.framing, t.client.as_deref_mut(), &mut wire).await {
         Ok(resp) => Step::Response(resp),

@@ -265,6 +265,14 @@ pub fn request_checks(h: &Head) -> Result<(), &'static str> {
     if h.has_token("connection", "host") {
         return Err("Connection names the Host header");
     }
+    // An HTTP/1.0 POST or PUT with neither length nor chunking would have
+    // its body end at close (RFC 1945 §8.3): refused, as Varnish does,
+    // unless it says keep-alive (then it has no body).
+    let unframed = h.get("content-length").is_none() && h.get("transfer-encoding").is_none();
+    let keep_alive = h.get("connection").is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"keep-alive"));
+    if h.minor == 0 && unframed && !keep_alive && matches!(h.method(), b"POST" | b"PUT") {
+        return Err("HTTP/1.0 POST or PUT without Content-Length");
+    }
     Ok(())
 }
 

@@ -179,6 +179,7 @@ fn background_fetch<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stal
         reason: "bgfetch",
         addrs: r.sess.ends,
         policy: r.active.policy.clone(),
+        body: r.cached_body.clone(),
     };
     tokio::spawn(contain(miss::start(r.sh.clone(), spec)));
 }
@@ -209,6 +210,7 @@ pub async fn miss<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stale:
         reason: "fetch",
         addrs: r.sess.ends,
         policy: r.active.policy.clone(),
+        body: r.cached_body.clone(),
     };
     match miss::start(r.sh.clone(), spec).await {
         Ok((oc, body)) => {

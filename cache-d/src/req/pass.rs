@@ -41,7 +41,10 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
         return Step::Done(Some(crate::req::reason::Reason::TxError));
     }
     if let Err(e) = r.conn.prefill(r.framing, PREFILL, sh.params().timeout_idle).await {
-        return bad_body(r, &e).await;
+        return match e.io.is_some() {
+            true => body_stopped(r, &e),
+            false => bad_body(r, &e).await,
+        };
     }
     sh.seg.add(C::SPass, 1);
     let bxid = sh.next_vxid();
@@ -106,6 +109,12 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
             fetch.note(&e);
             fetch.done(None, None);
             Step::Synth { status: 503, reason: "Backend fetch failed".into() }
+        }
+        // The client's body stopped coming; a malformed one is a 400.
+        Fetched::Client(e) if e.io.is_some() => {
+            fetch.error(&e);
+            fetch.done(None, None);
+            body_stopped(r, &e)
         }
         Fetched::Client(e) => {
             fetch.error(&e);
@@ -425,4 +434,14 @@ async fn not_modified<T: Transport>(r: &mut Request<'_, T>, fetch: Fetch, out: &
         Ok(()) => Step::Done(close_reason(keep, &r.req)),
         Err(_) => Step::Done(Some(Reason::TxError)),
     }
+}
+
+/// The client's body stopped coming (a timeout, a close) before the pass
+/// could send it: the fetch failed, answered 503 on a connection that then
+/// closes, as Varnish does.
+fn body_stopped<T: Transport>(r: &mut Request<'_, T>, e: &Error) -> Step {
+    r.log.recf(Tag::Error, LogSide::Client, r.rxid, format_args!("request body: {e}"));
+    r.keep = false;
+    r.body_consumed = true;
+    Step::Synth { status: 503, reason: "Backend fetch failed".into() }
 }

@@ -21,7 +21,13 @@ pub fn builtin(sub: Sub, t: &mut Task<'_>) -> Action {
             Action::Lookup
         }
         Sub::Pipe => Action::Pipe,
-        Sub::Pass | Sub::Miss | Sub::BackendFetch => Action::Fetch,
+        Sub::BackendFetch => {
+            if let Some(b) = t.bereq.as_deref_mut().filter(|b| &b.method[..] == b"GET") {
+                b.no_body = true;
+            }
+            Action::Fetch
+        }
+        Sub::Pass | Sub::Miss => Action::Fetch,
         Sub::Purge => Action::Synth(200, "Purged".into()),
         Sub::Hit | Sub::Deliver => Action::Deliver,
         Sub::Synth => {

@@ -92,6 +92,9 @@ sub vcl_synth {
 }
 
 sub vcl_backend_fetch {
+    if (bereq.method == "GET") {
+        unset bereq.body;
+    }
     return (fetch);
 }
 

@@ -159,6 +159,9 @@ pub struct Bereq {
     pub between_bytes_timeout: Option<f64>,
     /// Why the last std.ban() of this fetch failed ("" if it did not).
     pub ban_error: String,
+    /// `unset bereq.body` (the built-in does it for a GET): the request's
+    /// body is not sent.
+    pub no_body: bool,
 }
 
 impl Bereq {

@@ -173,6 +173,19 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
                 })
             }
         }
+        // The request body is not sent (Varnish allows it in
+        // vcl_backend_fetch only).
+        Stmt::Unset { target, pos } if target.eq_ignore_ascii_case("bereq.body") => {
+            if let Some(other) = sc.ctx.iter().find(|s| **s != Sub::BackendFetch) {
+                return err(format!("'bereq.body' cannot be unset in {}", other.name()), *pos);
+            }
+            Box::new(move |t, _| {
+                if let Some(b) = t.bereq.as_deref_mut() {
+                    b.no_body = true;
+                }
+                Flow::Next
+            })
+        }
         Stmt::Unset { target, pos } => {
             if !target.contains(".http.") {
                 return err(format!("'{target}' cannot be unset (only headers can)"), *pos);
