@@ -201,7 +201,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
             if let Some(r) = record {
                 f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
             }
-            let reusable = !(resp.head.minor == 0 || resp.head.has_token("connection", "close"));
+            let reusable = !crate::http1::head::backend_closes(&resp.head);
             f.done(Some(len), Some((resp.conn, reusable)));
         }
         (Some(resp), Ok(body)) if stream => {

@@ -89,7 +89,7 @@ pub(super) struct Dest<'a> {
 pub(super) async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, to: Dest<'_>, mut coder: Option<Coder>, url: &[u8]) -> bool {
     let Dest { body, oc, stream } = to;
     let mut be = resp.conn;
-    let backend_close = resp.head.minor == 0 || resp.head.has_token("connection", "close");
+    let backend_close = crate::http1::head::backend_closes(&resp.head);
     let tr = Transfer {
         framing: resp.framing,
         chunk_out: false,

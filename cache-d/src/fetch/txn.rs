@@ -335,7 +335,7 @@ impl Fetch {
     /// (no body), as Varnish does; else it is closed.
     pub fn release(&mut self, resp: Response) {
         let empty = matches!(resp.framing, Framing::None | Framing::Length(0));
-        if empty && !self.close_after && resp.head.minor >= 1 && !resp.head.has_token("connection", "close") {
+        if empty && !self.close_after && !head::backend_closes(&resp.head) {
             self.close_record("recycle", true);
             self.be.recycle(resp.conn);
         } else {

@@ -276,6 +276,13 @@ pub fn request_checks(h: &Head) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Does the backend close its connection after this response: HTTP/1.0
+/// unless it said keep-alive, any version that said close (Varnish's
+/// http1 fetch rules).
+pub fn backend_closes(h: &Head) -> bool {
+    (h.minor == 0 && !h.has_token("connection", "keep-alive")) || h.has_token("connection", "close")
+}
+
 /// An absolute-form request target (`http://host/path`, RFC 9112 §3.2.2):
 /// its authority and the path, as Varnish splits it (only http://, and
 /// only with a path); None for origin-form.

@@ -309,7 +309,7 @@ impl tokio::io::AsyncWrite for Capped {
 async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: Response, mut beresp: Beresp) -> Step {
     let mut keep = r.keep && r.framing == Framing::None;
     r.stamp("Fetch");
-    let backend_close = resp.head.minor == 0 || resp.head.has_token("connection", "close");
+    let backend_close = crate::http1::head::backend_closes(&resp.head);
     let (filters, gunzip_out, coding) = pass_coding(r, &mut beresp, resp.framing);
     let coded = filters.any() || gunzip_out;
     let reframed = filters.changes_length() || gunzip_out;
