@@ -32,35 +32,61 @@ pub enum RangeReq {
     Unsatisfiable,
 }
 
-/// Parse a single `bytes=` range (RFC 9110 §14.1). Several ranges, other
-/// units and bad syntax are ignored (the whole body is served), as Varnish
-/// does.
-pub fn parse_range(v: &[u8], len: u64) -> RangeReq {
-    let Ok(v) = std::str::from_utf8(v) else { return RangeReq::Whole };
-    let Some(spec) = v.trim().strip_prefix("bytes=") else { return RangeReq::Whole };
-    if spec.contains(',') {
-        return RangeReq::Whole;
+/// A Range header's `bytes=LOW-HIGH` as Varnish 7.1 reads it
+/// (http_GetRange): None when it is not one it accepts (no `=`, another
+/// unit, several ranges, a blank before a number, high below low,
+/// anything after), which is answered 416.
+fn range_bounds(v: &[u8]) -> Option<(Option<u64>, Option<u64>)> {
+    let v = v.trim_ascii_start();
+    let eq = v.iter().position(|&c| c == b'=')?;
+    if !v[..eq].eq_ignore_ascii_case(b"bytes") {
+        return None;
     }
-    let Some((a, b)) = spec.trim().split_once('-') else { return RangeReq::Whole };
-    let num = |s: &str| if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) { None } else { s.parse::<u64>().ok() };
-    match (a.trim(), b.trim()) {
-        ("", suffix) => match num(suffix) {
-            Some(0) => RangeReq::Unsatisfiable,
-            Some(_) if len == 0 => RangeReq::Unsatisfiable,
-            Some(n) => RangeReq::Part(len.saturating_sub(n), len - 1),
-            None => RangeReq::Whole,
-        },
-        (first, "") => match num(first) {
-            Some(f) if f >= len => RangeReq::Unsatisfiable,
-            Some(f) => RangeReq::Part(f, len - 1),
-            None => RangeReq::Whole,
-        },
-        (first, last) => match (num(first), num(last)) {
-            (Some(f), Some(l)) if f > l => RangeReq::Whole,
-            (Some(f), Some(_)) if f >= len => RangeReq::Unsatisfiable,
-            (Some(f), Some(l)) => RangeReq::Part(f, l.min(len - 1)),
-            _ => RangeReq::Whole,
-        },
+    let num = |s: &mut &[u8]| -> Option<Option<u64>> {
+        let n = s.iter().take_while(|c| c.is_ascii_digit()).count();
+        if n == 0 {
+            return Some(None);
+        }
+        let x = std::str::from_utf8(&s[..n]).ok()?.parse::<u64>().ok().filter(|x| *x <= i64::MAX as u64)?;
+        *s = &s[n..];
+        Some(Some(x))
+    };
+    let mut rest = &v[eq + 1..];
+    let lo = num(&mut rest)?;
+    rest = rest.strip_prefix(b"-")?;
+    let hi = num(&mut rest)?;
+    match (lo, hi) {
+        (None, None) | (None, Some(0)) => return None,
+        (Some(l), Some(h)) if h < l => return None,
+        _ => {}
+    }
+    rest.trim_ascii().is_empty().then_some((lo, hi))
+}
+
+/// The part of a body of `len` bytes a Range header asks for, as Varnish
+/// 7.1 serves it (vrg_dorange): a suffix counts from the end, a high
+/// beyond the end is cut to it, a low at or beyond the end (or a header
+/// it does not accept) is 416.
+pub fn parse_range(v: &[u8], len: u64) -> RangeReq {
+    let Some((lo, hi)) = range_bounds(v) else { return RangeReq::Unsatisfiable };
+    let (low, high) = match (lo, hi) {
+        (None, Some(h)) => (len.saturating_sub(h), len.wrapping_sub(1)),
+        (Some(l), Some(h)) if h < len => (l, h),
+        (Some(l), _) => (l, len.wrapping_sub(1)),
+        (None, None) => return RangeReq::Unsatisfiable,
+    };
+    if low >= len {
+        return RangeReq::Unsatisfiable;
+    }
+    RangeReq::Part(low, high)
+}
+
+/// A range of a body whose length is not known yet: a header Varnish does
+/// not accept is 416; any other is served whole.
+fn range_unknown_len(v: &[u8]) -> RangeReq {
+    match range_bounds(v) {
+        None => RangeReq::Unsatisfiable,
+        Some(_) => RangeReq::Whole,
     }
 }
 
@@ -102,7 +128,7 @@ pub fn not_modified(req: &Req, resp: &Resp) -> bool {
 /// Varnish checks it)? No If-Range: yes. An ETag: the same strong ETag.
 /// A date: exactly the Last-Modified, which is at least a second older
 /// than Date.
-fn if_range_ok(req: &Req, resp: &Resp) -> bool {
+pub(crate) fn if_range_ok(req: &Req, resp: &Resp) -> bool {
     let Some(ir) = req.headers.get("if-range") else { return true };
     let ir = ir.trim_ascii();
     if ir.starts_with(b"W/") {
@@ -334,6 +360,7 @@ fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o mut Resp, head_only: bool, ke
     let not_modified = not_modified(req, resp);
     let range = match (resp.status, req.headers.get("range"), len) {
         (200, Some(r), Some(n)) if !not_modified && if_range_ok(req, resp) => parse_range(r, n),
+        (200, Some(r), None) if !not_modified && if_range_ok(req, resp) => range_unknown_len(r),
         _ => RangeReq::Whole,
     };
     let mut p = Plan {
@@ -362,7 +389,9 @@ fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o mut Resp, head_only: bool, ke
         }
         RangeReq::Unsatisfiable => {
             (p.status, p.reason) = (416, b"Range Not Satisfiable");
-            p.headers.set("Content-Range", Bytes::from(format!("bytes */{total}")));
+            if len.is_some() {
+                p.headers.set("Content-Range", Bytes::from(format!("bytes */{total}")));
+            }
             p.send_body = false;
             p.framing = Some((b"Content-Length", "0".to_string()));
         }
@@ -520,10 +549,11 @@ mod tests {
         assert_eq!(parse_range(b"bytes=100-", 100), Unsatisfiable);
         assert_eq!(parse_range(b"bytes=200-300", 100), Unsatisfiable);
         assert_eq!(parse_range(b"bytes=-0", 100), Unsatisfiable);
-        assert_eq!(parse_range(b"bytes=5-1", 100), Whole);
-        assert_eq!(parse_range(b"bytes=0-1,5-6", 100), Whole);
-        assert_eq!(parse_range(b"items=0-1", 100), Whole);
-        assert_eq!(parse_range(b"bytes=x-1", 100), Whole);
+        // What varnishd 7.1 answers 416 (c0189).
+        for bad in ["bytes=5-1", "bytes=0-1,5-6", "items=0-1", "bytes=x-1", "bytes 1-2", "bytes=-", "bytes= 1-2", "bytes=1-2x"] {
+            assert_eq!(parse_range(bad.as_bytes(), 100), Unsatisfiable, "{bad}");
+        }
+        assert_eq!(parse_range(b"BYTES=1-2 ", 100), Part(1, 2));
         assert_eq!(parse_range(b"bytes=0-0", 0), Unsatisfiable);
     }
 }

@@ -72,8 +72,35 @@ pub async fn deliver_synthetic<T: Transport>(r: &mut Request<'_, T>, mut resp: R
     send(r, &resp, &body).await
 }
 
+/// A Range on a synthetic 200 to a top-level request, as Varnish's range
+/// filter serves it on any delivery: 206 with the part, or 416.
+fn ranged<'b, T: Transport>(r: &Request<'_, T>, resp: &Resp, body: &'b [u8]) -> Option<(Resp, &'b [u8])> {
+    use crate::req::deliver::{if_range_ok, parse_range, RangeReq};
+    let v = r.req.headers.get("range").filter(|_| resp.status == 200 && r.req.esi_level == 0)?;
+    if !if_range_ok(&r.req, resp) {
+        return None;
+    }
+    let mut out = resp.clone();
+    let len = body.len() as u64;
+    match parse_range(v, len) {
+        RangeReq::Part(a, b) => {
+            (out.status, out.reason) = (206, Bytes::from_static(b"Partial Content"));
+            out.headers.set("Content-Range", Bytes::from(format!("bytes {a}-{b}/{len}")));
+            Some((out, &body[a as usize..=b as usize]))
+        }
+        RangeReq::Unsatisfiable => {
+            (out.status, out.reason) = (416, Bytes::from_static(b"Range Not Satisfiable"));
+            out.headers.set("Content-Range", Bytes::from(format!("bytes */{len}")));
+            Some((out, &[][..]))
+        }
+        RangeReq::Whole => None,
+    }
+}
+
 /// Send a synthetic response and end the request.
 async fn send<T: Transport>(r: &mut Request<'_, T>, resp: &Resp, body: &[u8]) -> Step {
+    let part = ranged(r, resp, body);
+    let (resp, body) = part.as_ref().map_or((resp, body), |(o, b)| (o, *b));
     let close = r.close_after();
     let page = Page { resp, body, close, head_only: r.head_only, include: r.req.esi_level > 0 };
     let tx = send_synth(r.sess, r.conn, &mut r.log, r.rxid, page).await;
