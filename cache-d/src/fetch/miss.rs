@@ -186,23 +186,25 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
             let _ = tx.send(Ok((oc.clone(), mine)));
             f.done(Some(body.err().unwrap_or(0)), None);
         }
+        // The connection is back in the pool before the request is
+        // answered (its client's next request may fetch at once).
         (Some(resp), body) if was_304 => {
-            let _ = tx.send(Ok((oc.clone(), mine)));
-            let reusable = !resp.head.has_token("connection", "close");
+            let reusable = !crate::http1::head::backend_closes(&resp.head);
             f.done(Some(0), Some((resp.conn, reusable)));
+            let _ = tx.send(Ok((oc.clone(), mine)));
             if let (Some(src), Ok(body)) = (copy, body) {
                 copy_blocks(&sh, src, &body, &oc).await;
             }
         }
         // The body came whole with the head.
         (Some(resp), Err(len)) => {
-            let _ = tx.send(Ok((oc.clone(), mine)));
             f.log.rec(Tag::FetchBody, LogSide::Backend, f.vxid, b"3 length stream");
             if let Some(r) = record {
                 f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
             }
             let reusable = !crate::http1::head::backend_closes(&resp.head);
             f.done(Some(len), Some((resp.conn, reusable)));
+            let _ = tx.send(Ok((oc.clone(), mine)));
         }
         (Some(resp), Ok(body)) if stream => {
             let _ = tx.send(Ok((oc.clone(), mine)));

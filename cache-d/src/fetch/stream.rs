@@ -161,17 +161,21 @@ pub(super) async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, to: D
                     return false;
                 }
             }
+            f.log.rec(Tag::FetchBody, LogSide::Backend, f.vxid, b"3 length stream");
+            if let Some(r) = coder.as_ref().and_then(|c| c.record()) {
+                f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
+            }
+            // The connection goes back to the pool before any reader sees
+            // the body end: the client's next request may fetch at once,
+            // and must find it there (a backend serving one connection at
+            // a time would otherwise never answer the new one).
+            let reusable = !backend_close && resp.framing != Framing::Eof;
+            f.done(Some(m.payload), Some((be, reusable)));
             if let Some(b) = &br {
                 b.finish();
             }
             body.finish();
             sh.cache.persist(oc);
-            f.log.rec(Tag::FetchBody, LogSide::Backend, f.vxid, b"3 length stream");
-            if let Some(r) = coder.as_ref().and_then(|c| c.record()) {
-                f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
-            }
-            let reusable = !backend_close && resp.framing != Framing::Eof;
-            f.done(Some(m.payload), Some((be, reusable)));
             true
         }
         None => {
