@@ -74,6 +74,7 @@ defs! {
     "http_brotli_support" Bool "off" None, None, "bool" false "Enable Brotli copies (cachekit's own): Accept-Encoding keeps br for clients that take it (br, gzip), beresp.do_brotli stores a Brotli copy next to the object, and clients that sent br get it. Off by default so that VCL sees Accept-Encoding exactly as Varnish washes it.";
     "http_gzip_support" Bool "on" None, None, "bool" false "Enable gzip support. When enabled Varnish request compressed objects from the backend and store them compressed. If a client does not support gzip encoding Varnish will uncompress compressed objects on demand. Varnish will also rewrite the Accept-Encoding header of clients indicating support for gzip to: Accept-Encoding: gzip. Clients that do not support gzip will have their Accept-Encoding header removed. When gzip support is disabled the variables beresp.do_gzip and beresp.do_gunzip have no effect in VCL.";
     "http_max_hdr" Uint "64" Some("32"), Some("65535"), "header lines" false "Maximum number of HTTP header lines we allow in a request or response.";
+    "http_range_support" Bool "on" None, None, "bool" false "Enable support for HTTP Range headers.";
     "http_req_hdr_len" Bytes "8k" Some("40b"), None, "bytes" false "Maximum length of any HTTP client request header we will allow.";
     "http_req_size" Bytes "32k" Some("256b"), None, "bytes" false "Maximum number of bytes of HTTP client request we will deal with.";
     "http_resp_hdr_len" Bytes "8k" Some("40b"), None, "bytes" false "Maximum length of any HTTP backend response header we will allow.";
@@ -297,6 +298,7 @@ pub struct Params {
     pub http_brotli_support: bool,
     pub http_gzip_support: bool,
     pub http_max_hdr: usize,
+    pub http_range_support: bool,
     pub idle_send_timeout: Duration,
     pub http_req_hdr_len: usize,
     pub http_req_size: usize,
@@ -345,6 +347,7 @@ impl Default for Params {
             http_brotli_support: false,
             http_gzip_support: false,
             http_max_hdr: 0,
+            http_range_support: true,
             idle_send_timeout: Duration::ZERO,
             http_req_hdr_len: 0,
             http_req_size: 0,
@@ -417,6 +420,7 @@ impl Params {
             "http_brotli_support" => self.http_brotli_support = n != 0.0,
             "http_gzip_support" => self.http_gzip_support = n != 0.0,
             "http_max_hdr" => self.http_max_hdr = n as usize,
+            "http_range_support" => self.http_range_support = n != 0.0,
             "idle_send_timeout" => self.idle_send_timeout = secs(),
             "http_req_hdr_len" => self.http_req_hdr_len = n as usize,
             "http_req_size" => self.http_req_size = n as usize,

@@ -197,9 +197,9 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
         return Step::Synth { status: 503, reason: "Backend fetch failed".into() };
     };
     let t = now();
-    let (gzip, brotli) = {
+    let (gzip, brotli, ranges) = {
         let p = r.sh.params();
-        (p.http_gzip_support, p.http_brotli_support)
+        (p.http_gzip_support, p.http_brotli_support, p.http_range_support)
     };
     let Some((rep, esi, spliced)) = forms(r, obj, &body, gzip, brotli).await else {
         return Step::Synth { status: 503, reason: "Backend fetch failed".into() };
@@ -248,7 +248,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
     };
     let keep = r.keep && r.framing == Framing::None;
     let len = if esi.is_some() { None } else { len };
-    let plan = plan(&r.req, len, &mut resp, r.head_only, keep);
+    let plan = plan(&r.req, len, &mut resp, r.head_only, keep, ranges);
     let mut wire = std::mem::take(&mut r.sess.wire);
     let head = RespHead {
         status: plan.status,
@@ -257,7 +257,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
         obj_vxid: hit.then_some(obj.vxid),
         framing: plan.framing.clone(),
         keep: plan.keep,
-        accept_ranges: obj.status == 200,
+        accept_ranges: ranges && obj.status == 200,
     };
     r.write_head(&mut wire, &head);
     // Processing done, delivery begins (Varnish's Process timestamp).
@@ -356,9 +356,9 @@ async fn whole(body: &ObjBody) -> Option<Vec<Bytes>> {
 /// an HTTP/1.0 client).
 /// The response's headers move into the plan (the conditionals and
 /// If-Range are judged on them first).
-fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o mut Resp, head_only: bool, keep: bool) -> Plan<'o> {
+fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o mut Resp, head_only: bool, keep: bool, ranges: bool) -> Plan<'o> {
     let not_modified = not_modified(req, resp);
-    let range = match (resp.status, req.headers.get("range"), len) {
+    let range = match (resp.status, req.headers.get("range").filter(|_| ranges), len) {
         (200, Some(r), Some(n)) if !not_modified && if_range_ok(req, resp) => parse_range(r, n),
         (200, Some(r), None) if !not_modified && if_range_ok(req, resp) => range_unknown_len(r),
         _ => RangeReq::Whole,

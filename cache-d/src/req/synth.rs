@@ -76,7 +76,8 @@ pub async fn deliver_synthetic<T: Transport>(r: &mut Request<'_, T>, mut resp: R
 /// filter serves it on any delivery: 206 with the part, or 416.
 fn ranged<'b, T: Transport>(r: &Request<'_, T>, resp: &Resp, body: &'b [u8]) -> Option<(Resp, &'b [u8])> {
     use crate::req::deliver::{if_range_ok, parse_range, RangeReq};
-    let v = r.req.headers.get("range").filter(|_| resp.status == 200 && r.req.esi_level == 0)?;
+    let on = resp.status == 200 && r.req.esi_level == 0 && r.sh.params().http_range_support;
+    let v = r.req.headers.get("range").filter(|_| on)?;
     if !if_range_ok(&r.req, resp) {
         return None;
     }

@@ -53,8 +53,8 @@ fn the_real_varnishadm_drives_cache_d() {
     let (rc, out) = adm(&t, &s, &["param.show", "-j", "timeout_idle"]);
     assert_eq!(rc, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v[3][0]["name"], "timeout_idle");
-    assert_eq!(v[3][0]["value"], 5.0);
+    assert_eq!(v[3]["name"], "timeout_idle", "one object per parameter, as varnishd");
+    assert_eq!(v[3]["value"], 5.0);
     // Bad input: each a clear status, the daemon unharmed.
     let (rc, out) = adm(&t, &s, &["param.set", "default_ttl", "-5"]);
     assert_eq!(rc, 1);

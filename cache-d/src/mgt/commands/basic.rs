@@ -1,4 +1,4 @@
-//! The manager's own commands: ping, banner, quit, status, start, stop,
+//! The manager's own commands: ping, banner, pid, quit, status, start, stop,
 //! panic.show, panic.clear, storage.list, and the ones it relays to the
 //! child (bans and backends).
 
@@ -33,6 +33,27 @@ pub fn ping(c: &Call) -> Reply {
         return c.json_reply("PONG".into());
     }
     (status::OK, format!("PONG {} 1.0", now() as u64))
+}
+
+/// `pid`: the manager's process id, and the child's when one runs.
+pub fn pid(c: &Call) -> Reply {
+    let master = std::process::id();
+    let worker = {
+        let slot = c.mgr.slot();
+        slot.proc.as_ref().filter(|_| slot.state == ChildState::Running).map(|p| p.id())
+    };
+    if c.json {
+        let mut o = serde_json::json!({ "master": master });
+        if let Some(w) = worker {
+            o["worker"] = w.into();
+        }
+        return c.json_items(vec![o]);
+    }
+    let mut s = format!("Master: {master:>10}\n");
+    if let Some(w) = worker {
+        let _ = writeln!(s, "Worker: {w:>10}");
+    }
+    (status::OK, s)
 }
 
 pub fn banner_cmd(c: &Call) -> Reply {

@@ -40,6 +40,15 @@ impl Call<'_> {
         (status::OK, json(2, self.argv, data))
     }
 
+    /// A JSON reply whose items follow the header one by one
+    /// (`[2, [argv...], time, item, item...]`), as Varnish's lists.
+    pub fn json_items(&self, items: Vec<serde_json::Value>) -> Reply {
+        let argv: Vec<&str> = self.argv.iter().map(String::as_str).collect();
+        let mut v = vec![serde_json::json!(2), serde_json::json!(argv), serde_json::json!((now() * 1000.0).round() / 1000.0)];
+        v.extend(items);
+        (status::OK, serde_json::to_string_pretty(&v).unwrap_or_default())
+    }
+
     /// The command again with its own name, for the child.
     pub fn relayed(&self) -> Vec<String> {
         let mut a = self.argv.to_vec();

@@ -76,6 +76,7 @@ pub const COMMANDS: &[Command] = &[
     cmd("param.reset", "param.reset [-j] <param>", "Reset parameter to default value.", 1, 2, param::reset),
     cmd("param.set", "param.set [-j] <param> <value>", "Set parameter value.", 2, 3, param::set),
     cmd("param.show", "param.show [-l|-j] [<param>|changed]", "Show parameters and their values.", 0, 2, param::show),
+    cmd("pid", "pid [-j]", "Show the pid of the master process, and the worker if it's running.", 0, 0, basic::pid),
     cmd("ping", "ping [-j] [<timestamp>]", "Keep connection alive.", 0, 2, basic::ping),
     cmd("quit", "quit", "Close connection.", 0, 0, basic::quit),
     cmd("start", "start", "Start the Varnish cache process.", 0, 0, basic::start),
@@ -168,26 +169,43 @@ fn in_session(_: &Call) -> Reply {
     unknown()
 }
 
+/// The child's debugging commands (relayed), which `help -d` and
+/// `help -a` list.
+const DEBUG_COMMANDS: &[&str] = &["debug.panic.request", "debug.panic.worker"];
+
 fn help(c: &Call) -> Reply {
     if c.json {
-        let list: Vec<_> = COMMANDS
+        let list = COMMANDS
             .iter()
             .map(|x| {
                 let max = if x.max == MANY { serde_json::json!(-1) } else { serde_json::json!(x.max) };
                 serde_json::json!({"request": x.name, "syntax": x.syntax, "help": x.help, "minarg": x.min, "maxarg": max, "flags": "", "json": x.syntax.contains("-j")})
             })
             .collect();
-        return c.json_reply(list.into());
+        return c.json_items(list);
     }
-    match c.rest.first() {
+    // Flags first, as Varnish: -a everything, -d the debugging commands.
+    let (mut plain, mut debug) = (true, false);
+    let mut words = c.rest.iter().peekable();
+    while let Some(f) = words.next_if(|w| w.starts_with('-')) {
+        match f.as_str() {
+            "-a" => (plain, debug) = (true, true),
+            "-d" => (plain, debug) = (false, true),
+            _ => return (status::UNKNOWN, "Unknown flag".into()),
+        }
+    }
+    match words.next() {
         Some(w) => match COMMANDS.iter().find(|x| x.name == w) {
             Some(x) => (status::OK, format!("{}\n  {}", x.syntax, x.help)),
-            None => (status::UNKNOWN, format!("Unknown request: {w}")),
+            None => unknown(),
         },
         None => {
             let mut s = String::new();
-            for x in COMMANDS {
+            for x in COMMANDS.iter().filter(|_| plain) {
                 let _ = writeln!(s, "{}", x.syntax);
+            }
+            for syntax in DEBUG_COMMANDS.iter().filter(|_| debug) {
+                let _ = writeln!(s, "{syntax}");
             }
             (status::OK, s)
         }

@@ -5,13 +5,24 @@ use std::fmt::Write as _;
 
 use common::adm::status;
 
-use crate::mgt::commands::call::{too_few, Call, Reply};
+use crate::mgt::commands::call::{too_few, too_many, Call, Reply};
 use crate::mgt::state::{ChildState, Mgr};
 use crate::params::{self, Kind};
 
 pub fn set(c: &Call) -> Reply {
     match c.positional().as_slice() {
-        [name, value] => param_set(c.mgr, name, value),
+        [name, value] => {
+            let r = param_set(c.mgr, name, value);
+            if !c.json || r.0 != status::OK {
+                return r;
+            }
+            // As Varnish: the parameter as param.show -j shows it.
+            let p = c.mgr.params();
+            match (params::def(name), p.get(name)) {
+                (Some(d), Some(v)) => c.json_items(vec![param_json(d, v)]),
+                _ => r,
+            }
+        }
         _ => too_few(),
     }
 }
@@ -49,55 +60,53 @@ fn param_set(mgr: &Mgr, name: &str, value: &str) -> Reply {
     (status::OK, String::new())
 }
 
-fn param_show(c: &Call) -> Reply {
-    let rest = c.rest;
-    let p = c.mgr.params();
-    let long = rest.iter().any(|a| a == "-l");
-    let jflag = rest.iter().any(|a| a == "-j");
-    let which = rest.iter().find(|a| !a.starts_with('-')).map(String::as_str);
-    let defaults = params::Params::default();
-    let changed = |name: &str| p.get(name) != defaults.get(name);
-    let selected: Vec<_> = p
-        .all()
-        .filter(|(d, _)| match which {
-            None => true,
-            Some("changed") => changed(d.name),
-            Some(w) => d.name == w,
-        })
-        .collect();
-    if let Some(w) = which.filter(|w| *w != "changed") {
-        if selected.is_empty() {
-            return (status::PARAM, format!("Unknown parameter \"{w}\"."));
+/// param.show's words, as Varnish reads them: `-l` the long form,
+/// `changed` only the parameters off their default, at most one name.
+struct Wanted<'a> {
+    long: bool,
+    changed: bool,
+    name: Option<&'a str>,
+}
+
+fn wanted<'a>(words: &[&'a str]) -> Result<Wanted<'a>, Reply> {
+    let mut w = Wanted { long: false, changed: false, name: None };
+    for a in words {
+        match *a {
+            "-l" => w.long = true,
+            "changed" => w.changed = true,
+            _ if w.name.is_some() => return Err(too_many()),
+            a => {
+                w.name = Some(a);
+                w.long = true;
+            }
         }
     }
-    if jflag {
-        let list: Vec<_> = selected
-            .iter()
-            .map(|(d, v)| {
-                let value: serde_json::Value = match d.kind {
-                    Kind::Bool => serde_json::json!(*v == "on"),
-                    Kind::Seconds => v.parse::<f64>().map(serde_json::Value::from).unwrap_or_else(|_| (*v).into()),
-                    Kind::Bytes => params::parse_size(v).map(serde_json::Value::from).unwrap_or_else(|_| (*v).into()),
-                    Kind::Uint => v.parse::<u64>().map(serde_json::Value::from).unwrap_or_else(|_| (*v).into()),
-                    Kind::Bits => (*v).into(),
-                };
-                let mut flags = Vec::new();
-                if d.restart {
-                    flags.push("must_restart");
-                }
-                serde_json::json!({
-                    "name": d.name, "implemented": true, "value": value, "units": d.units,
-                    "default": d.default, "minimum": d.min, "maximum": d.max,
-                    "description": d.description, "flags": flags,
-                })
-            })
-            .collect();
-        return c.json_reply(list.into());
+    Ok(w)
+}
+
+fn param_show(c: &Call) -> Reply {
+    let words = c.positional();
+    if c.json && words.contains(&"-l") {
+        return (status::PARAM, "-l not permitted with param.show -j".into());
+    }
+    let w = match wanted(&words) {
+        Ok(w) => w,
+        Err(r) => return r,
+    };
+    let p = c.mgr.params();
+    let defaults = params::Params::default();
+    let changed = |name: &str| p.get(name) != defaults.get(name);
+    let named: Vec<_> = p.all().filter(|(d, _)| w.name.is_none_or(|n| d.name == n)).collect();
+    if let (Some(n), true) = (w.name, named.is_empty()) {
+        return (status::PARAM, format!("Unknown parameter \"{n}\"."));
+    }
+    let selected = named.into_iter().filter(|(d, _)| !w.changed || changed(d.name));
+    if c.json {
+        return c.json_items(selected.map(|(d, v)| param_json(d, v)).collect());
     }
     let mut s = String::new();
-    let full = long || (which.is_some() && which != Some("changed"));
     for (d, v) in selected {
-        if full {
+        if w.long {
             let _ = writeln!(s, "{}", d.name);
             let _ = writeln!(s, "        Value is: {v} [{}]{}", d.units, if changed(d.name) { "" } else { " (default)" });
             if changed(d.name) {
@@ -120,4 +129,21 @@ fn param_show(c: &Call) -> Reply {
         }
     }
     (status::OK, s)
+}
+
+/// One parameter as param.show -j shows it.
+fn param_json(d: &params::ParamDef, v: &str) -> serde_json::Value {
+    let value: serde_json::Value = match d.kind {
+        Kind::Bool => serde_json::json!(v == "on"),
+        Kind::Seconds => v.parse::<f64>().map(serde_json::Value::from).unwrap_or_else(|_| v.into()),
+        Kind::Bytes => params::parse_size(v).map(serde_json::Value::from).unwrap_or_else(|_| v.into()),
+        Kind::Uint => v.parse::<u64>().map(serde_json::Value::from).unwrap_or_else(|_| v.into()),
+        Kind::Bits => v.into(),
+    };
+    let flags: &[&str] = if d.restart { &["must_restart"] } else { &[] };
+    serde_json::json!({
+        "name": d.name, "implemented": true, "value": value, "units": d.units,
+        "default": d.default, "minimum": d.min, "maximum": d.max,
+        "description": d.description, "flags": flags,
+    })
 }
