@@ -386,9 +386,12 @@ impl Cache {
                 fresh = Some(oc.clone());
                 break;
             }
-            // Fresh, but older than req.ttl allows: neither a hit nor a
-            // stale object (Varnish's exp_oc is an expired one).
-            if oc.obj.kind == Kind::Normal && !life.fresh(now) && (life.in_grace(now) || life.in_keep(now)) && stale.is_none() {
+            // The newest expired object (Varnish's exp_oc; one that is
+            // fresh but older than req.ttl allows is neither a hit nor
+            // stale): a hit-for-miss makes a private miss at once, a
+            // normal one can be served in grace or revalidated.
+            let expired = !life.fresh(now) && (life.in_grace(now) || life.in_keep(now));
+            if expired && oc.obj.kind != Kind::HitForPass && stale.as_ref().is_none_or(|s: &ObjRef| life.t_origin > s.obj.life().t_origin) {
                 stale = Some(oc.clone());
             }
         }
@@ -402,6 +405,12 @@ impl Cache {
                 Kind::HitForMiss => Lookup::HitForMiss(oc),
                 Kind::HitForPass => Lookup::HitForPass(oc),
             });
+        }
+        if let Some(s) = stale.take() {
+            if s.obj.kind == Kind::HitForMiss {
+                return Some(Lookup::HitForMiss(s));
+            }
+            stale = Some(s);
         }
         // A fetch in progress for another variant is not waited for.
         let busy = head.busy().find(|b| selects(b.vary.as_ref())).map(|b| b.tx.subscribe());

@@ -504,11 +504,15 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -
         }
         Some((kind, ttl)) => {
             sh.seg.add(C::BerespUncacheable, 1);
-            let marker_life = crate::cache::ttl::Life { t_origin: t, ttl, grace: 0.0, keep: 0.0 };
+            // A hit-for-miss keeps its grace and keep (Varnish's "grace
+            // HFM": expired, it still makes misses private); a
+            // hit-for-pass has none.
+            let (grace, keep) = if kind == Kind::HitForMiss { (life.grace, life.keep) } else { (0.0, 0.0) };
+            let marker_life = crate::cache::ttl::Life { t_origin: t, ttl, grace, keep };
             if kind == Kind::HitForPass {
                 f.log.recf(Tag::Ttl, side, v, format_args!("HFP {ttl:.0} 0 0 {t:.0} uncacheable"));
             } else {
-                f.log.recf(Tag::Ttl, side, v, format_args!("VCL {ttl:.0} 0 0 {t:.0} uncacheable"));
+                f.log.recf(Tag::Ttl, side, v, format_args!("VCL {ttl:.0} {grace:.0} {keep:.0} {t:.0} uncacheable"));
             }
             let marker = Object {
                 vxid: v,

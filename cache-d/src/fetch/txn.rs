@@ -254,6 +254,8 @@ impl Fetch {
         // A TLS backend may hold the request's last record (a no-op on TCP).
         conn.io.flush().await.map_err(|e| (Error::io(Side::Backend, "writing request", e), false))?;
         self.stamp("Bereq");
+        // Header bytes of this attempt only (a retry's counts go on).
+        let rx_before = self.hdr_rx;
         let mut interim = 0;
         loop {
             let parsed = head::parse_response(&mut conn.buf, p.http_max_hdr, p.http_resp_size)
@@ -285,7 +287,7 @@ impl Fetch {
                     return Ok((head, framing));
                 }
                 Parsed::Partial => {
-                    let first = conn.buf.is_empty() && self.hdr_rx == 0;
+                    let first = conn.buf.is_empty() && self.hdr_rx == rx_before;
                     let timeout = if first { self.timeout(1) } else { self.timeout(2) };
                     match conn.fill(timeout).await {
                         Ok(0) => return Err((Error::new(Side::Backend, "backend closed the connection before a response"), first)),
