@@ -93,6 +93,7 @@ defs! {
     "timeout_req" Seconds "2.000" Some("0.000"), Some("3600.000"), "seconds" false "Max time to receive a client's request head, from its first byte to the empty line that ends it (Varnish 4's timeout_req); slower heads are closed (SessClose RX_TIMEOUT).";
     "timeout_reqbody" Seconds "20.000" Some("0.000"), Some("86400.000"), "seconds" false "Time a request body may take before reqbody_min_rate applies; a body slower than that is cut (SessClose RX_BODY) (cachekit's own).";
     "transit_buffer" Bytes "1M" Some("64k"), None, "bytes" false "How far a fetch may read ahead of the slowest client for a body that is not kept: an uncacheable object, or one its store cannot hold (Varnish 7.3's parameter). The bytes every client has been sent are let go, so such a body costs this much memory however large it is and however slowly it is read. Varnish's default, 0b, buffers the whole body; cachekit's is bounded.";
+    "vcc_err_unref" Bool "on" None, None, "bool" false "Unreferenced VCL objects result in error.";
     "vsl_reclen" Bytes "255b" Some("16b"), Some("4084b"), "bytes" false "Maximum number of bytes in a log record.";
     "vsl_space" Bytes "80M" Some("64k"), Some("4G"), "bytes" true "The amount of space to allocate for the log ring.";
 }
@@ -370,10 +371,13 @@ impl Default for Params {
             vsl_space: 0,
             texts: DEFS.iter().map(|d| d.default.to_string()).collect(),
         };
+        // Making a set of defaults does not reset the process's vcc_err_unref.
+        let err_unref = crate::vcl::xref::err_unref();
         for d in DEFS {
             // The table's defaults are valid by construction (a unit test checks).
             let _ = p.set(d.name, d.default);
         }
+        crate::vcl::xref::set_err_unref(err_unref);
         p
     }
 }
@@ -439,6 +443,7 @@ impl Params {
             "timeout_req" => self.timeout_req = secs(),
             "timeout_reqbody" => self.timeout_reqbody = secs(),
             "transit_buffer" => self.transit_buffer = n as u64,
+            "vcc_err_unref" => crate::vcl::xref::set_err_unref(n != 0.0),
             "vsl_reclen" => self.vsl_reclen = n as usize,
             "vsl_space" => self.vsl_space = n as u64,
             _ => return Err(ParamError::Unknown(name.to_string())),

@@ -126,13 +126,42 @@ impl Default for AclFlags {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Item {
-    Version { version: String, pos: Pos },
-    Import { module: String, pos: Pos },
-    Include { path: String, pos: Pos },
-    Backend { name: String, fields: Vec<Field>, pos: Pos },
-    Probe { name: String, fields: Vec<Field>, pos: Pos },
-    Acl { name: String, flags: AclFlags, entries: Vec<AclEntry>, pos: Pos },
-    Sub { name: String, body: Vec<Stmt>, pos: Pos },
+    Version {
+        version: String,
+        pos: Pos,
+    },
+    Import {
+        module: String,
+        pos: Pos,
+    },
+    Include {
+        path: String,
+        pos: Pos,
+    },
+    /// `none`: `backend name none;`, a backend never contacted (fetches
+    /// through it fail).
+    Backend {
+        name: String,
+        fields: Vec<Field>,
+        none: bool,
+        pos: Pos,
+    },
+    Probe {
+        name: String,
+        fields: Vec<Field>,
+        pos: Pos,
+    },
+    Acl {
+        name: String,
+        flags: AclFlags,
+        entries: Vec<AclEntry>,
+        pos: Pos,
+    },
+    Sub {
+        name: String,
+        body: Vec<Stmt>,
+        pos: Pos,
+    },
 }
 
 /// A whole program: its files (name, source) and items, includes expanded.

@@ -207,6 +207,9 @@ pub fn check(p: &Program) -> Result<Contexts, VclError> {
         let mut err = None;
         walk(body, &mut |s| {
             if let (Stmt::Return { action, pos, .. }, None) = (s, &err) {
+                if action.is_empty() {
+                    return;
+                }
                 for ctx in &contexts {
                     if !legal(ctx).is_some_and(|l| l.contains(&action.as_str())) {
                         let allowed = legal(ctx).unwrap_or(&[]).join(", ");

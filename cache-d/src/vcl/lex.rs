@@ -45,6 +45,20 @@ fn is_ident(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_' || c == b'-' || c == b'.'
 }
 
+/// The end of a unit word after white space following a number (VCC
+/// reads `4 d` as `4d`), if one is there.
+fn unit_after_space(b: &[u8], j: usize) -> Option<usize> {
+    let start = j + b[j..].iter().take_while(|c| c.is_ascii_whitespace()).count();
+    let end = start + b[start..].iter().take_while(|c| c.is_ascii_alphabetic()).count();
+    if start == j || b.get(end).is_some_and(|c| is_ident(*c)) {
+        return None;
+    }
+    let word = std::str::from_utf8(&b[start..end]).ok()?;
+    UNITS.contains(&word).then_some(end)
+}
+
+const UNITS: [&str; 12] = ["ms", "s", "m", "h", "d", "w", "y", "B", "KB", "MB", "GB", "TB"];
+
 /// Split `src` into tokens (ending with [`Tok::Eof`]).
 pub fn lex(src: &str) -> Result<Vec<Token>, LexError> {
     let b = src.as_bytes();
@@ -74,6 +88,9 @@ pub fn lex(src: &str) -> Result<Vec<Token>, LexError> {
                     i += 2;
                     break;
                 }
+                if b[i] == b'/' && b[i + 1] == b'*' {
+                    return Err(LexError { at: i, len: 2, msg: "/* ... */ comment contains /*".into() });
+                }
                 i += 1;
             }
             continue;
@@ -89,6 +106,18 @@ pub fn lex(src: &str) -> Result<Vec<Token>, LexError> {
                     continue;
                 }
                 None => return Err(LexError { at: start, len: 2, msg: "Unterminated long string {\" ... \"}".into() }),
+            }
+        }
+        // Long strings """ ... """ (VCL 4.1)
+        if src[i..].starts_with("\"\"\"") {
+            let body = i + 3;
+            match src[body..].find("\"\"\"") {
+                Some(end) => {
+                    out.push(Token { tok: Tok::Str(src[body..body + end].to_string()), at: start, len: end + 6 });
+                    i = body + end + 3;
+                    continue;
+                }
+                None => return Err(LexError { at: start, len: 3, msg: "Unterminated long string \"\"\" ... \"\"\"".into() }),
             }
         }
         if c == b'"' {
@@ -120,7 +149,11 @@ pub fn lex(src: &str) -> Result<Vec<Token>, LexError> {
             while k < b.len() && b[k].is_ascii_alphabetic() {
                 k += 1;
             }
-            let unit = &src[j..k];
+            if k == j {
+                k = unit_after_space(b, j).unwrap_or(j);
+            }
+            // As VCC, the unit is a word of its own: "1 s" is "1s".
+            let unit = src[j..k].trim_start();
             let bad = || LexError { at: start, len: k - start, msg: format!("Invalid number \"{}\"", &src[start..k]) };
             let value: f64 = num.parse().map_err(|_| bad())?;
             let tok = match unit {
@@ -213,6 +246,11 @@ mod tests {
                 Tok::Eof
             ]
         );
+        assert_eq!(
+            toks("1 s 2\tm 4 d;"),
+            vec![Tok::Duration(1.0), Tok::Duration(120.0), Tok::Duration(345600.0), Tok::Punct(";"), Tok::Eof]
+        );
+        assert_eq!(toks("1 sx"), vec![Tok::Int(1), Tok::Ident("sx".into()), Tok::Eof]);
         assert_eq!(toks("a /* x */ // y\n b"), vec![Tok::Ident("a".into()), Tok::Ident("b".into()), Tok::Eof]);
         assert_eq!(toks("!~ <= && ||"), vec![Tok::Punct("!~"), Tok::Punct("<="), Tok::Punct("&&"), Tok::Punct("||"), Tok::Eof]);
     }
@@ -222,6 +260,8 @@ mod tests {
         assert!(lex("\"open").is_err());
         assert!(lex("\"a\nb\"").is_err());
         assert!(lex("/* never").is_err());
+        assert_eq!(toks("\"\"\"{\"k\":\"v\"}\"\"\""), vec![Tok::Str("{\"k\":\"v\"}".into()), Tok::Eof]);
+        assert!(lex("/* a /* b */").unwrap_err().msg.contains("comment contains /*"));
         assert!(lex("10parsecs").is_err());
         assert_eq!(lex("a @ b").unwrap_err().at, 2);
     }

@@ -25,7 +25,7 @@ pub fn load_policy(args: &Args) -> Result<Loaded, StartError> {
     let backend = match (&args.backend, &compiled.backend) {
         (Some(b), _) => Some(b.clone()),
         (None, Some(b)) => Some(b.clone()),
-        (None, None) if compiled.declares_directors => None,
+        (None, None) if compiled.declares_directors || !compiled.backends.is_empty() => None,
         (None, None) => {
             return Err(StartError::Config(format!(
                 "{}: no backends or directors found, and no -b was given (at least one is necessary)",

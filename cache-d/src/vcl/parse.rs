@@ -24,6 +24,8 @@ pub struct Parser<'a> {
     toks: &'a [Token],
     i: usize,
     file: usize,
+    /// Parsing a user subroutine (not a `vcl_*` one): a bare `return;` ends it.
+    in_user_sub: bool,
 }
 
 type R<T> = Result<T, VclError>;
@@ -43,7 +45,7 @@ fn describe(t: &Tok) -> String {
 
 impl<'a> Parser<'a> {
     pub fn new(toks: &'a [Token], file: usize) -> Parser<'a> {
-        Parser { toks, i: 0, file }
+        Parser { toks, i: 0, file, in_user_sub: false }
     }
 
     fn peek(&self) -> &Token {
@@ -109,8 +111,11 @@ impl<'a> Parser<'a> {
         let (word, _) = self.ident("a declaration (vcl, import, include, backend, probe, acl, sub)")?;
         match word.as_str() {
             "vcl" => {
-                let version = match self.next().tok {
-                    Tok::Real(v) => format!("{v:.1}"),
+                // Written exactly 4.0 or 4.1 (not 4.00, 04.1).
+                let vt = self.next();
+                let version = match vt.tok {
+                    Tok::Real(v) if vt.len == 3 => format!("{v:.1}"),
+                    Tok::Real(v) => format!("{v}"),
                     t => return Err(VclError { msg: format!("Expected a version (4.0 or 4.1) got {}", describe(&t)), pos }),
                 };
                 if version != "4.0" && version != "4.1" {
@@ -135,8 +140,13 @@ impl<'a> Parser<'a> {
             }
             "backend" => {
                 let (name, _) = self.ident("a backend name")?;
+                if matches!(&self.peek().tok, Tok::Ident(w) if w.eq_ignore_ascii_case("none")) {
+                    self.next();
+                    self.expect(";")?;
+                    return Ok(Item::Backend { name, fields: Vec::new(), none: true, pos });
+                }
                 let fields = self.fields()?;
-                Ok(Item::Backend { name, fields, pos })
+                Ok(Item::Backend { name, fields, none: false, pos })
             }
             "probe" => {
                 let (name, _) = self.ident("a probe name")?;
@@ -156,6 +166,7 @@ impl<'a> Parser<'a> {
                 if name == "vcl_error" {
                     return Err(VclError { msg: "vcl_error is split into vcl_synth and vcl_backend_error since Varnish 4.0".into(), pos });
                 }
+                self.in_user_sub = !name.starts_with("vcl_");
                 let body = self.block()?;
                 Ok(Item::Sub { name, body, pos })
             }
@@ -175,6 +186,17 @@ impl<'a> Parser<'a> {
             self.expect("=")?;
             let value = if self.is("{") {
                 FieldValue::Block(self.fields()?)
+            } else if name == "request" && matches!(self.peek().tok, Tok::Str(_)) {
+                // A probe's request: one line per string (not concatenated).
+                let (first, fpos) = self.string("a string")?;
+                let mut e = Expr::Str(first, fpos);
+                while let Tok::Str(s) = &self.peek().tok {
+                    let right = Box::new(Expr::Str(s.clone(), self.pos()));
+                    e = Expr::Binary { op: "+", left: Box::new(e), right, pos: fpos };
+                    self.next();
+                }
+                self.expect(";")?;
+                FieldValue::Expr(e)
             } else {
                 let e = self.expr()?;
                 if let Expr::Name(n, _) = &e {
@@ -292,6 +314,7 @@ impl<'a> Parser<'a> {
                 loop {
                     if self.is_word("elseif")
                         || self.is_word("elsif")
+                        || self.is_word("elif")
                         || (self.is_word("else") && matches!(&self.peek2().tok, Tok::Ident(w) if w == "if"))
                     {
                         if self.is_word("else") {
@@ -314,6 +337,11 @@ impl<'a> Parser<'a> {
             }
             "return" => {
                 self.next();
+                if self.in_user_sub && self.is(";") {
+                    // Ends this subroutine; its caller goes on.
+                    self.next();
+                    return Ok(Stmt::Return { action: String::new(), args: Vec::new(), pos });
+                }
                 self.expect("(")?;
                 let (action, _) = self.ident("an action")?;
                 let mut args = Vec::new();

@@ -179,7 +179,8 @@ pub(super) fn check_backend(name: &str, fields: &[Field], pos: Pos) -> Result<()
             ("max_connections" | "proxy_header", FieldValue::Expr(Expr::Int(..))) => {}
             ("max_connections" | "proxy_header", _) => return err(format!("'.{}' takes a number", f.name), f.pos),
             ("probe", FieldValue::Block(inner)) => check_probe(inner)?,
-            ("probe", _) => {}
+            ("probe", FieldValue::Name(_) | FieldValue::Expr(Expr::Name(..))) => {}
+            ("probe", _) => return err("Expected '{' or name of probe", f.pos),
             (_, FieldValue::Expr(Expr::Str(..))) => {}
             ("port", FieldValue::Expr(Expr::Int(..))) => {}
             _ => return err(format!("'.{}' takes a string", f.name), f.pos),
@@ -192,6 +193,9 @@ pub(super) fn check_backend(name: &str, fields: &[Field], pos: Pos) -> Result<()
             _ => None,
         })
     };
+    if let (Some(_), Some(p)) = (field_value(fields, "host"), field_value(fields, "path")) {
+        return err("Cannot specify both .host and .path", p.pos);
+    }
     let Some(host) = text("host") else {
         if field_value(fields, "path").is_some() {
             return unsupported("A backend on a Unix socket (.path)", pos);
@@ -217,6 +221,9 @@ pub(super) fn check_probe(fields: &[Field]) -> Result<(), VclError> {
         match (f.name.as_str(), &f.value) {
             ("timeout" | "interval", FieldValue::Expr(Expr::Duration(..))) => {}
             ("timeout" | "interval", _) => return err(format!("'.{}' takes a duration (e.g. 5s)", f.name), f.pos),
+            ("expected_response", FieldValue::Expr(Expr::Int(n, _))) if !(100..=999).contains(n) => {
+                return err("Must specify .expected_response with exactly three digits (100 <= x <= 999)", f.pos);
+            }
             ("initial" | "window" | "threshold" | "expected_response", FieldValue::Expr(Expr::Int(n, _))) => {
                 if f.name != "expected_response" && !(0..=64).contains(n) {
                     return err(format!("'.{}' must be between 0 and 64", f.name), f.pos);
@@ -224,6 +231,8 @@ pub(super) fn check_probe(fields: &[Field]) -> Result<(), VclError> {
             }
             ("initial" | "window" | "threshold" | "expected_response", _) => return err(format!("'.{}' takes a number", f.name), f.pos),
             (_, FieldValue::Expr(Expr::Str(..))) => {}
+            // One string per line (see the parser).
+            ("request", FieldValue::Expr(Expr::Binary { .. })) => {}
             _ => return err(format!("'.{}' takes a string", f.name), f.pos),
         }
     }
@@ -236,6 +245,9 @@ pub(super) fn check_probe(fields: &[Field]) -> Result<(), VclError> {
             _ => None,
         })
     };
+    if let (None, Some(w)) = (num("threshold"), field_value(fields, "window")) {
+        return err("Must specify .threshold with .window", w.pos);
+    }
     if let (Some(t), Some(w)) = (num("threshold"), num("window")) {
         if t > w {
             let at = field_value(fields, "threshold").map_or(Pos::default(), |f| f.pos);

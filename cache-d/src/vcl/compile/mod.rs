@@ -38,6 +38,7 @@ use vars::*;
 
 /// Compile a parsed program; checks first.
 pub fn compile(p: &Program) -> Result<Compiled, VclError> {
+    super::xref::redefinitions(p)?;
     let contexts = super::check::check(p)?;
     let mut c = Compiled::new(p.files.iter().any(|(_, src)| src.contains("do_esi")));
     let mut probes: HashMap<String, crate::backend::health::ProbeSpec> = HashMap::new();
@@ -74,9 +75,14 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
                 }
                 c.acls.insert(name.clone(), Acl { entries: list, log: flags.log });
             }
-            Item::Backend { name, fields, pos } => {
+            Item::Backend { name, fields, none, pos } => {
                 if c.backends.contains(name) {
                     return err(format!("Backend '{name}' redefined"), *pos);
+                }
+                if *none {
+                    // Declared, never contacted: no address, nothing to connect to.
+                    c.backends.push(name.clone());
+                    continue;
                 }
                 check_backend(name, fields, *pos)?;
                 c.backends.push(name.clone());
@@ -128,6 +134,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
             }
         }
     }
+    super::xref::unused(p, super::xref::err_unref())?;
     Ok(c)
 }
 
@@ -238,7 +245,10 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
         Stmt::Call { sub, .. } => {
             let sub = sub.clone();
             Box::new(move |t, c| match c.subs.get(&sub) {
-                Some(body) => run(body, t, c),
+                Some(body) => match run(body, t, c) {
+                    Flow::Leave => Flow::Next,
+                    flow => flow,
+                },
                 None => Flow::Next,
             })
         }
@@ -268,6 +278,7 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
 fn ret(action: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
     let a: Vec<ExprFn> = args.iter().map(|x| expr(x, sc)).collect::<Result<_, _>>()?;
     let fixed = match (action, a.len()) {
+        ("", 0) => return Ok(Box::new(|_, _| Flow::Leave)),
         ("ok", 0) => Action::Ok,
         ("fail", 0) => Action::Fail,
         ("pass", 0) => Action::Pass,
@@ -555,7 +566,7 @@ impl Policy for VclPolicy {
         let body = &self.prog.subs[sub.name()];
         match run(body, t, &self.prog) {
             Flow::Return(a) => a,
-            Flow::Next => builtin::builtin(sub, t),
+            Flow::Next | Flow::Leave => builtin::builtin(sub, t),
         }
     }
 }

@@ -79,6 +79,8 @@ impl Val {
 pub(super) enum Flow {
     Next,
     Return(Action),
+    /// A bare `return;`: the user subroutine ends, its caller goes on.
+    Leave,
 }
 
 pub(super) type ExprFn = Box<dyn Fn(&mut Task<'_>, &Compiled) -> Val + Send + Sync>;
@@ -309,8 +311,9 @@ impl Scope<'_> {
 
 pub(super) fn run(body: &[StmtFn], t: &mut Task<'_>, c: &Compiled) -> Flow {
     for s in body {
-        if let Flow::Return(a) = s(t, c) {
-            return Flow::Return(a);
+        match s(t, c) {
+            Flow::Next => {}
+            flow => return flow,
         }
         if t.failed.is_some() {
             return Flow::Return(Action::Fail);
