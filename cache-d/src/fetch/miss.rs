@@ -119,12 +119,12 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
             let mut body = CachedBody(b);
             f.replayable = true;
             let mut t = BeTxn::new(&sh, &*policy, &mut f, &mut bereq, addrs);
-            (t.stale, t.framing, t.client) = (stale.as_ref(), Framing::Length(body.0.len() as u64), Some(&mut body));
+            (t.stale, t.framing, t.client) = (stale.as_ref().filter(|s| ims_candidate(s)), Framing::Length(body.0.len() as u64), Some(&mut body));
             steps::run(&mut t).await
         }
         None => {
             let mut t = BeTxn::<NoBody>::new(&sh, &*policy, &mut f, &mut bereq, addrs);
-            t.stale = stale.as_ref();
+            t.stale = stale.as_ref().filter(|s| ims_candidate(s));
             steps::run(&mut t).await
         }
     };
@@ -235,7 +235,7 @@ fn cache_bereq(req: &Req, bxid: u32, reason: &str, stale: Option<&ObjRef>, gzip:
         bereq.headers.unset("accept-encoding");
         bereq.headers.set("Accept-Encoding", Bytes::from_static(b"gzip"));
     }
-    if let Some(s) = stale {
+    if let Some(s) = stale.filter(|s| ims_candidate(s)) {
         if let Some(lm) = s.header("last-modified") {
             bereq.headers.set("If-Modified-Since", lm);
         }
@@ -244,6 +244,13 @@ fn cache_bereq(req: &Req, bxid: u32, reason: &str, stale: Option<&ObjRef>, gzip:
         }
     }
     bereq
+}
+
+/// Can a stale object be revalidated (Varnish's OF_IMSCAND): a 200 with
+/// Last-Modified or ETag, and a body (or one still coming). Only then is
+/// the fetch made conditional, and only then does a 304 refresh it.
+fn ims_candidate(s: &ObjRef) -> bool {
+    s.obj.status == 200 && (s.header("last-modified").is_some() || s.header("etag").is_some()) && s.body().known_len() != Some(0)
 }
 
 /// Did the fetch fail, for stale-if-error's purposes?

@@ -281,9 +281,9 @@ async fn read_ahead(resp: &mut Response, read_timeout: std::time::Duration, cap:
 }
 
 /// A body read whole, refusing to grow past `cap`.
-struct Capped {
-    v: Vec<u8>,
-    cap: usize,
+pub(crate) struct Capped {
+    pub v: Vec<u8>,
+    pub cap: usize,
 }
 
 impl tokio::io::AsyncWrite for Capped {

@@ -228,8 +228,19 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
         Action::Pipe => Step::Pipe,
         Action::Pass => Step::Pass,
         Action::Purge | Action::Hash => {
-            if let Err(e) = discard_body(r).await {
-                return bad_body(r, &e).await;
+            // A body on its way to the cache fetch (a POST looked up):
+            // read whole now, as the fetch runs apart from the client.
+            let keep = action == Action::Hash && r.cached_body.is_none() && !matches!(&r.req.method[..], b"GET" | b"HEAD");
+            let read = if keep { body_for_fetch(r).await } else { discard_body(r).await };
+            if let Err(e) = read {
+                return match e.side {
+                    Side::Internal => {
+                        r.log.recf(Tag::Error, LogSide::Client, r.rxid, format_args!("request body: {e}"));
+                        r.keep = false;
+                        Step::Synth { status: 503, reason: "Service Unavailable".into() }
+                    }
+                    _ => bad_body(r, &e).await,
+                };
             }
             if action == Action::Purge {
                 Step::Purge(key)
@@ -262,6 +273,31 @@ async fn cache_body<T: Transport>(r: &mut Request<'_, T>) -> Result<(), Error> {
     r.body_rx += m.rx;
     r.framing = Framing::None;
     r.cached_body = Some(Bytes::from(body));
+    Ok(())
+}
+
+/// The body of a request looked up (a POST with `return (hash)`), read
+/// into memory for the cache fetch to send (Varnish streams it from the
+/// client; our fetch runs apart from the client). Bounded by
+/// transit_buffer: a longer one fails (Side::Internal) rather than reach
+/// the backend cut; such requests belong in a pass.
+async fn body_for_fetch<T: Transport>(r: &mut Request<'_, T>) -> Result<(), Error> {
+    if r.framing == Framing::None {
+        return Ok(());
+    }
+    if !r.send_continue().await {
+        return Err(Error::new(Side::Client, "client closed before 100 Continue"));
+    }
+    let (idle, cap) = (r.sh.params().timeout_idle, r.sh.params().transit_buffer.max(64 * 1024) as usize);
+    let mut body = crate::req::pass::Capped { v: Vec::new(), cap };
+    let m = r.conn.copy_body(r.framing, false, &mut body, Side::Internal, idle).await.map_err(|e| match e.side {
+        Side::Internal => Error::new(Side::Internal, format!("longer than transit_buffer ({cap} bytes) for a cache fetch: pass it")),
+        _ => e,
+    })?;
+    r.sh.seg.add(C::SReqBodybytes, m.rx);
+    r.body_rx += m.rx;
+    r.framing = Framing::None;
+    r.cached_body = Some(Bytes::from(body.v));
     Ok(())
 }
 

@@ -148,7 +148,7 @@ pub fn builtin_recv(req: &mut Req) -> Action {
     if &req.method[..] == b"PRI" {
         return Action::Synth(405, "Method Not Allowed".into());
     }
-    if !req.headers.has("host") && req.minor == 1 {
+    if !req.headers.has("host") && req.esi_level == 0 && req.minor == 1 {
         return Action::Synth(400, "Bad Request".into());
     }
     if !KNOWN_METHODS.contains(&&req.method[..]) {

@@ -14,7 +14,7 @@ sub vcl_recv {
     if (req.method == "PRI") {
         return (synth(405));
     }
-    if (!req.http.host && req.proto == "HTTP/1.1") {
+    if (!req.http.host && req.esi_level == 0 && req.proto == "HTTP/1.1") {
         return (synth(400));
     }
     if (req.method != "GET" &&
