@@ -97,7 +97,7 @@ impl<'a, B> BeTxn<'a, B> {
         let mut task = Task::new(self.sh);
         task.log = Some((&mut self.f.log, self.f.vxid, LogSide::Backend));
         task.bereq = Some(self.bereq);
-        task.ends = Some(self.addrs);
+        task.ends = Some(self.addrs.clone());
         task.beresp = beresp;
         task.body = body;
         run_sub(self.policy, sub, &mut task)
@@ -166,7 +166,7 @@ fn vcl_backend_response<B>(t: &mut BeTxn<'_, B>, resp: Response) -> Step {
         t.f.error(&Error::new(Side::Backend, "304 response but not conditional fetch"));
         return Step::Error(503, "Backend fetch failed".into());
     }
-    let (mut beresp, mut life) = beresp_of(t.sh, t.f, &resp, t.stale);
+    let (mut beresp, mut life) = beresp_of(t.sh, t.f, &resp, t.stale, t.bereq.uncacheable);
     let seen = beresp.ttl;
     let action = t.call(Sub::BackendResponse, Some(&mut beresp), None);
     match action {
@@ -227,7 +227,9 @@ fn vcl_backend_error<B>(t: &mut BeTxn<'_, B>, status: u16, reason: String) -> St
 
 /// The backend response as vcl_backend_response sees it, and its
 /// lifetime from the headers (RFC 9111 and the default_* parameters).
-fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>) -> (Beresp, Lifetime) {
+/// A pass's (`pass`) has no TTL, grace or keep and goes to Transient, as
+/// Varnish's private objects (no TTL record either).
+fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>, pass: bool) -> (Beresp, Lifetime) {
     let t = now();
     let mut fresh = stored_headers(&resp.head);
     let was_304 = resp.head.status == 304 && stale.is_some();
@@ -269,20 +271,25 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>
     }
     let p = sh.params();
     let defaults = ttl::Defaults { ttl: p.default_ttl, grace: p.default_grace, keep: p.default_keep, clock_skew: 10.0 };
-    let life = match &life_of {
+    let mut life = match &life_of {
         Some(own) => ttl::compute(200, own.iter(), t, &defaults),
         None => ttl::compute(status, h.iter(), t, &defaults),
     };
+    if pass {
+        (life.ttl, life.grace, life.keep) = (0.0, 0.0, 0.0);
+    }
     let word = if life.ttl > 0.0 { "cacheable" } else { "uncacheable" };
-    f.log.recf(
-        Tag::Ttl,
-        LogSide::Backend,
-        f.vxid,
-        format_args!(
-            "RFC {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {word}",
-            life.ttl, life.grace, life.keep, t, life.t_origin, life.date, life.expires, life.max_age
-        ),
-    );
+    if !pass {
+        f.log.recf(
+            Tag::Ttl,
+            LogSide::Backend,
+            f.vxid,
+            format_args!(
+                "RFC {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {:.0} {word}",
+                life.ttl, life.grace, life.keep, t, life.t_origin, life.date, life.expires, life.max_age
+            ),
+        );
+    }
     let beresp = Beresp {
         status,
         reason,
@@ -297,7 +304,7 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>
         backend: f.be.name.clone(),
         age: (t - life.t_origin).max(0.0),
         uncacheable: false,
-        storage: next_store(sh),
+        storage: if pass { crate::cache::spec::TRANSIENT.into() } else { next_store(sh) },
         ..Beresp::default()
     };
     (beresp, life)

@@ -162,7 +162,13 @@ pub(crate) fn sub_req(parent: &Req, url: &str, host: Option<&str>, xid: u32, gzi
         headers.set("Accept-Encoding", Bytes::from_static(b"gzip"));
     }
     let top = parent.top.clone().unwrap_or_else(|| {
-        Arc::new(TopReq { method: parent.method.clone(), url: parent.url.clone(), minor: parent.minor, headers: parent.headers.clone() })
+        Arc::new(TopReq {
+            method: parent.method.clone(),
+            url: parent.url.clone(),
+            minor: parent.minor,
+            headers: parent.headers.clone(),
+            time: parent.time,
+        })
     });
     Req {
         method: Bytes::from_static(b"GET"),
@@ -176,6 +182,7 @@ pub(crate) fn sub_req(parent: &Req, url: &str, host: Option<&str>, xid: u32, gzi
         esi_includes: parent.esi_includes.clone(),
         http0: Some(headers.clone()),
         headers,
+        time: crate::util::now(),
         ..Req::default()
     }
 }

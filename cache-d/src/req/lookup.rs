@@ -177,7 +177,7 @@ fn background_fetch<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stal
         bxid,
         rxid: r.rxid,
         reason: "bgfetch",
-        addrs: r.sess.ends,
+        addrs: r.sess.ends.clone(),
         policy: r.active.policy.clone(),
         body: r.cached_body.clone(),
     };
@@ -208,7 +208,7 @@ pub async fn miss<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stale:
         bxid,
         rxid: r.rxid,
         reason: "fetch",
-        addrs: r.sess.ends,
+        addrs: r.sess.ends.clone(),
         policy: r.active.policy.clone(),
         body: r.cached_body.clone(),
     };

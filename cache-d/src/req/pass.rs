@@ -53,7 +53,7 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
     let mut bereq = Bereq::from_req(&r.req, bxid);
     bereq.uncacheable = true;
     let framing = r.framing;
-    let addrs = r.sess.ends;
+    let addrs = r.sess.ends.clone();
     let fetched = match r.cached_body.clone() {
         // A body std.cache_req_body() read: sent from memory, retries allowed.
         Some(b) => {

@@ -142,6 +142,7 @@ fn request_of(head: &Head, log: &mut common::log::vsl::Batch, rxid: u32, s: &Ses
         server_ip: s.ends.server.ip().to_string(),
         client_ip: Some(s.ends.client.ip()),
         xid: rxid,
+        time: crate::util::now(),
         ..Req::default()
     }
 }

@@ -51,7 +51,7 @@ impl Sess {
         let (vxid, log) = sess_open(&sh, peer, local, on, t0, fd);
         Sess {
             sh,
-            ends: Ends::direct(peer, local),
+            ends: Ends::open(peer, local, vxid, on.name.clone(), fd),
             listen: on.name.clone(),
             vxid,
             log,
@@ -69,7 +69,7 @@ impl Sess {
     pub fn for_stream(&self) -> Sess {
         Sess {
             sh: self.sh.clone(),
-            ends: self.ends,
+            ends: self.ends.clone(),
             listen: self.listen.clone(),
             vxid: self.vxid,
             log: Batch::with_reclen(self.sh.params().vsl_reclen),
@@ -228,7 +228,7 @@ impl<T: Transport> Request<'_, T> {
     pub fn call(&mut self, sub: Sub, with: With<'_>) -> Action {
         let mut t = Task::new(&*self.sh);
         t.log = Some((&mut self.log, self.rxid, LogSide::Client));
-        t.ends = Some(self.sess.ends);
+        t.ends = Some(self.sess.ends.clone());
         t.tls = self.sess.tls.clone();
         t.req = Some(&mut self.req);
         t.resp = with.resp;

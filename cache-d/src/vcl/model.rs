@@ -125,6 +125,10 @@ pub struct Req {
     /// Includes made for the client's request so far, shared by all its
     /// ESI sub-requests (a bound on a page's whole tree).
     pub esi_includes: Option<std::sync::Arc<std::sync::atomic::AtomicU32>>,
+    /// client.identity as vcl_recv set it (None: the client's address).
+    pub client_identity: Option<String>,
+    /// When the request arrived (req.time; kept across restarts).
+    pub time: f64,
 }
 
 /// The request an ESI include was made for (VCL's `req_top`).
@@ -134,6 +138,8 @@ pub struct TopReq {
     pub url: Bytes,
     pub minor: u8,
     pub headers: Headers,
+    /// When the top request arrived (req_top.time).
+    pub time: f64,
 }
 
 /// The backend request (VCL's `bereq`).
@@ -162,6 +168,10 @@ pub struct Bereq {
     /// `unset bereq.body` (the built-in does it for a GET): the request's
     /// body is not sent.
     pub no_body: bool,
+    /// client.identity, from the client request.
+    pub client_identity: Option<String>,
+    /// When the fetch began (bereq.time; kept across retries).
+    pub time: f64,
 }
 
 impl Bereq {
@@ -187,6 +197,8 @@ impl Bereq {
             xid,
             backend: req.backend_hint.clone(),
             hash: req.hash.clone(),
+            client_identity: req.client_identity.clone(),
+            time: crate::util::now(),
             ..Bereq::default()
         }
     }
@@ -427,19 +439,48 @@ pub struct TlsInfo {
 /// `server.ip` are what a PROXY header said (else the connection's own
 /// ends), `remote.ip` and `local.ip` the connection's own ends. All four
 /// are 0.0.0.0 port 0 on a Unix socket without PROXY, as in Varnish.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ends {
     pub client: std::net::SocketAddr,
     pub server: std::net::SocketAddr,
     pub remote: std::net::SocketAddr,
     pub local: std::net::SocketAddr,
+    /// The session's vxid (sess.xid).
+    pub xid: u32,
+    /// The listener's name (local.socket: `a0`, or the `-a NAME=`).
+    pub socket: Option<std::sync::Arc<str>>,
+    /// A Unix socket listener's path (local.endpoint; a TCP one's is
+    /// `local`).
+    pub path: Option<std::sync::Arc<str>>,
 }
 
 impl Ends {
     /// A connection with no PROXY header: client and server are its ends.
     pub fn direct(remote: std::net::SocketAddr, local: std::net::SocketAddr) -> Ends {
-        Ends { client: remote, server: local, remote, local }
+        Ends { client: remote, server: local, remote, local, xid: 0, socket: None, path: None }
     }
+    /// A session's ends: `direct`, with the session's vxid, its listener's
+    /// name and, on a Unix socket (`fd`'s local name), the socket's path.
+    pub fn open(remote: std::net::SocketAddr, local: std::net::SocketAddr, xid: u32, socket: std::sync::Arc<str>, fd: i32) -> Ends {
+        let unix = local.ip().is_unspecified() && local.port() == 0;
+        let path = if unix { unix_path(fd).map(std::sync::Arc::from) } else { None };
+        Ends { xid, socket: Some(socket), path, ..Ends::direct(remote, local) }
+    }
+}
+
+/// The path a Unix socket descriptor is bound to (None: not one, or
+/// unnamed).
+fn unix_path(fd: i32) -> Option<String> {
+    // SAFETY: sockaddr_un is plain data; getsockname writes at most `len`
+    // bytes into it and says how many.
+    let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    let rc = unsafe { libc::getsockname(fd, (&mut sa as *mut libc::sockaddr_un).cast(), &mut len) };
+    if rc != 0 || i32::from(sa.sun_family) != libc::AF_UNIX {
+        return None;
+    }
+    let bytes: Vec<u8> = sa.sun_path.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    (!bytes.is_empty()).then(|| String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// One call of a subroutine: what it can see and change. Which of these

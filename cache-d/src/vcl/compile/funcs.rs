@@ -2,6 +2,7 @@
 
 use super::decls::ObjKind;
 use super::program::*;
+use super::vmod::one_arg;
 use crate::vcl::ast::*;
 use crate::vcl::compile::vars::*;
 use crate::vcl::diag::{err, unsupported, VclError};
@@ -70,13 +71,6 @@ fn literal(e: &Expr) -> Option<String> {
     }
 }
 
-pub(super) fn one_arg(args: &[Expr], name: &str, n: usize, pos: Pos, sc: &Scope<'_>) -> Result<Vec<ExprFn>, VclError> {
-    if args.len() != n {
-        return err(format!("{name}() takes {n} argument(s), not {}", args.len()), pos);
-    }
-    args.iter().map(|a| sc.expr(a)).collect()
-}
-
 pub(super) fn only_in(name: &str, allowed: u32, pos: Pos, sc: &Scope<'_>) -> Result<(), VclError> {
     match sc.ctx.iter().find(|s| allowed & (1 << **s as u32) == 0) {
         Some(s) => err(format!("{name}() cannot be used in {} (it can be in: {})", s.name(), subs_in(allowed)), pos),
@@ -85,7 +79,7 @@ pub(super) fn only_in(name: &str, allowed: u32, pos: Pos, sc: &Scope<'_>) -> Res
 }
 
 /// The functions [`call`] knows (documented in cache-vcl(7)).
-pub const FUNCTIONS: [&str; 32] = [
+pub const FUNCTIONS: [&str; 42] = [
     "regsub",
     "regsuball",
     "hash_data",
@@ -109,6 +103,16 @@ pub const FUNCTIONS: [&str; 32] = [
     "std.port",
     "std.healthy",
     "std.collect",
+    "std.random",
+    "std.real2time",
+    "std.real2integer",
+    "std.time2real",
+    "std.time2integer",
+    "std.fileread",
+    "std.blobread",
+    "std.rollback",
+    "blob.encode",
+    "directors.lookup",
     "tls.is_tls",
     "tls.version",
     "tls.cipher",
@@ -148,6 +152,9 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             None => {}
         }
     }
+    if let Some(f) = super::vmod::call(name, args, names, pos, sc) {
+        return f;
+    }
     Ok(match name {
         "regsub" | "regsuball" => {
             if args.len() != 3 {
@@ -178,7 +185,11 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             only_in(name, mask(&[Sub::Synth, Sub::BackendError]), pos, sc)?;
             let x = one_arg(args, name, 1, pos, sc)?.remove(0);
             Box::new(move |t, c| {
-                let v = x(t, c).text();
+                // An unset value alone prints as Varnish's printf does NULL.
+                let v = match x(t, c) {
+                    Val::None => "(null)".to_string(),
+                    v => v.text(),
+                };
                 if let Some(b) = t.body.as_deref_mut() {
                     b.extend_from_slice(v.as_bytes());
                 }
@@ -285,26 +296,6 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
         "std.duration" => with_fallback(|s| crate::cache::ban::expr::parse_duration(s).map(Val::Dur))?,
         "std.time" => {
             with_fallback(|s| common::httpdate::parse(s).or_else(|| s.parse::<f64>().ok().filter(|f| f.is_finite())).map(Val::Time))?
-        }
-        "std.ip" => {
-            if args.len() != 2 && args.len() != 3 {
-                return err("std.ip() takes 2 or 3 arguments", pos);
-            }
-            let (x, fb) = (sc.expr(&args[0])?, sc.expr(&args[1])?);
-            Box::new(move |t, c| match x(t, c).ip() {
-                Some(ip) => Val::Ip(ip, 0),
-                None => match fb(t, c) {
-                    Val::Ip(ip, p) => Val::Ip(ip, p),
-                    other => other.ip().map(|ip| Val::Ip(ip, 0)).unwrap_or(Val::None),
-                },
-            })
-        }
-        "std.port" => {
-            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
-            Box::new(move |t, c| match x(t, c) {
-                Val::Ip(_, p) => Val::Int(p as i64),
-                _ => Val::Int(0),
-            })
         }
         "std.healthy" => {
             let x = one_arg(args, name, 1, pos, sc)?.remove(0);

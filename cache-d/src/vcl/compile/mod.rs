@@ -27,6 +27,7 @@ mod program;
 #[cfg(test)]
 mod tests;
 mod vars;
+mod vmod;
 
 pub use decls::BackendSpec;
 use decls::*;
@@ -464,8 +465,8 @@ fn expr(e: &Expr, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
                 let re = regex_arg(right)?;
                 return Ok(Box::new(move |t, c| {
                     let v = l(t, c);
-                    // A missing value never matches.
-                    let hit = !matches!(v, Val::None) && re.is_match(&v.text());
+                    // An unset value matches as the empty string (Varnish).
+                    let hit = re.is_match(&v.text());
                     Val::Bool(hit == want)
                 }));
             }

@@ -431,6 +431,10 @@ fn every_listed_function_compiles() {
     let arity = |f: &str| match f {
         "regsub" | "regsuball" => "req.url, \"a\", \"b\"",
         "std.integer" | "std.real" | "std.duration" | "std.time" | "std.ip" | "std.syslog" => "\"1\", \"2\"",
+        "std.random" => "1, 2",
+        "std.real2time" | "std.real2integer" | "std.time2real" | "std.time2integer" => "1.5, now",
+        "std.rollback" => "req",
+        "blob.encode" => "HEX, blob=std.blobread(\"x\")",
         "std.collect" => "req.http.x",
         "std.healthy" => "req.backend_hint",
         "std.port" => "client.ip",
@@ -448,7 +452,10 @@ fn every_listed_function_compiles() {
             f if f.starts_with("purge.") => "vcl_hit",
             _ => "vcl_recv",
         };
-        let src = format!("vcl 4.1;\nimport std;\nimport tls;\nimport xkey;\nimport purge;\nsub {sub} {{ {f}({}); }}", arity(f));
+        let src = format!(
+            "vcl 4.1;\nimport std;\nimport tls;\nimport xkey;\nimport purge;\nimport blob;\nimport directors;\nsub {sub} {{ {f}({}); }}",
+            arity(f)
+        );
         let p = parse_source("t.vcl", &src).unwrap();
         compile(&p).unwrap_or_else(|e| panic!("{f}: {}", e.render(&p.files)));
     }

@@ -36,12 +36,18 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("client.ip", CLIENT | BACKEND, 0),
     ("remote.ip", CLIENT | BACKEND, 0),
     ("client.identity", CLIENT | BACKEND, CLIENT),
+    ("sess.xid", CLIENT | BACKEND, 0),
+    ("local.endpoint", CLIENT | BACKEND, 0),
+    ("local.socket", CLIENT | BACKEND, 0),
     ("req.method", CLIENT, CLIENT),
     ("req.url", CLIENT, CLIENT),
     // Read only, as in Varnish 7.1.
     ("req.proto", CLIENT, 0),
     ("req.http.", CLIENT, CLIENT),
     ("req.xid", CLIENT, 0),
+    ("req.time", CLIENT, 0),
+    ("req.transport", CLIENT, 0),
+    ("req.hash", mask(&[Sub::Hit, Sub::Miss, Sub::Pass, Sub::Purge, Sub::Deliver]), 0),
     ("req.restarts", CLIENT, 0),
     ("req.esi_level", CLIENT, 0),
     // VCL 4.0's switch; accepted in 4.1 too.
@@ -49,6 +55,7 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("req_top.method", CLIENT, 0),
     ("req_top.url", CLIENT, 0),
     ("req_top.proto", CLIENT, 0),
+    ("req_top.time", CLIENT, 0),
     ("req_top.http.", CLIENT, 0),
     ("req.can_gzip", CLIENT, 0),
     ("req.is_hitmiss", CLIENT, 0),
@@ -63,6 +70,8 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("bereq.proto", BEREQ, 0),
     ("bereq.http.", BEREQ, BEREQ),
     ("bereq.xid", BACKEND, 0),
+    ("bereq.time", BEREQ, 0),
+    ("bereq.hash", BEREQ, 0),
     ("bereq.retries", BACKEND, 0),
     ("bereq.connect_timeout", BEREQ, BEREQ),
     ("bereq.first_byte_timeout", BACKEND, BACKEND),
@@ -73,6 +82,7 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("beresp.status", BERESP, BERESP),
     ("beresp.reason", BERESP, BERESP),
     ("beresp.proto", BERESP, 0),
+    ("beresp.time", BERESP, 0),
     ("beresp.http.", BERESP, BERESP),
     ("beresp.ttl", BERESP, BERESP),
     ("beresp.grace", BERESP, BERESP),
@@ -106,6 +116,7 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("resp.status", RESP, RESP),
     ("resp.reason", RESP, RESP),
     ("resp.proto", RESP, 0),
+    ("resp.time", RESP, 0),
     ("resp.http.", RESP, RESP),
     ("resp.is_streaming", RESP, 0),
     ("resp.do_esi", mask(&[Sub::Deliver]), mask(&[Sub::Deliver])),
@@ -221,6 +232,12 @@ fn status_val(t: &mut Task<'_>, v: &Val) -> Option<u16> {
     }
 }
 
+/// req.hash, bereq.hash: the SHA-256 of what vcl_hash hashed, a BLOB.
+fn digest(key: &[u8]) -> Val {
+    use sha2::Digest;
+    super::vmod::blob(&sha2::Sha256::digest(key))
+}
+
 fn text(b: &Bytes) -> Val {
     Val::Str(String::from_utf8_lossy(b).into_owned())
 }
@@ -284,6 +301,47 @@ fn symbol(name: &str, pos: Pos, sc: &Scope<'_>) -> Option<Result<ExprFn, VclErro
     name.strip_prefix("storage.").map(|rest| storage_symbol(rest, pos))
 }
 
+/// The variables of the connection (server.*, client.*, local.*,
+/// remote.ip, sess.xid, req.transport), the clock (now, *.time) and the
+/// digest (req.hash, bereq.hash); None for another name.
+fn conn_var(name: &str) -> Option<ExprFn> {
+    Some(match name {
+        "now" => Box::new(|_, _| Val::Time(crate::util::now())),
+        "server.hostname" | "server.identity" => {
+            let host = crate::util::hostname();
+            Box::new(move |_, _| Val::Str(host.clone()))
+        }
+        "server.ip" => Box::new(|t, _| t.ends.as_ref().map(|e| Val::Ip(e.server.ip(), e.server.port())).unwrap_or(Val::None)),
+        "local.ip" => Box::new(|t, _| t.ends.as_ref().map(|e| Val::Ip(e.local.ip(), e.local.port())).unwrap_or(Val::None)),
+        "client.ip" => Box::new(|t, _| t.ends.as_ref().map(|e| Val::Ip(e.client.ip(), e.client.port())).unwrap_or(Val::None)),
+        "remote.ip" => Box::new(|t, _| t.ends.as_ref().map(|e| Val::Ip(e.remote.ip(), e.remote.port())).unwrap_or(Val::None)),
+        // As vcl_recv set it (the fetch has the request's), else the
+        // client's address.
+        "client.identity" => Box::new(|t, _| {
+            let set = t.req.as_deref().map(|r| &r.client_identity).or(t.bereq.as_deref().map(|r| &r.client_identity));
+            match set.and_then(|s| s.clone()) {
+                Some(id) => Val::Str(id),
+                None => t.ends.as_ref().map(|e| Val::Str(e.client.ip().to_string())).unwrap_or(Val::None),
+            }
+        }),
+        "sess.xid" => Box::new(|t, _| t.ends.as_ref().map(|e| Val::Str(e.xid.to_string())).unwrap_or(Val::None)),
+        "local.socket" => Box::new(|t, _| t.ends.as_ref().and_then(|e| e.socket.as_deref()).map_or(Val::None, |s| Val::Str(s.into()))),
+        // A Unix socket's path, else the address the connection came to.
+        "local.endpoint" => Box::new(|t, _| {
+            t.ends.as_ref().map_or(Val::None, |e| Val::Str(e.path.as_deref().map_or_else(|| e.local.to_string(), str::to_string)))
+        }),
+        "req.time" => get!(req, |r| Val::Time(r.time)),
+        "req_top.time" => get!(req, |r| Val::Time(r.top.as_ref().map_or(r.time, |t| t.time))),
+        "req.transport" => get!(req, |r| Val::Str(if r.minor == 2 { "HTTP/2" } else { "HTTP/1" }.into())),
+        "req.hash" => get!(req, |r| r.hash.as_ref().map_or(Val::None, |h| digest(h))),
+        "bereq.hash" => get!(bereq, |r| r.hash.as_ref().map_or(Val::None, |h| digest(h))),
+        "bereq.time" => get!(bereq, |r| Val::Time(r.time)),
+        // When the response arrived, when delivery began: now is close.
+        "beresp.time" | "resp.time" => Box::new(|_, _| Val::Time(crate::util::now())),
+        _ => return None,
+    })
+}
+
 /// A variable's value.
 pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
     if let Some(v) = symbol(name, pos, sc) {
@@ -294,17 +352,10 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         let h = h.to_string();
         return Ok(Box::new(move |t, _| headers(t, w).and_then(|hs| hs.get(&h)).map(text).unwrap_or(Val::None)));
     }
+    if let Some(f) = conn_var(name) {
+        return Ok(f);
+    }
     Ok(match name {
-        "now" => Box::new(|_, _| Val::Time(crate::util::now())),
-        "server.hostname" | "server.identity" => {
-            let host = crate::util::hostname();
-            Box::new(move |_, _| Val::Str(host.clone()))
-        }
-        "server.ip" => Box::new(|t, _| t.ends.map(|e| Val::Ip(e.server.ip(), e.server.port())).unwrap_or(Val::None)),
-        "local.ip" => Box::new(|t, _| t.ends.map(|e| Val::Ip(e.local.ip(), e.local.port())).unwrap_or(Val::None)),
-        "client.ip" => Box::new(|t, _| t.ends.map(|e| Val::Ip(e.client.ip(), e.client.port())).unwrap_or(Val::None)),
-        "remote.ip" => Box::new(|t, _| t.ends.map(|e| Val::Ip(e.remote.ip(), e.remote.port())).unwrap_or(Val::None)),
-        "client.identity" => Box::new(|t, _| t.ends.map(|e| Val::Str(e.client.ip().to_string())).unwrap_or(Val::None)),
         "req.method" => get!(req, |r| text(&r.method)),
         "req.url" => get!(req, |r| text(&r.url)),
         "req.proto" => get!(req, |r| proto(r.minor)),
@@ -417,7 +468,7 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         "req.hash_always_miss" => set!(req, |t, r, v| r.hash_always_miss = v.truthy()),
         "req.hash_ignore_busy" => set!(req, |t, r, v| r.hash_ignore_busy = v.truthy()),
         "req.backend_hint" => set!(req, |t, r, v| r.backend_hint = Some(v.text())),
-        "client.identity" => Box::new(|_, _| {}),
+        "client.identity" => set!(req, |t, r, v| r.client_identity = Some(v.text())),
         "bereq.method" => set!(bereq, |t, r, v| if let Some(b) = wire_token(t, "bereq.method", &v) {
             r.method = b
         }),
@@ -428,8 +479,10 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         "bereq.connect_timeout" => set!(bereq, |t, r, v| r.connect_timeout = dur(&v).map(|d| d.max(0.0))),
         "bereq.first_byte_timeout" => set!(bereq, |t, r, v| r.first_byte_timeout = dur(&v).map(|d| d.max(0.0))),
         "bereq.between_bytes_timeout" => set!(bereq, |t, r, v| r.between_bytes_timeout = dur(&v).map(|d| d.max(0.0))),
+        // As resp.status: the reason becomes the status's own.
         "beresp.status" => set!(beresp, |t, b, v| if let Some(s) = status_val(t, &v) {
-            b.status = s
+            b.status = s;
+            b.reason = Bytes::from_static(crate::vcl::builtin::reason_phrase(s).as_bytes());
         }),
         "beresp.reason" => set!(beresp, |t, b, v| if let Some(r) = wire_text(t, "beresp.reason", &v) {
             b.reason = r
