@@ -107,6 +107,12 @@ pub struct AclEntry {
     pub addr: String,
     pub mask: Option<u8>,
     pub pos: Pos,
+    /// In parentheses: a name that does not resolve is skipped (with a
+    /// warning in Varnish), not an error.
+    pub para: bool,
+    /// `include "file";` in the ACL's body: `addr` is the file, read when
+    /// the program is (see `parse_into`).
+    pub include: bool,
 }
 
 /// An ACL's flags (`acl name +log -pedantic { ... }`, Varnish 7.1's).

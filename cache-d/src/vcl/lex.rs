@@ -59,6 +59,34 @@ fn unit_after_space(b: &[u8], j: usize) -> Option<usize> {
 
 const UNITS: [&str; 12] = ["ms", "s", "m", "h", "d", "w", "y", "B", "KB", "MB", "GB", "TB"];
 
+/// A string starting at `i` ("...", {"..."} or """..."""): its text and
+/// where it ends; none if no string starts there.
+fn string_at(src: &str, i: usize) -> Result<Option<(String, usize)>, LexError> {
+    let rest = &src[i..];
+    let (open, close) = match () {
+        _ if rest.starts_with("{\"") => ("{\"", "\"}"),
+        _ if rest.starts_with("\"\"\"") => ("\"\"\"", "\"\"\""),
+        _ if rest.starts_with('"') => ("\"", "\""),
+        _ => return Ok(None),
+    };
+    let body = i + open.len();
+    let Some(len) = src[body..].find(close) else {
+        let msg = match open {
+            "\"" => "Unterminated string",
+            "{\"" => "Unterminated long string {\" ... \"}",
+            _ => "Unterminated long string \"\"\" ... \"\"\"",
+        };
+        return Err(LexError { at: i, len: open.len(), msg: msg.into() });
+    };
+    if open == "\"" {
+        if let Some(nl) = src[body..body + len].find('\n') {
+            let msg = "Unterminated string (strings cannot span lines; use {\" ... \"})".into();
+            return Err(LexError { at: i, len: nl + 1, msg });
+        }
+    }
+    Ok(Some((src[body..body + len].to_string(), body + len + close.len())))
+}
+
 /// Split `src` into tokens (ending with [`Tok::Eof`]).
 pub fn lex(src: &str) -> Result<Vec<Token>, LexError> {
     let b = src.as_bytes();
@@ -96,47 +124,9 @@ pub fn lex(src: &str) -> Result<Vec<Token>, LexError> {
             continue;
         }
         let start = i;
-        // Long strings {" ... "}
-        if c == b'{' && b.get(i + 1) == Some(&b'"') {
-            let body = i + 2;
-            match src[body..].find("\"}") {
-                Some(end) => {
-                    out.push(Token { tok: Tok::Str(src[body..body + end].to_string()), at: start, len: end + 4 });
-                    i = body + end + 2;
-                    continue;
-                }
-                None => return Err(LexError { at: start, len: 2, msg: "Unterminated long string {\" ... \"}".into() }),
-            }
-        }
-        // Long strings """ ... """ (VCL 4.1)
-        if src[i..].starts_with("\"\"\"") {
-            let body = i + 3;
-            match src[body..].find("\"\"\"") {
-                Some(end) => {
-                    out.push(Token { tok: Tok::Str(src[body..body + end].to_string()), at: start, len: end + 6 });
-                    i = body + end + 3;
-                    continue;
-                }
-                None => return Err(LexError { at: start, len: 3, msg: "Unterminated long string \"\"\" ... \"\"\"".into() }),
-            }
-        }
-        if c == b'"' {
-            let mut j = i + 1;
-            while j < b.len() && b[j] != b'"' {
-                if b[j] == b'\n' {
-                    return Err(LexError {
-                        at: start,
-                        len: j - start,
-                        msg: "Unterminated string (strings cannot span lines; use {\" ... \"})".into(),
-                    });
-                }
-                j += 1;
-            }
-            if j >= b.len() {
-                return Err(LexError { at: start, len: 1, msg: "Unterminated string".into() });
-            }
-            out.push(Token { tok: Tok::Str(src[i + 1..j].to_string()), at: start, len: j + 1 - start });
-            i = j + 1;
+        if let Some((text, end)) = string_at(src, i)? {
+            out.push(Token { tok: Tok::Str(text), at: start, len: end - start });
+            i = end;
             continue;
         }
         if c.is_ascii_digit() {
@@ -188,6 +178,14 @@ pub fn lex(src: &str) -> Result<Vec<Token>, LexError> {
             while j < b.len() && is_ident(b[j]) {
                 j += 1;
             }
+            // A quoted header name (VCL 4.1): req.http."a.b", {"..."}.
+            if src[i..j].ends_with(".http.") {
+                if let Some((name, end)) = string_at(src, j)? {
+                    out.push(Token { tok: Tok::Ident(format!("{}{name}", &src[i..j])), at: start, len: end - start });
+                    i = end;
+                    continue;
+                }
+            }
             // A trailing dot is not part of a name.
             while j > i + 1 && b[j - 1] == b'.' {
                 j -= 1;
@@ -209,6 +207,34 @@ pub fn lex(src: &str) -> Result<Vec<Token>, LexError> {
     }
     out.push(Token { tok: Tok::Eof, at: b.len(), len: 0 });
     Ok(out)
+}
+
+/// Header names, as VCC checks them: a quoted one only in VCL 4.1, fewer
+/// than 127 characters, each an HTTP token character; an unquoted one
+/// ends at a dot (quote a name that holds one).
+pub fn check_header_names(src: &str, toks: &[Token], quoted_ok: bool) -> Result<(), LexError> {
+    const OWNERS: [&str; 6] = ["req.http.", "bereq.http.", "beresp.http.", "resp.http.", "obj.http.", "req_top.http."];
+    for t in toks {
+        let Tok::Ident(id) = &t.tok else { continue };
+        let Some(owner) = OWNERS.iter().find(|o| id.len() > o.len() && id[..o.len()].eq_ignore_ascii_case(o)) else { continue };
+        let name = &id[owner.len()..];
+        let quoted = src[t.at..t.at + t.len].contains('"');
+        let fail = |msg: String| Err(LexError { at: t.at, len: t.len, msg });
+        if quoted && !quoted_ok {
+            return fail("Quoted headers are available for VCL >= 4.1.".into());
+        }
+        if name.len() >= 127 {
+            let head: String = name.chars().take(20).collect();
+            return fail(format!("HTTP header ({head}..) is too long."));
+        }
+        if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(*c))) {
+            return fail(format!("Invalid character '{}' in header name.", c.escape_default()));
+        }
+        if !quoted && name.contains('.') {
+            return fail(format!("A header name ends at a dot: write {}\"{name}\" for a name that holds one", &id[..owner.len()]));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -260,6 +286,16 @@ mod tests {
         assert!(lex("\"open").is_err());
         assert!(lex("\"a\nb\"").is_err());
         assert!(lex("/* never").is_err());
+        let src = "req.http.\"a.b\" resp.http.{\"!!\"} req.http.x";
+        let t = lex(src).unwrap();
+        assert_eq!(t[0].tok, Tok::Ident("req.http.a.b".into()));
+        assert_eq!(t[1].tok, Tok::Ident("resp.http.!!".into()));
+        assert!(check_header_names(src, &t, true).is_ok());
+        assert!(check_header_names(src, &t, false).unwrap_err().msg.contains(">= 4.1"));
+        let bad = |s: &str| check_header_names(s, &lex(s).unwrap(), true).unwrap_err().msg;
+        assert!(bad("req.http.{\"a\nb\"}").contains("Invalid character '\\n'"));
+        assert!(bad("req.http.req.http.foo").contains("ends at a dot"));
+        assert!(bad(&format!("resp.http.{}", "x".repeat(130))).contains("is too long"));
         assert_eq!(toks("\"\"\"{\"k\":\"v\"}\"\"\""), vec![Tok::Str("{\"k\":\"v\"}".into()), Tok::Eof]);
         assert!(lex("/* a /* b */").unwrap_err().msg.contains("comment contains /*"));
         assert!(lex("10parsecs").is_err());

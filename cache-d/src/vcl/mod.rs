@@ -125,26 +125,64 @@ fn parse_into(prog: &mut Program, name: String, src: String, dir: Option<&Path>,
         };
         return Err(Failed { error, quote: false });
     }
+    let v41 = match depth {
+        0 => matches!(toks.get(1), Some(lex::Token { tok: lex::Tok::Real(v), .. }) if *v > 4.05),
+        _ => prog.items.iter().any(|i| matches!(i, Item::Version { version, .. } if version == "4.1")),
+    };
+    lex::check_header_names(&src, &toks, v41).map_err(|e| lex_failed(file, &name, e, true))?;
     let items = parse::Parser::new(&toks, file).program()?;
-    for item in items {
+    for mut item in items {
         if let Item::Include { path, pos } = &item {
-            if depth >= 10 {
-                return Err(VclError { msg: "Includes nested too deep (a loop?)".into(), pos: *pos }.into());
-            }
-            if prog.files.len() >= MAX_FILES {
-                return Err(VclError { msg: format!("More than {MAX_FILES} files in one program"), pos: *pos }.into());
-            }
-            let p = match dir {
-                Some(d) if !Path::new(path).is_absolute() => d.join(path),
-                _ => PathBuf::from(path),
-            };
-            let text = read_vcl(prog, &p).map_err(|msg| VclError { msg, pos: *pos })?;
+            let (p, text) = read_include(prog, path, *pos, dir, depth)?;
             parse_into(prog, p.display().to_string(), text, p.parent(), depth + 1)?;
             continue;
+        }
+        if let Item::Acl { entries, .. } = &mut item {
+            *entries = acl_includes(prog, std::mem::take(entries), dir, depth)?;
         }
         prog.items.push(item);
     }
     Ok(())
+}
+
+/// An included file's path (relative to the including file's directory)
+/// and text, within the limits on nesting and file count.
+fn read_include(prog: &Program, path: &str, pos: Pos, dir: Option<&Path>, depth: usize) -> Result<(PathBuf, String), Failed> {
+    if depth >= 10 {
+        return Err(VclError { msg: "Includes nested too deep (a loop?)".into(), pos }.into());
+    }
+    if prog.files.len() >= MAX_FILES {
+        return Err(VclError { msg: format!("More than {MAX_FILES} files in one program"), pos }.into());
+    }
+    let p = match dir {
+        Some(d) if !Path::new(path).is_absolute() => d.join(path),
+        _ => PathBuf::from(path),
+    };
+    let text = read_vcl(prog, &p).map_err(|msg| VclError { msg, pos })?;
+    Ok((p, text))
+}
+
+/// An ACL's entries with its `include "file";` lines replaced by the
+/// entries the files hold.
+fn acl_includes(prog: &mut Program, entries: Vec<ast::AclEntry>, dir: Option<&Path>, depth: usize) -> Result<Vec<ast::AclEntry>, Failed> {
+    let mut out = Vec::new();
+    for e in entries {
+        if !e.include {
+            out.push(e);
+            continue;
+        }
+        let (p, text) = read_include(prog, &e.addr, e.pos, dir, depth)?;
+        let name = p.display().to_string();
+        let file = prog.files.len();
+        prog.files.push((name.clone(), text));
+        let src = prog.files[file].1.clone();
+        let toks = lex::lex(&src).map_err(|err| lex_failed(file, &name, err, false))?;
+        let v41 = prog.items.iter().any(|i| matches!(i, Item::Version { version, .. } if version == "4.1"));
+        lex::check_header_names(&src, &toks, v41).map_err(|err| lex_failed(file, &name, err, true))?;
+        let inner = parse::Parser::new(&toks, file).acl_entries("")?;
+        out.extend(acl_includes(prog, inner, p.parent(), depth + 1)?);
+    }
+    Ok(out)
 }
 
 /// Parse VCL source text (`vcl.inline`); includes are read relative to

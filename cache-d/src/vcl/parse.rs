@@ -237,30 +237,59 @@ impl<'a> Parser<'a> {
 
     fn acl(&mut self) -> R<Vec<AclEntry>> {
         self.expect("{")?;
-        let mut out = Vec::new();
-        while !self.is("}") {
-            let pos = self.pos();
-            let negated = if self.is("!") {
-                self.next();
-                true
-            } else {
-                false
-            };
-            let (addr, apos) = self.string("an address in quotes")?;
-            let mask = if self.is("/") {
-                self.next();
-                match self.next().tok {
-                    Tok::Int(m) if (0..=128).contains(&m) => Some(m as u8),
-                    t => return Err(VclError { msg: format!("Expected a mask length got {}", describe(&t)), pos: apos }),
-                }
-            } else {
-                None
-            };
-            self.expect(";")?;
-            out.push(AclEntry { negated, addr, mask, pos });
-        }
+        let out = self.acl_entries("}")?;
         self.expect("}")?;
         Ok(out)
+    }
+
+    /// An ACL's entries up to `end` (`}`, or the end of an included file):
+    /// `[!] [(] [!] "address" [/ mask] [)] ;`, the mask also inside the
+    /// quotes, or `include "file";`.
+    pub fn acl_entries(&mut self, end: &str) -> R<Vec<AclEntry>> {
+        let mut out = Vec::new();
+        while !(self.is(end) || (end.is_empty() && self.peek().tok == Tok::Eof)) {
+            let pos = self.pos();
+            if self.is_word("include") {
+                self.next();
+                let (addr, _) = self.string("a file name in quotes")?;
+                self.expect(";")?;
+                let e = AclEntry { negated: false, addr, mask: None, pos, para: false, include: true };
+                out.push(e);
+                continue;
+            }
+            let mut negated = self.eat("!");
+            let para = self.eat("(");
+            negated = negated || (para && self.eat("!"));
+            let (mut addr, apos) = self.string("an address in quotes")?;
+            let mut mask = None;
+            if let Some((a, m)) = addr.split_once('/') {
+                let m = m.parse::<u32>().map_err(|_| VclError { msg: ".../mask is not numeric.".into(), pos: apos })?;
+                (addr, mask) = (a.to_string(), Some(m.min(255) as u8));
+                if self.is("/") {
+                    return self.err("/mask only allowed once.");
+                }
+            } else if self.eat("/") {
+                match self.next().tok {
+                    Tok::Int(m) if m >= 0 => mask = Some(m.min(255) as u8),
+                    t => return Err(VclError { msg: format!("Expected a mask length got {}", describe(&t)), pos: apos }),
+                }
+            }
+            if para {
+                self.expect(")")?;
+            }
+            self.expect(";")?;
+            out.push(AclEntry { negated, addr, mask, pos: apos, para, include: false });
+        }
+        Ok(out)
+    }
+
+    /// Take the punctuation `p` if it is next.
+    fn eat(&mut self, p: &str) -> bool {
+        let here = self.is(p);
+        if here {
+            self.next();
+        }
+        here
     }
 
     fn block(&mut self) -> R<Vec<Stmt>> {

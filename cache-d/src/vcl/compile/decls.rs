@@ -4,6 +4,7 @@
 use crate::vcl::ast::*;
 use crate::vcl::diag::{err, unsupported, VclError};
 use std::collections::HashMap;
+use std::net::IpAddr;
 
 /// A declared backend: where it is and its settings.
 #[derive(Clone, Debug)]
@@ -311,4 +312,102 @@ pub(super) fn collect_objects(body: &[Stmt], out: &mut HashMap<String, ObjKind>)
 /// number) must not overflow a deadline later.
 fn secs(d: f64) -> std::time::Duration {
     std::time::Duration::from_secs_f64(if d.is_nan() { 0.0 } else { d.clamp(0.0, crate::params::MAX_SECONDS) })
+}
+
+/// An ACL's entries as (negated, network, mask length), as VCC reads
+/// them: "192.168" is 192.168.0.0/16 (not inet_aton's 192.0.0.168); a
+/// mask too wide for the family, or one address both in and out, is
+/// refused; host bits past the mask are an error unless `-pedantic`
+/// (then cleared); a name in parentheses that does not resolve is
+/// skipped.
+pub(super) fn acl_entries(flags: &AclFlags, entries: &[AclEntry]) -> Result<Vec<(bool, IpAddr, u8)>, VclError> {
+    let mut list = Vec::new();
+    let mut seen: HashMap<(IpAddr, u8), bool> = HashMap::new();
+    for e in entries {
+        let (ips, default_mask) = match net_notation(&e.addr) {
+            Some((ip, m)) => (vec![ip], Some(m)),
+            None => (resolve(&e.addr), None),
+        };
+        if ips.is_empty() {
+            if e.para {
+                continue;
+            }
+            return err(format!("DNS lookup({}): Name or service not known", e.addr), e.pos);
+        }
+        if e.mask.is_some() && ips.iter().any(IpAddr::is_ipv4) && ips.iter().any(IpAddr::is_ipv6) {
+            let m = e.mask.unwrap_or(0);
+            return err(format!("Mask (/{m}) specified, but string resolves to both IPv4 and IPv6 addresses."), e.pos);
+        }
+        for ip in ips {
+            let full = if ip.is_ipv4() { 32 } else { 128 };
+            let mask = e.mask.or(default_mask).unwrap_or(full);
+            if mask > full {
+                let fam = if ip.is_ipv4() { "IPv4" } else { "IPv6" };
+                return err(format!("Too wide mask (/{mask}) for {fam} address"), e.pos);
+            }
+            let net = super::program::masked(ip, mask);
+            if flags.pedantic && net != ip {
+                return err(format!("Non-zero bits in masked part, (maybe use {net}/{mask} ?)"), e.pos);
+            }
+            match seen.insert((net, mask), e.negated) {
+                Some(neg) if neg != e.negated => return err("Conflicting ACL entries:", e.pos),
+                Some(_) => {}
+                None => list.push((e.negated, net, mask)),
+            }
+        }
+    }
+    Ok(list)
+}
+
+/// "a.b.c.d" with one to four decimal parts of 0-255: the address with
+/// the missing parts zero, and the mask the parts given cover.
+fn net_notation(addr: &str) -> Option<(IpAddr, u8)> {
+    let mut b = [0u8; 4];
+    let parts: Vec<&str> = addr.split('.').collect();
+    if parts.len() > 4 {
+        return None;
+    }
+    for (i, p) in parts.iter().enumerate() {
+        if p.is_empty() || !p.bytes().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        b[i] = p.parse().ok()?;
+    }
+    Some((IpAddr::from(b), 8 * parts.len() as u8))
+}
+
+fn resolve(addr: &str) -> Vec<IpAddr> {
+    if let Ok(ip) = addr.parse::<IpAddr>() {
+        return vec![ip];
+    }
+    use std::net::ToSocketAddrs;
+    (addr, 0).to_socket_addrs().map(|i| i.map(|s| s.ip()).collect()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(negated: bool, addr: &str, mask: Option<u8>) -> AclEntry {
+        AclEntry { negated, addr: addr.into(), mask, pos: Pos::default(), para: false, include: false }
+    }
+
+    #[test]
+    fn acl_entries_read_as_vcc_does() {
+        assert_eq!(net_notation("192.168.16"), Some((IpAddr::from([192, 168, 16, 0]), 24)));
+        assert_eq!(net_notation("10"), Some((IpAddr::from([10, 0, 0, 0]), 8)));
+        assert_eq!(net_notation("1.2.3.4.5"), None);
+        let on = AclFlags::default();
+        let got = acl_entries(&on, &[entry(true, "192.168.16", Some(21))]).unwrap();
+        assert_eq!(got, vec![(true, IpAddr::from([192, 168, 16, 0]), 21)]);
+        assert!(acl_entries(&on, &[entry(false, "10.1.2.3", Some(33))]).unwrap_err().msg.contains("Too wide mask"));
+        let both = [entry(false, "1.2.3.4", None), entry(true, "1.2.3.4", None)];
+        assert!(acl_entries(&on, &both).unwrap_err().msg.contains("Conflicting"));
+        assert!(acl_entries(&on, &[entry(false, "127.0.1", Some(19))]).unwrap_err().msg.contains("Non-zero bits"));
+        let off = AclFlags { pedantic: false, ..on };
+        assert_eq!(acl_entries(&off, &[entry(false, "127.0.1", Some(19))]).unwrap(), vec![(false, IpAddr::from([127, 0, 0, 0]), 19)]);
+        let mut skipped = entry(false, "no-such-host.invalid", Some(22));
+        skipped.para = true;
+        assert!(acl_entries(&on, &[skipped]).unwrap().is_empty());
+    }
 }

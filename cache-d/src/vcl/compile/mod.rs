@@ -9,7 +9,6 @@
 //! error that says so, never a silent no-op.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use common::log::vsl::Tag;
@@ -53,28 +52,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
                 if c.acls.contains_key(name) {
                     return err(format!("ACL '{name}' redefined"), *pos);
                 }
-                let mut list = Vec::new();
-                for e in entries {
-                    let ips: Vec<IpAddr> = if let Ok(ip) = e.addr.parse::<IpAddr>() {
-                        vec![ip]
-                    } else {
-                        use std::net::ToSocketAddrs;
-                        (e.addr.as_str(), 0).to_socket_addrs().map(|i| i.map(|s| s.ip()).collect()).unwrap_or_default()
-                    };
-                    if ips.is_empty() {
-                        return err(format!("ACL entry \"{}\" is not an address or a resolvable name", e.addr), e.pos);
-                    }
-                    for ip in ips {
-                        let full = if ip.is_ipv4() { 32 } else { 128 };
-                        let mask = e.mask.unwrap_or(full);
-                        let net = masked(ip, mask);
-                        if flags.pedantic && net != ip {
-                            return err(format!("Non-zero bits in masked part, (maybe use {net}/{mask} ?)"), e.pos);
-                        }
-                        list.push((e.negated, net, mask));
-                    }
-                }
-                c.acls.insert(name.clone(), Acl { entries: list, log: flags.log });
+                c.acls.insert(name.clone(), Acl { entries: acl_entries(flags, entries)?, log: flags.log });
             }
             Item::Backend { name, fields, none, pos } => {
                 if c.backends.contains(name) {
