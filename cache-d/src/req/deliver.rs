@@ -19,7 +19,7 @@ use crate::req::reason::{close_reason, Reason};
 use crate::req::state::{divert, obj_view, Request, RespHead, Step, With};
 use crate::req::transport::Transport;
 use crate::util::now;
-use crate::vcl::model::{Action, Headers, Req, Resp, Sub};
+use crate::vcl::model::{Action, Headers, ObjView, Req, Resp, Sub};
 use common::log::vsl::{Side as LogSide, Tag};
 
 /// A parsed `Range` request against a body of `len` bytes.
@@ -223,7 +223,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
             resp.headers.set("Content-Encoding", Bytes::from_static(b"br"));
         }
     }
-    let view = r.active.policy.defines(Sub::Deliver).then(|| obj_view(oc, t, false));
+    let view = r.active.policy.defines(Sub::Deliver).then(|| ObjView { can_esi: esi.is_some(), ..obj_view(oc, t, false) });
     let action = r.call(Sub::Deliver, With { resp: Some(&mut resp), obj: view.as_ref(), ..With::default() });
     if action != Action::Deliver {
         return divert(action);

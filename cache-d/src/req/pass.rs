@@ -330,6 +330,8 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
         age: 0.0,
         hits: 0,
         uncacheable: true,
+        stv: None,
+        can_esi: beresp.do_esi,
     });
     let mut out = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: true, do_esi: false };
     out.headers.unset("x-varnish");

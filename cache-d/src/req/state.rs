@@ -368,5 +368,7 @@ pub fn obj_view(oc: &ObjRef, t: f64, full: bool) -> ObjView {
         age: (t - life.t_origin).max(0.0),
         hits: oc.hits(),
         uncacheable: oc.obj.kind != Kind::Normal || !oc.stored(),
+        stv: Some(oc.stv),
+        can_esi: false,
     }
 }

@@ -249,6 +249,11 @@ pub struct ObjView {
     pub age: f64,
     pub hits: u64,
     pub uncacheable: bool,
+    /// Its store, an index into the stores' names (None: Transient, as a
+    /// pass's object).
+    pub stv: Option<u8>,
+    /// It has ESI instructions (obj.can_esi).
+    pub can_esi: bool,
 }
 
 /// The client response (VCL's `resp`), in vcl_deliver and vcl_synth.

@@ -113,6 +113,8 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("obj.time", HIT | mask(&[Sub::Deliver]), 0),
     ("obj.hits", HIT | mask(&[Sub::Deliver]), 0),
     ("obj.uncacheable", HIT | mask(&[Sub::Deliver]), 0),
+    ("obj.storage", HIT | mask(&[Sub::Deliver]), 0),
+    ("obj.can_esi", HIT | mask(&[Sub::Deliver]), 0),
     ("resp.status", RESP, RESP),
     ("resp.reason", RESP, RESP),
     ("resp.proto", RESP, 0),
@@ -423,6 +425,14 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "obj.time" => Box::new(|t, _| t.obj.map(|o| Val::Time(crate::util::now() - o.age)).unwrap_or(Val::None)),
         "obj.hits" => Box::new(|t, _| t.obj.map(|o| Val::Int(o.hits as i64)).unwrap_or(Val::None)),
         "obj.uncacheable" => Box::new(|t, _| t.obj.map(|o| Val::Bool(o.uncacheable)).unwrap_or(Val::None)),
+        "obj.can_esi" => Box::new(|t, _| t.obj.map(|o| Val::Bool(o.can_esi)).unwrap_or(Val::None)),
+        // The stores are opened in the order of their names.
+        "obj.storage" => Box::new(|t, _| {
+            t.obj.map_or(Val::None, |o| {
+                let name = o.stv.and_then(|i| crate::cache::spec::names().get(usize::from(i)).cloned());
+                Val::Str(format!("storage.{}", name.as_deref().unwrap_or(crate::cache::spec::TRANSIENT)))
+            })
+        }),
         "resp.status" => get!(resp, |r| Val::Int(r.status as i64)),
         "resp.reason" => get!(resp, |r| text(&r.reason)),
         "resp.proto" => Box::new(|_, _| Val::Str("HTTP/1.1".into())),
