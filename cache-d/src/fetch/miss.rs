@@ -170,7 +170,12 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
     let (coder, copy) = (got.coder.take(), got.copy.take());
     let record = got.record.take();
     let obj = object(bxid, &mut got, &req);
-    let oc = store(&sh, &mut f, guard, obj, &got);
+    // A hit-for-miss or hit-for-pass marker for a body not streamed goes
+    // in (waking the waiters, who fetch on their own) once the body is in
+    // and the backend connection back in the pool, as Varnish unbusies
+    // such an object only then.
+    let defer = !got.beresp.do_stream && got.resp.is_some();
+    let (oc, mut later) = store(&sh, &mut f, guard, obj, &got, defer);
     // A disk object's body as this request delivers it (its copy in
     // memory may go once it is written), then written if it is whole.
     let mine = oc.disk().map(|_| oc.body());
@@ -214,8 +219,27 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
         // whole body is in; a body that fails is a failed fetch (503).
         (Some(resp), Ok(body)) => {
             let whole = stream_body(&sh, f, resp, Dest { body: &body, oc: &oc, stream: false }, coder, &bereq.url).await;
+            if let Some(m) = later.take() {
+                m.insert(&sh);
+            }
             let _ = tx.send(if whole { Ok((oc, mine)) } else { Err(Error::new(Side::Backend, "backend body ended early or failed")) });
         }
+    }
+    if let Some(m) = later {
+        m.insert(&sh);
+    }
+}
+
+/// A marker to put in the cache later (see `defer` in [`run`]).
+struct Later {
+    guard: BusyGuard,
+    marker: Object,
+    stv: u8,
+}
+
+impl Later {
+    fn insert(self, sh: &Shared) {
+        sh.cache.insert_in(self.guard, self.marker, self.stv);
     }
 }
 
@@ -477,7 +501,7 @@ fn object(bxid: u32, got: &mut Got, req: &Req) -> Object {
 
 /// Put the object in the cache (or hand it to this request alone, with a
 /// hit-for-pass or hit-for-miss marker in the cache instead).
-fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -> ObjRef {
+fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got, defer: bool) -> (ObjRef, Option<Later>) {
     let (t, v, side) = (now(), f.vxid, LogSide::Backend);
     let (beresp, life) = (&got.beresp, got.life);
     let marker = match got.action {
@@ -500,14 +524,14 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -
             let (oc, stored) = sh.cache.insert_in(guard, obj, stv);
             let s = stores.get(if stored { oc.stv } else { transient });
             f.log.recf(Tag::Storage, side, v, format_args!("{} {}", s.kind.name(), s.name));
-            oc
+            (oc, None)
         }
         None => {
             // An uncacheable error object: delivered to this request only.
             sh.seg.add(C::BerespUncacheable, 1);
             drop(guard);
             f.log.rec(Tag::Storage, side, v, b"malloc Transient");
-            sh.cache.private(obj)
+            (sh.cache.private(obj), None)
         }
         Some((kind, ttl)) => {
             sh.seg.add(C::BerespUncacheable, 1);
@@ -531,9 +555,13 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got) -
                 vary: obj.vary.clone(),
                 coding: None,
             };
-            sh.cache.insert_in(guard, marker, transient);
             f.log.rec(Tag::Storage, side, v, b"malloc Transient");
-            sh.cache.private(obj)
+            let later = Later { guard, marker, stv: transient };
+            if !defer {
+                later.insert(sh);
+                return (sh.cache.private(obj), None);
+            }
+            (sh.cache.private(obj), Some(later))
         }
     }
 }

@@ -43,8 +43,10 @@ pub async fn lookup<T: Transport>(r: &mut Request<'_, T>, key: Vec<u8>) -> Step 
                 r.req.is_hitpass = true;
                 Step::Pass
             }
+            // A hit-for-miss is a miss too, as Varnish counts it.
             Lookup::HitForMiss(oc) => {
                 sh.seg.add(C::CacheHitmiss, 1);
+                sh.seg.add(C::CacheMiss, 1);
                 r.log.recf(Tag::HitMiss, side, rxid, format_args!("{} {:.6}", oc.obj.vxid, oc.obj.life().ttl_left(t)));
                 r.req.is_hitmiss = true;
                 Step::Miss { guard: sh.cache.private_guard(&key), stale: None }
