@@ -128,6 +128,7 @@ counter_table! {
     SessDropped => "MAIN.sess_dropped", Counter, Info, Integer, "Sessions dropped for lack of a worker";
     SessClosed => "MAIN.sess_closed", Counter, Info, Integer, "Session Closed";
     SessClosedErr => "MAIN.sess_closed_err", Counter, Info, Integer, "Session Closed with error";
+    SessReadahead => "MAIN.sess_readahead", Counter, Info, Integer, "Session Read Ahead";
     ScRemClose => "MAIN.sc_rem_close", Counter, Diag, Integer, "Session OK  REM_CLOSE";
     ScReqClose => "MAIN.sc_req_close", Counter, Diag, Integer, "Session OK  REQ_CLOSE";
     ScReqHttp10 => "MAIN.sc_req_http10", Counter, Diag, Integer, "Session Err REQ_HTTP10";
@@ -142,6 +143,7 @@ counter_table! {
     ScTxEof => "MAIN.sc_tx_eof", Counter, Diag, Integer, "Session OK  TX_EOF";
     ScRespClose => "MAIN.sc_resp_close", Counter, Diag, Integer, "Session OK  RESP_CLOSE";
     ScVclFailure => "MAIN.sc_vcl_failure", Counter, Diag, Integer, "Session Err VCL_FAILURE";
+    ScRangeShort => "MAIN.sc_range_short", Counter, Diag, Integer, "Session Err RANGE_SHORT";
     ScRapidReset => "MAIN.sc_rapid_reset", Counter, Diag, Integer, "Session Err RAPID_RESET";
     ClientReq400 => "MAIN.client_req_400", Counter, Info, Integer, "Client requests received, subject to 400 errors";
     ClientReq => "MAIN.client_req", Counter, Info, Integer, "Good client requests received";
@@ -162,6 +164,12 @@ counter_table! {
     BackendRecycle => "MAIN.backend_recycle", Counter, Info, Integer, "Backend conn. recycles";
     BackendRetry => "MAIN.backend_retry", Counter, Info, Integer, "Backend conn. retry";
     BackendReq => "MAIN.backend_req", Counter, Info, Integer, "Backend requests made";
+    FetchHead => "MAIN.fetch_head", Counter, Info, Integer, "Fetch no body (HEAD)";
+    FetchLength => "MAIN.fetch_length", Counter, Info, Integer, "Fetch with Length";
+    FetchChunked => "MAIN.fetch_chunked", Counter, Info, Integer, "Fetch chunked";
+    FetchEof => "MAIN.fetch_eof", Counter, Info, Integer, "Fetch EOF";
+    FetchNone => "MAIN.fetch_none", Counter, Info, Integer, "Fetch no body";
+    Fetch204 => "MAIN.fetch_204", Counter, Info, Integer, "Fetch no body (204)";
     Fetch304 => "MAIN.fetch_304", Counter, Info, Integer, "Fetch no body (304)";
     FetchFailed => "MAIN.fetch_failed", Counter, Info, Integer, "Fetch failed (all causes)";
     BusySleep => "MAIN.busy_sleep", Counter, Info, Integer, "Number of requests sent to sleep on busy objhdr";
@@ -196,6 +204,7 @@ counter_table! {
     BansAdded => "MAIN.bans_added", Counter, Diag, Integer, "Bans added";
     BansDeleted => "MAIN.bans_deleted", Counter, Diag, Integer, "Bans deleted";
     BansTested => "MAIN.bans_tested", Counter, Diag, Integer, "Bans tested against objects (lookup)";
+    BansTestsTested => "MAIN.bans_tests_tested", Counter, Diag, Integer, "Ban tests tested against objects (lookup)";
     BansObjKilled => "MAIN.bans_obj_killed", Counter, Diag, Integer, "Objects killed by bans (lookup)";
     BansLurkerTested => "MAIN.bans_lurker_tested", Counter, Diag, Integer, "Bans tested against objects (lurker)";
     BansLurkerObjKilled => "MAIN.bans_lurker_obj_killed", Counter, Diag, Integer, "Objects killed by bans (lurker)";
@@ -204,6 +213,10 @@ counter_table! {
     NObjectcore => "MAIN.n_objectcore", Gauge, Info, Integer, "objectcore structs made";
     NObjecthead => "MAIN.n_objecthead", Gauge, Info, Integer, "objecthead structs made";
     NBackend => "MAIN.n_backend", Gauge, Info, Integer, "Number of backends";
+    NVcl => "MAIN.n_vcl", Gauge, Info, Integer, "Number of loaded VCLs in total";
+    NVclAvail => "MAIN.n_vcl_avail", Gauge, Diag, Integer, "Number of VCLs available";
+    NVclDiscard => "MAIN.n_vcl_discard", Gauge, Diag, Integer, "Number of discarded VCLs";
+    VclFail => "MAIN.vcl_fail", Counter, Info, Integer, "VCL failures";
     ShmRecords => "MAIN.shm_records", Counter, Diag, Integer, "SHM records";
     ShmWrites => "MAIN.shm_writes", Counter, Diag, Integer, "SHM writes";
     ShmCycles => "MAIN.shm_cycles", Counter, Diag, Integer, "SHM cycles through buffer";

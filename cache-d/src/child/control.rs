@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::adm::{self, status};
+use common::counters::C;
 
 use crate::backend::pool::{Admin, Backend};
 use crate::backend::probe;
@@ -94,6 +95,13 @@ pub fn serve(ctl: UnixStream, sh: &Shared, go: &tokio::sync::watch::Sender<bool>
         } else {
             command(sh, &mut progs, &args)
         };
+        // MAIN.n_vcl* and n_backend (the backends of every loaded
+        // program): a discarded program is freed at once here.
+        let n = progs.vcls.len() as u64;
+        let backends = progs.vcls.values().map(|p| p.policy.backends().len().max(1) as u64).sum();
+        for (c, v) in [(C::NVcl, n), (C::NVclAvail, n), (C::NVclDiscard, 0), (C::NBackend, backends)] {
+            sh.seg.set(c, v);
+        }
         if out.write_all(&adm::frame(code, &body)).is_err() {
             return;
         }

@@ -100,7 +100,11 @@ impl<'a, B> BeTxn<'a, B> {
         task.ends = Some(self.addrs.clone());
         task.beresp = beresp;
         task.body = body;
-        run_sub(self.policy, sub, &mut task)
+        let a = run_sub(self.policy, sub, &mut task);
+        if a == Action::Fail {
+            self.sh.seg.add(C::VclFail, 1);
+        }
+        a
     }
 
     /// May the request be sent again? (Not if its body was streamed.)

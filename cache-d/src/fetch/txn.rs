@@ -284,6 +284,19 @@ impl Fetch {
                     }
                     let framing = head::response_framing(&head, if self.is_head { b"HEAD" } else { b"" })
                         .map_err(|e| (Error::new(Side::Backend, e), false))?;
+                    // Varnish's fetch_* counters (fetch_304 where the 304 is merged).
+                    let kind = match (self.is_head, head.status, framing) {
+                        (true, ..) => Some(C::FetchHead),
+                        (_, 204, _) => Some(C::Fetch204),
+                        (_, 304, _) => None,
+                        (_, _, Framing::Chunked) => Some(C::FetchChunked),
+                        (_, _, Framing::Length(n)) if n > 0 => Some(C::FetchLength),
+                        (_, _, Framing::Eof) => Some(C::FetchEof),
+                        _ => Some(C::FetchNone),
+                    };
+                    if let Some(c) = kind {
+                        sh.seg.add(c, 1);
+                    }
                     return Ok((head, framing));
                 }
                 Parsed::Partial => {

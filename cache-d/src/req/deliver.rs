@@ -283,8 +283,10 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
     r.end((hdr_tx, body_tx));
     if failed {
         // The body did not arrive whole (or the client left): close,
-        // never end the response cleanly.
-        return Step::Done(Some(Reason::RespClose));
+        // never end the response cleanly. A range cut short is
+        // Varnish's RANGE_SHORT.
+        let short = plan.span.is_some_and(|(a, b)| body_tx < b - a + 1);
+        return Step::Done(Some(if short { Reason::RangeShort } else { Reason::RespClose }));
     }
     Step::Done(close_reason(plan.keep, &r.req))
 }

@@ -87,6 +87,9 @@ pub async fn session<T: Transport>(
                     if let Some(reason) = request(&mut s, conn, head, t_start).await {
                         break reason;
                     }
+                    if !conn.buffered().is_empty() {
+                        s.sh.seg.add(C::SessReadahead, 1);
+                    }
                 }
                 Err(ReadErr::Preface) => return Served::H2 { sess: Box::new(s), upgrade: None },
                 Err(ReadErr::Closed(r)) => break r,

@@ -105,10 +105,11 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
             let resp = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: false, do_esi: false };
             Step::DeliverSynthetic { resp, body }
         }
+        // As Varnish's failed fetch: vcl_synth's 503 with its own reason.
         Fetched::Abandoned(e) => {
             fetch.note(&e);
             fetch.done(None, None);
-            Step::Synth { status: 503, reason: "Backend fetch failed".into() }
+            Step::Synth { status: 503, reason: "Service Unavailable".into() }
         }
         // The client's body stopped coming; a malformed one is a 400.
         Fetched::Client(e) if e.io.is_some() => {

@@ -23,6 +23,8 @@ pub enum Reason {
     VclFailure,
     /// An HTTP/2 client reset or made us refuse too many streams.
     RapidReset,
+    /// A Range delivery whose body ended before the range did.
+    RangeShort,
 }
 
 impl Reason {
@@ -41,6 +43,7 @@ impl Reason {
             Reason::TxPipe => "TX_PIPE",
             Reason::VclFailure => "VCL_FAILURE",
             Reason::RapidReset => "RAPID_RESET",
+            Reason::RangeShort => "RANGE_SHORT",
         }
     }
     /// Varnish's MAIN.sc_* counter for this reason.
@@ -59,6 +62,7 @@ impl Reason {
             Reason::TxPipe => C::ScTxPipe,
             Reason::VclFailure => C::ScVclFailure,
             Reason::RapidReset => C::ScRapidReset,
+            Reason::RangeShort => C::ScRangeShort,
         }
     }
     pub fn is_error(self) -> bool {

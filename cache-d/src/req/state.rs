@@ -236,7 +236,11 @@ impl<T: Transport> Request<'_, T> {
         t.key = with.key;
         t.body = with.body;
         t.bereq = with.bereq;
-        run_sub(&*self.active.policy, sub, &mut t)
+        let a = run_sub(&*self.active.policy, sub, &mut t);
+        if a == Action::Fail {
+            self.sh.seg.add(C::VclFail, 1);
+        }
+        a
     }
 
     pub fn stamp(&mut self, label: &str) {

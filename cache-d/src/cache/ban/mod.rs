@@ -35,6 +35,7 @@ impl Cache {
         }));
         self.inner.newest_ban.store(1, Ordering::Release);
         self.inner.count(C::Bans, 1);
+        self.inner.count(C::BansAdded, 1);
         self.inner.count(C::BansCompleted, 1);
     }
 
@@ -112,9 +113,19 @@ impl Cache {
             let b = self.bans();
             b.list.iter().rev().take_while(|x| x.id > seen).filter(|x| !x.completed() && (req.is_some() || !x.req)).cloned().collect()
         };
-        let tested = todo.len() as i64;
-        let hit = todo.iter().any(|x| expr::matches(&x.conds, oc, req, x.time));
-        self.inner.count(if req.is_some() { C::BansTested } else { C::BansLurkerTested }, tested);
+        // A lookup counts as Varnish does: one object tested, and the
+        // tests of the bans up to the one that matched.
+        let mut tests = 0;
+        let hit = todo.iter().any(|x| {
+            tests += x.conds.len() as i64;
+            expr::matches(&x.conds, oc, req, x.time)
+        });
+        if req.is_some() {
+            self.inner.count(C::BansTested, 1);
+            self.inner.count(C::BansTestsTested, tests);
+        } else {
+            self.inner.count(C::BansLurkerTested, todo.len() as i64);
+        }
         if !hit && req.is_some() {
             self.tested_up_to(oc, newest);
         }
