@@ -173,6 +173,11 @@ fn vcl_backend_response<B>(t: &mut BeTxn<'_, B>, resp: Response) -> Step {
     let (mut beresp, mut life) = beresp_of(t.sh, t.f, &resp, t.stale, t.bereq.uncacheable);
     let seen = beresp.ttl;
     let action = t.call(Sub::BackendResponse, Some(&mut beresp), None);
+    // A Connection: close the policy put on beresp closes the backend
+    // connection after the body, as Varnish's doclose.
+    if beresp.headers.0.iter().any(|(n, v)| n.eq_ignore_ascii_case(b"connection") && crate::http1::head::has_token(v, "close")) {
+        t.f.close_after = true;
+    }
     match action {
         Action::Deliver | Action::PassFor(_) => {
             // A TTL the policy set counts from now: from the object's

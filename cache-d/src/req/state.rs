@@ -373,6 +373,6 @@ pub fn obj_view(oc: &ObjRef, t: f64, full: bool) -> ObjView {
         hits: oc.hits(),
         uncacheable: oc.obj.kind != Kind::Normal || !oc.stored(),
         stv: Some(oc.stv),
-        can_esi: false,
+        can_esi: oc.obj.coding().is_some_and(|c| c.esi_data.get().is_some()),
     }
 }
