@@ -140,8 +140,11 @@ pub enum Item {
         module: String,
         pos: Pos,
     },
+    /// `include "file";`, or `include +glob "pattern";` (every file
+    /// matching, in name order).
     Include {
         path: String,
+        glob: bool,
         pos: Pos,
     },
     /// `none`: `backend name none;`, a backend never contacted (fetches

@@ -82,7 +82,21 @@ fn walk<'a>(body: &'a [Stmt], f: &mut impl FnMut(&'a Stmt)) {
     }
 }
 
-fn legacy_var(name: &str, pos: Pos) -> Result<(), VclError> {
+/// Variables of one VCL version only: (name, 4.1 only?).
+const VERSIONED_VARS: &[(&str, bool)] = &[
+    ("req.esi", false),
+    ("beresp.storage_hint", false),
+    ("resp.do_esi", true),
+    ("sess.xid", true),
+    ("local.endpoint", true),
+    ("local.socket", true),
+];
+
+fn legacy_var(name: &str, pos: Pos, v41: bool) -> Result<(), VclError> {
+    if let Some((_, only41)) = VERSIONED_VARS.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).filter(|(_, o)| *o != v41) {
+        let when = if *only41 { "4.1 <= VCL syntax" } else { "VCL syntax <= 4.0" };
+        return Err(VclError { msg: format!("Symbol not found: '{name}' (Only available when {when})"), pos });
+    }
     match LEGACY_VARS.iter().find(|(old, _)| *old == name) {
         Some((old, new)) if *old != "client.identity" => {
             Err(VclError { msg: format!("Variable '{old}' is gone since Varnish 4.0: use {new}"), pos })
@@ -143,6 +157,7 @@ pub fn check(p: &Program) -> Result<Contexts, VclError> {
         }
     }
     // Statements and expressions: legacy variables, calls that exist.
+    let v41 = p.items.iter().any(|i| matches!(i, Item::Version { version, .. } if version == "4.1"));
     for item in &p.items {
         let Item::Sub { body, .. } = item else { continue };
         let mut err = None;
@@ -151,14 +166,14 @@ pub fn check(p: &Program) -> Result<Contexts, VclError> {
                 return;
             }
             let r = match s {
-                Stmt::Set { target, pos, value, .. } => legacy_var(target, *pos).and_then(|_| exprs_ok(value, &imports)),
-                Stmt::Unset { target, pos } => legacy_var(target, *pos),
+                Stmt::Set { target, pos, value, .. } => legacy_var(target, *pos, v41).and_then(|_| exprs_ok(value, &imports, v41)),
+                Stmt::Unset { target, pos } => legacy_var(target, *pos, v41),
                 Stmt::Call { sub, pos } if !subs.contains_key(sub.as_str()) && builtin_part(sub).is_none() => {
                     Err(VclError { msg: format!("Subroutine '{sub}' is not defined"), pos: *pos })
                 }
-                Stmt::If { branches, .. } => branches.iter().try_for_each(|(c, _)| exprs_ok(c, &imports)),
-                Stmt::Expr(e) => exprs_ok(e, &imports),
-                Stmt::Return { args, .. } => args.iter().try_for_each(|a| exprs_ok(a, &imports)),
+                Stmt::If { branches, .. } => branches.iter().try_for_each(|(c, _)| exprs_ok(c, &imports, v41)),
+                Stmt::Expr(e) => exprs_ok(e, &imports, v41),
+                Stmt::Return { args, .. } => args.iter().try_for_each(|a| exprs_ok(a, &imports, v41)),
                 _ => Ok(()),
             };
             if let Err(e) = r {
@@ -246,14 +261,14 @@ pub fn check(p: &Program) -> Result<Contexts, VclError> {
 
 /// Legacy names used as values, functions 4.0 removed, and module
 /// functions whose module was not imported.
-fn exprs_ok(e: &Expr, imports: &HashSet<&str>) -> Result<(), VclError> {
+fn exprs_ok(e: &Expr, imports: &HashSet<&str>, v41: bool) -> Result<(), VclError> {
     let mut r = Ok(());
     walk_exprs(e, &mut |x| {
         if r.is_err() {
             return;
         }
         r = match x {
-            Expr::Name(n, pos) => legacy_var(n, *pos),
+            Expr::Name(n, pos) => legacy_var(n, *pos, v41),
             Expr::Call { name, pos, .. } if name == "purge" || name == "purge_url" => {
                 Err(VclError { msg: format!("{name}() is gone since Varnish 4.0: use ban(\"req.url ~ ...\")"), pos: *pos })
             }

@@ -124,6 +124,9 @@ pub fn lex(src: &str) -> Result<Vec<Token>, LexError> {
             continue;
         }
         let start = i;
+        if src[i..].starts_with("C{") {
+            return Err(LexError { at: start, len: 2, msg: "Inline-C not allowed".into() });
+        }
         if let Some((text, end)) = string_at(src, i)? {
             out.push(Token { tok: Tok::Str(text), at: start, len: end - start });
             i = end;

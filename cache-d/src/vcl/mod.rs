@@ -132,9 +132,18 @@ fn parse_into(prog: &mut Program, name: String, src: String, dir: Option<&Path>,
     lex::check_header_names(&src, &toks, v41).map_err(|e| lex_failed(file, &name, e, true))?;
     let items = parse::Parser::new(&toks, file).program()?;
     for mut item in items {
-        if let Item::Include { path, pos } = &item {
-            let (p, text) = read_include(prog, path, *pos, dir, depth)?;
-            parse_into(prog, p.display().to_string(), text, p.parent(), depth + 1)?;
+        if let Item::Include { path, glob, pos } = &item {
+            let paths = match glob {
+                true => glob_files(&resolve_include(path, dir)),
+                false => vec![resolve_include(path, dir)],
+            };
+            if paths.is_empty() {
+                return Err(VclError { msg: "glob pattern matched no files.".into(), pos: *pos }.into());
+            }
+            for p in paths {
+                let text = read_include(prog, &p, *pos, depth)?;
+                parse_into(prog, p.display().to_string(), text, p.parent(), depth + 1)?;
+            }
             continue;
         }
         if let Item::Acl { entries, .. } = &mut item {
@@ -145,21 +154,53 @@ fn parse_into(prog: &mut Program, name: String, src: String, dir: Option<&Path>,
     Ok(())
 }
 
-/// An included file's path (relative to the including file's directory)
-/// and text, within the limits on nesting and file count.
-fn read_include(prog: &Program, path: &str, pos: Pos, dir: Option<&Path>, depth: usize) -> Result<(PathBuf, String), Failed> {
+/// An included file's text, within the limits on nesting and file count.
+fn read_include(prog: &Program, p: &Path, pos: Pos, depth: usize) -> Result<String, Failed> {
     if depth >= 10 {
         return Err(VclError { msg: "Includes nested too deep (a loop?)".into(), pos }.into());
     }
     if prog.files.len() >= MAX_FILES {
         return Err(VclError { msg: format!("More than {MAX_FILES} files in one program"), pos }.into());
     }
-    let p = match dir {
+    Ok(read_vcl(prog, p).map_err(|msg| VclError { msg, pos })?)
+}
+
+/// An include's path: relative ones from the including file's directory.
+fn resolve_include(path: &str, dir: Option<&Path>) -> PathBuf {
+    match dir {
         Some(d) if !Path::new(path).is_absolute() => d.join(path),
         _ => PathBuf::from(path),
-    };
-    let text = read_vcl(prog, &p).map_err(|msg| VclError { msg, pos })?;
-    Ok((p, text))
+    }
+}
+
+/// The files a glob pattern names, in name order (as glob(3); the
+/// wildcards `*`, `?` in the last component only, and neither matches
+/// a leading dot).
+fn glob_files(pattern: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(pat)) = (pattern.parent(), pattern.file_name().and_then(|f| f.to_str())) else { return Vec::new() };
+    let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+    let Ok(list) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut out: Vec<PathBuf> = list
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| (pat.starts_with('.') || !n.starts_with('.')) && glob_match(pat.as_bytes(), n.as_bytes()))
+        })
+        .map(|e| pattern.with_file_name(e.file_name()))
+        .collect();
+    out.sort();
+    out
+}
+
+fn glob_match(pat: &[u8], name: &[u8]) -> bool {
+    match (pat.first(), name.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) => glob_match(&pat[1..], name) || (!name.is_empty() && glob_match(pat, &name[1..])),
+        (Some(b'?'), Some(_)) => glob_match(&pat[1..], &name[1..]),
+        (Some(p), Some(n)) if p == n => glob_match(&pat[1..], &name[1..]),
+        _ => false,
+    }
 }
 
 /// An ACL's entries with its `include "file";` lines replaced by the
@@ -171,7 +212,8 @@ fn acl_includes(prog: &mut Program, entries: Vec<ast::AclEntry>, dir: Option<&Pa
             out.push(e);
             continue;
         }
-        let (p, text) = read_include(prog, &e.addr, e.pos, dir, depth)?;
+        let p = resolve_include(&e.addr, dir);
+        let text = read_include(prog, &p, e.pos, depth)?;
         let name = p.display().to_string();
         let file = prog.files.len();
         prog.files.push((name.clone(), text));

@@ -134,9 +134,18 @@ impl<'a> Parser<'a> {
                 Ok(Item::Import { module, pos })
             }
             "include" => {
+                let mut glob = false;
+                while self.is("+") || self.is("-") {
+                    let on = self.is("+");
+                    self.next();
+                    match self.ident("an include flag")? {
+                        (f, _) if f == "glob" => glob = on,
+                        (_, fpos) => return Err(VclError { msg: "Unknown include flag:".into(), pos: fpos }),
+                    }
+                }
                 let (path, _) = self.string("a file name in quotes")?;
                 self.expect(";")?;
-                Ok(Item::Include { path, pos })
+                Ok(Item::Include { path, glob, pos })
             }
             "backend" => {
                 let (name, _) = self.ident("a backend name")?;

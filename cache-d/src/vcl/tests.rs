@@ -181,3 +181,21 @@ fn files_not_known_to_be_vcl_are_not_quoted() {
     assert!(e.contains("set req.url = \"x\" y;"), "{e}");
     assert!(declares_vcl("// c\n\tvcl 4.0;") && !declares_vcl("vclx 4.1;") && !declares_vcl("/* vcl 4.1;"));
 }
+
+#[test]
+fn include_glob_and_inline_c() {
+    assert!(super::glob_match(b"sub_*.vcl", b"sub_foo.vcl"));
+    assert!(super::glob_match(b"s?b_*", b"sub_"));
+    assert!(!super::glob_match(b"sub_*.vcl", b"sub_foo.vc"));
+    let dir = std::env::temp_dir().join(format!("cachekit-glob-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for n in ["b.vcl", "a.vcl", ".h.vcl", "c.txt"] {
+        std::fs::write(dir.join(n), "").unwrap();
+    }
+    let got = super::glob_files(&dir.join("*.vcl"));
+    assert_eq!(got, vec![dir.join("a.vcl"), dir.join("b.vcl")]);
+    assert!(super::glob_files(&dir.join("Q*.vcl")).is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+    let e = parse_source("t.vcl", "vcl 4.1;\nC{ x }C\n").unwrap_err().to_string();
+    assert!(e.contains("Inline-C not allowed"), "{e}");
+}
