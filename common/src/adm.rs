@@ -104,14 +104,24 @@ pub fn tokenize(line: &str) -> Result<Vec<String>, &'static str> {
             continue;
         }
         if b[i] != b'"' {
-            let start = i;
+            // Unquoted: escapes are decoded here too, and a bare quote is
+            // an error (Varnish's VAV_Parse).
+            let mut arg = Vec::new();
             while i < b.len() && !b[i].is_ascii_whitespace() {
-                if b[i] == b'"' {
-                    return Err("Missing separator between arguments");
+                match b[i] {
+                    b'"' => return Err("Invalid '\"'"),
+                    b'\\' => {
+                        let (c, used) = unescape(&b[i + 1..]).ok_or("Invalid backslash sequence")?;
+                        arg.push(c);
+                        i += 1 + used;
+                    }
+                    c => {
+                        arg.push(c);
+                        i += 1;
+                    }
                 }
-                i += 1;
             }
-            out.push(line[start..i].to_string());
+            out.push(String::from_utf8_lossy(&arg).into_owned());
             continue;
         }
         i += 1;
@@ -482,6 +492,10 @@ mod tests {
         assert_eq!(tokenize(r#"x "\n\t\"\\\101\x42""#).unwrap(), vec!["x", "\n\t\"\\AB"]);
         assert_eq!(tokenize(r#""a""b""#), Err("Missing separator between arguments"));
         assert_eq!(tokenize(r#""\q""#), Err("Invalid backslash sequence"));
+        // Unquoted words decode escapes too; a bare quote in one is refused.
+        assert_eq!(tokenize(r#"ban obj.http.Host ~ \"Foo\""#).unwrap(), vec!["ban", "obj.http.Host", "~", "\"Foo\""]);
+        assert_eq!(tokenize(r#"a\.b"#), Err("Invalid backslash sequence"));
+        assert_eq!(tokenize(r#"a"b"#), Err("Invalid '\"'"));
         assert_eq!(tokenize("\"open"), Err("Missing '\"'"));
         assert!(tokenize("").unwrap().is_empty());
         for a in ["plain", "two words", "q\"uote", "back\\slash", "", "tab\there"] {
