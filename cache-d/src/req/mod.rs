@@ -77,7 +77,13 @@ pub async fn session<T: Transport>(
     } else {
         loop {
             let p = s.sh.params();
-            match conn.read_head(&p, &mut stop).await {
+            // A session whose VCL set sess.timeout_idle waits that long.
+            let own = s.timeout_idle.map(|t| {
+                let mut own = crate::params::Params::clone(&p);
+                own.timeout_idle = t;
+                own
+            });
+            match conn.read_head(own.as_ref().unwrap_or(&p), &mut stop).await {
                 // h2c is for cleartext connections (RFC 9113 §3.1).
                 Ok((head, _)) if p.has_feature("http2") && s.tls.is_none() && crate::http1::head::wants_h2c(&head) => {
                     return Served::H2 { sess: Box::new(s), upgrade: Some(head) };
@@ -187,6 +193,9 @@ pub(crate) async fn request<T: Transport>(s: &mut Sess, conn: &mut T, head: crat
     match recv::admit(s, conn, head, t_start).await {
         Ok(mut r) => {
             let end = run(&mut r).await;
+            if r.req.timeout_idle_set {
+                r.sess.timeout_idle = std::time::Duration::try_from_secs_f64(r.req.timeout_idle).ok();
+            }
             // A TLS connection may hold the response's last records after
             // a write the socket took only part of: out before the next
             // request is read (a no-op on plain sockets).

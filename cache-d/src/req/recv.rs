@@ -143,6 +143,7 @@ fn request_of(head: &Head, log: &mut common::log::vsl::Batch, rxid: u32, s: &Ses
         client_ip: Some(s.ends.client.ip()),
         xid: rxid,
         time: crate::util::now(),
+        timeout_idle: s.timeout_idle.unwrap_or(s.sh.params().timeout_idle).as_secs_f64(),
         ..Req::default()
     }
 }

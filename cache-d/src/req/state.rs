@@ -41,6 +41,8 @@ pub struct Sess {
     pub tls: Option<Arc<TlsInfo>>,
     /// When the session began.
     pub t0: f64,
+    /// sess.timeout_idle as VCL set it (None: the parameter).
+    pub timeout_idle: Option<std::time::Duration>,
 }
 
 impl Sess {
@@ -60,6 +62,7 @@ impl Sess {
             minor: 1,
             tls,
             t0,
+            timeout_idle: None,
         }
     }
 
@@ -78,6 +81,7 @@ impl Sess {
             minor: 2,
             tls: self.tls.clone(),
             t0: self.t0,
+            timeout_idle: self.timeout_idle,
         }
     }
 

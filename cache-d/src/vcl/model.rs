@@ -129,6 +129,10 @@ pub struct Req {
     pub client_identity: Option<String>,
     /// When the request arrived (req.time; kept across restarts).
     pub time: f64,
+    /// sess.timeout_idle in seconds: the session's, and whether VCL set it
+    /// (the session keeps it for its next requests).
+    pub timeout_idle: f64,
+    pub timeout_idle_set: bool,
 }
 
 /// The request an ESI include was made for (VCL's `req_top`).

@@ -37,6 +37,7 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("remote.ip", CLIENT | BACKEND, 0),
     ("client.identity", CLIENT | BACKEND, CLIENT),
     ("sess.xid", CLIENT | BACKEND, 0),
+    ("sess.timeout_idle", CLIENT, CLIENT),
     ("local.endpoint", CLIENT | BACKEND, 0),
     ("local.socket", CLIENT | BACKEND, 0),
     ("req.method", CLIENT, CLIENT),
@@ -333,6 +334,7 @@ fn conn_var(name: &str) -> Option<ExprFn> {
             t.ends.as_ref().map_or(Val::None, |e| Val::Str(e.path.as_deref().map_or_else(|| e.local.to_string(), str::to_string)))
         }),
         "req.time" => get!(req, |r| Val::Time(r.time)),
+        "sess.timeout_idle" => get!(req, |r| Val::Dur(r.timeout_idle)),
         "req_top.time" => get!(req, |r| Val::Time(r.top.as_ref().map_or(r.time, |t| t.time))),
         "req.transport" => get!(req, |r| Val::Str(if r.minor == 2 { "HTTP/2" } else { "HTTP/1" }.into())),
         "req.hash" => get!(req, |r| r.hash.as_ref().map_or(Val::None, |h| digest(h))),
@@ -479,6 +481,10 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         "req.hash_ignore_busy" => set!(req, |t, r, v| r.hash_ignore_busy = v.truthy()),
         "req.backend_hint" => set!(req, |t, r, v| r.backend_hint = Some(v.text())),
         "client.identity" => set!(req, |t, r, v| r.client_identity = Some(v.text())),
+        "sess.timeout_idle" => set!(req, |t, r, v| {
+            r.timeout_idle = v.num().filter(|d| d.is_finite()).unwrap_or(0.0).max(0.0);
+            r.timeout_idle_set = true;
+        }),
         "bereq.method" => set!(bereq, |t, r, v| if let Some(b) = wire_token(t, "bereq.method", &v) {
             r.method = b
         }),
