@@ -181,6 +181,10 @@ fn parse_response_once(buf: &mut BytesMut, max_headers: usize, max_size: usize) 
     let base: &[u8] = buf;
     let first = offset(base, resp.reason.unwrap_or_default().as_bytes());
     let status = resp.code.unwrap_or(0);
+    // Three digits from 100 to 999, as Varnish reads a status ("099" is not).
+    if status < 100 {
+        return Err(HeadError::Syntax("invalid status"));
+    }
     let minor = resp.version.unwrap_or(1);
     let headers = resp.headers.iter().map(|h| (offset(base, h.name.as_bytes()), offset(base, h.value))).collect();
     let raw = buf.split_to(n).freeze();
@@ -195,7 +199,9 @@ fn parse_response_once(buf: &mut BytesMut, max_headers: usize, max_size: usize) 
 /// first header starting with whitespace stays an error). True if
 /// anything was unfolded.
 pub fn unfold(buf: &mut [u8]) -> bool {
-    let Some(first) = buf.iter().position(|&c| c == b'\n') else { return false };
+    // Empty lines before the start line are skipped (as the parser does).
+    let lead = buf.iter().position(|&c| c != b'\r' && c != b'\n').unwrap_or(buf.len());
+    let Some(first) = buf[lead..].iter().position(|&c| c == b'\n').map(|p| p + lead) else { return false };
     let sp = |c: u8| c == b' ' || c == b'\t';
     let mut changed = false;
     let mut line = first + 1;
@@ -265,6 +271,10 @@ pub fn request_checks(h: &Head) -> Result<(), &'static str> {
     if h.has_token("connection", "host") {
         return Err("Connection names the Host header");
     }
+    // Two Content-Length headers, even equal ones, as Varnish's cnt_recv.
+    if h.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"content-length")).nth(1).is_some() {
+        return Err("Duplicate Content-Length header");
+    }
     // An HTTP/1.0 POST or PUT with neither length nor chunking would have
     // its body end at close (RFC 1945 §8.3): refused, as Varnish does,
     // unless it says keep-alive (then it has no body).
@@ -322,9 +332,13 @@ pub fn response_framing(h: &Head, method: &[u8]) -> Result<Framing, &'static str
     if method == b"HEAD" || (100..200).contains(&h.status) || h.status == 204 || h.status == 304 {
         return Ok(Framing::None);
     }
-    if h.has_token("transfer-encoding", "chunked") {
-        // Both framings: which one the backend meant is anyone's guess
-        // (a smuggling shape); Varnish fails the fetch.
+    if let Some(te) = h.get("transfer-encoding") {
+        // Only `chunked` is a framing Varnish reads (any other coding
+        // fails the fetch); with a Content-Length too, which one the
+        // backend meant is anyone's guess (a smuggling shape).
+        if !te.trim_ascii().eq_ignore_ascii_case(b"chunked") {
+            return Err("Unsupported Transfer-Encoding");
+        }
         if h.iter().any(|(n, _)| n.eq_ignore_ascii_case(b"content-length")) {
             return Err("Both Content-Length and Transfer-Encoding");
         }

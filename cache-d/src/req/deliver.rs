@@ -381,6 +381,13 @@ fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o mut Resp, head_only: bool, ke
         p.send_body = false;
         return p;
     }
+    // No body, and no length, for a 1xx or 204 (RFC 9110 §8.6), as
+    // Varnish's cnt_transmit (a status VCL set over a stored body too).
+    if p.status < 200 || p.status == 204 {
+        p.headers.unset("content-length");
+        p.send_body = false;
+        return p;
+    }
     let total = len.unwrap_or(0);
     match range {
         RangeReq::Part(a, b) => {

@@ -260,6 +260,10 @@ fn esi_page<T: Transport>(
 /// At most `cap` bytes (an ESI page: [`crate::esi::MAX_PAGE`]); a larger
 /// body fails.
 async fn read_ahead(resp: &mut Response, read_timeout: std::time::Duration, cap: usize) -> Result<(), Error> {
+    // No body (a HEAD's answer keeps the Content-Length it announced).
+    if resp.framing == Framing::None {
+        return Ok(());
+    }
     let t =
         Transfer { framing: resp.framing, chunk_out: false, src_side: Side::Backend, dst_side: Side::Internal, read_timeout, pace: None };
     if matches!(resp.framing, Framing::Length(n) if n > cap as u64) {
@@ -349,7 +353,13 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     // is not read (its connection closes), as Varnish does on a pass.
     if r.req.esi_level == 0 && crate::req::deliver::not_modified(&r.req, &out) {
         let keep = r.keep && r.framing == Framing::None;
-        return not_modified(r, fetch, &mut out, keep).await;
+        (out.status, out.reason) = (304, bytes::Bytes::from_static(b"Not Modified"));
+        return no_body(r, fetch, resp, &mut out, keep).await;
+    }
+    // A 1xx or 204 (one VCL set too) goes out without body or length.
+    if out.status < 200 || out.status == 204 {
+        let keep = r.keep && r.framing == Framing::None;
+        return no_body(r, fetch, resp, &mut out, keep).await;
     }
     let mut wire = std::mem::take(&mut r.sess.wire);
     let framing = match resp.framing {
@@ -417,15 +427,22 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     }
 }
 
-/// A pass whose response the client already has: 304 with the response's
-/// headers (no length), the backend's body left unread.
-async fn not_modified<T: Transport>(r: &mut Request<'_, T>, fetch: Fetch, out: &mut Resp, keep: bool) -> Step {
+/// A pass answered without a body: a 304 (the client already has it), a
+/// 1xx or 204; no length, the backend's body left unread.
+async fn no_body<T: Transport>(r: &mut Request<'_, T>, fetch: Fetch, resp: Response, out: &mut Resp, keep: bool) -> Step {
     out.headers.unset("content-length");
     let obj_vxid = r.hit_pass.then_some(fetch.vxid);
-    // Dropping the fetch closes its connection: its body was not read.
-    drop(fetch);
+    // A backend response without a body keeps its connection; dropping
+    // the fetch closes one whose body was not read.
+    match resp.framing {
+        Framing::None | Framing::Length(0) => {
+            let reusable = !crate::http1::head::backend_closes(&resp.head);
+            fetch.done(Some(0), Some((resp.conn, reusable)));
+        }
+        _ => drop(fetch),
+    }
     let mut wire = std::mem::take(&mut r.sess.wire);
-    let head = RespHead { status: 304, reason: b"Not Modified", headers: &out.headers, obj_vxid, framing: None, keep, accept_ranges: false };
+    let head = RespHead { status: out.status, reason: &out.reason, headers: &out.headers, obj_vxid, framing: None, keep, accept_ranges: false };
     r.write_head(&mut wire, &head);
     r.stamp("Process");
     let hdr_tx = wire.len() as u64;
