@@ -16,6 +16,7 @@ pub mod load;
 pub mod model;
 pub mod parse;
 pub mod policy;
+pub mod types;
 pub mod xref;
 
 use std::path::{Path, PathBuf};

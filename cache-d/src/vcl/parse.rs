@@ -82,6 +82,15 @@ impl<'a> Parser<'a> {
             self.err(format!("Expected '{p}' got {}", describe(&self.peek().tok)))
         }
     }
+    /// The name a declaration gives (a backend, probe, ACL or sub): a
+    /// letter, then letters, digits, `_` and `-` (no dot).
+    fn decl_name(&mut self, what: &str, kind: &str) -> R<(String, Pos)> {
+        let (name, pos) = self.ident(what)?;
+        if name.contains('.') {
+            return Err(VclError { msg: format!("Name of {kind}, '{name}', contains illegal character '.'"), pos });
+        }
+        Ok((name, pos))
+    }
     fn ident(&mut self, what: &str) -> R<(String, Pos)> {
         let pos = self.pos();
         match self.next().tok {
@@ -148,7 +157,7 @@ impl<'a> Parser<'a> {
                 Ok(Item::Include { path, glob, pos })
             }
             "backend" => {
-                let (name, _) = self.ident("a backend name")?;
+                let (name, _) = self.decl_name("a backend name", "backend")?;
                 if matches!(&self.peek().tok, Tok::Ident(w) if w.eq_ignore_ascii_case("none")) {
                     self.next();
                     self.expect(";")?;
@@ -158,17 +167,17 @@ impl<'a> Parser<'a> {
                 Ok(Item::Backend { name, fields, none: false, pos })
             }
             "probe" => {
-                let (name, _) = self.ident("a probe name")?;
+                let (name, _) = self.decl_name("a probe name", "probe")?;
                 let fields = self.fields()?;
                 Ok(Item::Probe { name, fields, pos })
             }
             "acl" => {
-                let (name, _) = self.ident("an ACL name")?;
+                let (name, _) = self.decl_name("an ACL name", "acl")?;
                 let flags = self.acl_flags()?;
                 Ok(Item::Acl { name, flags, entries: self.acl()?, pos })
             }
             "sub" => {
-                let (name, _) = self.ident("a subroutine name")?;
+                let (name, _) = self.decl_name("a subroutine name", "sub")?;
                 if name == "vcl_fetch" {
                     return Err(VclError { msg: "vcl_fetch is called vcl_backend_response since Varnish 4.0".into(), pos });
                 }
