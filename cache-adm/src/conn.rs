@@ -85,7 +85,7 @@ impl Conn {
         let (code, body) = adm::read_response(&mut c.r).map_err(|e| fail(e.to_string()))?;
         match code {
             status::OK if t.fleet => Err(fail("answered without asking for authentication: not a fleet node".into())),
-            status::OK => Ok(c),
+            status::OK | status::TRUNCATED => Ok(c),
             status::AUTH => {
                 let path = t.secret.as_ref().ok_or_else(|| fail("Authentication required (give -S)".into()))?;
                 let mut secret = adm::read_file(path, adm::MAX_SECRET).map_err(|e| ConnectError(e.to_string()))?;
@@ -96,8 +96,10 @@ impl Conn {
                 let (code, _) =
                     c.call_line(&format!("auth {}", adm::auth_response(challenge, &secret))).map_err(|e| fail(e.to_string()))?;
                 match code {
-                    status::OK if t.fleet => c.check_proof(&secret, challenge, peer).map_err(fail).map(|()| c),
-                    status::OK => Ok(c),
+                    // A banner longer than cli_limit comes as 201, which
+                    // varnishadm takes too.
+                    status::OK | status::TRUNCATED if t.fleet => c.check_proof(&secret, challenge, peer).map_err(fail).map(|()| c),
+                    status::OK | status::TRUNCATED => Ok(c),
                     code if t.fleet => Err(fail(format!(
                         "Rejected {code}: the node at {} did not take its node secret (see cache-adm(1), FLEET AUTHENTICATION)",
                         adm::node_id(peer)

@@ -77,6 +77,9 @@ pub fn run(args: Args, out: &mut impl Write, err: &mut impl Write) -> i32 {
                         let _ = writeln!(out, "{code:<3} {:<8}", body.len());
                     }
                     let _ = writeln!(out, "{body}");
+                    if code == status::TRUNCATED {
+                        let _ = writeln!(out, "[response was truncated]");
+                    }
                     if code != status::OK && code != status::TRUNCATED {
                         let _ = writeln!(
                             err,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Parser;
 
 use crate::error::StartError;
-use crate::params::{parse_param_arg, parse_size, Params};
+use crate::params::{parse_param_arg, parse_param_name, parse_size, Params};
 
 /// cache-d: caching HTTP reverse proxy (varnishd-compatible command line).
 #[derive(Parser, Debug, Clone)]
@@ -60,6 +60,11 @@ pub struct Args {
     /// Set a parameter, e.g. -p timeout_idle=10 (repeatable).
     #[arg(short = 'p', value_name = "PARAM=VALUE", value_parser = parse_param_arg)]
     pub param: Vec<(String, String)>,
+
+    /// Make parameters read-only: param.set and param.reset refuse them
+    /// (107), as varnishd -r (comma-separated, repeatable).
+    #[arg(short = 'r', value_name = "PARAM[,PARAM...]", value_delimiter = ',', value_parser = parse_param_name)]
+    pub read_only: Vec<String>,
 
     /// Default time to live for cached objects, in seconds (= -p default_ttl).
     #[arg(short = 't', value_name = "TTL")]

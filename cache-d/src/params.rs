@@ -51,6 +51,7 @@ defs! {
     "ban_lurker_sleep" Seconds "0.010" Some("0.000"), None, "seconds" false "How long the ban lurker sleeps between passes (0 disables it).";
     "between_bytes_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "We only wait for this many seconds between bytes received from the backend before giving up the fetch.";
     "brotli_quality" Uint "5" Some("0"), Some("11"), "" false "Brotli quality of the copies beresp.do_brotli makes: 0 is fastest, 11 smallest and far slower (cachekit's own).";
+    "cli_limit" Bytes "48k" Some("128b"), Some("99999999b"), "bytes" false "Maximum size of CLI response.  If the response exceeds this limit, the response code will be 201 instead of 200 and the last line will indicate the truncation.";
     "cli_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Timeout for the child's replies to CLI requests from the manager.";
     "connect_timeout" Seconds "3.500" Some("0.000"), None, "seconds" false "Default connection timeout for backend connections.";
     "default_grace" Seconds "10.000" Some("0.000"), None, "seconds" false "Default grace period: how long an object is served after its TTL while a fresh one is fetched.";
@@ -85,6 +86,7 @@ defs! {
     "max_restarts" Uint "4" Some("0"), None, "restarts" false "Upper limit on how many times a request can restart.";
     "max_retries" Uint "4" Some("0"), None, "retries" false "Upper limit on how many times a backend fetch can retry.";
     "pipe_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Idle timeout for PIPE sessions. If nothing has been received in either direction for this many seconds, the session is closed (0: never).";
+    "prefer_ipv6" Bool "off" None, None, "bool" false "Prefer IPv6 address when connecting to backends which have both IPv4 and IPv6 addresses (accepted for Varnish's command lines: cachekit tries the addresses in the order the resolver gives them).";
     "reqbody_min_rate" Bytes "500b" Some("1b"), None, "bytes/second" false "After timeout_reqbody, a request body must keep arriving at this rate on average: its deadline is timeout_reqbody plus one second per this many bytes received (cachekit's own, as Apache's mod_reqtimeout MinRate).";
     "send_timeout" Seconds "600.000" Some("0.000"), None, "seconds" false "Total timeout for sending a response to the client.";
     "shortlived" Seconds "10.000" Some("0.000"), None, "seconds" false "Objects created with (ttl+grace+keep) shorter than this are counted as short-lived.";
@@ -282,6 +284,7 @@ pub struct Params {
     pub ban_lurker_sleep: f64,
     pub backend_idle_timeout: Duration,
     pub between_bytes_timeout: Duration,
+    pub cli_limit: usize,
     pub cli_timeout: Duration,
     pub connect_timeout: Duration,
     pub default_grace: f64,
@@ -310,6 +313,7 @@ pub struct Params {
     pub max_restarts: u32,
     pub max_retries: u32,
     pub pipe_timeout: Duration,
+    pub prefer_ipv6: bool,
     pub reqbody_min_rate: u64,
     pub send_timeout: Duration,
     pub shortlived: f64,
@@ -333,6 +337,7 @@ impl Default for Params {
             ban_lurker_sleep: 0.0,
             backend_idle_timeout: Duration::ZERO,
             between_bytes_timeout: Duration::ZERO,
+            cli_limit: 0,
             cli_timeout: Duration::ZERO,
             connect_timeout: Duration::ZERO,
             default_grace: 0.0,
@@ -359,6 +364,7 @@ impl Default for Params {
             max_restarts: 0,
             max_retries: 0,
             pipe_timeout: Duration::ZERO,
+            prefer_ipv6: false,
             reqbody_min_rate: 0,
             send_timeout: Duration::ZERO,
             shortlived: 0.0,
@@ -401,6 +407,7 @@ impl Params {
             "ban_lurker_sleep" => self.ban_lurker_sleep = n,
             "backend_idle_timeout" => self.backend_idle_timeout = secs(),
             "between_bytes_timeout" => self.between_bytes_timeout = secs(),
+            "cli_limit" => self.cli_limit = n as usize,
             "cli_timeout" => self.cli_timeout = secs(),
             "connect_timeout" => self.connect_timeout = secs(),
             "default_grace" => self.default_grace = n,
@@ -435,6 +442,7 @@ impl Params {
             "max_restarts" => self.max_restarts = n as u32,
             "max_retries" => self.max_retries = n as u32,
             "pipe_timeout" => self.pipe_timeout = secs(),
+            "prefer_ipv6" => self.prefer_ipv6 = n != 0.0,
             "reqbody_min_rate" => self.reqbody_min_rate = n as u64,
             "send_timeout" => self.send_timeout = secs(),
             "shortlived" => self.shortlived = n,
@@ -505,6 +513,11 @@ pub fn parse_param_arg(s: &str) -> Result<(String, String), ParamError> {
     let (k, v) = s.split_once('=').ok_or_else(|| ParamError::NotNameValue(s.to_string()))?;
     Params::default().set(k, v)?;
     Ok((k.to_string(), v.to_string()))
+}
+
+/// clap value parser for `-r name`: a parameter's name.
+pub fn parse_param_name(s: &str) -> Result<String, ParamError> {
+    def(s.trim()).map(|d| d.name.to_string()).ok_or_else(|| ParamError::Unknown(s.to_string()))
 }
 
 #[cfg(test)]

@@ -36,10 +36,16 @@ pub const MAX_HEREDOC: usize = 16 << 20;
 pub const CHALLENGE_LEN: usize = 32;
 
 /// Frame a response: `"%-3u %-8zu\n"`, the body, and one more `\n`.
-pub fn frame(mut code: u16, body: &str) -> Vec<u8> {
+pub fn frame(code: u16, body: &str) -> Vec<u8> {
+    frame_limited(code, body, CLI_LIMIT)
+}
+
+/// The same, a body longer than `limit` (the `cli_limit` parameter) cut
+/// to `limit - 1` bytes and a 200 made 201, as Varnish cuts it.
+pub fn frame_limited(mut code: u16, body: &str, limit: usize) -> Vec<u8> {
     let mut body = body.as_bytes();
-    if body.len() > CLI_LIMIT {
-        body = &body[..CLI_LIMIT];
+    if body.len() > limit {
+        body = &body[..limit.saturating_sub(1)];
         if code == status::OK {
             code = status::TRUNCATED;
         }
@@ -469,9 +475,9 @@ mod tests {
         assert_eq!(frame(200, ""), b"200 0       \n\n");
         let big = "x".repeat(CLI_LIMIT + 10);
         let f = frame(200, &big);
-        assert!(f.starts_with(b"201 49152   \n"));
+        assert!(f.starts_with(b"201 49151   \n"));
         let (code, body) = read_response(&mut &f[..]).unwrap();
-        assert_eq!((code, body.len()), (201, CLI_LIMIT));
+        assert_eq!((code, body.len()), (201, CLI_LIMIT - 1));
         assert!(read_response(&mut &b"200 5\n"[..]).is_err());
         assert!(read_response(&mut &b"20x 0       \n\n"[..]).is_err());
         assert!(matches!(read_response(&mut &b""[..]), Err(ReadError::Closed)));

@@ -293,7 +293,8 @@ fn serve(
             _ => commands::run(mgr, &args),
         };
         // Before authentication any answer but 200 ends the session.
-        if out.write_all(&adm::frame(code, &body)).and_then(|_| out.flush()).is_err()
+        let limit = mgr.params().cli_limit;
+        if out.write_all(&adm::frame_limited(code, &body, limit)).and_then(|_| out.flush()).is_err()
             || code == status::CLOSE
             || (!was_authed && code != status::OK)
         {

@@ -19,7 +19,7 @@ pub fn set(c: &Call) -> Reply {
             // As Varnish: the parameter as param.show -j shows it.
             let p = c.mgr.params();
             match (params::def(name), p.get(name)) {
-                (Some(d), Some(v)) => c.json_items(vec![param_json(d, v)]),
+                (Some(d), Some(v)) => c.json_items(vec![param_json(d, v, false)]),
                 _ => r,
             }
         }
@@ -42,6 +42,9 @@ pub fn show(c: &Call) -> Reply {
 }
 
 fn param_set(mgr: &Mgr, name: &str, value: &str) -> Reply {
+    if protected(mgr, name) {
+        return (status::AUTH, format!("parameter \"{name}\" is protected."));
+    }
     let mut p = mgr.params();
     if let Err(e) = p.set(name, value) {
         return (status::PARAM, format!("{e}\n(attempting to set param '{name}' to '{value}')"));
@@ -58,6 +61,11 @@ fn param_set(mgr: &Mgr, name: &str, value: &str) -> Reply {
         return (status::OK, format!("Parameter {name} takes effect when the child restarts."));
     }
     (status::OK, String::new())
+}
+
+/// Made read-only by -r.
+fn protected(mgr: &Mgr, name: &str) -> bool {
+    mgr.args.read_only.iter().any(|r| r == name)
 }
 
 /// param.show's words, as Varnish reads them: `-l` the long form,
@@ -102,7 +110,7 @@ fn param_show(c: &Call) -> Reply {
     }
     let selected = named.into_iter().filter(|(d, _)| !w.changed || changed(d.name));
     if c.json {
-        return c.json_items(selected.map(|(d, v)| param_json(d, v)).collect());
+        return c.json_items(selected.map(|(d, v)| param_json(d, v, protected(c.mgr, d.name))).collect());
     }
     let mut s = String::new();
     for (d, v) in selected {
@@ -123,6 +131,9 @@ fn param_show(c: &Call) -> Reply {
             if d.restart {
                 let _ = writeln!(s, "\n        NB: This parameter takes effect when the child restarts.");
             }
+            if protected(c.mgr, d.name) {
+                let _ = writeln!(s, "\n        NB: This parameter is protected and can not be changed.");
+            }
             let _ = writeln!(s);
         } else {
             let _ = writeln!(s, "{:<30} {v} [{}]{}", d.name, d.units, if changed(d.name) { "" } else { " (default)" });
@@ -132,7 +143,7 @@ fn param_show(c: &Call) -> Reply {
 }
 
 /// One parameter as param.show -j shows it.
-fn param_json(d: &params::ParamDef, v: &str) -> serde_json::Value {
+fn param_json(d: &params::ParamDef, v: &str, protected: bool) -> serde_json::Value {
     let value: serde_json::Value = match d.kind {
         Kind::Bool => serde_json::json!(v == "on"),
         Kind::Seconds => v.parse::<f64>().map(serde_json::Value::from).unwrap_or_else(|_| v.into()),
@@ -140,7 +151,7 @@ fn param_json(d: &params::ParamDef, v: &str) -> serde_json::Value {
         Kind::Uint => v.parse::<u64>().map(serde_json::Value::from).unwrap_or_else(|_| v.into()),
         Kind::Bits => v.into(),
     };
-    let flags: &[&str] = if d.restart { &["must_restart"] } else { &[] };
+    let flags: Vec<&str> = [(d.restart, "must_restart"), (protected, "protected")].iter().filter(|f| f.0).map(|f| f.1).collect();
     serde_json::json!({
         "name": d.name, "implemented": true, "value": value, "units": d.units,
         "default": d.default, "minimum": d.min, "maximum": d.max,
