@@ -49,6 +49,8 @@ pub struct Fetch {
     /// VCL set `bereq.http.Connection: close`: sent, and the connection
     /// is not reused after the response.
     pub(crate) close_after: bool,
+    /// A pipe of an HTTP/1.0 request: the request line says HTTP/1.0.
+    pub(crate) pipe_http10: bool,
     sh: Arc<Shared>,
     /// The transaction's End has been logged.
     ended: bool,
@@ -85,6 +87,7 @@ impl Fetch {
             vcl_timeouts: [None; 3],
             replayable: false,
             close_after: false,
+            pipe_http10: false,
             sh: sh.clone(),
             ended: false,
         }
@@ -187,10 +190,14 @@ impl Fetch {
         wire.extend_from_slice(method);
         wire.push(b' ');
         wire.extend_from_slice(&req.url);
-        wire.extend_from_slice(b" HTTP/1.1\r\n");
+        // A fetch speaks HTTP/1.1; a pipe keeps the client's version.
+        let proto: &[u8] = if self.pipe_http10 { b"HTTP/1.0" } else { b"HTTP/1.1" };
+        wire.push(b' ');
+        wire.extend_from_slice(proto);
+        wire.extend_from_slice(b"\r\n");
         self.log.rec(Tag::BereqMethod, side, v, method);
         self.log.rec(Tag::BereqUrl, side, v, &req.url);
-        self.log.rec(Tag::BereqProtocol, side, v, b"HTTP/1.1");
+        self.log.rec(Tag::BereqProtocol, side, v, proto);
         let mut out = HeadOut { wire, log: &mut self.log, tag: Tag::BereqHeader, side, vxid: v };
         let hop = head::connection_tokens(req.headers.iter());
         for (n, val) in req.headers.iter() {

@@ -9,7 +9,6 @@ use crate::fetch::txn::Fetch;
 use crate::http1::head::Framing;
 use crate::req::reason::Reason;
 use crate::req::state::{Request, Step, With};
-use crate::req::synth::refuse;
 use crate::req::transport::Transport;
 use crate::vcl::model::{Action, Bereq, Sub};
 
@@ -43,10 +42,18 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
     sh.seg.add(C::SPipe, 1);
     r.log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} pipe"));
     let mut f = Fetch::new(&sh, bxid, rxid, "pipe");
+    // A body std.cache_req_body() read goes first, with its length.
+    let cached = r.cached_body.take();
+    if let Some(b) = &cached {
+        bereq.headers.unset("transfer-encoding");
+        bereq.headers.set("Content-Length", bytes::Bytes::from(b.len().to_string()));
+    }
     let framing = framing_of(&bereq);
     bereq.headers.set("Connection", bytes::Bytes::from_static(b"close"));
     let mut wire = std::mem::take(&mut r.sess.wire);
-    // build_request sends the Connection: close set above.
+    // build_request sends the Connection: close set above, and the
+    // client's HTTP version.
+    f.pipe_http10 = r.req.minor == 0;
     f.build_request(&bereq.method.clone(), &bereq, framing, &mut wire);
     // A named backend that picks none is "No backend"; as Varnish does, the
     // client's connection is closed without a response.
@@ -79,24 +86,27 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
         Err(e) => {
             sh.seg.add(C::BackendFail, 1);
             backend.count_fail(&e);
+            // As Varnish: the client's connection closes, no response.
             r.sess.wire = wire;
             f.error(&e);
             f.end_unsent();
-            let tx = refuse(r.sess, r.conn, &mut r.log, rxid, 503, "Backend fetch failed").await;
             r.body_rx = 0;
-            r.end(tx);
+            r.end((0, 0));
             return Step::Done(Some(Reason::TxError));
         }
     };
     f.open_record(&be, reused);
     let bereq_hdr = wire.len() as u64;
     let mut ok = be.io.write_all(&wire).await.is_ok();
+    if let Some(b) = &cached {
+        ok = ok && be.io.write_all(b).await.is_ok();
+    }
     let pending = r.conn.take_buffered();
     ok = ok && be.io.write_all(&pending).await.is_ok();
     ok = ok && tokio::io::AsyncWriteExt::flush(&mut be.io).await.is_ok();
     r.sess.wire = wire;
     r.stamp("Pipe");
-    let (mut to_be, mut to_client) = (pending.len() as u64, 0);
+    let (mut to_be, mut to_client) = (pending.len() as u64 + cached.as_ref().map_or(0, |b| b.len() as u64), 0);
     if ok {
         // Relay both ways; when either side closes, the pipe is over, and
         // when nothing moves either way for pipe_timeout, it is closed.

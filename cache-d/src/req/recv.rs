@@ -221,7 +221,7 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
     }
     match action {
         // The body was read by an earlier pass: nothing to pipe.
-        Action::Pipe if r.body_consumed || r.cached_body.is_some() => Step::Synth { status: 503, reason: "Service Unavailable".into() },
+        Action::Pipe if r.body_consumed => Step::Synth { status: 503, reason: "Service Unavailable".into() },
         // A stream cannot be piped: Varnish passes it instead.
         Action::Pipe if r.req.minor == 2 => {
             r.log.rec(Tag::VclError, LogSide::Client, r.rxid, b"vcl_recv{} returns pipe for HTTP/2 request.  Doing pass.");
