@@ -135,6 +135,34 @@ impl Conn {
     }
 }
 
+/// Commands read from stdin: one a line, except that a line ending in
+/// `<< TAG` takes the lines after it up to one equal to TAG (a here
+/// document), sent as one command as varnishadm passes them on.
+pub fn stdin_commands(mut lines: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Some(line) = lines.next() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let tag = match line.split_whitespace().collect::<Vec<_>>()[..] {
+            [_, .., "<<", tag] => Some(tag.to_string()),
+            _ => None,
+        };
+        let mut cmd = line;
+        if let Some(tag) = tag {
+            for more in lines.by_ref() {
+                cmd.push('\n');
+                cmd.push_str(&more);
+                if more == tag {
+                    break;
+                }
+            }
+        }
+        out.push(cmd);
+    }
+    out
+}
+
 /// The line to send for command words given on our command line: the
 /// words joined with spaces, as varnishadm joins them, so runbook lines
 /// (`ban 'req.url ~ ^/a/'`) work unchanged; quote inside an argument what
@@ -160,7 +188,13 @@ pub fn targets(args: &Args) -> Result<Vec<Target>, ConnectError> {
 
 #[cfg(test)]
 mod tests {
-    use super::command_line;
+    use super::{command_line, stdin_commands};
+
+    #[test]
+    fn here_documents_from_stdin_are_one_command() {
+        let lines = ["ping", "", "ban req.url ~ << foo", "\\.bar", "", "foo", "status"].map(String::from);
+        assert_eq!(stdin_commands(lines.into_iter()), vec!["ping", "ban req.url ~ << foo\n\\.bar\n\nfoo", "status"]);
+    }
 
     #[test]
     fn command_lines() {

@@ -52,7 +52,7 @@ pub fn run(args: Args, out: &mut impl Write, err: &mut impl Write) -> i32 {
         return shell::run(&mut conns, out);
     }
     let lines: Vec<String> = if args.command.is_empty() {
-        std::io::stdin().lock().lines().map_while(Result::ok).filter(|l| !l.trim().is_empty()).collect()
+        conn::stdin_commands(std::io::stdin().lock().lines().map_while(Result::ok))
     } else {
         vec![command_line(&args.command)]
     };
