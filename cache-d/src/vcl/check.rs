@@ -269,7 +269,7 @@ fn exprs_ok(e: &Expr, imports: &HashSet<&str>, v41: bool) -> Result<(), VclError
             Expr::Call { name, pos, .. } if name == "purge" || name == "purge_url" => {
                 Err(VclError { msg: format!("{name}() is gone since Varnish 4.0: use ban(\"req.url ~ ...\")"), pos: *pos })
             }
-            Expr::Call { name, pos, .. } if name.split_once('.').is_some_and(|(m, _)| !imports.contains(m)) => {
+            Expr::Call { name, pos, .. } if name.split_once('.').is_some_and(|(m, _)| !m.is_empty() && !imports.contains(m)) => {
                 let module = name.split_once('.').map_or("", |(m, _)| m);
                 Err(VclError { msg: format!("Symbol not found: '{name}' (did you mean to 'import {module};'?)"), pos: *pos })
             }

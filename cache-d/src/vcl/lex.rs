@@ -213,15 +213,29 @@ pub fn lex(src: &str) -> Result<Vec<Token>, LexError> {
     Ok(out)
 }
 
+const HEADER_OWNERS: [&str; 6] = ["req.http.", "bereq.http.", "beresp.http.", "resp.http.", "obj.http.", "req_top.http."];
+
+/// The header name in `req.http.NAME` (and the other owners'), if `id`
+/// names a header.
+pub fn header_name(id: &str) -> Option<&str> {
+    let owner = HEADER_OWNERS.iter().find(|o| id.len() > o.len() && id[..o.len()].eq_ignore_ascii_case(o))?;
+    Some(&id[owner.len()..])
+}
+
 /// Header names, as VCC checks them: a quoted one only in VCL 4.1, fewer
 /// than 127 characters, each an HTTP token character; an unquoted one
 /// ends at a dot (quote a name that holds one).
 pub fn check_header_names(src: &str, toks: &[Token], quoted_ok: bool) -> Result<(), LexError> {
-    const OWNERS: [&str; 6] = ["req.http.", "bereq.http.", "beresp.http.", "resp.http.", "obj.http.", "req_top.http."];
-    for t in toks {
+    for (i, t) in toks.iter().enumerate() {
         let Tok::Ident(id) = &t.tok else { continue };
-        let Some(owner) = OWNERS.iter().find(|o| id.len() > o.len() && id[..o.len()].eq_ignore_ascii_case(o)) else { continue };
-        let name = &id[owner.len()..];
+        // req.http.x.upper(): the method is not part of the name.
+        let called = matches!(toks.get(i + 1).map(|t| &t.tok), Some(Tok::Punct("(")));
+        let id = match id.rsplit_once('.') {
+            Some((base, "upper" | "lower")) if called => base,
+            _ => id.as_str(),
+        };
+        let Some(name) = header_name(id) else { continue };
+        let owner = &id[..id.len() - name.len()];
         let quoted = src[t.at..t.at + t.len].contains('"');
         let fail = |msg: String| Err(LexError { at: t.at, len: t.len, msg });
         if quoted && !quoted_ok {
@@ -235,7 +249,7 @@ pub fn check_header_names(src: &str, toks: &[Token], quoted_ok: bool) -> Result<
             return fail(format!("Invalid character '{}' in header name.", c.escape_default()));
         }
         if !quoted && name.contains('.') {
-            return fail(format!("A header name ends at a dot: write {}\"{name}\" for a name that holds one", &id[..owner.len()]));
+            return fail(format!("A header name ends at a dot: write {owner}\"{name}\" for a name that holds one"));
         }
     }
     Ok(())

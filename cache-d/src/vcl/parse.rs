@@ -20,6 +20,17 @@ const LEGACY_STATEMENTS: &[(&str, &str)] = &[
     ("purge_url", "use \"ban(\\\"req.url ~ ...\\\")\""),
 ];
 
+/// `.upper()` / `.lower()` on a STRING: a call of the method, named
+/// with a leading dot (compiled in `compile::expr`).
+fn string_method(m: &str, on: Expr, pos: Pos) -> Expr {
+    Expr::Call { name: format!(".{m}"), args: vec![on], names: vec![None], pos }
+}
+
+/// Is `base.m()` a STRING method on a header (`req.http.x.upper()`)?
+fn is_method_base(base: &str, m: &str) -> bool {
+    (m == "upper" || m == "lower") && super::lex::header_name(base).is_some()
+}
+
 pub struct Parser<'a> {
     toks: &'a [Token],
     i: usize,
@@ -499,7 +510,17 @@ impl<'a> Parser<'a> {
             self.next();
             return Ok(Expr::Neg(Box::new(self.unary()?), pos));
         }
-        self.primary()
+        let mut e = self.primary()?;
+        // A STRING's methods: "...".upper(), req.http."a b".lower().
+        while self.is(".") && matches!(&self.peek2().tok, Tok::Ident(m) if m == "upper" || m == "lower") {
+            let pos = self.pos();
+            self.next();
+            let (m, _) = self.ident("a method")?;
+            self.expect("(")?;
+            self.expect(")")?;
+            e = string_method(&m, e, pos);
+        }
+        Ok(e)
     }
     fn primary(&mut self) -> R<Expr> {
         let pos = self.pos();
@@ -538,6 +559,10 @@ impl<'a> Parser<'a> {
                         }
                     }
                     self.expect(")")?;
+                    // req.http.x.upper(): one name to the lexer, a method here.
+                    if let Some((base, m)) = name.rsplit_once('.').filter(|(b, m)| args.is_empty() && is_method_base(b, m)) {
+                        return Ok(string_method(m, Expr::Name(base.to_string(), pos), pos));
+                    }
                     return Ok(Expr::Call { name, args, names, pos });
                 }
                 Ok(Expr::Name(name, pos))

@@ -199,3 +199,17 @@ fn include_glob_and_inline_c() {
     let e = parse_source("t.vcl", "vcl 4.1;\nC{ x }C\n").unwrap_err().to_string();
     assert!(e.contains("Inline-C not allowed"), "{e}");
 }
+
+#[test]
+fn string_methods() {
+    let p = parse_source(
+        "t.vcl",
+        "vcl 4.1;\nsub vcl_recv { set req.http.a = req.http.x.upper(); set req.http.b = req.http.\"y.z\".lower(); }\n",
+    )
+    .unwrap();
+    let Item::Sub { body, .. } = &p.items[1] else { panic!() };
+    let Stmt::Set { value: Expr::Call { name, args, .. }, .. } = &body[0] else { panic!() };
+    assert_eq!((name.as_str(), &args[0]), (".upper", &Expr::Name("req.http.x".into(), args[0].pos())));
+    let Stmt::Set { value: Expr::Call { name, args, .. }, .. } = &body[1] else { panic!() };
+    assert_eq!((name.as_str(), &args[0]), (".lower", &Expr::Name("req.http.y.z".into(), args[0].pos())));
+}

@@ -92,8 +92,6 @@ const VARS: &[(Ty, &[&str])] = &[
     (Ty::Backend, &["req.backend_hint", "bereq.backend", "beresp.backend"]),
 ];
 
-const HEADER_OWNERS: [&str; 6] = ["req.http.", "bereq.http.", "beresp.http.", "resp.http.", "obj.http.", "req_top.http."];
-
 /// `+` and `-` as VCC allows them: (op, left, right, result).
 const ADDS: &[(&str, Ty, Ty, Ty)] = &[
     ("+", Ty::Bytes, Ty::Bytes, Ty::Bytes),
@@ -121,7 +119,7 @@ struct Names<'p> {
 
 impl Names<'_> {
     fn var(&self, name: &str) -> Ty {
-        if HEADER_OWNERS.iter().any(|o| name.len() > o.len() && name[..o.len()].eq_ignore_ascii_case(o)) {
+        if super::lex::header_name(name).is_some() {
             return Ty::Str;
         }
         if self.backends.contains(name) {
@@ -143,6 +141,8 @@ impl Names<'_> {
             Expr::Duration(..) => Ty::Dur,
             Expr::Bytes(..) => Ty::Bytes,
             Expr::Name(n, _) => self.var(n),
+            // .upper() / .lower() (see the parser)
+            Expr::Call { name, .. } if name.starts_with('.') => Ty::Str,
             Expr::Call { .. } => Ty::Unknown,
             Expr::Not(x, _) => {
                 self.expr(x, Ty::Bool)?;

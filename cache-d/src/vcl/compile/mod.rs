@@ -468,6 +468,14 @@ fn expr(e: &Expr, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
                 }),
             }
         }
+        // A STRING's .upper() and .lower() (see the parser).
+        Expr::Call { name, args, .. } if (name == ".upper" || name == ".lower") && args.len() == 1 => {
+            let (on, upper) = (expr(&args[0], sc)?, name == ".upper");
+            Box::new(move |t, c| {
+                let s = on(t, c).text();
+                Val::Str(if upper { s.to_uppercase() } else { s.to_lowercase() })
+            })
+        }
         Expr::Call { name, args, names, pos } => call(name, args, names, *pos, sc)?,
     })
 }
