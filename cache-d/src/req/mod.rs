@@ -282,6 +282,7 @@ impl<T: Transport> Request<'_, T> {
                 framing: Framing::None,
                 body_consumed: false,
                 piped: false,
+                body_failed: false,
                 hit_pass: false,
                 continue_pending: false,
                 cached_body: None,

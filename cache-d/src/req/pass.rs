@@ -442,7 +442,8 @@ async fn no_body<T: Transport>(r: &mut Request<'_, T>, fetch: Fetch, resp: Respo
         _ => drop(fetch),
     }
     let mut wire = std::mem::take(&mut r.sess.wire);
-    let head = RespHead { status: out.status, reason: &out.reason, headers: &out.headers, obj_vxid, framing: None, keep, accept_ranges: false };
+    let head =
+        RespHead { status: out.status, reason: &out.reason, headers: &out.headers, obj_vxid, framing: None, keep, accept_ranges: false };
     r.write_head(&mut wire, &head);
     r.stamp("Process");
     let hdr_tx = wire.len() as u64;
@@ -463,5 +464,6 @@ fn body_stopped<T: Transport>(r: &mut Request<'_, T>, e: &Error) -> Step {
     r.log.recf(Tag::Error, LogSide::Client, r.rxid, format_args!("request body: {e}"));
     r.keep = false;
     r.body_consumed = true;
+    r.body_failed = true;
     Step::Synth { status: 503, reason: "Backend fetch failed".into() }
 }

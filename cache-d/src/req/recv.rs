@@ -97,6 +97,7 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
         framing,
         body_consumed: false,
         piped: false,
+        body_failed: false,
         hit_pass: false,
         continue_pending,
         cached_body: None,

@@ -193,6 +193,9 @@ pub struct Request<'a, T> {
     pub body_consumed: bool,
     /// vcl_pipe chose synth: vcl_synth cannot restart.
     pub piped: bool,
+    /// The client's body stopped coming: the session ends after the
+    /// answer, closed as RX_BODY.
+    pub body_failed: bool,
     /// vcl_hit chose pass: X-Varnish shows the pass's fetch too.
     pub hit_pass: bool,
     /// The client asked for 100 Continue and it has not been sent.

@@ -108,7 +108,11 @@ async fn send<T: Transport>(r: &mut Request<'_, T>, resp: &Resp, body: &[u8]) ->
     r.end(tx);
     // Sent: its head went out (an include's head is never sent: its body).
     let sent = tx.0 > 0 || (r.req.esi_level > 0 && (tx.1 > 0 || body.is_empty() || r.head_only));
-    Step::Done(if !close && sent { None } else { Some(Reason::RespClose) })
+    Step::Done(match (close, sent, r.body_failed) {
+        (_, _, true) => Some(Reason::RxBody),
+        (false, true, _) => None,
+        _ => Some(Reason::RespClose),
+    })
 }
 
 /// Send the built-in error page without running the policy (requests too
