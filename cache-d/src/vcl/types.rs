@@ -111,6 +111,23 @@ const ADDS: &[(&str, Ty, Ty, Ty)] = &[
     ("-", Ty::Time, Ty::Dur, Ty::Time),
 ];
 
+/// Functions whose result type is fixed.
+const FUNCS: &[(Ty, &[&str])] = &[
+    (Ty::Str, &["regsub", "regsuball", "std.tolower", "std.toupper", "std.querysort", "std.strstr"]),
+    (Ty::Int, &["std.integer", "std.port", "std.real2integer", "std.time2integer"]),
+    (Ty::Real, &["std.random", "std.real", "std.round", "std.time2real"]),
+    (Ty::Dur, &["std.duration"]),
+    (Ty::Time, &["std.time", "std.real2time"]),
+    (Ty::Bool, &["std.healthy", "std.file_exists"]),
+    (Ty::Ip, &["std.ip"]),
+];
+
+/// Can a value of this type stand where a BOOL is wanted (VCC's
+/// vcc_expr_tobool: not a REAL, TIME, IP or BYTES)?
+fn boolish(t: Ty) -> bool {
+    matches!(t, Ty::Bool | Ty::Backend | Ty::Int | Ty::Dur | Ty::Str | Ty::Unknown)
+}
+
 /// The program's backends and ACLs, by name.
 struct Names<'p> {
     backends: HashSet<&'p str>,
@@ -143,9 +160,12 @@ impl Names<'_> {
             Expr::Name(n, _) => self.var(n),
             // .upper() / .lower() (see the parser)
             Expr::Call { name, .. } if name.starts_with('.') => Ty::Str,
-            Expr::Call { .. } => Ty::Unknown,
-            Expr::Not(x, _) => {
-                self.expr(x, Ty::Bool)?;
+            Expr::Call { name, .. } => FUNCS.iter().find(|(_, n)| n.contains(&name.as_str())).map_or(Ty::Unknown, |(t, _)| *t),
+            Expr::Not(x, pos) => {
+                let t = self.expr(x, Ty::Bool)?;
+                if !boolish(t) {
+                    return err(format!("'!' must be followed by BOOL, found {}.", t.name()), *pos);
+                }
                 Ty::Bool
             }
             Expr::Neg(x, _) => self.expr(x, ctx)?,
@@ -156,8 +176,14 @@ impl Names<'_> {
     fn binary(&self, op: &str, left: &Expr, right: &Expr, pos: Pos, ctx: Ty) -> Result<Ty, VclError> {
         match op {
             "&&" | "||" => {
-                self.expr(left, Ty::Bool)?;
-                self.expr(right, Ty::Bool)?;
+                let l = self.expr(left, Ty::Bool)?;
+                if !boolish(l) {
+                    return err(format!("'{op}' must be preceeded by BOOL, found {}.", l.name()), left.pos());
+                }
+                let r = self.expr(right, Ty::Bool)?;
+                if !boolish(r) {
+                    return err(format!("'{op}' must be followed by BOOL, found {}.", r.name()), right.pos());
+                }
                 Ok(Ty::Bool)
             }
             "~" | "!~" => {
@@ -230,7 +256,10 @@ impl Names<'_> {
                 }
                 Stmt::If { branches, otherwise, .. } => {
                     for (c, b) in branches {
-                        self.expr(c, Ty::Bool)?;
+                        let t = self.expr(c, Ty::Bool)?;
+                        if !boolish(t) {
+                            return err(format!("Expression has type {}, expected BOOL", t.name()), c.pos());
+                        }
                         self.stmts(b)?;
                     }
                     self.stmts(otherwise.as_deref().unwrap_or(&[]))?;
@@ -300,6 +329,10 @@ mod tests {
             ("if (client.ip > \"127.0.0.1\") { }", "Operator > not possible on IP"),
             ("if (req.backend_hint == req.http.x) { }", "Comparison of different types: BACKEND '==' STRING"),
             ("set req.backend_hint += b;", "Operator += not possible on type BACKEND."),
+            ("if (!std.random(0, 1)) { }", "'!' must be followed by BOOL, found REAL."),
+            ("if (0 || std.random(0, 1)) { }", "'||' must be followed by BOOL, found REAL."),
+            ("if (std.random(0, 1) && 0) { }", "'&&' must be preceeded by BOOL, found REAL."),
+            ("if (now) { }", "Expression has type TIME, expected BOOL"),
         ] {
             assert_eq!(types(&format!("sub vcl_recv {{ {bad} }}")), Err(msg.to_string()), "{bad}");
         }
