@@ -131,3 +131,26 @@ mod tests {
         assert_eq!(Secs(f64::INFINITY).to_string(), "inf");
     }
 }
+
+/// A body read whole, refusing to grow past `cap`.
+pub struct Capped {
+    pub v: Vec<u8>,
+    pub cap: usize,
+}
+
+impl tokio::io::AsyncWrite for Capped {
+    fn poll_write(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        if this.v.len() + buf.len() > this.cap {
+            return std::task::Poll::Ready(Err(std::io::Error::other("body too large to read whole")));
+        }
+        this.v.extend_from_slice(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}

@@ -114,20 +114,8 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
     let mut f = Fetch::new(&sh, bxid, rxid, reason);
     sh.seg.add(if reason == "bgfetch" { C::SBgfetch } else { C::SFetch }, 1);
     let mut bereq = cache_bereq(&req, bxid, reason, stale.as_ref(), sh.params().http_gzip_support);
-    let mut fetched = match body {
-        Some(b) => {
-            let mut body = CachedBody(b);
-            f.replayable = true;
-            let mut t = BeTxn::new(&sh, &*policy, &mut f, &mut bereq, addrs);
-            (t.stale, t.framing, t.client) = (stale.as_ref().filter(|s| ims_candidate(s)), Framing::Length(body.0.len() as u64), Some(&mut body));
-            steps::run(&mut t).await
-        }
-        None => {
-            let mut t = BeTxn::<NoBody>::new(&sh, &*policy, &mut f, &mut bereq, addrs);
-            t.stale = stale.as_ref().filter(|s| ims_candidate(s));
-            steps::run(&mut t).await
-        }
-    };
+    let revalidate = stale.as_ref().filter(|s| ims_candidate(s));
+    let mut fetched = backend_steps(&sh, &*policy, (&mut f, &mut bereq), addrs, revalidate, body).await;
     read_small_body(&mut fetched);
     // stale-if-error: a refresh that failed (or answered 5xx) leaves the
     // stale object to deliver, rather than an error.
@@ -240,6 +228,32 @@ struct Later {
 impl Later {
     fn insert(self, sh: &Shared) {
         sh.cache.insert_in(self.guard, self.marker, self.stv);
+    }
+}
+
+/// The backend steps of a cache fetch, sending the request's body if it
+/// has one (read whole before: it can be sent again on a retry).
+async fn backend_steps(
+    sh: &Shared,
+    policy: &dyn Policy,
+    (f, bereq): (&mut Fetch, &mut Bereq),
+    addrs: Ends,
+    stale: Option<&ObjRef>,
+    body: Option<Bytes>,
+) -> Fetched {
+    match body {
+        Some(b) => {
+            let mut body = CachedBody(b);
+            f.replayable = true;
+            let mut t = BeTxn::new(sh, policy, f, bereq, addrs);
+            (t.stale, t.framing, t.client) = (stale, Framing::Length(body.0.len() as u64), Some(&mut body));
+            steps::run(&mut t).await
+        }
+        None => {
+            let mut t = BeTxn::<NoBody>::new(sh, policy, f, bereq, addrs);
+            t.stale = stale;
+            steps::run(&mut t).await
+        }
     }
 }
 

@@ -269,7 +269,7 @@ async fn read_ahead(resp: &mut Response, read_timeout: std::time::Duration, cap:
     if matches!(resp.framing, Framing::Length(n) if n > cap as u64) {
         return Err(Error::new(Side::Backend, format!("backend body larger than {cap} bytes to read whole")));
     }
-    let mut capped = Capped { v: Vec::new(), cap };
+    let mut capped = crate::util::Capped { v: Vec::new(), cap };
     let m = body::transfer(&mut resp.conn, &mut capped, &t, &mut Vec::new()).await?;
     let body = capped.v;
     if let Framing::Length(n) = resp.framing {
@@ -283,29 +283,6 @@ async fn read_ahead(resp: &mut Response, read_timeout: std::time::Duration, cap:
     resp.conn.buf.extend_from_slice(&rest);
     resp.framing = Framing::Length(body.len() as u64);
     Ok(())
-}
-
-/// A body read whole, refusing to grow past `cap`.
-pub(crate) struct Capped {
-    pub v: Vec<u8>,
-    pub cap: usize,
-}
-
-impl tokio::io::AsyncWrite for Capped {
-    fn poll_write(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
-        let this = self.get_mut();
-        if this.v.len() + buf.len() > this.cap {
-            return std::task::Poll::Ready(Err(std::io::Error::other("body too large to read whole")));
-        }
-        this.v.extend_from_slice(buf);
-        std::task::Poll::Ready(Ok(buf.len()))
-    }
-    fn poll_flush(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-    fn poll_shutdown(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
-    }
 }
 
 /// vcl_deliver on the backend's response, then its body streamed through.
@@ -324,20 +301,7 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     if streamed && !chunk_out {
         keep = false; // HTTP/1.0 client: the body ends at close.
     }
-    // The pass's private object, as vcl_deliver sees it (never hit).
-    let view = r.active.policy.defines(Sub::Deliver).then(|| ObjView {
-        status: beresp.status,
-        reason: beresp.reason.clone(),
-        headers: Headers::default(),
-        ttl: beresp.ttl,
-        grace: beresp.grace,
-        keep: beresp.keep,
-        age: 0.0,
-        hits: 0,
-        uncacheable: true,
-        stv: None,
-        can_esi: beresp.do_esi,
-    });
+    let view = r.active.policy.defines(Sub::Deliver).then(|| private_view(&beresp));
     let mut out = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: true, do_esi: false };
     out.headers.unset("x-varnish");
     let action = r.call(Sub::Deliver, With { resp: Some(&mut out), obj: view.as_ref(), ..With::default() });
@@ -350,14 +314,13 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     }
     // The client's copy is current (If-None-Match, If-Modified-Since on
     // the response as vcl_deliver left it): 304, and the backend's body
-    // is not read (its connection closes), as Varnish does on a pass.
-    if r.req.esi_level == 0 && crate::req::deliver::not_modified(&r.req, &out) {
-        let keep = r.keep && r.framing == Framing::None;
-        (out.status, out.reason) = (304, bytes::Bytes::from_static(b"Not Modified"));
-        return no_body(r, fetch, resp, &mut out, keep).await;
-    }
-    // A 1xx or 204 (one VCL set too) goes out without body or length.
-    if out.status < 200 || out.status == 204 {
+    // is not read, as Varnish does on a pass. A 1xx or 204 (one VCL set
+    // too) goes out without body or length as well.
+    let current = r.req.esi_level == 0 && crate::req::deliver::not_modified(&r.req, &out);
+    if current || out.status < 200 || out.status == 204 {
+        if current {
+            (out.status, out.reason) = (304, bytes::Bytes::from_static(b"Not Modified"));
+        }
         let keep = r.keep && r.framing == Framing::None;
         return no_body(r, fetch, resp, &mut out, keep).await;
     }
@@ -424,6 +387,23 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
             r.end((hdr_tx, 0));
             Step::Done(Some(if e.side == Side::Backend { Reason::RespClose } else { Reason::TxError }))
         }
+    }
+}
+
+/// The pass's private object, as vcl_deliver sees it (never hit).
+fn private_view(beresp: &Beresp) -> ObjView {
+    ObjView {
+        status: beresp.status,
+        reason: beresp.reason.clone(),
+        headers: Headers::default(),
+        ttl: beresp.ttl,
+        grace: beresp.grace,
+        keep: beresp.keep,
+        age: 0.0,
+        hits: 0,
+        uncacheable: true,
+        stv: None,
+        can_esi: beresp.do_esi,
     }
 }
 

@@ -292,7 +292,7 @@ async fn body_for_fetch<T: Transport>(r: &mut Request<'_, T>) -> Result<(), Erro
         return Err(Error::new(Side::Client, "client closed before 100 Continue"));
     }
     let (idle, cap) = (r.sh.params().timeout_idle, r.sh.params().transit_buffer.max(64 * 1024) as usize);
-    let mut body = crate::req::pass::Capped { v: Vec::new(), cap };
+    let mut body = crate::util::Capped { v: Vec::new(), cap };
     let m = r.conn.copy_body(r.framing, false, &mut body, Side::Internal, idle).await.map_err(|e| match e.side {
         Side::Internal => Error::new(Side::Internal, format!("longer than transit_buffer ({cap} bytes) for a cache fetch: pass it")),
         _ => e,
