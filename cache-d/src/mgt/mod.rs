@@ -74,6 +74,21 @@ fn load_fleet(args: &Args) -> Result<Option<Fleet>, StartError> {
     Ok(Some(Fleet { secret, addresses: args.fleet_address.clone() }))
 }
 
+/// The admin file's text: each admin address (`T ip port`), the secret
+/// file (`S path`).
+fn admin_file(admin: &[StdListener], secret_path: Option<&Path>) -> std::io::Result<String> {
+    let mut text = String::new();
+    for l in admin {
+        let a = l.local_addr()?;
+        text.push_str(&format!("T {} {}\n", a.ip(), a.port()));
+    }
+    if let Some(p) = secret_path {
+        let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        text.push_str(&format!("S {}\n", abs.display()));
+    }
+    Ok(text)
+}
+
 /// Bind the -a listeners and the -A frontends (`:80` without either); an
 /// https listener needs a certificate.
 fn bind_listeners(args: &Args, frontends: Vec<String>, certs: bool) -> Result<Vec<crate::listen::Listener>, StartError> {
@@ -164,16 +179,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
         let (secret, secret_path) = load_secret(&dir, args.secret.as_deref())?;
         let admin_spec = args.admin.clone().unwrap_or_else(|| "localhost:0".into());
         let admin = if admin_spec == "none" { Vec::new() } else { bind_admin(&admin_spec, secret.is_some())? };
-        let mut text = String::new();
-        for l in &admin {
-            let a = l.local_addr()?;
-            text.push_str(&format!("T {} {}\n", a.ip(), a.port()));
-        }
-        if let Some(p) = &secret_path {
-            let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
-            text.push_str(&format!("S {}\n", abs.display()));
-        }
-        instance::write_file(&dir, ADMIN_FILE, text.as_bytes(), 0o640)?;
+        instance::write_file(&dir, ADMIN_FILE, admin_file(&admin, secret_path.as_deref())?.as_bytes(), 0o640)?;
         // The client listeners after the admin file: a script that starts
         // cache-d and sends a request as soon as the port answers can use
         // cache-adm at once too (the kernel queues the connections until
