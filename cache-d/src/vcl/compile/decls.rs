@@ -345,7 +345,7 @@ pub(super) fn acl_entries(flags: &AclFlags, entries: &[AclEntry]) -> Result<Vec<
                 let fam = if ip.is_ipv4() { "IPv4" } else { "IPv6" };
                 return err(format!("Too wide mask (/{mask}) for {fam} address"), e.pos);
             }
-            let net = super::program::masked(ip, mask);
+            let net = masked(ip, mask);
             if flags.pedantic && net != ip {
                 return err(format!("Non-zero bits in masked part, (maybe use {net}/{mask} ?)"), e.pos);
             }
@@ -382,6 +382,20 @@ fn resolve(addr: &str) -> Vec<IpAddr> {
     }
     use std::net::ToSocketAddrs;
     (addr, 0).to_socket_addrs().map(|i| i.map(|s| s.ip()).collect()).unwrap_or_default()
+}
+
+/// `ip` with the bits past `mask` cleared.
+pub(super) fn masked(ip: IpAddr, mask: u8) -> IpAddr {
+    match ip {
+        IpAddr::V4(a) => {
+            let m = if mask == 0 { 0 } else { u32::MAX << (32 - mask.min(32) as u32) };
+            IpAddr::V4((u32::from(a) & m).into())
+        }
+        IpAddr::V6(a) => {
+            let m = if mask == 0 { 0 } else { u128::MAX << (128 - mask.min(128) as u32) };
+            IpAddr::V6((u128::from(a) & m).into())
+        }
+    }
 }
 
 #[cfg(test)]

@@ -422,31 +422,7 @@ fn expr(e: &Expr, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
         Expr::Binary { op, left, right, pos: _ } => {
             let op = *op;
             if matches!(op, "~" | "!~") {
-                let l = expr(left, sc)?;
-                let want = op == "~";
-                if let Expr::Name(acl, _) = &**right {
-                    if sc.acls.contains_key(acl) {
-                        let acl = acl.clone();
-                        return Ok(Box::new(move |t, c| {
-                            let ip = l(t, c).ip();
-                            let hit = ip.is_some_and(|ip| c.acls.get(&acl).is_some_and(|a| a.matches(ip)));
-                            if let Some(ip) = ip {
-                                if c.acls.get(&acl).is_some_and(|a| a.log) {
-                                    let verdict = if hit == want { "MATCH" } else { "NO_MATCH" };
-                                    t.record(Tag::VclAcl, format!("{verdict} {acl} {ip}").as_bytes());
-                                }
-                            }
-                            Val::Bool(hit == want)
-                        }));
-                    }
-                }
-                let re = regex_arg(right)?;
-                return Ok(Box::new(move |t, c| {
-                    let v = l(t, c);
-                    // An unset value matches as the empty string (Varnish).
-                    let hit = re.is_match(&v.text());
-                    Val::Bool(hit == want)
-                }));
+                return match_op(op == "~", left, right, sc);
             }
             let (l, r) = (expr(left, sc)?, expr(right, sc)?);
             match op {
@@ -478,6 +454,35 @@ fn expr(e: &Expr, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
         }
         Expr::Call { name, args, names, pos } => call(name, args, names, *pos, sc)?,
     })
+}
+
+/// `~` and `!~` (`want` is false for `!~`): an ACL match on an IP, or a
+/// regex match on the text.
+fn match_op(want: bool, left: &Expr, right: &Expr, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+    let l = expr(left, sc)?;
+    if let Expr::Name(acl, _) = right {
+        if sc.acls.contains_key(acl) {
+            let acl = acl.clone();
+            return Ok(Box::new(move |t, c| {
+                let ip = l(t, c).ip();
+                let hit = ip.is_some_and(|ip| c.acls.get(&acl).is_some_and(|a| a.matches(ip)));
+                if let Some(ip) = ip {
+                    if c.acls.get(&acl).is_some_and(|a| a.log) {
+                        let verdict = if hit == want { "MATCH" } else { "NO_MATCH" };
+                        t.record(Tag::VclAcl, format!("{verdict} {acl} {ip}").as_bytes());
+                    }
+                }
+                Val::Bool(hit == want)
+            }));
+        }
+    }
+    let re = regex_arg(right)?;
+    Ok(Box::new(move |t, c| {
+        let v = l(t, c);
+        // An unset value matches as the empty string (Varnish).
+        let hit = re.is_match(&v.text());
+        Val::Bool(hit == want)
+    }))
 }
 
 /// The compiled program as the engine's subroutines.

@@ -107,20 +107,6 @@ impl Acl {
     }
 }
 
-/// `ip` with the bits past `mask` cleared.
-pub(super) fn masked(ip: IpAddr, mask: u8) -> IpAddr {
-    match ip {
-        IpAddr::V4(a) => {
-            let m = if mask == 0 { 0 } else { u32::MAX << (32 - mask.min(32) as u32) };
-            IpAddr::V4((u32::from(a) & m).into())
-        }
-        IpAddr::V6(a) => {
-            let m = if mask == 0 { 0 } else { u128::MAX << (128 - mask.min(128) as u32) };
-            IpAddr::V6((u128::from(a) & m).into())
-        }
-    }
-}
-
 pub(super) fn in_net(ip: IpAddr, net: IpAddr, mask: u8) -> bool {
     match (ip, net) {
         (IpAddr::V4(a), IpAddr::V4(b)) => {
