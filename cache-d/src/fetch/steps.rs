@@ -72,7 +72,18 @@ enum Step {
 /// Run the backend side to its end: a response to stream, vcl_backend_error's
 /// page, or nothing.
 pub async fn run<B: ReqBody>(t: &mut BeTxn<'_, B>) -> Fetched {
-    let mut step = Step::Fetch;
+    run_from(t, Step::Fetch).await
+}
+
+/// The steps again after a body that failed before anything was delivered
+/// (do_stream = false, or an ESI page read whole): vcl_backend_error, which
+/// may retry, as Varnish's F_STP_ERROR.
+pub async fn run_after_body_error<B: ReqBody>(t: &mut BeTxn<'_, B>) -> Fetched {
+    run_from(t, Step::Error(503, "Backend fetch failed".into())).await
+}
+
+async fn run_from<B: ReqBody>(t: &mut BeTxn<'_, B>, first: Step) -> Fetched {
+    let mut step = first;
     loop {
         step = match step {
             Step::Fetch => vcl_backend_fetch(t),

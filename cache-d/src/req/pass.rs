@@ -54,7 +54,7 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
     bereq.uncacheable = true;
     let framing = r.framing;
     let addrs = r.sess.ends.clone();
-    let fetched = match r.cached_body.clone() {
+    let mut fetched = match r.cached_body.clone() {
         // A body std.cache_req_body() read: sent from memory, retries allowed.
         Some(b) => {
             let mut body = CachedBody(b);
@@ -75,29 +75,32 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
         r.framing = Framing::None;
         r.body_consumed = true;
     }
-    match fetched {
-        // beresp.do_esi on a pass: the page read whole, parsed, and
-        // delivered from a private object like any ESI page.
-        Fetched::Resp { mut resp, beresp, life, .. } if beresp.do_esi && beresp.status != 206 => {
-            match read_ahead(&mut resp, fetch.timeout(2), crate::esi::MAX_PAGE as usize).await {
-                Ok(()) => esi_page(r, fetch, resp, beresp, life),
-                Err(e) => {
-                    fetch.error(&e);
-                    drop(fetch);
-                    Step::Synth { status: 503, reason: "Backend fetch failed".into() }
+    // A body read whole before delivery (beresp.do_esi: the page parsed
+    // and delivered from a private object like any ESI page; do_stream =
+    // false: delivered with its length) that fails goes through
+    // vcl_backend_error, which may retry, as Varnish.
+    let fetched = loop {
+        fetched = match fetched {
+            Fetched::Resp { mut resp, beresp, life, action } if (beresp.do_esi && beresp.status != 206) || !beresp.do_stream => {
+                let esi = beresp.do_esi && beresp.status != 206;
+                let cap = if esi { crate::esi::MAX_PAGE as usize } else { usize::MAX };
+                match read_ahead(&mut resp, fetch.timeout(2), cap).await {
+                    Ok(()) if esi => return esi_page(r, fetch, resp, beresp, life),
+                    Ok(()) => break Fetched::Resp { resp, beresp, life, action },
+                    Err(e) => {
+                        fetch.error(&e);
+                        drop(resp);
+                        match again_after_error(r, &mut fetch, &mut bereq).await {
+                            Some(f) => f,
+                            None => return Step::Synth { status: 503, reason: "Backend fetch failed".into() },
+                        }
+                    }
                 }
             }
-        }
-        // beresp.do_stream = false: the whole body first (a body that
-        // fails is a 503, as Varnish), then delivered with its length.
-        Fetched::Resp { mut resp, beresp, .. } if !beresp.do_stream => match read_ahead(&mut resp, fetch.timeout(2), usize::MAX).await {
-            Ok(()) => deliver(r, fetch, resp, beresp).await,
-            Err(e) => {
-                fetch.error(&e);
-                drop(fetch);
-                Step::Synth { status: 503, reason: "Backend fetch failed".into() }
-            }
-        },
+            other => break other,
+        };
+    };
+    match fetched {
         Fetched::Resp { resp, beresp, .. } => deliver(r, fetch, resp, beresp).await,
         Fetched::Synthetic { beresp, body, .. } => {
             fetch.done(Some(body.len() as u64), None);
@@ -122,6 +125,23 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
             fetch.done(None, None);
             bad_body(r, &e).await
         }
+    }
+}
+
+/// The backend steps from vcl_backend_error after a body that failed
+/// before delivery; None when the request's body cannot be sent again
+/// (it was streamed from the client, not kept).
+async fn again_after_error<T: Transport>(r: &mut Request<'_, T>, fetch: &mut Fetch, bereq: &mut Bereq) -> Option<Fetched> {
+    let (sh, addrs) = (r.sh.clone(), r.sess.ends.clone());
+    match r.cached_body.clone() {
+        Some(b) => {
+            let mut body = CachedBody(b);
+            let mut t = BeTxn::new(&sh, &*r.active.policy, fetch, bereq, addrs);
+            (t.framing, t.client) = (Framing::Length(body.0.len() as u64), Some(&mut body));
+            Some(steps::run_after_body_error(&mut t).await)
+        }
+        None if r.body_consumed => None,
+        None => Some(steps::run_after_body_error(&mut BeTxn::<CachedBody>::new(&sh, &*r.active.policy, fetch, bereq, addrs)).await),
     }
 }
 
