@@ -58,6 +58,7 @@ defs! {
     "default_keep" Seconds "0.000" Some("0.000"), None, "seconds" false "Default keep period: how long an expired object is kept for conditional revalidation.";
     "default_ttl" Seconds "120.000" Some("0.000"), None, "seconds" false "The TTL assigned to objects if neither the backend nor the policy assigns one.";
     "feature" Bits "+validate_headers" None, None, "" false "Enable/Disable various minor features: +name or -name (comma-separated), none, default. Known: http2, short_panic, no_coredump, https_scheme, http_date_postel, esi_ignore_https, esi_disable_xml_check, esi_ignore_other_elements, esi_remove_bom, esi_include_onerror, wait_silo, validate_headers, busy_stats_rate (http2 — off by default, as in Varnish — and the esi_* ones take effect; the others are accepted for Varnish's command lines).";
+    "fetch_chunksize" Bytes "16k" Some("4k"), None, "bytes" false "The default chunksize used by fetcher (accepted for Varnish's command lines: cachekit stores a body in the pieces it reads).";
     "first_byte_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Default timeout for receiving the first byte from the backend.";
     "gzip_buffer" Bytes "32k" Some("2k"), None, "bytes" false "Size of malloc buffer used for gzip processing. These buffers are used for in-transit data, for instance gunzip'ed data being sent to a client. Making this space too small results in more overhead, writes to sockets etc, making it too big is probably just a waste of memory.";
     "gzip_level" Uint "6" Some("0"), Some("9"), "" false "Gzip compression level: 0=debug, 1=fast, 9=best";
@@ -85,6 +86,10 @@ defs! {
     "max_esi_depth" Uint "5" Some("0"), None, "levels" false "Maximum depth of esi:include processing.";
     "max_restarts" Uint "4" Some("0"), None, "restarts" false "Upper limit on how many times a request can restart.";
     "max_retries" Uint "4" Some("0"), None, "retries" false "Upper limit on how many times a backend fetch can retry.";
+    "max_vcl" Uint "100" Some("0"), None, "" false "Threshold of loaded VCL programs.  (VCL labels are not counted.)  Parameter max_vcl_handling determines behaviour.";
+    "max_vcl_handling" Uint "1" Some("0"), Some("2"), "" false "Behaviour when attempting to exceed max_vcl loaded VCL: 0 - ignore max_vcl, 1 - issue a warning, 2 - refuse loading VCLs.";
+    "nuke_limit" Uint "50" Some("0"), None, "allocations" false "Maximum number of objects we attempt to nuke in order to make space for a object body (accepted for Varnish's command lines: cachekit evicts as it stores a body piece by piece, and a body it cannot keep is still delivered).";
+    "pipe_sess_max" Uint "0" Some("0"), None, "connections" false "Maximum number of sessions dedicated to pipe transactions (0: no limit).";
     "pipe_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Idle timeout for PIPE sessions. If nothing has been received in either direction for this many seconds, the session is closed (0: never).";
     "prefer_ipv6" Bool "off" None, None, "bool" false "Prefer IPv6 address when connecting to backends which have both IPv4 and IPv6 addresses (accepted for Varnish's command lines: cachekit tries the addresses in the order the resolver gives them).";
     "reqbody_min_rate" Bytes "500b" Some("1b"), None, "bytes/second" false "After timeout_reqbody, a request body must keep arriving at this rate on average: its deadline is timeout_reqbody plus one second per this many bytes received (cachekit's own, as Apache's mod_reqtimeout MinRate).";
@@ -96,6 +101,7 @@ defs! {
     "timeout_reqbody" Seconds "20.000" Some("0.000"), Some("86400.000"), "seconds" false "Time a request body may take before reqbody_min_rate applies; a body slower than that is cut (SessClose RX_BODY) (cachekit's own).";
     "transit_buffer" Bytes "1M" Some("64k"), None, "bytes" false "How far a fetch may read ahead of the slowest client for a body that is not kept: an uncacheable object, or one its store cannot hold (Varnish 7.3's parameter). The bytes every client has been sent are let go, so such a body costs this much memory however large it is and however slowly it is read. Varnish's default, 0b, buffers the whole body; cachekit's is bounded.";
     "vcc_err_unref" Bool "on" None, None, "bool" false "Unreferenced VCL objects result in error.";
+    "vcl_cooldown" Seconds "600.000" Some("1.000"), None, "seconds" false "How long a VCL is kept warm after being replaced as the active VCL (accepted for Varnish's command lines: cachekit keeps a loaded program warm until vcl.state or vcl.discard).";
     "vsl_reclen" Bytes "255b" Some("16b"), Some("4084b"), "bytes" false "Maximum number of bytes in a log record.";
     "vsl_space" Bytes "80M" Some("64k"), Some("4G"), "bytes" true "The amount of space to allocate for the log ring.";
 }
@@ -312,6 +318,11 @@ pub struct Params {
     pub max_esi_depth: u32,
     pub max_restarts: u32,
     pub max_retries: u32,
+    pub max_vcl: u32,
+    pub max_vcl_handling: u32,
+    pub nuke_limit: u32,
+    pub pipe_sess_max: u32,
+    pub vcl_cooldown: Duration,
     pub pipe_timeout: Duration,
     pub prefer_ipv6: bool,
     pub reqbody_min_rate: u64,
@@ -363,6 +374,11 @@ impl Default for Params {
             max_esi_depth: 0,
             max_restarts: 0,
             max_retries: 0,
+            max_vcl: 0,
+            max_vcl_handling: 0,
+            nuke_limit: 0,
+            pipe_sess_max: 0,
+            vcl_cooldown: Duration::ZERO,
             pipe_timeout: Duration::ZERO,
             prefer_ipv6: false,
             reqbody_min_rate: 0,
@@ -441,6 +457,12 @@ impl Params {
             "max_esi_depth" => self.max_esi_depth = n as u32,
             "max_restarts" => self.max_restarts = n as u32,
             "max_retries" => self.max_retries = n as u32,
+            "max_vcl" => self.max_vcl = n.min(u32::MAX as f64) as u32,
+            "max_vcl_handling" => self.max_vcl_handling = n as u32,
+            "nuke_limit" => self.nuke_limit = n.min(u32::MAX as f64) as u32,
+            "pipe_sess_max" => self.pipe_sess_max = n.min(u32::MAX as f64) as u32,
+            "vcl_cooldown" => self.vcl_cooldown = secs(),
+            "fetch_chunksize" => {}
             "pipe_timeout" => self.pipe_timeout = secs(),
             "prefer_ipv6" => self.prefer_ipv6 = n != 0.0,
             "reqbody_min_rate" => self.reqbody_min_rate = n as u64,

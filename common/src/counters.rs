@@ -190,6 +190,8 @@ counter_table! {
     SPipeHdrbytes => "MAIN.s_pipe_hdrbytes", Counter, Info, Bytes, "Request header bytes received for piped sessions";
     SPipeIn => "MAIN.s_pipe_in", Counter, Info, Bytes, "Piped bytes from client";
     SPipeOut => "MAIN.s_pipe_out", Counter, Info, Bytes, "Piped bytes to client";
+    NPipe => "MAIN.n_pipe", Gauge, Info, Integer, "Number of ongoing pipe sessions";
+    PipeLimited => "MAIN.pipe_limited", Counter, Info, Integer, "Pipes hit pipe_sess_max";
     NPurges => "MAIN.n_purges", Counter, Info, Integer, "Number of purge operations executed";
     NObjPurged => "MAIN.n_obj_purged", Counter, Info, Integer, "Number of purged objects";
     XkeyKeys => "MAIN.xkey_keys", Gauge, Info, Integer, "Surrogate keys indexed (cachekit)";

@@ -125,6 +125,10 @@ fn command(sh: &Shared, progs: &mut Programs, args: &[String]) -> Reply {
                 return (status::PARAM, format!("No VCL named {target} known."));
             };
             let via = Arc::new(Active { name: format!("{target} via {label}"), policy: p.policy.clone() });
+            // The active label moved: so does the traffic.
+            if progs.labels.get(*label).is_some_and(|(_, old)| Arc::ptr_eq(old, &sh.policy())) {
+                sh.set_active(via.clone());
+            }
             progs.labels.insert(label.to_string(), (target.to_string(), via));
             (status::OK, String::new())
         }

@@ -21,6 +21,22 @@ fn framing_of(bereq: &Bereq) -> Framing {
     }
 }
 
+/// A pipe counted in MAIN.n_pipe while it lasts.
+struct Piping<'a>(&'a common::segment::SegmentWriter);
+
+impl<'a> Piping<'a> {
+    fn enter(seg: &'a common::segment::SegmentWriter) -> Self {
+        seg.add(C::NPipe, 1);
+        Piping(seg)
+    }
+}
+
+impl Drop for Piping<'_> {
+    fn drop(&mut self) {
+        self.0.sub(C::NPipe, 1);
+    }
+}
+
 /// vcl_pipe, then the pipe; the session ends with it.
 pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
     let sh = r.sh.clone();
@@ -40,6 +56,15 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
         return Step::Synth { status, reason };
     }
     sh.seg.add(C::SPipe, 1);
+    // pipe_sess_max: over it, vcl_synth's 503 as for a VCL failure.
+    let max = u64::from(sh.params().pipe_sess_max);
+    let _piping = Piping::enter(&sh.seg);
+    if max > 0 && sh.seg.get(C::NPipe) > max {
+        sh.seg.add(C::PipeLimited, 1);
+        r.keep = false;
+        r.piped = true;
+        return Step::Synth { status: 503, reason: "VCL failed".into() };
+    }
     r.log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} pipe"));
     let mut f = Fetch::new(&sh, bxid, rxid, "pipe");
     // A body std.cache_req_body() read goes first, with its length.

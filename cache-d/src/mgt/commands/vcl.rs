@@ -16,6 +16,16 @@ fn is_label(st: &VclState, n: &str) -> bool {
     st.labels.iter().any(|(l, _)| l == n)
 }
 
+/// A VCL or label name must be a C name (a letter, then letters, digits,
+/// `_` or `-`), as Varnish's VCT_invalid_name; the answer if it is not.
+fn bad_name(name: &str) -> Option<Reply> {
+    let bad =
+        name.bytes().enumerate().find(|&(i, c)| !(c.is_ascii_alphabetic() || (i > 0 && (c.is_ascii_digit() || c == b'_' || c == b'-'))));
+    let (_, c) = bad?;
+    let shown = if c > 0x20 && c < 0x7f { format!("('{}')", c as char) } else { format!("(0x{c:02x})") };
+    Some((status::PARAM, format!("Illegal character in VCL name {shown}")))
+}
+
 fn state_of(mgr: &Mgr) -> std::sync::MutexGuard<'_, VclState> {
     mgr.vcls.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -153,9 +163,20 @@ pub fn list(c: &Call) -> Reply {
 pub fn load(c: &Call) -> Reply {
     let pos = c.positional();
     let [vname, src, rest @ ..] = pos.as_slice() else { return too_few() };
+    if let Some(r) = bad_name(vname) {
+        return r;
+    }
     let mut st = state_of(c.mgr);
     if known(&st, vname) || is_label(&st, vname) {
         return (status::PARAM, format!("Already a VCL program named {vname}"));
+    }
+    let (max, handling) = {
+        let p = c.mgr.params();
+        (p.max_vcl as usize, p.max_vcl_handling)
+    };
+    if st.list.len() >= max && handling == 2 {
+        let n = st.list.len();
+        return (status::CANT, format!("Too many ({n}) VCLs already loaded\n(See max_vcl and max_vcl_handling parameters)"));
     }
     let state = rest.first().copied().unwrap_or("auto");
     if !matches!(state, "auto" | "cold" | "warm") {
@@ -195,6 +216,11 @@ pub fn load(c: &Call) -> Reply {
     if state != "auto" {
         st.states.insert(vname.to_string(), state.to_string());
     }
+    let n = st.list.len();
+    if n > max && handling == 1 {
+        let warn = "Remember to vcl.discard the old/unused VCLs.\n(See max_vcl and max_vcl_handling parameters)";
+        return (status::OK, format!("VCL compiled.\n{n} VCLs loaded\n{warn}"));
+    }
     (status::OK, "VCL compiled.".into())
 }
 
@@ -218,9 +244,12 @@ pub fn use_(c: &Call) -> Reply {
 pub fn label(c: &Call) -> Reply {
     let pos = c.positional();
     let [label, target] = pos.as_slice() else { return too_few() };
+    if let Some(r) = bad_name(label) {
+        return r;
+    }
     let mut st = state_of(c.mgr);
     if is_label(&st, target) {
-        return (status::PARAM, "VCL labels cannot point to labels".into());
+        return (status::CANT, "VCL labels cannot point to labels".into());
     }
     if !known(&st, target) {
         return (status::PARAM, format!("No VCL named {target} known."));
@@ -325,7 +354,7 @@ pub fn show(c: &Call) -> Reply {
     let want = st.labels.iter().find(|(l, _)| *l == want).map(|(_, t)| t.clone()).unwrap_or(want);
     match st.list.iter().find(|(n, _, _)| *n == want) {
         Some((_, src, path)) if verbose => {
-            let file = path.as_ref().map_or_else(|| format!("<vcl.inline {want}>"), |p| p.display().to_string());
+            let file = path.as_ref().map_or_else(|| "<vcl.inline>".to_string(), |p| p.display().to_string());
             let builtin = crate::vcl::BUILTIN_VCL;
             (status::OK, format!("// VCL.SHOW 0 {} {file}\n{src}\n// VCL.SHOW 1 {} <builtin>\n{builtin}", src.len(), builtin.len()))
         }
