@@ -312,6 +312,11 @@ impl Fetch {
                     match conn.fill(timeout).await {
                         Ok(0) => return Err((Error::new(Side::Backend, "backend closed the connection before a response"), first)),
                         Ok(_) => {}
+                        // Varnish's FetchError for a backend that never
+                        // started its answer in time.
+                        Err(e) if first && e.kind() == std::io::ErrorKind::TimedOut => {
+                            return Err((Error::new(Side::Backend, "first byte timeout"), false));
+                        }
                         Err(e) => {
                             let retry = first && e_is_reset(&e);
                             return Err((Error::io(Side::Backend, "reading response", e), retry));
