@@ -228,6 +228,15 @@ fn vcl_backend_error<B>(t: &mut BeTxn<'_, B>, status: u16, reason: String) -> St
     let mut body = Vec::new();
     match t.call(Sub::BackendError, Some(&mut beresp), Some(&mut body)) {
         Action::Deliver => {
+            // A status over 999 goes out as its last three digits (503 if
+            // they are below 100), as Varnish sends it.
+            if beresp.status >= 1000 {
+                beresp.status %= 1000;
+                if beresp.status < 100 {
+                    beresp.status = 503;
+                    beresp.reason = Bytes::from_static(crate::vcl::builtin::reason_phrase(503).as_bytes());
+                }
+            }
             let now = now();
             let life = Lifetime {
                 t_origin: now,
