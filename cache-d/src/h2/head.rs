@@ -62,15 +62,22 @@ fn span(raw: &mut BytesMut, s: &[u8]) -> std::ops::Range<usize> {
 }
 
 /// The stream's response for an HTTP/1.1 response head the steps wrote:
-/// its status and fields, without the hop-by-hop ones and without any
+/// its status and fields, without the hop-by-hop ones (and those a
+/// Connection field names, RFC 9113 §8.2.2, as Varnish drops them) and without any
 /// field `http` cannot carry (a name or value a backend sent that is not
 /// valid in HTTP/2), which are dropped.
 pub fn response(head: &Head) -> http::Response<()> {
     let mut resp = http::Response::new(());
     *resp.status_mut() = http::StatusCode::from_u16(head.status).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    // The tokens of any Connection field (no allocation without one).
+    let named: Vec<&[u8]> = head
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
+        .flat_map(|(_, v)| v.split(|&b| b == b',').map(<[u8]>::trim_ascii))
+        .collect();
     let h = resp.headers_mut();
     for (name, value) in head.iter() {
-        if HOP_BY_HOP.iter().any(|hop| name.eq_ignore_ascii_case(hop.as_bytes())) {
+        if HOP_BY_HOP.iter().any(|hop| name.eq_ignore_ascii_case(hop.as_bytes())) || named.iter().any(|t| t.eq_ignore_ascii_case(name)) {
             continue;
         }
         let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(name), http::HeaderValue::from_bytes(value)) else { continue };
