@@ -4,6 +4,8 @@
 # run once against varnishd and once against cache-d. A scenario that fails
 # on varnishd is wrong; one that fails on cache-d is a difference to fix.
 # Usage: scripts/conformance.sh [varnishd|cache-d|both] [scenario.vtc...]
+# CONFORMANCE_JOBS (default 3) scenarios run at a time; most of a run is
+# waiting (delays, timeouts), each has its own ports and instance dirs.
 # tests/conformance/pending/ holds scenarios cache-d does not pass yet: run
 # only when named. A scenario that starts with `feature cmd "test ${kind} =
 # KIND"` runs on one server only (a deliberate difference, recorded with the
@@ -17,8 +19,11 @@ command -v varnishtest >/dev/null || { echo "conformance: needs varnishtest (apt
 bin=$(pwd)/${CARGO_TARGET_DIR:-target}/debug
 [ -x "$bin/cache-d" ] || { echo "conformance: build first (cargo build --workspace)" >&2; exit 2; }
 kinds=(varnishd cache-d); [ "$which" = both ] || kinds=("$which")
-export CONFORMANCE_PIDS; CONFORMANCE_PIDS=$(mktemp)
-trap 'xargs -r kill 2>/dev/null <"$CONFORMANCE_PIDS"; rm -f "$CONFORMANCE_PIDS" "$CONFORMANCE_PIDS.out"' EXIT
+jobs=${CONFORMANCE_JOBS:-3}
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+export bin root; root=$(pwd)
+
 # A port below Linux's ephemeral range (32768 and up: outgoing connections
 # take those) that nothing listens on.
 free_port() {
@@ -28,36 +33,48 @@ free_port() {
         (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
     done
 }
-run_one() { # kind file port
-    varnishtest -v -t 60 -D "proxy=$(pwd)/tests/conformance/proxy.sh $1 $bin $3" \
-        -D "paddr=127.0.0.1 $3" -D "kind=$1" "$2" >"$CONFORMANCE_PIDS.out" 2>&1
-}
-failed=(); n=0; skipped=0
-for kind in "${kinds[@]}"; do
-    for f in "${files[@]}"; do
-        n=$((n + 1)); ok=0
-        # A port taken between the check and the bind: try another.
-        for _ in 1 2 3; do
-            rc=0; run_one "$kind" "$f" "$(free_port)" || rc=$?
-            if [ $rc = 0 ]; then ok=1; break; fi
-            if [ $rc = 77 ]; then ok=2; break; fi
-            grep -q "Address already in use" "$CONFORMANCE_PIDS.out" || break
-            xargs -r kill 2>/dev/null <"$CONFORMANCE_PIDS" || true; : >"$CONFORMANCE_PIDS"
-        done
-        if [ $ok = 1 ]; then
-            printf 'ok    %-8s %s\n' "$kind" "$f"
-        elif [ $ok = 2 ]; then
-            printf 'skip  %-8s %s (a deliberate difference: runs on the other server)\n' "$kind" "$f"
-            skipped=$((skipped + 1))
-        else
-            printf 'FAIL  %-8s %s\n' "$kind" "$f"
-            # What failed: the failure line, and the last expectations before it.
-            grep -E '^---- |EXPECT|FAILED|shell_out|proxy.sh' "$CONFORMANCE_PIDS.out" | tail -8 | sed 's/^/      /'
-            failed+=("$kind $f")
-        fi
+
+# One scenario on one server; prints its result (and, if it failed, the
+# failing expectation) in one write. Every proxy it started is recorded in
+# its own pid file and killed after it.
+run_case() { # kind file
+    local kind=$1 f=$2 port rc ok=0 out
+    export CONFORMANCE_PIDS; CONFORMANCE_PIDS=$(mktemp)
+    out=$(mktemp)
+    # A port taken between the check and the bind: try another.
+    for _ in 1 2 3; do
+        port=$(free_port)
+        rc=0
+        varnishtest -v -t 60 -D "proxy=$root/tests/conformance/proxy.sh $kind $bin $port" \
+            -D "paddr=127.0.0.1 $port" -D "kind=$kind" "$f" >"$out" 2>&1 || rc=$?
+        if [ $rc = 0 ]; then ok=1; break; fi
+        if [ $rc = 77 ]; then ok=2; break; fi
+        grep -q "Address already in use" "$out" || break
         xargs -r kill 2>/dev/null <"$CONFORMANCE_PIDS" || true; : >"$CONFORMANCE_PIDS"
     done
-done
-rm -f "$CONFORMANCE_PIDS.out"
-echo "conformance: $((n - ${#failed[@]} - skipped)) of $n runs passed, $skipped skipped as deliberate differences"
-[ ${#failed[@]} -eq 0 ]
+    xargs -r kill 2>/dev/null <"$CONFORMANCE_PIDS" || true
+    local block
+    case $ok in
+    1) block=$(printf 'ok    %-8s %s' "$kind" "$f") ;;
+    2) block=$(printf 'skip  %-8s %s (a deliberate difference: runs on the other server)' "$kind" "$f") ;;
+    *) block=$(printf 'FAIL  %-8s %s\n' "$kind" "$f"
+        # What failed: the failure line, and the last expectations before it.
+        grep -E '^---- |EXPECT|FAILED|shell_out|proxy.sh' "$out" | tail -8 | sed 's/^/      /') ;;
+    esac
+    printf '%s\n' "$block"
+    rm -f "$CONFORMANCE_PIDS" "$out"
+}
+export -f run_case free_port
+
+for kind in "${kinds[@]}"; do
+    for f in "${files[@]}"; do printf '%s\0%s\0' "$kind" "$f"; done
+done | xargs -0 -n 2 -P "$jobs" bash -c 'run_case "$@"' _ | tee "$results"
+n=$(grep -cE '^(ok|skip|FAIL) ' "$results" || true)
+bad=$(grep -cE '^FAIL ' "$results" || true)
+skipped=$(grep -cE '^skip ' "$results" || true)
+echo "conformance: $((n - bad - skipped)) of $n runs passed, $skipped skipped as deliberate differences"
+if [ "$bad" -gt 0 ]; then
+    echo "conformance: failed:"
+    grep -E '^FAIL ' "$results" | sed 's/^FAIL  /  /'
+    exit 1
+fi

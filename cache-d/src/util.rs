@@ -110,28 +110,6 @@ impl Clock {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::{host_name, Secs};
-
-    #[test]
-    fn names_lose_their_ports() {
-        assert_eq!(host_name("example.com:8443"), "example.com");
-        assert_eq!(host_name("example.com"), "example.com");
-        assert_eq!(host_name("[::1]:443"), "::1");
-        assert_eq!(host_name("::1"), "::1");
-        assert_eq!(host_name("10.0.0.1:80"), "10.0.0.1");
-    }
-
-    #[test]
-    fn secs_print_as_six_decimals_do() {
-        for x in [0.0, 1.5, 0.000001, 0.0000004, 12.3456789, 1796136670.937534, 1796136670.9375344, -3.25, -0.5, 59.9999996, 1e13] {
-            assert_eq!(Secs(x).to_string(), format!("{x:.6}"), "{x}");
-        }
-        assert_eq!(Secs(f64::INFINITY).to_string(), "inf");
-    }
-}
-
 /// A body read whole, refusing to grow past `cap`.
 pub struct Capped {
     pub v: Vec<u8>,
@@ -152,5 +130,27 @@ impl tokio::io::AsyncWrite for Capped {
     }
     fn poll_shutdown(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
         std::task::Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{host_name, Secs};
+
+    #[test]
+    fn names_lose_their_ports() {
+        assert_eq!(host_name("example.com:8443"), "example.com");
+        assert_eq!(host_name("example.com"), "example.com");
+        assert_eq!(host_name("[::1]:443"), "::1");
+        assert_eq!(host_name("::1"), "::1");
+        assert_eq!(host_name("10.0.0.1:80"), "10.0.0.1");
+    }
+
+    #[test]
+    fn secs_print_as_six_decimals_do() {
+        for x in [0.0, 1.5, 0.000001, 0.0000004, 12.3456789, 1796136670.937534, 1796136670.9375344, -3.25, -0.5, 59.9999996, 1e13] {
+            assert_eq!(Secs(x).to_string(), format!("{x:.6}"), "{x}");
+        }
+        assert_eq!(Secs(f64::INFINITY).to_string(), "inf");
     }
 }
