@@ -46,6 +46,8 @@ macro_rules! defs {
 defs! {
     "auto_restart" Bool "on" None, None, "bool" false "Automatically restart the child/worker process if it dies.";
     "backend_idle_timeout" Seconds "60.000" Some("1.000"), None, "seconds" false "Timeout before we close unused backend connections.";
+    "backend_local_error_holddown" Seconds "10.000" Some("0.000"), None, "seconds" false "When connecting to backends, certain error codes (EADDRNOTAVAIL, EACCESS, EPERM) signal a local resource shortage or configuration issue for which retrying connection attempts may worsen the situation; new connections are not tried for this long.";
+    "backend_remote_error_holddown" Seconds "0.250" Some("0.000"), None, "seconds" false "When connecting to backends, certain error codes (ECONNREFUSED, ENETUNREACH) signal fundamental connection issues such as the backend not accepting connections or routing problems; new connections are not tried for this long.";
     "ban_dups" Bool "on" None, None, "bool" false "Eliminate older identical bans when a new ban is added.";
     "ban_lurker_age" Seconds "60.000" Some("0.000"), None, "seconds" false "The ban lurker will ignore bans until they are this old.";
     "ban_lurker_sleep" Seconds "0.010" Some("0.000"), None, "seconds" false "How long the ban lurker sleeps between passes (0 disables it).";
@@ -289,6 +291,8 @@ pub struct Params {
     pub ban_lurker_age: f64,
     pub ban_lurker_sleep: f64,
     pub backend_idle_timeout: Duration,
+    pub backend_local_error_holddown: Duration,
+    pub backend_remote_error_holddown: Duration,
     pub between_bytes_timeout: Duration,
     pub cli_limit: usize,
     pub cli_timeout: Duration,
@@ -347,6 +351,8 @@ impl Default for Params {
             ban_lurker_age: 0.0,
             ban_lurker_sleep: 0.0,
             backend_idle_timeout: Duration::ZERO,
+            backend_local_error_holddown: Duration::ZERO,
+            backend_remote_error_holddown: Duration::ZERO,
             between_bytes_timeout: Duration::ZERO,
             cli_limit: 0,
             cli_timeout: Duration::ZERO,
@@ -422,6 +428,8 @@ impl Params {
             "ban_lurker_age" => self.ban_lurker_age = n,
             "ban_lurker_sleep" => self.ban_lurker_sleep = n,
             "backend_idle_timeout" => self.backend_idle_timeout = secs(),
+            "backend_local_error_holddown" => self.backend_local_error_holddown = secs(),
+            "backend_remote_error_holddown" => self.backend_remote_error_holddown = secs(),
             "between_bytes_timeout" => self.between_bytes_timeout = secs(),
             "cli_limit" => self.cli_limit = n as usize,
             "cli_timeout" => self.cli_timeout = secs(),

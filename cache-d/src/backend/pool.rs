@@ -3,7 +3,7 @@
 //! the count of connections in use.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -148,7 +148,23 @@ pub enum ResolveError {
 /// Idle connections to one endpoint.
 pub struct IdlePool {
     conns: Mutex<Vec<(BeConn, Instant)>>,
+    /// Until when new connections are not tried after a refused or
+    /// unreachable one (Varnish's holddown, per endpoint).
+    holddown: Mutex<Option<Instant>>,
 }
+
+/// backend_local_error_holddown and backend_remote_error_holddown, in
+/// milliseconds (process-wide, as the parameters are).
+static HOLDDOWN_MS: [AtomicU64; 2] = [AtomicU64::new(10_000), AtomicU64::new(250)];
+
+/// Put the holddown parameters in force.
+pub fn set_holddown(local: Duration, remote: Duration) {
+    HOLDDOWN_MS[0].store(local.as_millis() as u64, Ordering::Relaxed);
+    HOLDDOWN_MS[1].store(remote.as_millis() as u64, Ordering::Relaxed);
+}
+
+/// What a connect not tried for the holddown says (counted in `helddown`).
+pub const HELD_DOWN: &str = "connect held down after a failed one (backend_*_error_holddown)";
 
 /// Idle pools by addresses and TLS settings.
 type Pools = Mutex<std::collections::HashMap<(Vec<SocketAddr>, String), std::sync::Weak<IdlePool>>>;
@@ -164,7 +180,7 @@ impl IdlePool {
         if let Some(p) = pools.get(&key).and_then(std::sync::Weak::upgrade) {
             return p;
         }
-        let p = Arc::new(IdlePool { conns: Mutex::new(Vec::new()) });
+        let p = Arc::new(IdlePool { conns: Mutex::new(Vec::new()), holddown: Mutex::new(None) });
         pools.insert(key, Arc::downgrade(&p));
         p
     }
@@ -246,6 +262,10 @@ impl Backend {
 
     /// A failed connect, counted under `fail` and its reason's `fail_*`.
     pub fn count_fail(&self, e: &Error) {
+        if e.io.is_none() && e.what == HELD_DOWN {
+            self.count(Vbe::Helddown, 1);
+            return;
+        }
         self.count(Vbe::Fail, 1);
         let io = e.io.as_ref();
         let why = match io.and_then(std::io::Error::raw_os_error) {
@@ -320,6 +340,10 @@ impl Backend {
     /// Open a new connection within `timeout`, trying each address (with
     /// its TLS handshake for `.ssl = 1`, within the same time).
     pub async fn connect(&self, timeout: Duration) -> Result<BeConn, Error> {
+        let held = self.idle.holddown.lock().unwrap_or_else(|e| e.into_inner()).is_some_and(|t| Instant::now() < t);
+        if held {
+            return Err(Error::new(Side::Backend, HELD_DOWN));
+        }
         let mut last = None;
         for a in &self.addrs {
             let open = async {
@@ -336,7 +360,16 @@ impl Backend {
                 Err(_) => last = Some(std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")),
             }
         }
-        Err(Error::io(Side::Backend, "connect", last.unwrap_or_else(|| std::io::Error::other("no address"))))
+        let last = last.unwrap_or_else(|| std::io::Error::other("no address"));
+        let hold = match last.raw_os_error() {
+            Some(libc::EACCES | libc::EPERM | libc::EADDRNOTAVAIL) => HOLDDOWN_MS[0].load(Ordering::Relaxed),
+            Some(libc::ECONNREFUSED | libc::ENETUNREACH) => HOLDDOWN_MS[1].load(Ordering::Relaxed),
+            _ => 0,
+        };
+        if hold > 0 {
+            *self.idle.holddown.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + Duration::from_millis(hold));
+        }
+        Err(Error::io(Side::Backend, "connect", last))
     }
 
     /// Close the idle connections older than `max_idle`.
