@@ -22,7 +22,10 @@ pub async fn lookup<T: Transport>(r: &mut Request<'_, T>, key: Vec<u8>) -> Step 
     let (rxid, side) = (r.rxid, LogSide::Client);
     let mut slept = false;
     loop {
-        let t = now();
+        // Freshness is judged at the request's start (Varnish's t_req): an
+        // object a waiter's fetch brought counts as fresh for it, however
+        // short its TTL.
+        let t = if r.req.time > 0.0 { r.req.time } else { now() };
         let found = if r.req.hash_always_miss {
             Lookup::Miss { guard: sh.cache.private_guard(&key), stale: None }
         } else {
