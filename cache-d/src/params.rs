@@ -17,6 +17,8 @@ pub enum Kind {
     Bool,
     /// Named bits (`feature`): `+name`, `-name`, `none`, `default`.
     Bits,
+    /// Log tags left out (`vsl_mask`): `-Tag` masks, `+Tag` unmasks.
+    TagMask,
 }
 
 /// One parameter's definition.
@@ -104,6 +106,7 @@ defs! {
     "transit_buffer" Bytes "1M" Some("64k"), None, "bytes" false "How far a fetch may read ahead of the slowest client for a body that is not kept: an uncacheable object, or one its store cannot hold (Varnish 7.3's parameter). The bytes every client has been sent are let go, so such a body costs this much memory however large it is and however slowly it is read. Varnish's default, 0b, buffers the whole body; cachekit's is bounded.";
     "vcc_err_unref" Bool "on" None, None, "bool" false "Unreferenced VCL objects result in error.";
     "vcl_cooldown" Seconds "600.000" Some("1.000"), None, "seconds" false "How long a VCL is kept warm after being replaced as the active VCL (accepted for Varnish's command lines: cachekit keeps a loaded program warm until vcl.state or vcl.discard).";
+    "vsl_mask" TagMask "-Debug,-ExpKill,-H2RxBody,-H2RxHdr,-H2TxBody,-H2TxHdr,-Hash,-ObjHeader,-ObjProtocol,-ObjReason,-ObjStatus,-VCL_trace,-VdpAcct,-VfpAcct,-WorkThread" None, None, "" false "Mask individual VSL messages from being logged: default, or +Tag / -Tag to unmask / mask (accepted and shown for Varnish's command lines: cachekit's log does not consult it).";
     "vsl_reclen" Bytes "255b" Some("16b"), Some("4084b"), "bytes" false "Maximum number of bytes in a log record.";
     "vsl_space" Bytes "80M" Some("64k"), Some("4G"), "bytes" true "The amount of space to allocate for the log ring.";
 }
@@ -146,6 +149,10 @@ pub enum ParamError {
     UnknownBit(String),
     #[error("\"{0}\" is not of the form name=value")]
     NotNameValue(String),
+    #[error("Missing '+' or '-' ({0})")]
+    MissingSign(String),
+    #[error("Unknown VSL tag ({0})")]
+    UnknownTag(String),
 }
 
 /// Parse a size with an optional b/k/M/G suffix (powers of 1024).
@@ -182,6 +189,7 @@ fn number(d: &ParamDef, v: &str) -> Result<f64, ParamError> {
         Kind::Uint => v.trim().parse::<u64>().map(|n| n as f64).map_err(|_| ParamError::NotAWholeNumber(v.to_string())),
         Kind::Bool => parse_bool(v).map(|b| b as u8 as f64),
         Kind::Bits => parse_bits(v, DEFAULT_FEATURES, DEFAULT_FEATURES).map(|b| b as f64),
+        Kind::TagMask => parse_mask(v, &TagMask::default()).map(|_| 0.0),
     }
 }
 
@@ -237,6 +245,48 @@ fn show_bits(bits: u32) -> String {
     let on: Vec<String> = FEATURES.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, f)| format!("+{f}")).collect();
     if on.is_empty() {
         "none".into()
+    } else {
+        on.join(",")
+    }
+}
+
+/// A set of log tags, a bit per tag number (`vsl_mask`).
+pub type TagMask = [u64; 4];
+
+/// `default`, or `+Tag,-Tag...` applied to `current`, as Varnish's
+/// bit_tweak (a sign is required, tag names are case-insensitive).
+fn parse_mask(v: &str, current: &TagMask) -> Result<TagMask, ParamError> {
+    use common::log::vsl::Tag;
+    if v.trim() == "default" {
+        let d = def("vsl_mask").map_or("", |d| d.default);
+        return parse_mask(d, &TagMask::default());
+    }
+    let mut m = *current;
+    for tok in v.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let (mask, name) = match (tok.strip_prefix('-'), tok.strip_prefix('+')) {
+            (Some(name), _) => (true, name),
+            (_, Some(name)) => (false, name),
+            _ => return Err(ParamError::MissingSign(tok.to_string())),
+        };
+        let n = Tag::from_name(name).ok_or_else(|| ParamError::UnknownTag(tok.to_string()))? as usize;
+        if mask {
+            m[n / 64] |= 1 << (n % 64);
+        } else {
+            m[n / 64] &= !(1 << (n % 64));
+        }
+    }
+    Ok(m)
+}
+
+/// As param.show shows a mask: `-Tag,-Tag` in tag order.
+fn show_mask(m: &TagMask) -> String {
+    let on: Vec<String> = common::log::vsl::Tag::ALL
+        .iter()
+        .filter(|t| m[**t as usize / 64] & (1 << (**t as usize % 64)) != 0)
+        .map(|t| format!("-{}", t.name()))
+        .collect();
+    if on.is_empty() {
+        "(all enabled)".into()
     } else {
         on.join(",")
     }
@@ -337,6 +387,8 @@ pub struct Params {
     pub timeout_req: Duration,
     pub timeout_reqbody: Duration,
     pub transit_buffer: u64,
+    /// The `vsl_mask` tags (a bit per tag number).
+    pub vsl_mask: TagMask,
     pub vsl_reclen: usize,
     pub vsl_space: u64,
     /// The text each parameter was last set to (for param.show).
@@ -395,6 +447,7 @@ impl Default for Params {
             timeout_req: Duration::ZERO,
             timeout_reqbody: Duration::ZERO,
             transit_buffer: 0,
+            vsl_mask: TagMask::default(),
             vsl_reclen: 0,
             vsl_space: 0,
             texts: DEFS.iter().map(|d| d.default.to_string()).collect(),
@@ -414,6 +467,11 @@ impl Params {
     /// Set one parameter by name, validating type and limits.
     pub fn set(&mut self, name: &str, v: &str) -> Result<(), ParamError> {
         let (i, d) = DEFS.iter().enumerate().find(|(_, d)| d.name == name).ok_or_else(|| ParamError::Unknown(name.to_string()))?;
+        if d.kind == Kind::TagMask {
+            self.vsl_mask = parse_mask(v, &self.vsl_mask)?;
+            self.texts[i] = show_mask(&self.vsl_mask);
+            return Ok(());
+        }
         if d.kind == Kind::Bits {
             // Relative to the bits set now, as Varnish's +name and -name.
             self.feature = parse_bits(v, self.feature, DEFAULT_FEATURES)?;
@@ -534,6 +592,7 @@ fn canonical(d: &ParamDef, v: &str, n: f64) -> String {
         Kind::Seconds => format!("{n:.3}"),
         Kind::Bool => (if n != 0.0 { "on" } else { "off" }).to_string(),
         Kind::Bits => show_bits(n as u32),
+        Kind::TagMask => parse_mask(v, &TagMask::default()).map(|m| show_mask(&m)).unwrap_or_default(),
         Kind::Bytes | Kind::Uint => v.trim().to_string(),
     }
 }
@@ -615,5 +674,20 @@ mod tests {
         assert!(p.set("send_timeout", "1e30").is_err());
         assert!(p.set("timeout_reqbody", "inf").is_err());
         assert!(p.set("pipe_timeout", "2999999999").is_ok());
+    }
+
+    #[test]
+    fn vsl_mask_as_varnish_tweaks_it() {
+        let mut p = Params::default();
+        assert!(p.get("vsl_mask").unwrap().starts_with("-Debug,"));
+        p.set("vsl_mask", "+VCL_trace").unwrap();
+        assert!(!p.get("vsl_mask").unwrap().contains("VCL_trace"));
+        p.set("vsl_mask", "-WorkThread,-ttl").unwrap();
+        assert!(p.get("vsl_mask").unwrap().contains("-TTL"));
+        assert_eq!(p.set("vsl_mask", "FooBar").unwrap_err().to_string(), "Missing '+' or '-' (FooBar)");
+        assert_eq!(p.set("vsl_mask", "-FooBar").unwrap_err().to_string(), "Unknown VSL tag (-FooBar)");
+        assert!(p.set("vsl_mask", "é").is_err());
+        p.set("vsl_mask", "default").unwrap();
+        assert_eq!(p.get("vsl_mask"), Params::default().get("vsl_mask"));
     }
 }
