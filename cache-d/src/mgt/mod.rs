@@ -222,6 +222,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
             labels: Vec::new(),
             states: Default::default(),
             active: "boot".into(),
+            idle_since: Default::default(),
         }),
     });
     for l in admin {

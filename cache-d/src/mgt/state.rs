@@ -121,6 +121,9 @@ pub struct VclState {
     pub states: std::collections::HashMap<String, String>,
     /// The active program or label.
     pub active: String,
+    /// Since when each program not in use has been so: an `auto` one
+    /// shows cold after vcl_cooldown, as Varnish cools it.
+    pub idle_since: std::collections::HashMap<String, Instant>,
 }
 
 pub(super) static STOP: AtomicBool = AtomicBool::new(false);

@@ -68,9 +68,11 @@ fn vcl_rows(mgr: &Mgr, st: &VclState) -> Vec<VclRow> {
         }
     }
     let mut rows = Vec::new();
+    let cooldown = mgr.params().vcl_cooldown;
     for (n, _, _) in &st.list {
         let state = st.states.get(n).cloned().unwrap_or_else(|| "auto".into());
-        let temperature = if state == "cold" { "cold" } else { "warm" };
+        let cooled = state == "auto" && st.idle_since.get(n).is_some_and(|t| t.elapsed() >= cooldown);
+        let temperature = if state == "cold" || cooled { "cold" } else { "warm" };
         rows.push(VclRow {
             status: if *n == st.active { "active" } else { "available" },
             state,
@@ -213,6 +215,7 @@ pub fn load(c: &Call) -> Reply {
         return r;
     }
     st.list.push((vname.to_string(), text, path));
+    st.idle_since.insert(vname.to_string(), std::time::Instant::now());
     if state != "auto" {
         st.states.insert(vname.to_string(), state.to_string());
     }
@@ -237,6 +240,11 @@ pub fn use_(c: &Call) -> Reply {
     if let Err(r) = tell_child(c.mgr, &["vcl.use".to_string(), vname.to_string()]) {
         return r;
     }
+    // The program left goes idle, the one (or the label's) taken is in use.
+    let target = |st: &VclState, n: &str| st.labels.iter().find(|(l, _)| l == n).map_or(n.to_string(), |(_, t)| t.clone());
+    let (old, new) = (target(&st, &st.active), target(&st, vname));
+    st.idle_since.insert(old, std::time::Instant::now());
+    st.idle_since.remove(&new);
     st.active = vname.to_string();
     (status::OK, format!("VCL '{vname}' now active"))
 }
@@ -263,9 +271,17 @@ pub fn label(c: &Call) -> Reply {
     if let Err(r) = tell_child(c.mgr, &["vcl.label".to_string(), label.to_string(), target.to_string()]) {
         return r;
     }
-    match st.labels.iter_mut().find(|(l, _)| l == label) {
-        Some(e) => e.1 = target.to_string(),
-        None => st.labels.push((label.to_string(), target.to_string())),
+    let moved = match st.labels.iter_mut().find(|(l, _)| l == label) {
+        Some(e) => Some(std::mem::replace(&mut e.1, target.to_string())),
+        None => {
+            st.labels.push((label.to_string(), target.to_string()));
+            None
+        }
+    };
+    // The active label moved: its old program goes idle.
+    if let Some(old) = moved.filter(|_| st.active == *label) {
+        st.idle_since.insert(old, std::time::Instant::now());
+        st.idle_since.remove(*target);
     }
     (status::OK, String::new())
 }
@@ -339,6 +355,7 @@ pub fn discard(c: &Call) -> Reply {
         st.list.retain(|(x, _, _)| x != n);
         st.labels.retain(|(l, _)| l != n);
         st.states.remove(n);
+        st.idle_since.remove(n);
         if c.mgr.child_state() == ChildState::Running {
             let _ = c.mgr.relay(&["vcl.discard".to_string(), n.to_string()]);
         }
