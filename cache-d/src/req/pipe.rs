@@ -25,9 +25,17 @@ fn framing_of(bereq: &Bereq) -> Framing {
 struct Piping<'a>(&'a common::segment::SegmentWriter);
 
 impl<'a> Piping<'a> {
-    fn enter(seg: &'a common::segment::SegmentWriter) -> Self {
-        seg.add(C::NPipe, 1);
-        Piping(seg)
+    /// A pipe more, or None (counted in MAIN.pipe_limited) when
+    /// pipe_sess_max are open already.
+    fn enter(sh: &'a crate::shared::Shared) -> Option<Self> {
+        let max = u64::from(sh.params().pipe_sess_max);
+        sh.seg.add(C::NPipe, 1);
+        let p = Piping(&sh.seg);
+        if max > 0 && sh.seg.get(C::NPipe) > max {
+            sh.seg.add(C::PipeLimited, 1);
+            return None;
+        }
+        Some(p)
     }
 }
 
@@ -57,14 +65,10 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
     }
     sh.seg.add(C::SPipe, 1);
     // pipe_sess_max: over it, vcl_synth's 503 as for a VCL failure.
-    let max = u64::from(sh.params().pipe_sess_max);
-    let _piping = Piping::enter(&sh.seg);
-    if max > 0 && sh.seg.get(C::NPipe) > max {
-        sh.seg.add(C::PipeLimited, 1);
-        r.keep = false;
-        r.piped = true;
+    let Some(_piping) = Piping::enter(&sh) else {
+        (r.keep, r.piped) = (false, true);
         return Step::Synth { status: 503, reason: "VCL failed".into() };
-    }
+    };
     r.log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} pipe"));
     let mut f = Fetch::new(&sh, bxid, rxid, "pipe");
     // A body std.cache_req_body() read goes first, with its length.
