@@ -119,18 +119,11 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
     read_small_body(&mut fetched);
     // stale-if-error: a refresh that failed (or answered 5xx) leaves the
     // stale object to deliver, rather than an error.
-    if let (true, true, Some(s)) = (failed(&fetched), sh.params().stale_if_error, &stale) {
-        if !s.is_dead() {
-            f.note(&Error::new(Side::Internal, "stale_if_error: delivering the stale object"));
-            let conn = match fetched {
-                Fetched::Resp { resp, .. } => Some((resp.conn, false)),
-                _ => None,
-            };
-            f.done(None, conn);
-            drop(guard);
-            let _ = tx.send(Ok((s.clone(), stale_body)));
-            return;
-        }
+    if let Some(s) = stale.as_ref().filter(|s| failed(&fetched) && sh.params().stale_if_error && !s.is_dead()) {
+        stale_instead(f, fetched);
+        drop(guard);
+        let _ = tx.send(Ok((s.clone(), stale_body)));
+        return;
     }
     // A 304 keeps the stale object's body: the one the lookup held, or
     // read back now.
@@ -141,7 +134,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
         },
         _ => None,
     };
-    let got = match got(&sh, &mut f, fetched, stale.as_ref().map(|s| (s, stale_body)), &bereq.url) {
+    let mut got = match got(&sh, &mut f, fetched, stale.as_ref().map(|s| (s, stale_body)), &bereq.url) {
         Ok(g) => g,
         Err((e, logged)) => {
             if !logged {
@@ -153,10 +146,8 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
             return;
         }
     };
-    let mut got = got;
     illegal_vary(&mut f, &mut got.beresp);
-    let (coder, copy) = (got.coder.take(), got.copy.take());
-    let record = got.record.take();
+    let (coder, copy, record) = (got.coder.take(), got.copy.take(), got.record.take());
     let obj = object(bxid, &mut got, &req);
     // A hit-for-miss or hit-for-pass marker for a body not streamed goes
     // in (waking the waiters, who fetch on their own) once the body is in
@@ -289,6 +280,16 @@ fn cache_bereq(req: &Req, bxid: u32, reason: &str, stale: Option<&ObjRef>, gzip:
 /// the fetch made conditional, and only then does a 304 refresh it.
 fn ims_candidate(s: &ObjRef) -> bool {
     s.obj.status == 200 && (s.header("last-modified").is_some() || s.header("etag").is_some()) && s.body().known_len() != Some(0)
+}
+
+/// End a fetch whose failure stale-if-error covers (its connection closed).
+fn stale_instead(mut f: Fetch, fetched: Fetched) {
+    f.note(&Error::new(Side::Internal, "stale_if_error: delivering the stale object"));
+    let conn = match fetched {
+        Fetched::Resp { resp, .. } => Some((resp.conn, false)),
+        _ => None,
+    };
+    f.done(None, conn);
 }
 
 /// Did the fetch fail, for stale-if-error's purposes?

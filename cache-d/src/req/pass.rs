@@ -318,9 +318,8 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     let streamed = reframed || matches!(resp.framing, Framing::Chunked | Framing::Eof);
     // An include's body goes into its page as it is.
     let chunk_out = streamed && r.req.minor >= 1 && r.req.esi_level == 0;
-    if streamed && !chunk_out {
-        keep = false; // HTTP/1.0 client: the body ends at close.
-    }
+    // An HTTP/1.0 client's body ends at the close.
+    keep &= !streamed || chunk_out;
     let view = r.active.policy.defines(Sub::Deliver).then(|| private_view(&beresp));
     let mut out = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: true, do_esi: false };
     out.headers.unset("x-varnish");

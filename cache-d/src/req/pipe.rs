@@ -45,6 +45,32 @@ impl Drop for Piping<'_> {
     }
 }
 
+/// The backend connection of a pipe: an idle pooled one first, as
+/// Varnish's pipe does, else a new one; None (the error logged) if it
+/// cannot be had.
+async fn connect(sh: &crate::shared::Shared, f: &mut Fetch) -> Option<(crate::backend::pool::BeConn, bool)> {
+    let backend = f.be.clone();
+    let idle = backend.take_idle(sh.params().backend_idle_timeout);
+    let reused = idle.is_some();
+    let connected = match idle {
+        Some(c) => Ok(c),
+        None => backend.connect(f.timeout(0)).await,
+    };
+    match connected {
+        Ok(b) => {
+            sh.seg.add(if reused { C::BackendReuse } else { C::BackendConn }, 1);
+            backend.count(Vbe::Req, 1);
+            Some((b, reused))
+        }
+        Err(e) => {
+            sh.seg.add(C::BackendFail, 1);
+            backend.count_fail(&e);
+            f.error(&e);
+            None
+        }
+    }
+}
+
 /// vcl_pipe, then the pipe; the session ends with it.
 pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
     let sh = r.sh.clone();
@@ -99,30 +125,13 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
     }
     let backend = f.be.clone();
     f.vcl_timeouts[0] = bereq.connect_timeout;
-    // An idle pooled connection is used first, as Varnish's pipe does.
-    let idle = backend.take_idle(sh.params().backend_idle_timeout);
-    let reused = idle.is_some();
-    let connected = match idle {
-        Some(c) => Ok(c),
-        None => backend.connect(f.timeout(0)).await,
-    };
-    let mut be = match connected {
-        Ok(b) => {
-            sh.seg.add(if reused { C::BackendReuse } else { C::BackendConn }, 1);
-            backend.count(Vbe::Req, 1);
-            b
-        }
-        Err(e) => {
-            sh.seg.add(C::BackendFail, 1);
-            backend.count_fail(&e);
-            // As Varnish: the client's connection closes, no response.
-            r.sess.wire = wire;
-            f.error(&e);
-            f.end_unsent();
-            r.body_rx = 0;
-            r.end((0, 0));
-            return Step::Done(Some(Reason::TxError));
-        }
+    let Some((mut be, reused)) = connect(&sh, &mut f).await else {
+        // As Varnish: the client's connection closes, no response.
+        r.sess.wire = wire;
+        f.end_unsent();
+        r.body_rx = 0;
+        r.end((0, 0));
+        return Step::Done(Some(Reason::TxError));
     };
     f.open_record(&be, reused);
     let bereq_hdr = wire.len() as u64;
