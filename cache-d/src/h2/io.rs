@@ -1,18 +1,21 @@
 //! The connection under the `h2` crate: [`Rewind`] gives it the bytes
 //! HTTP/1 already read (the preface, or what followed an upgrade
-//! request), and counts the client's RST_STREAM frames as they pass
-//! ([`FrameScan`]), so that when the crate ends a connection for
-//! excessive load the session can say whether resets were the cause.
+//! request), and passes the client's frames through [`FrameScan`], which
+//! answers some errors itself (its frames for the client go out between
+//! the crate's) and counts the client's RST_STREAM frames, so that when
+//! the crate ends a connection for excessive load the session can say
+//! whether resets were the cause.
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+pub use super::scan::FrameScan;
 use crate::http1::head::H2_PREFACE as PREFACE;
 
 /// A stream that returns `pre` before what it reads, and can put frames
@@ -20,7 +23,9 @@ use crate::http1::head::H2_PREFACE as PREFACE;
 /// request).
 pub struct Rewind<S> {
     io: S,
+    /// The client's bytes not scanned yet, and those the crate may read.
     pre: BytesMut,
+    ready: BytesMut,
     scan: FrameScan,
     /// Frames to put after the client's preface and first frame, and the
     /// client's bytes held back until that frame is complete.
@@ -28,8 +33,21 @@ pub struct Rewind<S> {
 }
 
 impl<S> Rewind<S> {
-    pub fn new(io: S, pre: BytesMut) -> Rewind<S> {
-        Rewind { io, pre, scan: FrameScan::new(), inject: None }
+    /// `max_frame`: the largest frame payload the connection accepts.
+    pub fn new(io: S, pre: BytesMut, max_frame: usize) -> Rewind<S> {
+        let mut scan = FrameScan::new();
+        scan.set_max_frame(max_frame);
+        Rewind { io, pre, ready: BytesMut::new(), scan, inject: None }
+    }
+
+    /// Told of the client's first DATA payload.
+    pub fn data_seen(&self) -> Arc<tokio::sync::Notify> {
+        self.scan.data.clone()
+    }
+
+    /// The connection error the scan answered with a GOAWAY, if any.
+    pub fn goaway_sent(&self) -> Option<h2::Reason> {
+        self.scan.dead
     }
 
     /// Put `frames` after the client's preface and SETTINGS frame.
@@ -106,85 +124,107 @@ pub fn settings_end(got: &[u8]) -> Opening {
     }
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
+impl<S: AsyncWrite + Unpin> Rewind<S> {
+    /// Send the scan's frames for the client, at a boundary of the
+    /// crate's; done when there are none (or the crate is mid-frame).
+    fn poll_ours(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.scan.to_client.is_empty() && self.scan.out_boundary() {
+            let n = std::task::ready!(Pin::new(&mut self.io).poll_write(cx, &self.scan.to_client))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.scan.to_client.drain(..n);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// May the crate write `len` bytes now? How many (the rest of its
+    /// frame when the scan has a GOAWAY to send after it).
+    fn poll_room(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<io::Result<usize>> {
+        std::task::ready!(self.poll_ours(cx))?;
+        if self.scan.dead.is_none() {
+            return Poll::Ready(Ok(len));
+        }
+        match self.scan.out_left() {
+            0 => Poll::Ready(Err(io::ErrorKind::BrokenPipe.into())),
+            left => Poll::Ready(Ok(len.min(left))),
+        }
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Rewind<S> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         std::task::ready!(this.poll_inject(cx))?;
-        let before = buf.filled().len();
-        if !this.pre.is_empty() {
-            let n = this.pre.len().min(buf.remaining());
-            buf.put_slice(&this.pre[..n]);
-            this.pre.advance(n);
-        } else {
+        // A reset for the client waits for the crate's frame to end.
+        let _ = this.poll_ours(cx)?;
+        loop {
+            if !this.ready.is_empty() {
+                let n = this.ready.len().min(buf.remaining());
+                buf.put_slice(&this.ready[..n]);
+                this.ready.advance(n);
+                return Poll::Ready(Ok(()));
+            }
+            if this.scan.dead.is_some() {
+                std::task::ready!(this.poll_ours(cx))?;
+                let _ = std::task::ready!(Pin::new(&mut this.io).poll_flush(cx));
+                return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, "HTTP/2 connection error (GOAWAY sent)")));
+            }
+            if !this.pre.is_empty() {
+                let pre = std::mem::take(&mut this.pre);
+                this.scan.push(&pre, &mut this.ready);
+                continue;
+            }
+            let before = buf.filled().len();
             std::task::ready!(Pin::new(&mut this.io).poll_read(cx, buf))?;
+            if buf.filled().len() == before {
+                return Poll::Ready(Ok(()));
+            }
+            this.scan.push(&buf.filled()[before..], &mut this.ready);
+            buf.set_filled(before);
+            let _ = this.poll_ours(cx)?;
         }
-        this.scan.feed(&buf.filled()[before..]);
-        Poll::Ready(Ok(()))
     }
 }
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let this = &mut *self;
+        let room = std::task::ready!(this.poll_room(cx, buf.len()))?;
+        let n = std::task::ready!(Pin::new(&mut this.io).poll_write(cx, &buf[..room]))?;
+        this.scan.sent(&buf[..n]);
+        Poll::Ready(Ok(n))
     }
     fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let this = &mut *self;
+        let total = bufs.iter().map(|b| b.len()).sum();
+        if std::task::ready!(this.poll_room(cx, total))? < total {
+            // Only the rest of a frame may go: one slice at a time.
+            let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &b[..]);
+            return Pin::new(this).poll_write(cx, first);
+        }
+        let written = std::task::ready!(Pin::new(&mut this.io).poll_write_vectored(cx, bufs))?;
+        let mut n = written;
+        for b in bufs {
+            let k = n.min(b.len());
+            this.scan.sent(&b[..k]);
+            n -= k;
+            if n == 0 {
+                break;
+            }
+        }
+        Poll::Ready(Ok(written))
     }
     fn is_write_vectored(&self) -> bool {
         self.io.is_write_vectored()
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        std::task::ready!(self.poll_ours(cx))?;
         Pin::new(&mut self.io).poll_flush(cx)
     }
+    /// The scan's last frames (a GOAWAY) go out first.
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        std::task::ready!(self.poll_ours(cx))?;
         Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
-
-/// Follows the client's frames by their 9-byte headers (after the
-/// preface), counting RST_STREAM frames.
-pub struct FrameScan {
-    /// Preface bytes still to pass.
-    preface: usize,
-    head: [u8; 9],
-    have: usize,
-    /// Payload bytes of the current frame still to pass.
-    skip: usize,
-    pub resets: Arc<AtomicU64>,
-}
-
-impl FrameScan {
-    pub fn new() -> FrameScan {
-        FrameScan { preface: PREFACE.len(), head: [0; 9], have: 0, skip: 0, resets: Arc::new(AtomicU64::new(0)) }
-    }
-
-    pub fn feed(&mut self, mut b: &[u8]) {
-        while !b.is_empty() {
-            if self.preface > 0 {
-                let n = self.preface.min(b.len());
-                (self.preface, b) = (self.preface - n, &b[n..]);
-            } else if self.skip > 0 {
-                let n = self.skip.min(b.len());
-                (self.skip, b) = (self.skip - n, &b[n..]);
-            } else {
-                let n = (9 - self.have).min(b.len());
-                self.head[self.have..self.have + n].copy_from_slice(&b[..n]);
-                (self.have, b) = (self.have + n, &b[n..]);
-                if self.have == 9 {
-                    self.have = 0;
-                    let h = &self.head;
-                    self.skip = (usize::from(h[0]) << 16) | (usize::from(h[1]) << 8) | usize::from(h[2]);
-                    if h[3] == 0x3 {
-                        self.resets.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-        }
-    }
-}
-
-impl Default for FrameScan {
-    fn default() -> FrameScan {
-        FrameScan::new()
     }
 }

@@ -21,6 +21,7 @@
 pub mod head;
 pub mod io;
 pub mod out;
+pub mod scan;
 pub mod stream;
 pub mod upgrade;
 
@@ -36,7 +37,7 @@ use common::log::vsl::{Side as LogSide, Tag};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use h2::server::{Connection, SendResponse};
 use h2::RecvStream;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -64,7 +65,7 @@ pub async fn serve(mut sess: Sess, stream: ClientStream, pre: BytesMut, upgrade:
     // Links) go out before any stream's Link record.
     sess.sh.seg.log(&sess.log);
     sess.log.clear();
-    let mut io = Rewind::new(stream, pre);
+    let mut io = Rewind::new(stream, pre, p.h2.max_frame_size as usize);
     let reason = match upgrade {
         Some(head) => match upgrade::switch(&mut io, &head).await {
             Ok(()) => connection(&mut sess, &mut io, &p, fd, stop).await,
@@ -74,6 +75,16 @@ pub async fn serve(mut sess: Sess, stream: ClientStream, pre: BytesMut, upgrade:
     };
     crate::req::close_session(&mut sess, reason);
     let _ = tokio::time::timeout(Duration::from_secs(1), io.shutdown()).await;
+    if io.goaway_sent().is_some() {
+        // What the client still sends is read and dropped for a moment:
+        // closing with it unread would reset the connection, and the
+        // client could lose the GOAWAY.
+        let drain = async {
+            let mut sink = [0u8; 4096];
+            while matches!(io.get_mut().read(&mut sink).await, Ok(n) if n > 0) {}
+        };
+        let _ = tokio::time::timeout(Duration::from_millis(500), drain).await;
+    }
 }
 
 /// The crate's server settings from the h2_* parameters.
@@ -94,12 +105,14 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let resets_seen = io.resets();
+    let data = io.data_seen();
     let ended = |sess: &mut Sess, e: &h2::Error| ended(sess, e, resets_seen.load(std::sync::atomic::Ordering::Relaxed));
-    let mut conn = match tokio::time::timeout(p.timeout_idle.max(Duration::from_millis(1)), builder(p).handshake::<_, Bytes>(io)).await {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => return ended(sess, &e),
-        Err(_) => return Reason::RxTimeout,
-    };
+    let mut conn =
+        match tokio::time::timeout(p.timeout_idle.max(Duration::from_millis(1)), builder(p).handshake::<_, Bytes>(&mut *io)).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return ended(sess, &e),
+            Err(_) => return Reason::RxTimeout,
+        };
     // The streams run in this task, beside the connection (as a server
     // thread serves its connections' streams): no task per stream, no
     // wakeups across threads; connections spread over the workers.
@@ -122,19 +135,19 @@ where
                     }
                 }
                 Some(Ok((req, respond))) => {
-                    // The connection's window opens to h2_rx_window_low_water
-                    // with the first request body (as Varnish: no
-                    // WINDOW_UPDATE before one is on its way).
-                    if !wide && !req.body().is_end_stream() {
-                        conn.set_target_window_size(p.h2.rx_window_low_water.max(65_535));
-                        wide = true;
-                    }
                     let t = StreamTask { sess: sess.for_stream(), fd, rapid: p.h2.rapid_reset, stalls: stalls.clone() };
                     tasks.push(t.run(req, respond));
                 }
                 Some(Err(e)) => break verdict.unwrap_or_else(|| ended(sess, &e)),
                 None => break verdict.unwrap_or(Reason::RemClose),
             },
+            // The connection's window opens to h2_rx_window_low_water with
+            // the first DATA of a request body (as Varnish: no
+            // WINDOW_UPDATE before one arrives).
+            _ = data.notified(), if !wide => {
+                conn.set_target_window_size(p.h2.rx_window_low_water.max(65_535));
+                wide = true;
+            }
             Some(rapid) = tasks.next(), if !tasks.is_empty() => {
                 if rapid && resets.hit() && verdict.is_none() {
                     verdict = Some(calm(&mut conn));
@@ -152,6 +165,13 @@ where
         }
     };
     drop(conn);
+    let reason = match io.goaway_sent() {
+        Some(code) => {
+            sess.log.recf(Tag::Error, LogSide::Client, sess.vxid, format_args!("HTTP/2: connection error {code:?} (GOAWAY sent)"));
+            Reason::RxJunk
+        }
+        None => reason,
+    };
     // Streams still running end at their next write to the closed
     // connection; their records go before the session's last ones.
     while tasks.next().await.is_some() {}

@@ -156,8 +156,13 @@ fn the_upgrade_request_becomes_headers_on_stream_one() {
 
 #[test]
 fn the_frame_scan_counts_resets_in_any_split() {
-    let frame = |kind: u8, len: usize| [&[(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, 0, 0, 0, 0, 1][..], &vec![0; len]].concat();
-    let wire = [super::PREFACE.to_vec(), frame(4, 6), frame(1, 20), frame(3, 4), frame(0, 70_000), frame(3, 4), frame(3, 4)].concat();
+    // SETTINGS on stream 0, the others on stream 1 (HEADERS whole: seven
+    // empty HPACK literals).
+    let frame = |kind: u8, len: usize| {
+        let (flags, s) = (if kind == 1 { 4 } else { 0 }, u8::from(kind != 4));
+        [&[(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags, 0, 0, 0, s][..], &vec![0; len]].concat()
+    };
+    let wire = [super::PREFACE.to_vec(), frame(4, 6), frame(1, 21), frame(3, 4), frame(0, 70_000), frame(3, 4), frame(3, 4)].concat();
     for step in [1, 5, 9, 100, wire.len()] {
         let mut scan = super::io::FrameScan::new();
         for piece in wire.chunks(step) {
@@ -165,4 +170,30 @@ fn the_frame_scan_counts_resets_in_any_split() {
         }
         assert_eq!(scan.resets.load(std::sync::atomic::Ordering::Relaxed), 3, "step {step}");
     }
+}
+
+#[test]
+fn the_frame_scan_answers_frame_errors_with_their_codes() {
+    use super::scan::{check_block, FrameScan, Undecodable};
+    let frame = |kind: u8, flags: u8, s: u8, p: &[u8]| [&[0, 0, p.len() as u8, kind, flags, 0, 0, 0, s][..], p].concat();
+    let run = |wire: Vec<u8>| {
+        let mut scan = FrameScan::new();
+        let mut out = BytesMut::new();
+        scan.push(&[super::PREFACE, &wire[..]].concat(), &mut out);
+        (scan.dead, scan.to_client, out.len() - super::PREFACE.len())
+    };
+    let headers = frame(1, 0x4, 1, &[0x82, 0x86, 0x84]);
+    assert_eq!(run([headers.clone(), frame(3, 0, 1, &[0; 5])].concat()).0, Some(h2::Reason::FRAME_SIZE_ERROR));
+    assert_eq!(run(frame(6, 0, 0, &[0; 7])).0, Some(h2::Reason::FRAME_SIZE_ERROR));
+    assert_eq!(run(frame(6, 1, 0, &[0; 8])).0, Some(h2::Reason::PROTOCOL_ERROR));
+    assert_eq!(run(frame(4, 0, 0, &[0, 4, 0x80, 0, 0, 0])).0, Some(h2::Reason::FLOW_CONTROL_ERROR));
+    let (dead, goaway, passed) = run([headers.clone(), frame(5, 0, 1, &[0; 8])].concat());
+    assert_eq!((dead, &goaway[9..13], passed), (Some(h2::Reason::PROTOCOL_ERROR), &[0, 0, 0, 1][..], headers.len()));
+    // A WINDOW_UPDATE of 0 on an open stream: RST for the client, CANCEL for the crate.
+    let (dead, rst, passed) = run([headers.clone(), frame(8, 0, 1, &[0; 4])].concat());
+    assert_eq!((dead, rst.len(), passed), (None, 13, headers.len() + 13));
+    assert_eq!(check_block(&[0xff; 12]), Err(Undecodable));
+    assert_eq!(check_block(&[0x82, 0x41, 0x0f, b'w']), Err(Undecodable));
+    assert_eq!(check_block(&[0x00, 0x05, b's', b'n', b'a', b'F', b'u', 0x01, b'x']), Ok(vec![std::ops::Range { start: 2, end: 7 }]));
+    assert_eq!(check_block(&[0x00, 0x03, b'a', b'-', b'b', 0x00]), Ok(vec![]));
 }
