@@ -261,6 +261,13 @@ fn vcl_backend_error<B>(t: &mut BeTxn<'_, B>, status: u16, reason: String) -> St
 fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>, pass: bool) -> (Beresp, Lifetime) {
     let t = now();
     let mut fresh = stored_headers(&resp.head);
+    // Spread over several lines, these two are read outside VCL: one line
+    // each, as Varnish's http_CollectHdr.
+    let mut collected = Headers(fresh);
+    for name in ["Cache-Control", "Vary"] {
+        collected.collect(name, ", ");
+    }
+    fresh = collected.0;
     let was_304 = resp.head.status == 304 && stale.is_some();
     // A 304's lifetime is read from its own headers (handled like a 200,
     // a Date added if it has none), as Varnish's RFC2616_Ttl before the

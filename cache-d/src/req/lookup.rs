@@ -227,7 +227,10 @@ pub async fn miss<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stale:
     }
 }
 
-/// The cache fetch was abandoned: 503 through vcl_synth.
+/// The cache fetch failed (abandoned, failed in VCL, its body lost): 503
+/// through vcl_synth with the standard reason, as Varnish answers for a
+/// failed busy object (vcl_backend_error's "Backend fetch failed" page is
+/// an object, delivered as one).
 fn fetch_failed() -> Step {
-    Step::Synth { status: 503, reason: "Backend fetch failed".into() }
+    Step::Synth { status: 503, reason: "Service Unavailable".into() }
 }
