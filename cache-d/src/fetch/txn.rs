@@ -4,7 +4,6 @@
 //! with [`Fetch::done`]; a transaction dropped without it is logged as
 //! ended with nothing delivered (a `Drop` guard, so every exit ends it once).
 
-
 use common::counters::{Vbe, C};
 use common::log::vsl::{Batch, Side as LogSide, Tag};
 use tokio::io::AsyncWriteExt;
