@@ -100,6 +100,11 @@ fn ranged<'b, T: Transport>(r: &Request<'_, T>, resp: &Resp, body: &'b [u8]) -> 
 
 /// Send a synthetic response and end the request.
 async fn send<T: Transport>(r: &mut Request<'_, T>, resp: &Resp, body: &[u8]) -> Step {
+    // A body nothing read is read and dropped (up to 64 KiB), so the
+    // connection goes on, as Varnish.
+    if !r.continue_pending {
+        crate::req::recv::drain_body(r, 64 * 1024).await;
+    }
     let part = ranged(r, resp, body);
     let (resp, body) = part.as_ref().map_or((resp, body), |(o, b)| (o, *b));
     let close = r.close_after();
