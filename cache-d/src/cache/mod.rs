@@ -380,7 +380,8 @@ impl Cache {
         };
         let mut stale = None;
         let mut fresh = None;
-        for oc in head.variants().filter(|oc| !oc.is_dead() && selects(oc.obj.vary())) {
+        // Objects without a TTL are never found (Varnish skips them too).
+        for oc in head.variants().filter(|oc| !oc.is_dead() && oc.obj.life().ttl > 0.0 && selects(oc.obj.vary())) {
             let life = oc.obj.life();
             if life.fresh_for(bounds, now) {
                 fresh = Some(oc.clone());
@@ -522,7 +523,11 @@ impl Cache {
                 c.count(C::NObjecthead, 1);
             }
             let skip_ae = c.vary_skips_ae.load(Ordering::Relaxed);
-            let same = |o: &ObjRef| same_vary(o.obj.vary(), oc.obj.vary(), skip_ae);
+            // An object with no TTL is never found (Varnish's lookup skips
+            // it): it does not replace the one it would, which may still
+            // serve in grace.
+            let no_ttl = oc.obj.life().ttl <= 0.0;
+            let same = |o: &ObjRef| !no_ttl && same_vary(o.obj.vary(), oc.obj.vary(), skip_ae);
             let old: Vec<_> = head.variants().filter(|o| same(o)).cloned().collect();
             head.retain(|o| !same(o));
             head.push(oc.clone());
