@@ -189,6 +189,7 @@ fn vcl_backend_response<B>(t: &mut BeTxn<'_, B>, resp: Response) -> Step {
     if beresp.headers.0.iter().any(|(n, v)| n.eq_ignore_ascii_case(b"connection") && crate::http1::head::has_token(v, "close")) {
         t.f.close_after = true;
     }
+    beresp.headers.unset("connection");
     match action {
         Action::Deliver | Action::PassFor(_) => {
             // A TTL the policy set counts from now: from the object's
@@ -301,6 +302,11 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>
         }
     };
     let mut h = Headers(headers);
+    // The backend's Connection header is there for the policy to read (it
+    // goes after vcl_backend_response: hop-by-hop).
+    if let (false, Some(c)) = (was_304, resp.head.get("connection")) {
+        h.0.push((Bytes::from_static(b"Connection"), Bytes::copy_from_slice(c)));
+    }
     // A response without a Date gets one, as Varnish adds it on fetch.
     if !h.has("date") {
         h.0.push((Bytes::from_static(b"Date"), Bytes::from(http_date(t))));
