@@ -89,6 +89,9 @@ pub struct BackendCfg {
     pub probe: Option<crate::backend::health::ProbeSpec>,
     /// `.ssl = 1`: connections (and probes) speak TLS with these settings.
     pub ssl: Option<Arc<BeTls>>,
+    /// `.path` (or `-b /path`): connections go to this Unix domain socket,
+    /// not to the addresses.
+    pub path: Option<std::path::PathBuf>,
 }
 
 fn cfg_probe_state(cfg: &BackendCfg) -> crate::backend::health::ProbeState {
@@ -186,8 +189,13 @@ impl IdlePool {
     }
 }
 
-/// Resolve `-b host[:port]` (port 8080 by default).
+/// Resolve `-b host[:port]` (port 8080 by default). An absolute path is a
+/// Unix domain socket (as varnishd's `-b`): no addresses, the backend's
+/// `path` says where.
 pub fn resolve(spec: &str) -> Result<Vec<SocketAddr>, ResolveError> {
+    if spec.starts_with('/') {
+        return Ok(Vec::new());
+    }
     let with_port = if spec.starts_with('[') {
         if spec.contains("]:") {
             spec.to_string()
@@ -216,8 +224,12 @@ impl Backend {
     pub fn with_cfg(vcl: &str, name: &str, addrs: Vec<SocketAddr>, cfg: BackendCfg) -> Backend {
         let created = crate::util::now();
         // TLS connections are pooled apart from plain ones (and from
-        // other TLS settings) to the same address.
-        let idle = IdlePool::for_endpoint(&addrs, &cfg.ssl.as_ref().map(|t| t.pool_key()).unwrap_or_default());
+        // other TLS settings) to the same address; a socket's by its path.
+        let key = match (&cfg.path, &cfg.ssl) {
+            (Some(p), _) => format!("unix {}", p.display()),
+            (None, t) => t.as_ref().map(|t| t.pool_key()).unwrap_or_default(),
+        };
+        let idle = IdlePool::for_endpoint(&addrs, &key);
         Backend {
             created,
             name: name.to_string(),
@@ -345,6 +357,13 @@ impl Backend {
             return Err(Error::new(Side::Backend, HELD_DOWN));
         }
         let mut last = None;
+        if let Some(path) = &self.cfg.path {
+            match tokio::time::timeout(timeout, tokio::net::UnixStream::connect(path)).await {
+                Ok(Ok(s)) => return Ok(BufConn::new(BeStream::Unix(Box::new(s)))),
+                Ok(Err(e)) => last = Some(e),
+                Err(_) => last = Some(std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")),
+            }
+        }
         for a in &self.addrs {
             let open = async {
                 let s = TcpStream::connect(a).await?;
@@ -399,5 +418,6 @@ mod tests {
         assert_eq!(resolve("[::1]:82").unwrap()[0].port(), 82);
         assert_eq!(resolve("::1").unwrap()[0].port(), 8080);
         assert!(resolve("127.0.0.1:notaport").is_err());
+        assert!(resolve("/run/app.sock").unwrap().is_empty(), "a path is a Unix socket: no addresses");
     }
 }

@@ -24,19 +24,32 @@ impl<T: Read + Write> ReadWrite for T {}
 pub fn probe_once(be: &Backend, spec: &ProbeSpec) -> (Outcome, f64, String) {
     let start = Instant::now();
     let mut out = Outcome::default();
+    let left = |start: Instant| spec.timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(1));
+    // A backend on a Unix socket (.path) is probed over it, in plain HTTP.
+    if let Some(path) = &be.cfg.path {
+        let s = match std::os::unix::net::UnixStream::connect(path) {
+            Ok(s) => s,
+            Err(e) => return (out, start.elapsed().as_secs_f64(), e.to_string()),
+        };
+        out.connected = true;
+        let _ = s.set_write_timeout(Some(left(start)));
+        let _ = s.set_read_timeout(Some(left(start)));
+        // Varnish's default Host for a socket backend.
+        let host = be.cfg.host_header.clone().unwrap_or_else(|| "0.0.0.0".into());
+        return exchange(Box::new(s), spec, &host, out, start);
+    }
     let Some(addr) = be.addrs.first() else { return (out, 0.0, "no address".into()) };
     let tcp = match TcpStream::connect_timeout(addr, spec.timeout) {
         Ok(s) => s,
         Err(e) => return (out, start.elapsed().as_secs_f64(), e.to_string()),
     };
     out.connected = true;
-    let left = |start: Instant| spec.timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(1));
     // One deadline for the handshake, the request and the answer.
     let _ = tcp.set_write_timeout(Some(left(start)));
     let _ = tcp.set_read_timeout(Some(left(start)));
     // .ssl = 1: the probe speaks TLS as the fetches do (the handshake
     // happens with the first write).
-    let mut s: Box<dyn ReadWrite> = match &be.cfg.ssl {
+    let s: Box<dyn ReadWrite> = match &be.cfg.ssl {
         None => Box::new(tcp),
         Some(tls) => match rustls::ClientConnection::new(tls.config.clone(), tls.name.clone()) {
             Ok(c) => Box::new(rustls::StreamOwned::new(c, tcp)),
@@ -44,6 +57,11 @@ pub fn probe_once(be: &Backend, spec: &ProbeSpec) -> (Outcome, f64, String) {
         },
     };
     let host = be.cfg.host_header.clone().unwrap_or_else(|| addr.to_string());
+    exchange(s, spec, &host, out, start)
+}
+
+/// Send the probe request on a connected `s`, read the status line.
+fn exchange(mut s: Box<dyn ReadWrite>, spec: &ProbeSpec, host: &str, mut out: Outcome, start: Instant) -> (Outcome, f64, String) {
     let req = match &spec.request {
         Some(lines) => format!("{}\r\n\r\n", lines.join("\r\n")),
         None => format!("GET {} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n", spec.url),

@@ -1,7 +1,8 @@
 //! HTTPS backends (Varnish Enterprise's `.ssl = 1`, `.ssl_sni`,
 //! `.ssl_verify_peer`, `.ssl_verify_host`, with rustls): the client
 //! settings a backend declaration makes ([`BeTls`]), and the connection a
-//! fetch, a pipe or a pool holds, plain or TLS ([`BeStream`]).
+//! fetch, a pipe or a pool holds, plain or TLS, or on a Unix socket
+//! ([`BeStream`]).
 //!
 //! Defaults as Varnish Enterprise's: SNI on, the peer's chain verified,
 //! its name not (`.ssl_verify_host = 1` asks for that). The name sent in
@@ -144,41 +145,59 @@ impl ServerCertVerifier for ChainOnly {
     }
 }
 
-/// A backend connection, plain or TLS.
+/// A backend connection: plain or TLS over TCP, or plain on a Unix
+/// domain socket (`.path`).
 pub enum BeStream {
     Tcp(TcpStream),
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    Unix(Box<tokio::net::UnixStream>),
 }
 
+/// What a connection on a Unix socket shows as its addresses (Varnish's
+/// "bogo IP": `0.0.0.0 0` in BackendOpen).
+const UNIX_ADDR: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0));
+
 impl BeStream {
-    fn tcp(&self) -> &TcpStream {
+    fn tcp(&self) -> Option<&TcpStream> {
         match self {
-            BeStream::Tcp(s) => s,
-            BeStream::Tls(s) => s.get_ref().0,
+            BeStream::Tcp(s) => Some(s),
+            BeStream::Tls(s) => Some(s.get_ref().0),
+            BeStream::Unix(_) => None,
         }
     }
 
     pub fn as_raw_fd(&self) -> i32 {
         use std::os::fd::AsRawFd;
-        self.tcp().as_raw_fd()
+        match self {
+            BeStream::Unix(s) => s.as_raw_fd(),
+            _ => self.tcp().map_or(-1, AsRawFd::as_raw_fd),
+        }
     }
 
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.tcp().peer_addr()
+        self.tcp().map_or(Ok(UNIX_ADDR), TcpStream::peer_addr)
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.tcp().local_addr()
+        self.tcp().map_or(Ok(UNIX_ADDR), TcpStream::local_addr)
     }
 
     /// Is an idle connection still usable: not closed by the backend, no
     /// stray bytes on a plain one (on TLS, records may wait — a session
     /// ticket — and are the TLS layer's to read).
     pub fn alive(&self) -> bool {
+        let Some(tcp) = self.tcp() else {
+            // A Unix socket: peek without waiting; only "nothing to read
+            // yet" means alive.
+            let mut b = 0u8;
+            // SAFETY: a one-byte buffer we own, on the socket's open fd.
+            let n = unsafe { libc::recv(self.as_raw_fd(), (&mut b as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+            return n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock;
+        };
         let mut cx = Context::from_waker(std::task::Waker::noop());
         let mut probe = [0u8; 1];
         let mut buf = ReadBuf::new(&mut probe);
-        match (self, self.tcp().poll_peek(&mut cx, &mut buf)) {
+        match (self, tcp.poll_peek(&mut cx, &mut buf)) {
             (_, Poll::Pending) => true,
             (BeStream::Tls(_), Poll::Ready(Ok(n))) => n > 0,
             _ => false,
@@ -191,6 +210,7 @@ macro_rules! each {
         match $self.get_mut() {
             BeStream::Tcp($s) => $e,
             BeStream::Tls($s) => $e,
+            BeStream::Unix($s) => $e,
         }
     };
 }

@@ -95,8 +95,11 @@ pub fn run(args: Args) -> Result<(), StartError> {
     let specs = crate::cache::spec::resolve(&args.storage).map_err(StartError::Config)?;
     let cache = crate::cache::Cache::open(&specs, Some(seg.clone())).map_err(StartError::Config)?;
     // A -b backend is Varnish's `backend default { .host = "ARG"; }`: a
-    // backend request without Host gets the argument as it was given.
-    let cfg = pool::BackendCfg { host_header: be.clone(), ..Default::default() };
+    // backend request without Host gets the argument as it was given. An
+    // absolute path is `.path = "ARG"`: a Unix socket, Host 0.0.0.0.
+    let path = be.as_deref().filter(|b| b.starts_with('/')).map(std::path::PathBuf::from);
+    let host_header = if path.is_some() { Some("0.0.0.0".to_string()) } else { be.clone() };
+    let cfg = pool::BackendCfg { host_header, path, ..Default::default() };
     let shared = Shared::with_cache(seg.clone(), params, Backend::with_cfg("boot", "default", addrs, cfg), cache);
     if let Some(p) = policy {
         seg.set(C::NBackend, p.backends().len().max(1) as u64);

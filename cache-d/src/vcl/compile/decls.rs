@@ -15,6 +15,24 @@ pub struct BackendSpec {
     pub cfg: crate::backend::pool::BackendCfg,
 }
 
+/// A backend's `.path`, as VCC checks it: absolute, and a socket if it is
+/// there (a missing one may appear later: Varnish only warns).
+fn check_path(path: &str, fields: &[Field], at: Pos) -> Result<(), VclError> {
+    use std::os::unix::fs::FileTypeExt;
+    if !path.starts_with('/') {
+        return err("Backend path: Must be an absolute path", at);
+    }
+    if let (Some(true), Some(f)) = (flag(fields, "ssl"), field_value(fields, "ssl")) {
+        return err("A backend on a Unix socket (.path) cannot use .ssl", f.pos);
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if !m.file_type().is_socket() => err("Backend path: Not a socket", at),
+        Ok(_) => Ok(()),
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied) => Ok(()),
+        Err(e) => err(format!("Backend path: Cannot stat: {e}"), at),
+    }
+}
+
 /// A probe's settings, with Varnish's defaults for what is left out.
 pub(super) fn probe_spec(fields: &[Field]) -> crate::backend::health::ProbeSpec {
     let mut p = crate::backend::health::ProbeSpec::default();
@@ -87,8 +105,12 @@ pub(super) fn backend_spec(
         ),
         _ => None,
     };
-    let host = text("host").unwrap_or_else(|| "127.0.0.1".into());
-    let host_text = host.clone();
+    // A backend on a Unix socket (.path): its path stands where the host
+    // would (pool::resolve gives a path no addresses), and a request
+    // without Host gets Varnish's 0.0.0.0.
+    let path = text("path");
+    let host = path.clone().or_else(|| text("host")).unwrap_or_else(|| "127.0.0.1".into());
+    let host_text = if path.is_some() { "0.0.0.0".to_string() } else { host.clone() };
     let ssl = match flag(fields, "ssl") {
         Some(true) => {
             let ask = crate::backend::tls::TlsAsk {
@@ -117,6 +139,7 @@ pub(super) fn backend_spec(
             host_header: Some(text("host_header").unwrap_or_else(|| host_text.clone())),
             probe,
             ssl,
+            path: path.map(std::path::PathBuf::from),
         },
     })
 }
@@ -197,10 +220,10 @@ pub(super) fn check_backend(name: &str, fields: &[Field], pos: Pos) -> Result<()
     if let (Some(_), Some(p)) = (field_value(fields, "host"), field_value(fields, "path")) {
         return err("Cannot specify both .host and .path", p.pos);
     }
+    if let Some(p) = field_value(fields, "path") {
+        return check_path(&text("path").unwrap_or_default(), fields, p.pos);
+    }
     let Some(host) = text("host") else {
-        if field_value(fields, "path").is_some() {
-            return unsupported("A backend on a Unix socket (.path)", pos);
-        }
         return err(format!("Mandatory field 'host' missing in backend '{name}'"), pos);
     };
     let port = text("port").unwrap_or_else(|| "80".into());
@@ -404,6 +427,14 @@ mod tests {
 
     fn entry(negated: bool, addr: &str, mask: Option<u8>) -> AclEntry {
         AclEntry { negated, addr: addr.into(), mask, pos: Pos::default(), para: false, include: false }
+    }
+
+    #[test]
+    fn backend_paths_checked_as_vcc_does() {
+        let at = Pos::default();
+        assert!(check_path("s1.sock", &[], at).unwrap_err().msg.contains("Must be an absolute path"));
+        assert!(check_path("/dev/null", &[], at).unwrap_err().msg.contains("Not a socket"));
+        assert!(check_path("/nonexistent/s1.sock", &[], at).is_ok(), "a socket not there yet is only a warning in Varnish");
     }
 
     #[test]
