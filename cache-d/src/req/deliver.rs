@@ -408,8 +408,11 @@ fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o mut Resp, head_only: bool, ke
             Some(n) => p.framing = Some((b"Content-Length", n.to_string())),
             // An include's body goes into its page as it is.
             None if req.esi_level > 0 => {}
+            // A HEAD of a body whose length is not known yet: neither
+            // length nor chunking, as Varnish.
+            None if req.minor >= 1 && !p.send_body => {}
             None if req.minor >= 1 => {
-                p.chunked = p.send_body;
+                p.chunked = true;
                 p.framing = Some((b"Transfer-Encoding", "chunked".to_string()));
             }
             None => p.keep = false,
