@@ -148,7 +148,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
     };
     illegal_vary(&mut f, &mut got.beresp);
     let (coder, copy, record) = (got.coder.take(), got.copy.take(), got.record.take());
-    let obj = object(bxid, &mut got, &req);
+    let obj = object(bxid, &mut got, &bereq.headers);
     // A hit-for-miss or hit-for-pass marker for a body not streamed goes
     // in (waking the waiters, who fetch on their own) once the body is in
     // and the backend connection back in the pool, as Varnish unbusies
@@ -492,7 +492,9 @@ fn illegal_vary(f: &mut Fetch, beresp: &mut Beresp) {
 
 /// The object for `beresp`, with the Vary values of the request that
 /// fetched it (none for a Vary it cannot use).
-fn object(bxid: u32, got: &mut Got, req: &Req) -> Object {
+/// The object from the response; its Vary values are read from the
+/// backend request as vcl_backend_fetch left it, as Varnish's VRY_Create.
+fn object(bxid: u32, got: &mut Got, bereq: &crate::vcl::model::Headers) -> Object {
     let beresp = &got.beresp;
     let headers = &beresp.headers;
     let vary = headers.get("vary").filter(|v| vary_fault(v).is_none()).map(|list| {
@@ -501,7 +503,7 @@ fn object(bxid: u32, got: &mut Got, req: &Req) -> Object {
             .map(|n| String::from_utf8_lossy(n.trim_ascii()).to_ascii_lowercase())
             .filter(|n| !n.is_empty())
             .collect();
-        Box::new(names.into_iter().map(|n| (n.clone(), vary_value(req.headers.iter(), &n))).collect::<Vec<_>>())
+        Box::new(names.into_iter().map(|n| (n.clone(), vary_value(bereq.iter(), &n))).collect::<Vec<_>>())
     });
     let pairs = headers.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"content-length"));
     let (headers, body) = match &got.inline {

@@ -304,24 +304,6 @@ async fn body_for_fetch<T: Transport>(r: &mut Request<'_, T>) -> Result<(), Erro
     Ok(())
 }
 
-/// Before a synthetic answer: read and drop a request body nothing took,
-/// so the connection can go on (Varnish's VRB_Ignore), when it is at most
-/// `cap` bytes; a longer one, or one that fails, leaves the connection to
-/// close.
-pub(crate) async fn drain_body<T: Transport>(r: &mut Request<'_, T>, cap: u64) {
-    if r.framing == Framing::None || r.body_failed || matches!(r.framing, Framing::Length(n) if n > cap) {
-        return;
-    }
-    let idle = r.sh.params().timeout_idle;
-    let mut sink = crate::util::Capped { v: Vec::new(), cap: cap as usize };
-    if let Ok(m) = r.conn.copy_body(r.framing, false, &mut sink, Side::Internal, idle).await {
-        r.sh.seg.add(C::SReqBodybytes, m.rx);
-        r.body_rx += m.rx;
-        r.framing = Framing::None;
-        r.body_consumed = true;
-    }
-}
-
 /// Read and drop a request body the cache path does not forward (a GET
 /// with a body).
 async fn discard_body<T: Transport>(r: &mut Request<'_, T>) -> Result<(), Error> {

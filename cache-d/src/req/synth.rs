@@ -103,7 +103,7 @@ async fn send<T: Transport>(r: &mut Request<'_, T>, resp: &Resp, body: &[u8]) ->
     // A body nothing read is read and dropped (up to 64 KiB), so the
     // connection goes on, as Varnish.
     if !r.continue_pending {
-        crate::req::recv::drain_body(r, 64 * 1024).await;
+        drain_body(r, 64 * 1024).await;
     }
     let part = ranged(r, resp, body);
     let (resp, body) = part.as_ref().map_or((resp, body), |(o, b)| (o, *b));
@@ -181,5 +181,26 @@ async fn send_synth<T: Transport>(s: &mut Sess, conn: &mut T, log: &mut Batch, r
         (hdr, body.len() as u64)
     } else {
         (0, 0)
+    }
+}
+
+/// Before a synthetic answer: read and drop a request body nothing took,
+/// so the connection can go on (Varnish's VRB_Ignore), when it is at most
+/// `cap` bytes; a longer one, or one that fails, leaves the connection to
+/// close.
+async fn drain_body<T: Transport>(r: &mut Request<'_, T>, cap: u64) {
+    if r.framing == crate::http1::head::Framing::None
+        || r.body_failed
+        || matches!(r.framing, crate::http1::head::Framing::Length(n) if n > cap)
+    {
+        return;
+    }
+    let idle = r.sh.params().timeout_idle;
+    let mut sink = crate::util::Capped { v: Vec::new(), cap: cap as usize };
+    if let Ok(m) = r.conn.copy_body(r.framing, false, &mut sink, crate::error::Side::Internal, idle).await {
+        r.sh.seg.add(common::counters::C::SReqBodybytes, m.rx);
+        r.body_rx += m.rx;
+        r.framing = crate::http1::head::Framing::None;
+        r.body_consumed = true;
     }
 }
