@@ -18,9 +18,10 @@ pub struct Args {
     #[arg(short = 'a', value_name = "[NAME=]ADDRESS[,PROTO]")]
     pub listen: Vec<String>,
 
-    /// Backend server: host[:port] (port defaults to 8080). Required unless
-    /// -f names a VCL file that declares a backend.
-    #[arg(short = 'b', value_name = "HOST[:PORT]", required_unless_present = "vcl")]
+    /// Backend server: host[:port] (port defaults to 8080), or the absolute
+    /// path of a Unix socket. Required unless -f names a VCL file that
+    /// declares a backend.
+    #[arg(short = 'b', value_name = "HOST[:PORT]|PATH", required_unless_present = "vcl")]
     pub backend: Option<String>,
 
     /// VCL file with the caching policy (the supported subset is listed
