@@ -42,8 +42,10 @@ pub async fn vcl_synth<T: Transport>(r: &mut Request<'_, T>, status: u16, reason
     match action {
         // After vcl_pipe, vcl_synth can only deliver.
         Action::Restart if r.req.restarts < r.sh.params().max_restarts && r.piped => return Step::Done(Some(Reason::RespClose)),
-        Action::Restart if r.req.restarts < r.sh.params().max_restarts => return Step::Restart,
-        Action::Deliver => {}
+        Action::Restart if r.req.restarts <= r.sh.params().max_restarts => return Step::Restart,
+        // Past max_restarts a restart is taken as deliver (Varnish's
+        // cnt_synth): the page as vcl_synth left it.
+        Action::Deliver | Action::Restart => {}
         _ => {
             // fail (or a restart too many): the built-in page.
             resp = Resp {
