@@ -85,7 +85,10 @@ fn exchange(mut s: Box<dyn ReadWrite>, spec: &ProbeSpec, host: &str, mut out: Ou
         return (out, rtt, "no response".into());
     }
     out.received = true;
-    let status = line.split_whitespace().nth(1).and_then(|c| c.parse::<u16>().ok());
+    // "HTTP/<version> <status>" as Varnish reads it; any other answer fails.
+    let mut words = line.split_whitespace();
+    let proto_ok = words.next().and_then(|p| p.strip_prefix("HTTP/")).is_some_and(|v| v.parse::<f64>().is_ok());
+    let status = words.next().filter(|_| proto_ok).and_then(|c| c.parse::<u16>().ok());
     out.good = status == Some(spec.expected) && rtt <= spec.timeout.as_secs_f64();
     (out, rtt, line)
 }
