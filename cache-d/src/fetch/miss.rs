@@ -28,7 +28,20 @@ use crate::vcl::model::{Action, Bereq, Beresp, Ends, Req};
 use crate::vcl::policy::Policy;
 
 /// Client conditionals and ranges a cache fetch must not forward.
-const FETCH_FILTERED: [&str; 6] = ["range", "if-range", "if-modified-since", "if-none-match", "if-match", "if-unmodified-since"];
+const FETCH_FILTERED: [&str; 12] = [
+    "range",
+    "if-range",
+    "if-modified-since",
+    "if-none-match",
+    "if-match",
+    "if-unmodified-since",
+    "cache-control",
+    "content-range",
+    "accept-ranges",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "http2-settings",
+];
 
 /// Everything a cache fetch needs.
 pub struct MissSpec {

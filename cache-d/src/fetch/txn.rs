@@ -198,9 +198,10 @@ impl Fetch {
         self.log.rec(Tag::BereqUrl, side, v, &req.url);
         self.log.rec(Tag::BereqProtocol, side, v, proto);
         let mut out = HeadOut { wire, log: &mut self.log, tag: Tag::BereqHeader, side, vxid: v };
-        let hop = head::connection_tokens(req.headers.iter());
         for (n, val) in req.headers.iter() {
-            if head::is_hop_by_hop(n) || n.eq_ignore_ascii_case(b"x-varnish") || head::is_listed(&hop, n) {
+            // The headers the client's Connection named went before
+            // vcl_recv (a header the policy set since is sent).
+            if head::is_hop_by_hop(n) || n.eq_ignore_ascii_case(b"x-varnish") {
                 continue;
             }
             out.header(n, val);

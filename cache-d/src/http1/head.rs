@@ -271,6 +271,24 @@ pub fn request_checks(h: &Head) -> Result<(), &'static str> {
     if h.has_token("connection", "host") {
         return Err("Connection names the Host header");
     }
+    // Nor a header a fetch or a delivery must see (Varnish's
+    // http_DoConnection refuses those a pass would not forward anyway).
+    const KEPT: [&str; 11] = [
+        "age",
+        "range",
+        "if-range",
+        "if-none-match",
+        "if-match",
+        "if-modified-since",
+        "if-unmodified-since",
+        "cache-control",
+        "content-range",
+        "proxy-authenticate",
+        "proxy-authorization",
+    ];
+    if KEPT.iter().any(|k| h.has_token("connection", k)) {
+        return Err("Connection names a header that must not be removed");
+    }
     // Two Content-Length headers, even equal ones, as Varnish's cnt_recv.
     if h.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"content-length")).nth(1).is_some() {
         return Err("Duplicate Content-Length header");

@@ -181,18 +181,9 @@ pub struct Bereq {
 impl Bereq {
     /// The backend request for a client request.
     pub fn from_req(req: &Req, xid: u32) -> Bereq {
-        // Headers the client's Connection names are for its hop only: gone
-        // before vcl_backend_fetch, whatever it then sets Connection to.
-        let named: Vec<&[u8]> = req
-            .headers
-            .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(b"connection"))
-            .flat_map(|(_, v)| v.split(|&c| c == b',').map(|t| t.trim_ascii()).filter(|t| !t.is_empty()))
-            .collect();
-        let mut headers = req.headers.clone();
-        if !named.is_empty() {
-            headers.0.retain(|(n, _)| !named.iter().any(|t| n.eq_ignore_ascii_case(t)));
-        }
+        // The headers the client's Connection named went before vcl_recv;
+        // one the policy set since goes to the backend (Varnish).
+        let headers = req.headers.clone();
         Bereq {
             method: req.method.clone(),
             url: req.url.clone(),
