@@ -98,7 +98,7 @@ fn run_all(p: &VclPolicy, req: &Req) {
         let mut resp = Resp { status: 200, reason: Bytes::from_static(b"OK"), headers: req.headers.clone(), is_streaming: false, do_esi: false };
         let obj = ObjView { status: 200, headers: req.headers.clone(), ttl: 10.0, grace: 10.0, hits: 3, ..ObjView::default() };
         let mut t = Task::new(&NoEnv);
-        t.ends = ends;
+        t.ends = ends.clone();
         t.req = Some(&mut r);
         match sub {
             Sub::Hash => t.key = Some(&mut key),
