@@ -73,6 +73,8 @@ enum Operand {
 
 #[derive(Debug)]
 struct Test {
+    /// `vxid OP N`: the transaction's own id, not a record (tags empty).
+    vxid: bool,
     level: Option<(usize, LevelOp)>,
     tags: Vec<Tag>,
     header: Option<String>,
@@ -264,9 +266,15 @@ impl Parser<'_> {
             self.expect("}")?;
             level = Some((n, op));
         }
+        if matches!(&self.tok, Tok::Word(w) if w.eq_ignore_ascii_case("vxid")) {
+            return self.vxid_test(level.is_some());
+        }
         let mut tags = Vec::new();
         loop {
             let Tok::Word(name) = self.tok.clone() else { return self.err("Expected a tag name") };
+            if name.eq_ignore_ascii_case("vxid") {
+                return self.err("Unexpected taglist selection for vxid");
+            }
             let found: Vec<Tag> = match name.strip_suffix('*') {
                 Some(p) => {
                     Tag::ALL.iter().copied().filter(|t| t.name().to_ascii_lowercase().starts_with(&p.to_ascii_lowercase())).collect()
@@ -317,7 +325,7 @@ impl Parser<'_> {
             Tok::Word(w) if w == "ne" => Some(Op::StrNe),
             _ => None,
         };
-        let Some(op) = op else { return Ok(Test { level, tags, header, field, cmp: None }) };
+        let Some(op) = op else { return Ok(Test { vxid: false, level, tags, header, field, cmp: None }) };
         self.bump()?;
         let at = self.at;
         let text = match &self.tok {
@@ -337,7 +345,40 @@ impl Parser<'_> {
                 _ => return Err(self.lex.err(format!("Expected a number, got '{text}'"), at)),
             },
         };
-        Ok(Test { level, tags, header, field, cmp: Some((op, operand)) })
+        Ok(Test { vxid: false, level, tags, header, field, cmp: Some((op, operand)) })
+    }
+
+    /// `vxid OP N` as varnishlog takes it: an integer comparison, and no
+    /// level, field or tag list with it.
+    fn vxid_test(&mut self, leveled: bool) -> Result<Test, QueryError> {
+        if leveled {
+            return self.err("Unexpected taglist selection for vxid");
+        }
+        self.bump()?;
+        if self.is("[") || self.is(",") || self.is(":") {
+            return self.err("Unexpected taglist selection for vxid");
+        }
+        let op = match &self.tok {
+            Tok::Punct("==") => Op::NumEq,
+            Tok::Punct("!=") => Op::NumNe,
+            Tok::Punct("<") => Op::Lt,
+            Tok::Punct("<=") => Op::Le,
+            Tok::Punct(">") => Op::Gt,
+            Tok::Punct(">=") => Op::Ge,
+            Tok::Punct(p) => return self.err(format!("Expected vxid operator got '{p}'")),
+            Tok::Word(w) => return self.err(format!("Expected vxid operator got '{w}'")),
+            _ => return self.err("Expected vxid operator"),
+        };
+        self.bump()?;
+        let n = match &self.tok {
+            Tok::Word(w) => match w.parse::<u32>() {
+                Ok(n) => n,
+                Err(_) => return self.err(format!("Expected integer got '{w}'")),
+            },
+            _ => return self.err("Expected integer"),
+        };
+        self.bump()?;
+        Ok(Test { vxid: true, level: None, tags: Vec::new(), header: None, field: None, cmp: Some((op, Operand::Num(f64::from(n)))) })
     }
 }
 
@@ -366,6 +407,7 @@ fn eval(e: &Expr, g: &Group) -> bool {
         Expr::Or(a, b) => eval(a, g) || eval(b, g),
         Expr::And(a, b) => eval(a, g) && eval(b, g),
         Expr::Not(a) => !eval(a, g),
+        Expr::Test(t) if t.vxid => g.txs.iter().any(|(_, tx)| compare(t, f64::from(tx.vxid))),
         Expr::Test(t) => g.txs.iter().any(|(level, tx)| {
             let lvl_ok = match t.level {
                 None => true,
@@ -375,6 +417,20 @@ fn eval(e: &Expr, g: &Group) -> bool {
             };
             lvl_ok && tx.records.iter().any(|r| test_record(t, r))
         }),
+    }
+}
+
+/// A number against a test's numeric comparison.
+fn compare(t: &Test, v: f64) -> bool {
+    let Some((op, Operand::Num(want))) = &t.cmp else { return false };
+    match op {
+        Op::NumEq => v == *want,
+        Op::NumNe => v != *want,
+        Op::Lt => v < *want,
+        Op::Le => v <= *want,
+        Op::Gt => v > *want,
+        Op::Ge => v >= *want,
+        _ => false,
     }
 }
 
@@ -524,5 +580,22 @@ mod tests {
         assert_eq!(e("RespStatus == 200 RespStatus").msg, "Expected 'and', 'or' or the end of the query");
         let shown = e("RespStatus == abc").to_string();
         assert!(shown.ends_with("RespStatus == abc\n              ^"), "{shown}");
+    }
+
+    #[test]
+    fn vxid_is_an_integer_comparison_of_the_transaction_id() {
+        assert!(Query::parse("vxid == 1001").is_ok());
+        assert!(Query::parse("vxid >= 2 and ReqURL eq /").is_ok());
+        for (q, msg) in [
+            ("vxid ~ 1001", "Expected vxid operator got '~'"),
+            ("vxid eq 1001", "Expected vxid operator got 'eq'"),
+            ("vxid != 1001.5", "Expected integer got '1001.5'"),
+            ("vxid[1] >= 1001", "Unexpected taglist selection for vxid"),
+            ("{1}vxid <= 1001", "Unexpected taglist selection for vxid"),
+            ("Link,vxid < 1001", "Unexpected taglist selection for vxid"),
+        ] {
+            let e = Query::parse(q).expect_err(q);
+            assert!(e.msg.contains(msg), "{q}: {e:?}");
+        }
     }
 }
