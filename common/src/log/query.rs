@@ -242,30 +242,35 @@ impl Parser<'_> {
         }
     }
 
-    fn test(&mut self) -> Result<Test, QueryError> {
-        let mut level = None;
-        if self.is("{") {
-            self.bump()?;
-            // "{1-}" lexes as one word (a '-' can sit inside words).
-            let (n, mut op) = match self.tok.clone() {
-                Tok::Word(w) => match w.strip_suffix('-') {
-                    Some(d) => (d.parse::<usize>().ok(), LevelOp::AtMost),
-                    None => (w.parse::<usize>().ok(), LevelOp::Eq),
-                },
-                _ => (None, LevelOp::Eq),
-            };
-            let Some(n) = n else { return self.err("Expected a level") };
-            self.bump()?;
-            if op == LevelOp::Eq && self.is("+") {
-                self.bump()?;
-                op = LevelOp::AtLeast;
-            } else if op == LevelOp::Eq && self.is("-") {
-                self.bump()?;
-                op = LevelOp::AtMost;
-            }
-            self.expect("}")?;
-            level = Some((n, op));
+    /// A test's `{N}`, `{N+}` or `{N-}` level, if it has one.
+    fn level(&mut self) -> Result<Option<(usize, LevelOp)>, QueryError> {
+        if !self.is("{") {
+            return Ok(None);
         }
+        self.bump()?;
+        // "{1-}" lexes as one word (a '-' can sit inside words).
+        let (n, mut op) = match self.tok.clone() {
+            Tok::Word(w) => match w.strip_suffix('-') {
+                Some(d) => (d.parse::<usize>().ok(), LevelOp::AtMost),
+                None => (w.parse::<usize>().ok(), LevelOp::Eq),
+            },
+            _ => (None, LevelOp::Eq),
+        };
+        let Some(n) = n else { return self.err("Expected a level") };
+        self.bump()?;
+        if op == LevelOp::Eq && self.is("+") {
+            self.bump()?;
+            op = LevelOp::AtLeast;
+        } else if op == LevelOp::Eq && self.is("-") {
+            self.bump()?;
+            op = LevelOp::AtMost;
+        }
+        self.expect("}")?;
+        Ok(Some((n, op)))
+    }
+
+    fn test(&mut self) -> Result<Test, QueryError> {
+        let level = self.level()?;
         if matches!(&self.tok, Tok::Word(w) if w.eq_ignore_ascii_case("vxid")) {
             return self.vxid_test(level.is_some());
         }
