@@ -50,7 +50,8 @@ fn legal(sub: &str) -> Option<&'static [&'static str]> {
     BUILTIN_SUBS.iter().find(|(n, _)| *n == sub).map(|(_, a)| *a)
 }
 
-fn walk_exprs<'a>(e: &'a Expr, f: &mut impl FnMut(&'a Expr)) {
+/// Visit an expression and every one inside it (depth first).
+pub(super) fn walk_exprs<'a>(e: &'a Expr, f: &mut impl FnMut(&'a Expr)) {
     f(e);
     match e {
         Expr::Call { args, .. } => args.iter().for_each(|a| walk_exprs(a, f)),
@@ -64,7 +65,7 @@ fn walk_exprs<'a>(e: &'a Expr, f: &mut impl FnMut(&'a Expr)) {
 }
 
 /// Visit every statement (depth first).
-fn walk<'a>(body: &'a [Stmt], f: &mut impl FnMut(&'a Stmt)) {
+pub(super) fn walk<'a>(body: &'a [Stmt], f: &mut impl FnMut(&'a Stmt)) {
     for s in body {
         f(s);
         match s {

@@ -25,41 +25,25 @@ pub fn err_unref() -> bool {
 }
 
 fn names_in(e: &Expr, out: &mut HashSet<String>) {
-    match e {
-        Expr::Name(n, _) => {
+    super::check::walk_exprs(e, &mut |x| {
+        if let Expr::Name(n, _) = x {
             out.insert(n.clone());
         }
-        Expr::Call { args, .. } => args.iter().for_each(|a| names_in(a, out)),
-        Expr::Not(x, _) | Expr::Neg(x, _) => names_in(x, out),
-        Expr::Binary { left, right, .. } => {
-            names_in(left, out);
-            names_in(right, out);
-        }
-        _ => {}
-    }
+    });
 }
 
 fn names_in_stmts(body: &[Stmt], out: &mut HashSet<String>) {
-    for s in body {
-        match s {
-            Stmt::Set { value, .. } => names_in(value, out),
-            Stmt::If { branches, otherwise, .. } => {
-                for (c, b) in branches {
-                    names_in(c, out);
-                    names_in_stmts(b, out);
-                }
-                names_in_stmts(otherwise.as_deref().unwrap_or(&[]), out);
-            }
-            Stmt::Return { args, .. } => args.iter().for_each(|a| names_in(a, out)),
-            Stmt::Call { sub, .. } => {
-                out.insert(sub.clone());
-            }
-            Stmt::New { ctor, .. } => names_in(ctor, out),
-            Stmt::Expr(e) => names_in(e, out),
-            Stmt::Block(b) => names_in_stmts(b, out),
-            Stmt::Unset { .. } => {}
+    super::check::walk(body, &mut |s| match s {
+        Stmt::Set { value, .. } => names_in(value, out),
+        Stmt::If { branches, .. } => branches.iter().for_each(|(c, _)| names_in(c, out)),
+        Stmt::Return { args, .. } => args.iter().for_each(|a| names_in(a, out)),
+        Stmt::Call { sub, .. } => {
+            out.insert(sub.clone());
         }
-    }
+        Stmt::New { ctor, .. } => names_in(ctor, out),
+        Stmt::Expr(e) => names_in(e, out),
+        Stmt::Block(_) | Stmt::Unset { .. } => {}
+    });
 }
 
 fn names_in_fields(fields: &[Field], out: &mut HashSet<String>) {

@@ -317,19 +317,13 @@ impl Parser<'_> {
             self.expect("]")?;
             field = Some(n);
         }
-        let op = match &self.tok {
-            Tok::Punct("==") => Some(Op::NumEq),
-            Tok::Punct("!=") => Some(Op::NumNe),
-            Tok::Punct("<") => Some(Op::Lt),
-            Tok::Punct("<=") => Some(Op::Le),
-            Tok::Punct(">") => Some(Op::Gt),
-            Tok::Punct(">=") => Some(Op::Ge),
+        let op = num_op(&self.tok).or(match &self.tok {
             Tok::Punct("~") => Some(Op::Match),
             Tok::Punct("!~") => Some(Op::NoMatch),
             Tok::Word(w) if w == "eq" => Some(Op::StrEq),
             Tok::Word(w) if w == "ne" => Some(Op::StrNe),
             _ => None,
-        };
+        });
         let Some(op) = op else { return Ok(Test { vxid: false, level, tags, header, field, cmp: None }) };
         self.bump()?;
         let at = self.at;
@@ -363,16 +357,11 @@ impl Parser<'_> {
         if self.is("[") || self.is(",") || self.is(":") {
             return self.err("Unexpected taglist selection for vxid");
         }
-        let op = match &self.tok {
-            Tok::Punct("==") => Op::NumEq,
-            Tok::Punct("!=") => Op::NumNe,
-            Tok::Punct("<") => Op::Lt,
-            Tok::Punct("<=") => Op::Le,
-            Tok::Punct(">") => Op::Gt,
-            Tok::Punct(">=") => Op::Ge,
-            Tok::Punct(p) => return self.err(format!("Expected vxid operator got '{p}'")),
-            Tok::Word(w) => return self.err(format!("Expected vxid operator got '{w}'")),
-            _ => return self.err("Expected vxid operator"),
+        let op = match (num_op(&self.tok), &self.tok) {
+            (Some(op), _) => op,
+            (None, Tok::Punct(p)) => return self.err(format!("Expected vxid operator got '{p}'")),
+            (None, Tok::Word(w)) => return self.err(format!("Expected vxid operator got '{w}'")),
+            (None, _) => return self.err("Expected vxid operator"),
         };
         self.bump()?;
         let n = match &self.tok {
@@ -425,6 +414,19 @@ fn eval(e: &Expr, g: &Group) -> bool {
     }
 }
 
+/// A numeric comparison operator.
+fn num_op(t: &Tok) -> Option<Op> {
+    Some(match t {
+        Tok::Punct("==") => Op::NumEq,
+        Tok::Punct("!=") => Op::NumNe,
+        Tok::Punct("<") => Op::Lt,
+        Tok::Punct("<=") => Op::Le,
+        Tok::Punct(">") => Op::Gt,
+        Tok::Punct(">=") => Op::Ge,
+        _ => return None,
+    })
+}
+
 /// A number against a test's numeric comparison.
 fn compare(t: &Test, v: f64) -> bool {
     let Some((op, Operand::Num(want))) = &t.cmp else { return false };
@@ -464,18 +466,8 @@ fn test_record(t: &Test, r: &OwnedRecord) -> bool {
         (Op::NoMatch, Operand::Regex(re)) => !re.is_match(value),
         (Op::StrEq, Operand::Str(s)) => value == s,
         (Op::StrNe, Operand::Str(s)) => value != s,
-        (op, Operand::Num(want)) => {
-            // A field that is not a number never compares.
-            let Ok(v) = value.trim().parse::<f64>() else { return false };
-            match op {
-                Op::NumEq => v == *want,
-                Op::NumNe => v != *want,
-                Op::Lt => v < *want,
-                Op::Le => v <= *want,
-                Op::Gt => v > *want,
-                _ => v >= *want,
-            }
-        }
+        // A field that is not a number never compares.
+        (_, Operand::Num(_)) => value.trim().parse::<f64>().is_ok_and(|v| compare(t, v)),
         _ => false,
     }
 }
