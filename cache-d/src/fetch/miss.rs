@@ -126,8 +126,8 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
     let MissSpec { req, guard, stale, stale_body, bxid, rxid, reason, addrs, policy, body } = spec;
     let mut f = Fetch::new(&sh, bxid, rxid, reason);
     sh.seg.add(if reason == "bgfetch" { C::SBgfetch } else { C::SFetch }, 1);
-    let mut bereq = cache_bereq(&req, bxid, reason, stale.as_ref(), sh.params().http_gzip_support);
     let revalidate = stale.as_ref().filter(|s| ims_candidate(s));
+    let mut bereq = cache_bereq(&req, bxid, reason, revalidate, sh.params().http_gzip_support);
     let mut fetched = backend_steps(&sh, &*policy, (&mut f, &mut bereq), addrs, revalidate, body).await;
     read_small_body(&mut fetched);
     // stale-if-error: a refresh that failed (or answered 5xx) leaves the
@@ -263,7 +263,7 @@ async fn backend_steps(
 
 /// The backend request for the cache: a GET (a HEAD miss fetches the
 /// whole object), without the client's conditionals and ranges, made
-/// conditional on a stale object's validators.
+/// conditional on the validators of `stale` (one [`ims_candidate`]).
 fn cache_bereq(req: &Req, bxid: u32, reason: &str, stale: Option<&ObjRef>, gzip: bool) -> Bereq {
     let mut bereq = Bereq::from_req(req, bxid);
     bereq.is_bgfetch = reason == "bgfetch";
@@ -277,7 +277,7 @@ fn cache_bereq(req: &Req, bxid: u32, reason: &str, stale: Option<&ObjRef>, gzip:
         bereq.headers.unset("accept-encoding");
         bereq.headers.set("Accept-Encoding", Bytes::from_static(b"gzip"));
     }
-    if let Some(s) = stale.filter(|s| ims_candidate(s)) {
+    if let Some(s) = stale {
         if let Some(lm) = s.header("last-modified") {
             bereq.headers.set("If-Modified-Since", lm);
         }

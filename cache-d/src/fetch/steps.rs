@@ -232,9 +232,10 @@ fn vcl_backend_error<B>(t: &mut BeTxn<'_, B>, status: u16, reason: String) -> St
             // A status over 999 goes out as its last three digits (503 if
             // they are below 100), as Varnish sends it.
             if beresp.status >= 1000 {
-                beresp.status %= 1000;
-                if beresp.status < 100 {
-                    beresp.status = 503;
+                // Below 100 it is a 503 with its standard reason too.
+                let low = beresp.status % 1000 < 100;
+                beresp.status = crate::vcl::builtin::wire_status(beresp.status);
+                if low {
                     beresp.reason = Bytes::from_static(crate::vcl::builtin::reason_phrase(503).as_bytes());
                 }
             }

@@ -268,11 +268,14 @@ pub fn request_checks(h: &Head) -> Result<(), &'static str> {
     if h.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"host")).nth(1).is_some() {
         return Err("Duplicate Host header");
     }
-    if h.has_token("connection", "host") {
+    // The headers Connection names (none, without allocating, in the
+    // usual case) may not be Host, nor one a fetch or a delivery must see
+    // (Varnish's http_DoConnection refuses those a pass would not forward
+    // anyway).
+    let named = connection_tokens(h.iter());
+    if named.iter().any(|t| t.eq_ignore_ascii_case(b"host")) {
         return Err("Connection names the Host header");
     }
-    // Nor a header a fetch or a delivery must see (Varnish's
-    // http_DoConnection refuses those a pass would not forward anyway).
     const KEPT: [&str; 11] = [
         "age",
         "range",
@@ -286,7 +289,7 @@ pub fn request_checks(h: &Head) -> Result<(), &'static str> {
         "proxy-authenticate",
         "proxy-authorization",
     ];
-    if KEPT.iter().any(|k| h.has_token("connection", k)) {
+    if named.iter().any(|t| KEPT.iter().any(|k| t.eq_ignore_ascii_case(k.as_bytes()))) {
         return Err("Connection names a header that must not be removed");
     }
     // Two Content-Length headers, even equal ones, as Varnish's cnt_recv.

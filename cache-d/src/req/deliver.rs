@@ -32,6 +32,20 @@ pub enum RangeReq {
     Unsatisfiable,
 }
 
+impl RangeReq {
+    /// The status, reason and Content-Range of an answer to it, for a body
+    /// of `len` bytes (no Content-Range on a 416 when that is not known
+    /// yet); None to serve the whole body.
+    pub fn answer(&self, len: Option<u64>) -> Option<(u16, &'static [u8], Option<Bytes>)> {
+        let total = len.unwrap_or(0);
+        match self {
+            RangeReq::Part(a, b) => Some((206, b"Partial Content", Some(Bytes::from(format!("bytes {a}-{b}/{total}"))))),
+            RangeReq::Unsatisfiable => Some((416, b"Range Not Satisfiable", len.map(|n| Bytes::from(format!("bytes */{n}"))))),
+            RangeReq::Whole => None,
+        }
+    }
+}
+
 /// A Range header's `bytes=LOW-HIGH` as Varnish 7.1 reads it
 /// (http_GetRange): None when it is not one it accepts (no `=`, another
 /// unit, several ranges, a blank before a number, high below low,
@@ -388,19 +402,18 @@ fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o mut Resp, head_only: bool, ke
         p.send_body = false;
         return p;
     }
-    let total = len.unwrap_or(0);
+    if let Some((status, reason, content_range)) = range.answer(len) {
+        (p.status, p.reason) = (status, reason);
+        if let Some(v) = content_range {
+            p.headers.set("Content-Range", v);
+        }
+    }
     match range {
         RangeReq::Part(a, b) => {
-            (p.status, p.reason) = (206, b"Partial Content");
-            p.headers.set("Content-Range", Bytes::from(format!("bytes {a}-{b}/{total}")));
             p.span = Some((a, b));
             p.framing = Some((b"Content-Length", (b - a + 1).to_string()));
         }
         RangeReq::Unsatisfiable => {
-            (p.status, p.reason) = (416, b"Range Not Satisfiable");
-            if len.is_some() {
-                p.headers.set("Content-Range", Bytes::from(format!("bytes */{total}")));
-            }
             p.send_body = false;
             p.framing = Some((b"Content-Length", "0".to_string()));
         }

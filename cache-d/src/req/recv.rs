@@ -279,12 +279,8 @@ async fn cache_body<T: Transport>(r: &mut Request<'_, T>) -> Result<(), Error> {
     if !r.send_continue().await {
         return Err(Error::new(Side::Client, "client closed before 100 Continue"));
     }
-    let idle = r.sh.params().timeout_idle;
     let mut body = Vec::new();
-    let m = r.conn.copy_body(r.framing, false, &mut body, Side::Internal, idle).await?;
-    r.sh.seg.add(C::SReqBodybytes, m.rx);
-    r.body_rx += m.rx;
-    r.framing = Framing::None;
+    r.read_body(&mut body).await?;
     r.cached_body = Some(Bytes::from(body));
     Ok(())
 }
@@ -301,15 +297,12 @@ async fn body_for_fetch<T: Transport>(r: &mut Request<'_, T>) -> Result<(), Erro
     if !r.send_continue().await {
         return Err(Error::new(Side::Client, "client closed before 100 Continue"));
     }
-    let (idle, cap) = (r.sh.params().timeout_idle, r.sh.params().transit_buffer.max(64 * 1024) as usize);
+    let cap = r.sh.params().transit_buffer.max(64 * 1024) as usize;
     let mut body = crate::util::Capped { v: Vec::new(), cap };
-    let m = r.conn.copy_body(r.framing, false, &mut body, Side::Internal, idle).await.map_err(|e| match e.side {
+    r.read_body(&mut body).await.map_err(|e| match e.side {
         Side::Internal => Error::new(Side::Internal, format!("longer than transit_buffer ({cap} bytes) for a cache fetch: pass it")),
         _ => e,
     })?;
-    r.sh.seg.add(C::SReqBodybytes, m.rx);
-    r.body_rx += m.rx;
-    r.framing = Framing::None;
     r.cached_body = Some(Bytes::from(body.v));
     Ok(())
 }
@@ -323,11 +316,7 @@ async fn discard_body<T: Transport>(r: &mut Request<'_, T>) -> Result<(), Error>
     if !r.send_continue().await {
         return Err(Error::new(Side::Client, "client closed before 100 Continue"));
     }
-    let idle = r.sh.params().timeout_idle;
-    let m = r.conn.copy_body(r.framing, false, &mut tokio::io::sink(), Side::Internal, idle).await?;
-    r.sh.seg.add(C::SReqBodybytes, m.rx);
-    r.body_rx += m.rx;
-    r.framing = Framing::None;
+    r.read_body(&mut tokio::io::sink()).await?;
     r.body_consumed = true;
     Ok(())
 }

@@ -309,6 +309,18 @@ impl<T: Transport> Request<'_, T> {
         tokio::io::AsyncWriteExt::write_all(self.conn.out(), b"HTTP/1.1 100 Continue\r\n\r\n").await.is_ok()
     }
 
+    /// Read what is left of the request's body into `into` (within
+    /// timeout_idle, counted): none is left after, whatever `into` keeps.
+    /// A write `into` refuses fails as Side::Internal.
+    pub async fn read_body<W: tokio::io::AsyncWrite + Unpin>(&mut self, into: &mut W) -> Result<(), crate::error::Error> {
+        let idle = self.sh.params().timeout_idle;
+        let m = self.conn.copy_body(self.framing, false, into, crate::error::Side::Internal, idle).await?;
+        self.sh.seg.add(C::SReqBodybytes, m.rx);
+        self.body_rx += m.rx;
+        self.framing = Framing::None;
+        Ok(())
+    }
+
     /// The connection stays open after a response only if the request's
     /// body (if any) has been read.
     pub fn close_after(&self) -> bool {

@@ -33,10 +33,7 @@ fn synthetic(status: u16, reason: &str) -> Resp {
 /// if the request's body (if any) has been read.
 pub async fn vcl_synth<T: Transport>(r: &mut Request<'_, T>, status: u16, reason: &str) -> Step {
     r.sh.seg.add(C::SSynth, 1);
-    let mut resp = synthetic(status % 1000, reason);
-    if resp.status < 100 {
-        resp.status = 503;
-    }
+    let mut resp = synthetic(crate::vcl::builtin::wire_status(status), reason);
     let mut body = Vec::new();
     let action = r.call(Sub::Synth, With { resp: Some(&mut resp), body: Some(&mut body), ..With::default() });
     match action {
@@ -83,21 +80,18 @@ fn ranged<'b, T: Transport>(r: &Request<'_, T>, resp: &Resp, body: &'b [u8]) -> 
     if !if_range_ok(&r.req, resp) {
         return None;
     }
+    let range = parse_range(v, body.len() as u64);
+    let (status, reason, content_range) = range.answer(Some(body.len() as u64))?;
     let mut out = resp.clone();
-    let len = body.len() as u64;
-    match parse_range(v, len) {
-        RangeReq::Part(a, b) => {
-            (out.status, out.reason) = (206, Bytes::from_static(b"Partial Content"));
-            out.headers.set("Content-Range", Bytes::from(format!("bytes {a}-{b}/{len}")));
-            Some((out, &body[a as usize..=b as usize]))
-        }
-        RangeReq::Unsatisfiable => {
-            (out.status, out.reason) = (416, Bytes::from_static(b"Range Not Satisfiable"));
-            out.headers.set("Content-Range", Bytes::from(format!("bytes */{len}")));
-            Some((out, &[][..]))
-        }
-        RangeReq::Whole => None,
+    (out.status, out.reason) = (status, Bytes::from_static(reason));
+    if let Some(v) = content_range {
+        out.headers.set("Content-Range", v);
     }
+    let part = match range {
+        RangeReq::Part(a, b) => &body[a as usize..=b as usize],
+        _ => &[][..],
+    };
+    Some((out, part))
 }
 
 /// Send a synthetic response and end the request.
@@ -197,12 +191,8 @@ async fn drain_body<T: Transport>(r: &mut Request<'_, T>, cap: u64) {
     {
         return;
     }
-    let idle = r.sh.params().timeout_idle;
     let mut sink = crate::util::Capped { v: Vec::new(), cap: cap as usize };
-    if let Ok(m) = r.conn.copy_body(r.framing, false, &mut sink, crate::error::Side::Internal, idle).await {
-        r.sh.seg.add(common::counters::C::SReqBodybytes, m.rx);
-        r.body_rx += m.rx;
-        r.framing = crate::http1::head::Framing::None;
+    if r.read_body(&mut sink).await.is_ok() {
         r.body_consumed = true;
     }
 }

@@ -67,6 +67,15 @@ pub fn fallthrough(sub: Sub) -> Action {
 }
 
 /// The standard reason phrase of a status code.
+/// The status a synth() or error() status goes out as: its last three
+/// digits, 503 when they are below 100 (Varnish's rule).
+pub fn wire_status(status: u16) -> u16 {
+    match status % 1000 {
+        s if s < 100 => 503,
+        s => s,
+    }
+}
+
 pub fn reason_phrase(status: u16) -> &'static str {
     match status {
         100 => "Continue",
