@@ -203,9 +203,18 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
     if !r.req.late_100_continue && !r.send_continue().await {
         return Step::Done(Some(Reason::TxError));
     }
-    if r.req.cache_body && r.cached_body.is_none() && r.framing != Framing::None {
-        if let Err(e) = cache_body(r).await {
-            return bad_body(r, &e).await;
+    if let Some(limit) = r.req.cache_body.filter(|_| r.cached_body.is_none() && r.framing != Framing::None) {
+        if let Err(e) = cache_body(r, limit).await {
+            return match e.side {
+                // Over std.cache_req_body's limit: closed without a
+                // response, as Varnish does.
+                Side::Internal => {
+                    r.log.recf(Tag::FetchError, LogSide::Client, r.rxid, format_args!("{e}"));
+                    r.end((0, 0));
+                    Step::Done(Some(Reason::RxBody))
+                }
+                _ => bad_body(r, &e).await,
+            };
         }
     }
     r.head_only = &r.req.method[..] == b"HEAD";
@@ -274,14 +283,19 @@ pub fn purge<T: Transport>(r: &mut Request<'_, T>, key: &[u8]) -> Step {
 }
 
 /// std.cache_req_body(): read the body into memory once, so every fetch
-/// (retries, restarts) can send it.
-async fn cache_body<T: Transport>(r: &mut Request<'_, T>) -> Result<(), Error> {
+/// (retries, restarts) can send it; more than `limit` bytes (known from
+/// Content-Length or met while reading) fails with Side::Internal.
+async fn cache_body<T: Transport>(r: &mut Request<'_, T>, limit: u64) -> Result<(), Error> {
+    let too_big = || Error::new(Side::Internal, "Request body too big to cache");
+    if r.req.body_size.flatten().is_some_and(|n| n > limit) {
+        return Err(too_big());
+    }
     if !r.send_continue().await {
         return Err(Error::new(Side::Client, "client closed before 100 Continue"));
     }
-    let mut body = Vec::new();
-    r.read_body(&mut body).await?;
-    r.cached_body = Some(Bytes::from(body));
+    let mut body = crate::util::Capped { v: Vec::new(), cap: usize::try_from(limit).unwrap_or(usize::MAX) };
+    r.read_body(&mut body).await.map_err(|e| if e.side == Side::Internal { too_big() } else { e })?;
+    r.cached_body = Some(Bytes::from(body.v));
     Ok(())
 }
 

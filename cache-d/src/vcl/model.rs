@@ -109,9 +109,11 @@ pub struct Req {
     /// The request body as vcl_recv sees it: None without one, the length
     /// for Content-Length, Some(None) for chunked.
     pub body_size: Option<Option<u64>>,
-    /// std.cache_req_body() said yes: the body is read into memory after
-    /// vcl_recv, so it can be sent again (retries, restarts).
-    pub cache_body: bool,
+    /// std.cache_req_body(LIMIT) ran on a request with a body: the body is
+    /// read into memory after vcl_recv (at most LIMIT bytes, else the
+    /// connection closes without a response, as Varnish's BS_ERROR), so
+    /// it can be sent again (retries, restarts).
+    pub cache_body: Option<u64>,
     /// How deep in ESI includes this request is (0: the client's own).
     pub esi_level: u32,
     /// For an ESI include: the top request's method, URL, protocol and

@@ -232,14 +232,18 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             Box::new(move |t, c| {
                 let limit = x(t, c).num().unwrap_or(0.0);
                 let Some(r) = t.req.as_deref_mut() else { return Val::Bool(false) };
-                // A body of known length that fits is cached (read after
-                // vcl_recv); a chunked one is not (its size is unknown).
+                // The body is read after vcl_recv, at most `limit` bytes:
+                // a Content-Length over it is refused now (false), a
+                // chunked one when it passes the limit (the connection
+                // closes either way, as in Varnish).
                 let fits = match r.body_size {
                     None => true,
                     Some(Some(n)) => (n as f64) <= limit,
-                    Some(None) => false,
+                    Some(None) => true,
                 };
-                r.cache_body |= fits && r.body_size.is_some();
+                if r.body_size.is_some() {
+                    r.cache_body = Some(limit.max(0.0) as u64);
+                }
                 Val::Bool(fits)
             })
         }
