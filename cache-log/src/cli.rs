@@ -59,8 +59,16 @@ pub struct Args {
 
     /// Only show groups that match this query (see cache-log(1), QUERY
     /// LANGUAGE), e.g. 'RespStatus >= 500 or ReqURL ~ "^/api/"'.
+    /// Repeatable, and one argument may hold several queries on lines of
+    /// their own (# starts a comment): a group matching any of them is
+    /// shown.
     #[arg(short = 'q', value_name = "QUERY")]
-    pub query: Option<String>,
+    pub query: Vec<String>,
+
+    /// Read queries from FILE, one per line (# starts a comment), OR-ed
+    /// with each other and with -q. Repeatable.
+    #[arg(short = 'Q', value_name = "FILE")]
+    pub query_file: Vec<std::path::PathBuf>,
 
     /// Read the log from FILE (written by -w, or by varnishlog -w; "-" is
     /// stdin) instead of the instance, then exit.

@@ -124,7 +124,7 @@ pub fn selection_order(argv: &[String]) -> Vec<(char, String)> {
                 break;
             }
             // Options that take a value end the cluster.
-            if matches!(c, 'g' | 'n' | 'q' | 'r' | 'w' | 'T' | 't' | 'k') {
+            if matches!(c, 'g' | 'n' | 'q' | 'Q' | 'r' | 'w' | 'T' | 't' | 'k') {
                 if rest.len() == i + 1 {
                     it.next();
                 }
@@ -238,7 +238,7 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
         args.selection.clone()
     };
     let filter = Filter::new(&selection)?;
-    let query = args.query.as_deref().map(common::log::query::Query::parse).transpose().map_err(|e| e.to_string())?;
+    let query = common::log::query::Query::from_options(&args.query, &args.query_file)?;
     let raw = args.grouping == Grouping::Raw;
     let mut shown = 0u64;
     let mut file = match args.output.write.as_deref() {

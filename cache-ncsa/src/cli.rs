@@ -41,8 +41,16 @@ pub struct Args {
 
     /// Only log requests that match this query (the language of
     /// cache-log(1)), e.g. 'RespStatus >= 500'.
+    /// Repeatable, and one argument may hold several queries on lines of
+    /// their own (# starts a comment): a group matching any of them is
+    /// shown.
     #[arg(short = 'q', value_name = "QUERY")]
-    pub query: Option<String>,
+    pub query: Vec<String>,
+
+    /// Read queries from FILE, one per line (# starts a comment), OR-ed
+    /// with each other and with -q. Repeatable.
+    #[arg(short = 'Q', value_name = "FILE")]
+    pub query_file: Vec<std::path::PathBuf>,
 
     /// Log backend requests (alone, or with -c as well).
     #[arg(short = 'b')]

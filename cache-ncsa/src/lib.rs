@@ -120,7 +120,7 @@ impl Write for LogFile {
 pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let (text, json) = format_of(&args)?;
     let format = Format::parse(&text)?;
-    let query = args.query.as_deref().map(common::log::query::Query::parse).transpose().map_err(|e| e.to_string())?;
+    let query = common::log::query::Query::from_options(&args.query, &args.query_file)?;
     let mut file = args.output.write.as_deref().map(|p| LogFile::open(p, args.output.append)).transpose()?;
     let grouping = if args.grouping == "request" { Grouping::Request } else { Grouping::Vxid };
     // As varnishncsa: client lines by default, backend lines with -b (and

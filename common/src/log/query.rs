@@ -35,9 +35,14 @@ pub struct QueryError {
 
 impl fmt::Display for QueryError {
     /// Varnish's layout: the message, the query, a caret under the place.
+    /// With several lines, the line at fault.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let col = self.query[..self.at.min(self.query.len())].chars().count();
-        write!(f, "Query expression error:\n{} (at position {})\n{}\n{}^", self.msg, self.at + 1, self.query, " ".repeat(col))
+        let at = self.at.min(self.query.len());
+        let start = self.query[..at].rfind('\n').map_or(0, |i| i + 1);
+        let end = self.query[at..].find('\n').map_or(self.query.len(), |i| at + i);
+        let col = self.query[start..at].chars().count();
+        let line = &self.query[start..end];
+        write!(f, "Query expression error:\n{} (at position {})\n{line}\n{}^", self.msg, self.at + 1, " ".repeat(col))
     }
 }
 
@@ -119,26 +124,42 @@ impl Lexer<'_> {
     /// The next token and where it starts.
     fn next(&mut self) -> Result<(Tok, usize), QueryError> {
         let b = self.s.as_bytes();
-        while self.i < b.len() && b[self.i].is_ascii_whitespace() {
-            self.i += 1;
+        // Blanks, `#` comments (to the end of the line) and a backslash
+        // before a newline are skipped; a newline ends one query of a list.
+        loop {
+            match b.get(self.i) {
+                Some(b'\n') | None => break,
+                Some(c) if c.is_ascii_whitespace() => self.i += 1,
+                Some(b'#') => {
+                    while self.i < b.len() && b[self.i] != b'\n' {
+                        self.i += 1;
+                    }
+                }
+                Some(b'\\') if b.get(self.i + 1) == Some(&b'\n') => self.i += 2,
+                Some(_) => break,
+            }
         }
         let start = self.i;
         if self.i >= b.len() {
             return Ok((Tok::End, start));
         }
         let c = b[self.i];
+        if c == b'\n' {
+            self.i += 1;
+            return Ok((Tok::Punct("\n"), start));
+        }
         if c == b'"' || c == b'\'' {
             let mut out = String::new();
             let mut j = self.i + 1;
-            while j < b.len() && b[j] != c {
-                if b[j] == b'\\' && j + 1 < b.len() {
+            while j < b.len() && b[j] != c && b[j] != b'\n' {
+                if b[j] == b'\\' && j + 1 < b.len() && b[j + 1] != b'\n' {
                     j += 1;
                 }
                 let ch = self.s[j..].chars().next().unwrap_or('\u{fffd}');
                 out.push(ch);
                 j += ch.len_utf8();
             }
-            if j >= b.len() {
+            if j >= b.len() || b[j] != c {
                 return Err(self.err("Unterminated string", start));
             }
             self.i = j + 1;
@@ -155,7 +176,7 @@ impl Lexer<'_> {
             return Ok((Tok::Punct("-"), start));
         }
         let mut j = self.i;
-        while j < b.len() && !b[j].is_ascii_whitespace() && !b"()[]{}:,<>=!~\"'".contains(&b[j]) {
+        while j < b.len() && !b[j].is_ascii_whitespace() && !b"()[]{}:,<>=!~\"'#".contains(&b[j]) {
             if b[j] == b'+' && j > self.i && !b[j - 1].eq_ignore_ascii_case(&b'e') {
                 break;
             }
@@ -377,17 +398,46 @@ impl Parser<'_> {
 }
 
 impl Query {
+    /// One query, or several on lines of their own (blank lines and `#`
+    /// comments aside): a group matches when one of them does.
     pub fn parse(s: &str) -> Result<Query, QueryError> {
         let mut p = Parser { lex: Lexer { s, i: 0 }, tok: Tok::End, at: 0 };
         p.bump()?;
-        if p.tok == Tok::End {
-            return p.err("Empty query");
+        let mut expr: Option<Expr> = None;
+        loop {
+            while p.is("\n") {
+                p.bump()?;
+            }
+            if p.tok == Tok::End {
+                break;
+            }
+            let e = p.or()?;
+            if p.tok != Tok::End && !p.is("\n") {
+                return p.err("Expected 'and', 'or' or the end of the query");
+            }
+            expr = Some(match expr {
+                Some(prev) => Expr::Or(Box::new(prev), Box::new(e)),
+                None => e,
+            });
         }
-        let expr = p.or()?;
-        if p.tok != Tok::End {
-            return p.err("Expected 'and', 'or' or the end of the query");
+        match expr {
+            Some(expr) => Ok(Query { expr }),
+            None => p.err("Empty query"),
         }
-        Ok(Query { expr })
+    }
+
+    /// The query of the -q and -Q options (varnishlog's): each -q
+    /// argument and each -Q file's text is a list of queries, all OR-ed.
+    /// None when there is none.
+    pub fn from_options(queries: &[String], files: &[std::path::PathBuf]) -> Result<Option<Query>, String> {
+        let mut all = queries.to_vec();
+        for f in files {
+            all.push(std::fs::read_to_string(f).map_err(|e| format!("-Q {}: {e}", f.display()))?);
+        }
+        if all.is_empty() {
+            return Ok(None);
+        }
+        Query::parse(&all.join("\n")).map(Some).map_err(|e| e.to_string())
     }
 
     /// Does the group match?
@@ -577,6 +627,17 @@ mod tests {
         assert_eq!(e("RespStatus == 200 RespStatus").msg, "Expected 'and', 'or' or the end of the query");
         let shown = e("RespStatus == abc").to_string();
         assert!(shown.ends_with("RespStatus == abc\n              ^"), "{shown}");
+    }
+
+    #[test]
+    fn lines_are_queries_ored_with_comments() {
+        assert!(q("RespStatus == 404\n# a comment\n\n  ReqMethod eq GET # trailing"));
+        assert!(!q("RespStatus == 404\nReqMethod eq POST"));
+        assert!(q("RespStatus == 404 or \\\n ReqMethod eq GET"));
+        assert_eq!(Query::parse("\n  # only a comment\n").err().map(|e| e.msg), Some("Empty query".into()));
+        assert_eq!(Query::parse("ReqURL eq \"a\nb\"").err().map(|e| e.msg), Some("Unterminated string".into()));
+        let e = Query::parse("RespStatus == 1\nRespStatus == x\nReqURL").unwrap_err().to_string();
+        assert!(e.ends_with("\nRespStatus == x\n              ^"), "{e}");
     }
 
     #[test]
