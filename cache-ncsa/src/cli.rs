@@ -31,8 +31,10 @@ pub struct Args {
     #[arg(long, value_name = "combined|common|json", conflicts_with_all = ["format", "format_file"])]
     pub format_preset: Option<String>,
 
-    /// Write JSON lines: one object per request, each format specifier
-    /// under its own key.
+    /// JSON: with -F or -f, the format's values are escaped for JSON
+    /// strings (a missing string is empty, a missing number 0), as
+    /// varnishncsa -j does; without, one object per request, each format
+    /// specifier under its own key.
     #[arg(short = 'j', long = "json")]
     pub json: bool,
 

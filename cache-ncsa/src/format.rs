@@ -171,48 +171,56 @@ impl Format {
     /// it has no line (a session, garbage, restarted, or a time specifier
     /// without a Start timestamp). The caller picks the sides (-b / -c).
     pub fn render(&self, tx: &Tx) -> Option<String> {
+        self.render_quoted(tx, false)
+    }
+
+    /// `render`, or with `json` as varnishncsa -j renders: values escaped
+    /// for a JSON string, a missing string empty, a missing number 0.
+    pub fn render_quoted(&self, tx: &Tx, json: bool) -> Option<String> {
         let f = Fields::of(tx)?;
         let mut out = String::with_capacity(256);
+        let q = Quote { json };
+        let (missing, zero) = if json { ("", "0") } else { ("-", "-") };
         for it in &self.items {
             match it {
                 Item::Lit(s) => out.push_str(s),
-                Item::Bytes => out.push_str(&f.acct(4).map_or("-".into(), |v| v.to_string())),
+                Item::Bytes => out.push_str(&f.acct(4).map_or(zero.into(), |v| v.to_string())),
                 // A pipe counts what was piped, as varnishncsa does.
-                Item::InBytes => out.push_str(&f.acct(2).or_else(|| f.pipe(2)).map_or("-".into(), |v| v.to_string())),
-                Item::OutBytes => out.push_str(&f.acct(5).or_else(|| f.pipe(3)).map_or("-".into(), |v| v.to_string())),
+                Item::InBytes => out.push_str(&f.acct(2).or_else(|| f.pipe(2)).map_or(zero.into(), |v| v.to_string())),
+                Item::OutBytes => out.push_str(&f.acct(5).or_else(|| f.pipe(3)).map_or(zero.into(), |v| v.to_string())),
                 // Truncated, as varnishncsa does ((int)(span * 1e6)), so the
                 // same log gives the same number in both.
                 Item::Micros => out.push_str(&(((f.end? - f.start?) * 1e6) as i64).to_string()),
                 Item::Seconds => out.push_str(&((f.end? - f.start?).floor()).to_string()),
                 Item::Unit(u) => out.push_str(&(((f.end? - f.start?) * *u as f64) as i64).to_string()),
-                Item::Protocol => escape(&mut out, f.protocol.unwrap_or("HTTP/1.0")),
-                Item::Host => opt(&mut out, f.client_ip),
+                Item::Protocol => q.escape(&mut out, f.protocol.unwrap_or("HTTP/1.0")),
+                Item::Host => q.opt(&mut out, f.client_ip, missing),
                 Item::Ident => out.push('-'),
-                Item::Method => opt(&mut out, f.method),
+                Item::Method => q.opt(&mut out, f.method, missing),
                 Item::Query => {
-                    if let Some(q) = f.url.and_then(|u| u.split_once('?')) {
+                    if let Some((_, query)) = f.url.and_then(|u| u.split_once('?')) {
                         out.push('?');
-                        escape(&mut out, q.1);
+                        q.escape(&mut out, query);
                     }
                 }
-                Item::Url => opt(&mut out, f.url.map(|u| u.split('?').next().unwrap_or(u))),
+                Item::Url => q.opt(&mut out, f.url.map(|u| u.split('?').next().unwrap_or(u)), missing),
                 Item::Request => {
-                    escape(&mut out, f.method.unwrap_or("-"));
+                    q.escape(&mut out, f.method.unwrap_or("-"));
                     out.push(' ');
                     match f.req_header("Host") {
-                        Some(h) if h.starts_with("http://") => escape(&mut out, h),
+                        Some(h) if h.starts_with("http://") => q.escape(&mut out, h),
                         Some(h) => {
                             out.push_str("http://");
-                            escape(&mut out, h);
+                            q.escape(&mut out, h);
                         }
                         None => out.push_str("http://localhost"),
                     }
                     // No URL (a restarted transaction): nothing, as varnishncsa.
-                    escape(&mut out, f.url.unwrap_or(""));
+                    q.escape(&mut out, f.url.unwrap_or(""));
                     out.push(' ');
-                    escape(&mut out, f.protocol.unwrap_or("HTTP/1.0"));
+                    q.escape(&mut out, f.protocol.unwrap_or("HTTP/1.0"));
                 }
-                Item::Status => opt(&mut out, f.status),
+                Item::Status => q.opt(&mut out, f.status, zero),
                 Item::Time => {
                     let t = local(f.start?)?;
                     let _ = write!(out, "[{}]", t.format("%d/%b/%Y:%H:%M:%S %z"));
@@ -236,13 +244,13 @@ impl Format {
                     }
                 }
                 Item::User => out.push_str(&f.user().unwrap_or_else(|| "-".into())),
-                Item::ReqHeader(h) => opt(&mut out, f.req_header(h)),
-                Item::RespHeader(h) => opt(&mut out, f.resp_header(h)),
-                Item::Vsl { tag, prefix, field } => opt(&mut out, vsl_value(tx, *tag, prefix.as_deref(), *field)),
+                Item::ReqHeader(h) => q.opt(&mut out, f.req_header(h), missing),
+                Item::RespHeader(h) => q.opt(&mut out, f.resp_header(h), missing),
+                Item::Vsl { tag, prefix, field } => q.opt(&mut out, vsl_value(tx, *tag, prefix.as_deref(), *field), missing),
                 Item::Extended(x) => match x.as_str() {
                     "Varnish:vxid" => out.push_str(&tx.vxid.to_string()),
                     "Varnish:side" => out.push(if f.backend { 'b' } else { 'c' }),
-                    "Varnish:time_firstbyte" => opt(&mut out, f.firstbyte),
+                    "Varnish:time_firstbyte" => q.opt(&mut out, f.firstbyte, zero),
                     "Varnish:hitmiss" => out.push_str(f.handling().0),
                     "Varnish:handling" => out.push_str(f.handling().1),
                     _ => out.push('-'),
@@ -390,10 +398,47 @@ fn local(t: f64) -> Option<chrono::DateTime<Local>> {
     Local.timestamp_opt(t.floor() as i64, ((t.fract()) * 1e9) as u32).single()
 }
 
-fn opt(out: &mut String, v: Option<&str>) {
-    match v {
-        Some(v) => escape(out, v),
-        None => out.push('-'),
+/// How values are escaped: varnishncsa's way, or for JSON (-j).
+#[derive(Clone, Copy)]
+struct Quote {
+    json: bool,
+}
+
+impl Quote {
+    fn escape(self, out: &mut String, s: &str) {
+        if self.json {
+            escape_json(out, s)
+        } else {
+            escape(out, s)
+        }
+    }
+
+    /// A value, or `missing` when there is none.
+    fn opt(self, out: &mut String, v: Option<&str>, missing: &str) {
+        match v {
+            Some(v) => self.escape(out, v),
+            None => out.push_str(missing),
+        }
+    }
+}
+
+/// varnishncsa -j's escaping (Varnish's VSB_QUOTE_JSON): `"` and `\`
+/// backslashed, `\n \r \t \v`, other control bytes as `\u00NN`; the
+/// rest (UTF-8 included) as it is.
+pub fn escape_json(out: &mut String, s: &str) {
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
     }
 }
 
@@ -623,6 +668,15 @@ mod tests {
         assert_eq!(f.render(&tx(&[(Tag::ReqHeader, "Authorization: Basic YWxpY2U6c2VjcmV0")])).unwrap(), "alice");
         assert_eq!(f.render(&tx(&[(Tag::ReqHeader, "Authorization: Bearer x")])).unwrap(), "-");
         assert!(f.render(&tx(&[(Tag::HttpGarbage, "junk")])).is_none());
+    }
+
+    #[test]
+    fn json_values_as_varnishncsa_j() {
+        let f = Format::parse(r#"{"ua": "%{User-agent}i", "x": "%{X}i", "u": "%{U}i", "s": %s, "b": %{Referer}i}"#).unwrap();
+        let t = tx(&[(Tag::ReqHeader, "X: a\tb\u{1}"), (Tag::ReqHeader, "U: \u{2203}")]);
+        let line = f.render_quoted(&t, true).unwrap();
+        assert_eq!(line, r#"{"ua": "curl/8 \"quoted\"", "x": "a\tb\u0001", "u": "∃", "s": 200, "b": }"#);
+        assert_eq!(Format::parse("%{U}i").unwrap().render(&t).unwrap(), r"\xe2\x88\x83");
     }
 
     #[test]

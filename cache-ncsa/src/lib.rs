@@ -20,20 +20,35 @@ use crate::format::Format;
 pub const PRESET_COMMON: &str = r#"%h %l %u %t "%r" %s %b"#;
 pub const PRESET_JSON: &str = "%h %l %u %t %r %s %b %{Referer}i %{User-agent}i %{Host}i %m %U %q %H %I %O %D %{Varnish:time_firstbyte}x %{Varnish:hitmiss}x %{Varnish:handling}x %{Varnish:vxid}x";
 
-/// The format text and whether to write JSON, from -F / -f / --format-preset / -j.
-pub fn format_of(args: &Args) -> Result<(String, bool), String> {
+/// How lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// The format, values escaped as varnishncsa does.
+    Text,
+    /// The format, values escaped for JSON strings (varnishncsa -j with a
+    /// format: the format itself is the JSON).
+    JsonValues,
+    /// One JSON object of the format's fields (-j without -F/-f, or
+    /// --format-preset json).
+    JsonObject,
+}
+
+/// The format text and how to write it, from -F / -f / --format-preset / -j.
+pub fn format_of(args: &Args) -> Result<(String, Output), String> {
+    let given = if args.json { Output::JsonValues } else { Output::Text };
     if let Some(path) = &args.format_file {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let line = text.lines().next().unwrap_or("").to_string();
-        return Ok((line, args.json));
+        return Ok((line, given));
     }
     if let Some(f) = &args.format {
-        return Ok((f.clone(), args.json));
+        return Ok((f.clone(), given));
     }
+    let preset = if args.json { Output::JsonObject } else { Output::Text };
     match args.format_preset.as_deref() {
-        None | Some("combined") => Ok((crate::cli::DEFAULT_FORMAT.to_string(), args.json)),
-        Some("common") => Ok((PRESET_COMMON.to_string(), args.json)),
-        Some("json") => Ok((PRESET_JSON.to_string(), true)),
+        None | Some("combined") => Ok((crate::cli::DEFAULT_FORMAT.to_string(), preset)),
+        Some("common") => Ok((PRESET_COMMON.to_string(), preset)),
+        Some("json") => Ok((PRESET_JSON.to_string(), Output::JsonObject)),
         Some(other) => Err(format!("unknown --format-preset \"{other}\"; use combined, common or json")),
     }
 }
@@ -53,7 +68,7 @@ fn emit(
     g: &common::log::group::Group,
     query: Option<&common::log::query::Query>,
     format: &Format,
-    json: bool,
+    how: Output,
     sides: Sides,
 ) -> std::io::Result<()> {
     if query.is_some_and(|q| !q.matches(g)) {
@@ -67,7 +82,10 @@ fn emit(
         if !backend && tx.linked && !tx.restart && !sides.esi {
             continue;
         }
-        let line = if json { format.render_json(tx) } else { format.render(tx) };
+        let line = match how {
+            Output::JsonObject => format.render_json(tx),
+            _ => format.render_quoted(tx, how == Output::JsonValues),
+        };
         if let Some(line) = line {
             writeln!(out, "{line}")?;
         }
@@ -118,7 +136,7 @@ impl Write for LogFile {
 
 /// Run cache-ncsa, writing lines to `out` (or the -w file).
 pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
-    let (text, json) = format_of(&args)?;
+    let (text, how) = format_of(&args)?;
     let format = Format::parse(&text)?;
     let query = common::log::query::Query::from_options(&args.query, &args.query_file)?;
     let mut file = args.output.write.as_deref().map(|p| LogFile::open(p, args.output.append)).transpose()?;
@@ -143,12 +161,12 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
         Some(_) => Grouper::new(grouping),
     };
     let res = if let Some(path) = &args.read {
-        common::log::vslfile::read_groups(path, grouper, out, |o, g| emit(o, g, query.as_ref(), &format, json, sides))
+        common::log::vslfile::read_groups(path, grouper, out, |o, g| emit(o, g, query.as_ref(), &format, how, sides))
     } else {
         let dir = common::instance::resolve(args.instance.name.as_deref());
         let opts = follow::Options { dump: args.dump, wait: follow::parse_wait(args.wait.as_deref())? };
         follow::follow_groups("cache-ncsa", &dir, &opts, grouper, Duration::from_secs(120), out, |o, g| {
-            emit(o, g, query.as_ref(), &format, json, sides)
+            emit(o, g, query.as_ref(), &format, how, sides)
         })
     };
     if let Some(f) = file.as_mut() {
