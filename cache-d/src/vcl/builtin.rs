@@ -3,17 +3,56 @@
 
 use bytes::Bytes;
 
-use crate::vcl::model::{Action, Bereq, Beresp, Headers, Req, Sub, Task};
+use crate::vcl::model::{Action, Headers, Req, Sub, Task};
 
 const KNOWN_METHODS: [&[u8]; 8] = [b"GET", b"HEAD", b"PUT", b"POST", b"TRACE", b"OPTIONS", b"DELETE", b"PATCH"];
 
+/// Varnish 7's split subroutines: the parts of the built-in vcl_recv and
+/// vcl_backend_response a program may define its own version of, with
+/// the method each runs in.
+pub const SPLIT_SUBS: [(&str, Sub); 9] = [
+    ("vcl_req_host", Sub::Recv),
+    ("vcl_req_method", Sub::Recv),
+    ("vcl_req_authorization", Sub::Recv),
+    ("vcl_req_cookie", Sub::Recv),
+    ("vcl_beresp_stale", Sub::BackendResponse),
+    ("vcl_beresp_cookie", Sub::BackendResponse),
+    ("vcl_beresp_control", Sub::BackendResponse),
+    ("vcl_beresp_vary", Sub::BackendResponse),
+    ("vcl_beresp_hitmiss", Sub::BackendResponse),
+];
+
+/// The method a split subroutine runs in, if `name` is one.
+pub fn split_method(name: &str) -> Option<Sub> {
+    SPLIT_SUBS.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+}
+
+/// What a program's own version of a split subroutine did. It runs before
+/// the built-in body (Varnish concatenates the two definitions).
+pub enum Split {
+    /// Not defined, or it fell through: the built-in body runs.
+    Builtin,
+    /// A bare `return;`: the built-in body is skipped, its caller goes on.
+    Done,
+    /// `return (action)`: the method ends with it.
+    Return(Action),
+}
+
+/// Runs the program's version of a split subroutine (by name).
+pub type Hook<'h> = &'h dyn Fn(&str, &mut Task<'_>) -> Split;
+
 /// The built-in subroutines (`varnishd -x builtin`, 7.x).
 pub fn builtin(sub: Sub, t: &mut Task<'_>) -> Action {
+    builtin_with(sub, t, &|_, _| Split::Builtin)
+}
+
+/// [`builtin`], with the program's own split subroutines run by `hook`.
+pub fn builtin_with(sub: Sub, t: &mut Task<'_>, hook: Hook<'_>) -> Action {
     match sub {
-        Sub::Recv => match t.req.as_deref_mut() {
-            Some(req) => builtin_recv(req),
-            None => Action::Fail,
-        },
+        Sub::Recv => {
+            let parts = ["vcl_req_host", "vcl_req_method", "vcl_req_authorization", "vcl_req_cookie"];
+            parts.iter().find_map(|p| split(p, t, hook)).unwrap_or(Action::Hash)
+        }
         Sub::Hash => {
             if let (Some(req), Some(key)) = (t.req.as_deref(), t.key.as_deref_mut()) {
                 builtin_hash(req, key);
@@ -37,10 +76,13 @@ pub fn builtin(sub: Sub, t: &mut Task<'_>) -> Action {
             }
             Action::Deliver
         }
-        Sub::BackendResponse => match (t.bereq.as_deref(), t.beresp.as_deref_mut()) {
-            (Some(bereq), Some(b)) => builtin_backend_response(bereq, b),
-            _ => Action::Deliver,
-        },
+        Sub::BackendResponse => {
+            if t.bereq.as_deref().is_none_or(|b| b.uncacheable) {
+                return Action::Deliver;
+            }
+            let parts = ["vcl_beresp_stale", "vcl_beresp_cookie", "vcl_beresp_control", "vcl_beresp_vary"];
+            parts.iter().find_map(|p| split(p, t, hook)).unwrap_or(Action::Deliver)
+        }
         Sub::BackendError => {
             let xid = t.bereq.as_deref().map_or(0, |r| r.xid);
             if let Some(b) = t.beresp.as_deref_mut() {
@@ -147,29 +189,72 @@ pub fn guru_page(status: u16, reason: &str, xid: u32) -> String {
     )
 }
 
-pub fn builtin_recv(req: &mut Req) -> Action {
+/// One split subroutine: the program's version (through `hook`), then,
+/// unless that decided or returned, the built-in body. `Some` ends the
+/// method with that action.
+pub fn split(name: &str, t: &mut Task<'_>, hook: Hook<'_>) -> Option<Action> {
+    match hook(name, t) {
+        Split::Return(a) => return Some(a),
+        Split::Done => return None,
+        Split::Builtin => {}
+    }
+    if let Some(req) = t.req.as_deref_mut() {
+        match name {
+            "vcl_req_host" => return req_host(req),
+            "vcl_req_method" => return req_method(req),
+            "vcl_req_authorization" => return req.headers.has("authorization").then_some(Action::Pass),
+            "vcl_req_cookie" => return req.headers.has("cookie").then_some(Action::Pass),
+            _ => {}
+        }
+    }
+    let b = t.beresp.as_deref_mut()?;
+    if name == "vcl_beresp_hitmiss" {
+        b.ttl = 120.0;
+        b.uncacheable = true;
+        return Some(Action::Deliver);
+    }
+    let h = &b.headers;
+    let hitmiss = match name {
+        "vcl_beresp_stale" => b.ttl <= 0.0,
+        "vcl_beresp_cookie" => h.has("set-cookie"),
+        "vcl_beresp_control" => match h.has("surrogate-control") {
+            true => h.contains_ci("surrogate-control", "no-store"),
+            false => ["no-cache", "no-store", "private"].iter().any(|d| h.contains_ci("cache-control", d)),
+        },
+        "vcl_beresp_vary" => h.get("vary").is_some_and(|v| v.trim_ascii() == b"*"),
+        _ => false,
+    };
+    if hitmiss {
+        split("vcl_beresp_hitmiss", t, hook)
+    } else {
+        None
+    }
+}
+
+fn req_host(req: &mut Req) -> Option<Action> {
     if let Some(h) = req.headers.get("host") {
         if h.iter().any(u8::is_ascii_uppercase) {
             let lower = Bytes::from(h.to_ascii_lowercase());
             req.headers.set("host", lower);
         }
     }
-    if &req.method[..] == b"PRI" {
-        return Action::Synth(405, "Method Not Allowed".into());
-    }
     if !req.headers.has("host") && req.esi_level == 0 && req.minor == 1 {
-        return Action::Synth(400, "Bad Request".into());
+        return Some(Action::Synth(400, "Bad Request".into()));
+    }
+    None
+}
+
+fn req_method(req: &Req) -> Option<Action> {
+    if &req.method[..] == b"PRI" {
+        return Some(Action::Synth(405, "Method Not Allowed".into()));
     }
     if !KNOWN_METHODS.contains(&&req.method[..]) {
-        return Action::Pipe;
+        return Some(Action::Pipe);
     }
     if &req.method[..] != b"GET" && &req.method[..] != b"HEAD" {
-        return Action::Pass;
+        return Some(Action::Pass);
     }
-    if req.headers.has("authorization") || req.headers.has("cookie") {
-        return Action::Pass;
-    }
-    Action::Hash
+    None
 }
 
 pub fn builtin_hash(req: &Req, key: &mut Vec<u8>) {
@@ -182,32 +267,10 @@ pub fn builtin_hash(req: &Req, key: &mut Vec<u8>) {
     key.push(0);
 }
 
-/// vcl_backend_response's built-in half: responses that must not be
-/// shared become hit-for-miss for 120 s.
-pub fn builtin_backend_response(bereq: &Bereq, b: &mut Beresp) -> Action {
-    if bereq.uncacheable {
-        return Action::Deliver;
-    }
-    let h = &b.headers;
-    let surrogate = h.has("surrogate-control");
-    let cc_uncacheable = ["no-cache", "no-store", "private"].iter().any(|d| h.contains_ci("cache-control", d));
-    let vary_star = h.get("vary").is_some_and(|v| v.trim_ascii() == b"*");
-    if b.ttl <= 0.0
-        || h.has("set-cookie")
-        || (surrogate && h.contains_ci("surrogate-control", "no-store"))
-        || (!surrogate && cc_uncacheable)
-        || vary_star
-    {
-        b.ttl = 120.0;
-        b.uncacheable = true;
-    }
-    Action::Deliver
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vcl::model::{NoEnv, Resp};
+    use crate::vcl::model::{Bereq, Beresp, NoEnv, Resp};
 
     fn req(method: &str, hdrs: &[(&str, &str)]) -> Req {
         Req {
@@ -239,7 +302,7 @@ mod tests {
         assert_eq!(recv(req("PRI", &[("Host", "a")])), Action::Synth(405, "Method Not Allowed".into()));
         assert_eq!(recv(req("GET", &[])), Action::Synth(400, "Bad Request".into()));
         let mut r = req("GET", &[("Host", "Example.COM")]);
-        builtin_recv(&mut r);
+        req_host(&mut r);
         assert_eq!(r.headers.get("host").unwrap(), &b"example.com"[..]);
     }
 
@@ -253,11 +316,19 @@ mod tests {
         assert_eq!(k, b"/x\x00127.0.0.1\x00");
     }
 
+    fn backend_response(bereq: &Bereq, b: &mut Beresp, hook: Hook<'_>) -> Action {
+        let mut bereq = bereq.clone();
+        let mut t = Task::new(&NoEnv);
+        t.bereq = Some(&mut bereq);
+        t.beresp = Some(b);
+        builtin_with(Sub::BackendResponse, &mut t, hook)
+    }
+
     #[test]
     fn builtin_backend_response_decisions() {
         let check = |hdrs: &[(&str, &str)], ttl: f64| {
             let mut b = Beresp { status: 200, headers: req("GET", hdrs).headers, ttl, grace: 10.0, ..Beresp::default() };
-            let a = builtin_backend_response(&Bereq::default(), &mut b);
+            let a = backend_response(&Bereq::default(), &mut b, &|_, _| Split::Builtin);
             assert_eq!(a, Action::Deliver);
             (b.uncacheable, b.ttl)
         };
@@ -273,8 +344,23 @@ mod tests {
         // A pass is delivered as it is.
         let mut b = Beresp { status: 200, ttl: 0.0, ..Beresp::default() };
         let pass = Bereq { uncacheable: true, ..Bereq::default() };
-        assert_eq!(builtin_backend_response(&pass, &mut b), Action::Deliver);
+        assert_eq!(backend_response(&pass, &mut b, &|_, _| Split::Builtin), Action::Deliver);
         assert!(!b.uncacheable);
+    }
+
+    #[test]
+    fn split_subs_run_before_their_builtin_body() {
+        // vcl_beresp_stale { return; }: a stale response is not made hit-for-miss.
+        let mut b = Beresp { status: 200, ttl: -2.0, ..Beresp::default() };
+        let stale_done = |n: &str, _: &mut Task<'_>| if n == "vcl_beresp_stale" { Split::Done } else { Split::Builtin };
+        assert_eq!(backend_response(&Bereq::default(), &mut b, &stale_done), Action::Deliver);
+        assert!(!b.uncacheable);
+        // vcl_req_cookie { return; }: a request with a cookie is looked up.
+        let mut r = req("GET", &[("Host", "a"), ("Cookie", "x=1")]);
+        let mut t = Task::new(&NoEnv);
+        t.req = Some(&mut r);
+        let cookie_done = |n: &str, _: &mut Task<'_>| if n == "vcl_req_cookie" { Split::Done } else { Split::Builtin };
+        assert_eq!(builtin_with(Sub::Recv, &mut t, &cookie_done), Action::Hash);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::ast::*;
 use super::diag::VclError;
+use crate::vcl::builtin::{split_method, SPLIT_SUBS};
 use crate::vcl::model::Sub;
 
 /// The built-in subroutines and the actions each may return (VCL 4.1).
@@ -115,7 +116,7 @@ pub fn check(p: &Program) -> Result<Contexts, VclError> {
             if builtin_part(name).is_some() {
                 return Err(VclError { msg: format!("'{name}' is the built-in policy's and cannot be redefined"), pos: *pos });
             }
-            if name.starts_with("vcl_") && legal(name).is_none() {
+            if name.starts_with("vcl_") && legal(name).is_none() && split_method(name).is_none() {
                 return Err(VclError { msg: format!("Unknown VCL subroutine '{name}' (the vcl_ prefix is reserved)"), pos: *pos });
             }
             // Varnish concatenates repeated definitions of a sub; so do we
@@ -165,7 +166,9 @@ pub fn check(p: &Program) -> Result<Contexts, VclError> {
             let r = match s {
                 Stmt::Set { target, pos, value, .. } => legacy_var(target, *pos, v41).and_then(|_| exprs_ok(value, &imports, v41)),
                 Stmt::Unset { target, pos } => legacy_var(target, *pos, v41),
-                Stmt::Call { sub, pos } if !subs.contains_key(sub.as_str()) && builtin_part(sub).is_none() => {
+                Stmt::Call { sub, pos }
+                    if !subs.contains_key(sub.as_str()) && builtin_part(sub).is_none() && split_method(sub).is_none() =>
+                {
                     Err(VclError { msg: format!("Subroutine '{sub}' is not defined"), pos: *pos })
                 }
                 Stmt::If { branches, .. } => branches.iter().try_for_each(|(c, _)| exprs_ok(c, &imports, v41)),
@@ -193,8 +196,18 @@ pub fn check(p: &Program) -> Result<Contexts, VclError> {
     };
     let mut reached: HashMap<String, HashSet<&str>> = HashMap::new();
     for (root, _) in BUILTIN_SUBS {
-        let Some((body, _)) = subs.get(root) else { continue };
-        let mut stack: Vec<(Vec<String>, &[Stmt])> = vec![(vec![root.to_string()], body)];
+        let mut stack: Vec<(Vec<String>, &[Stmt])> = Vec::new();
+        if let Some((body, _)) = subs.get(root) {
+            stack.push((vec![root.to_string()], body));
+        }
+        // The built-in body calls the split subroutines (its own or the
+        // program's).
+        for (split, m) in SPLIT_SUBS.iter().filter(|(_, m)| m.name() == *root) {
+            if let Some((body, _)) = subs.get(*split) {
+                reached.entry(split.to_string()).or_default().insert(m.name());
+                stack.push((vec![root.to_string(), split.to_string()], body));
+            }
+        }
         while let Some((path, body)) = stack.pop() {
             for (callee, pos) in calls(body) {
                 if path.contains(&callee) {

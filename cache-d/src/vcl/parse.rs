@@ -35,7 +35,8 @@ pub struct Parser<'a> {
     toks: &'a [Token],
     i: usize,
     file: usize,
-    /// Parsing a user subroutine (not a `vcl_*` one): a bare `return;` ends it.
+    /// Parsing a subroutine that is not a method (a user one, a split one
+    /// like vcl_req_cookie): a bare `return;` ends it.
     in_user_sub: bool,
 }
 
@@ -195,7 +196,8 @@ impl<'a> Parser<'a> {
                 if name == "vcl_error" {
                     return Err(VclError { msg: "vcl_error is split into vcl_synth and vcl_backend_error since Varnish 4.0".into(), pos });
                 }
-                self.in_user_sub = !name.starts_with("vcl_");
+                // A bare `return;` is for any subroutine but the methods.
+                self.in_user_sub = crate::vcl::model::Sub::from_name(&name).is_none();
                 let body = self.block()?;
                 Ok(Item::Sub { name, body, pos })
             }

@@ -212,13 +212,20 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
             }
             // The built-in half runs; its final default return means
             // "go on" (as the call in Varnish 7's builtin.vcl does).
-            Box::new(move |t, _| {
-                let a = builtin::builtin(part, t);
+            Box::new(move |t, c| {
+                let a = builtin::builtin_with(part, t, &split_hook(c));
                 if a == builtin::fallthrough(part) {
                     Flow::Next
                 } else {
                     Flow::Return(a)
                 }
+            })
+        }
+        Stmt::Call { sub, .. } if builtin::split_method(sub).is_some() => {
+            let sub = sub.clone();
+            Box::new(move |t, c| match builtin::split(&sub, t, &split_hook(c)) {
+                Some(a) => Flow::Return(a),
+                None => Flow::Next,
             })
         }
         Stmt::Call { sub, .. } => {
@@ -251,6 +258,19 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
             (_, other) => return err("\"new\" takes a constructor", other.pos()),
         },
     })
+}
+
+/// Runs the program's own version of a split subroutine (`vcl_req_cookie`
+/// and the like), which comes before the built-in body.
+fn split_hook(c: &Compiled) -> impl Fn(&str, &mut Task<'_>) -> builtin::Split + '_ {
+    move |name, t| match c.subs.get(name) {
+        None => builtin::Split::Builtin,
+        Some(body) => match run(body, t, c) {
+            Flow::Return(a) => builtin::Split::Return(a),
+            Flow::Leave => builtin::Split::Done,
+            Flow::Next => builtin::Split::Builtin,
+        },
+    }
 }
 
 /// `return (action)`: its arguments evaluated when it runs.
@@ -396,7 +416,9 @@ fn expr(e: &Expr, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
         }
         Expr::Name(n, pos) => {
             if sc.acls.contains_key(n) {
-                return err(format!("ACL '{n}' can only be used on the right of ~ or !~"), *pos);
+                // An ACL where a string is expected is its name (Varnish).
+                let name = n.clone();
+                return Ok(Box::new(move |_, _| Val::Str(name.clone())));
             }
             var_get(n, *pos, sc)?
         }
@@ -552,13 +574,14 @@ impl Policy for VclPolicy {
         all
     }
     fn call(&self, sub: Sub, t: &mut Task<'_>) -> Action {
+        let hook = split_hook(&self.prog);
         if !self.prog.defined[sub as usize] {
-            return builtin::builtin(sub, t);
+            return builtin::builtin_with(sub, t, &hook);
         }
         let body = &self.prog.subs[sub.name()];
         match run(body, t, &self.prog) {
             Flow::Return(a) => a,
-            Flow::Next | Flow::Leave => builtin::builtin(sub, t),
+            Flow::Next | Flow::Leave => builtin::builtin_with(sub, t, &hook),
         }
     }
 }
