@@ -15,7 +15,7 @@ use crate::cache::ttl::Lifetime;
 use crate::cache::{vary_value, BusyGuard, Kind, ObjHeaders, ObjRef, Object};
 use crate::error::{Error, Side};
 use crate::fetch::steps::{self, BeTxn, Fetched};
-use crate::fetch::stream::{copy_blocks, esi_page, refused, stream_body, Dest};
+use crate::fetch::stream::{copy_blocks, esi_page, refused, store_room, stream_body, Dest};
 use crate::fetch::txn::{Fetch, Response};
 use crate::gzip::fetch::{Coder, Plan, Sinks};
 use crate::gzip::Coding;
@@ -128,7 +128,8 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
     sh.seg.add(if reason == "bgfetch" { C::SBgfetch } else { C::SFetch }, 1);
     let revalidate = stale.as_ref().filter(|s| ims_candidate(s));
     let mut bereq = cache_bereq(&req, bxid, reason, revalidate, sh.params().http_gzip_support);
-    let mut fetched = backend_steps(&sh, &*policy, (&mut f, &mut bereq), addrs, revalidate, body).await;
+    let fetched = backend_steps(&sh, &*policy, (&mut f, &mut bereq), addrs.clone(), revalidate, body.clone(), false).await;
+    let mut fetched = whole_unstreamed(&sh, &*policy, (&mut f, &mut bereq), (addrs, revalidate, body), fetched).await;
     read_small_body(&mut fetched);
     // stale-if-error: a refresh that failed (or answered 5xx) leaves the
     // stale object to deliver, rather than an error.
@@ -236,7 +237,8 @@ impl Later {
 }
 
 /// The backend steps of a cache fetch, sending the request's body if it
-/// has one (read whole before: it can be sent again on a retry).
+/// has one (read whole before: it can be sent again on a retry); from
+/// vcl_backend_error when `after_error` (a body that failed).
 async fn backend_steps(
     sh: &Shared,
     policy: &dyn Policy,
@@ -244,19 +246,56 @@ async fn backend_steps(
     addrs: Ends,
     stale: Option<&ObjRef>,
     body: Option<Bytes>,
+    after_error: bool,
 ) -> Fetched {
+    async fn go<B: crate::req::transport::ReqBody>(t: &mut BeTxn<'_, B>, after_error: bool) -> Fetched {
+        if after_error {
+            steps::run_after_body_error(t).await
+        } else {
+            steps::run(t).await
+        }
+    }
     match body {
         Some(b) => {
             let mut body = CachedBody(b);
             f.replayable = true;
             let mut t = BeTxn::new(sh, policy, f, bereq, addrs);
             (t.stale, t.framing, t.client) = (stale, Framing::Length(body.0.len() as u64), Some(&mut body));
-            steps::run(&mut t).await
+            go(&mut t, after_error).await
         }
         None => {
             let mut t = BeTxn::<NoBody>::new(sh, policy, f, bereq, addrs);
             t.stale = stale;
-            steps::run(&mut t).await
+            go(&mut t, after_error).await
+        }
+    }
+}
+
+/// beresp.do_stream = false: the body is read whole before the object is
+/// made, at most the size of the store it would go to, so a body that
+/// fails (or cannot be stored) goes through vcl_backend_error, which may
+/// retry or give a page to cache, as Varnish's F_STP_ERROR.
+async fn whole_unstreamed(
+    sh: &Shared,
+    policy: &dyn Policy,
+    (f, bereq): (&mut Fetch, &mut Bereq),
+    (addrs, stale, body): (Ends, Option<&ObjRef>, Option<Bytes>),
+    mut fetched: Fetched,
+) -> Fetched {
+    loop {
+        match fetched {
+            Fetched::Resp { mut resp, beresp, life, action } if !beresp.do_stream && !beresp.was_304 => {
+                let cap = store_room(sh, &beresp.storage);
+                match resp.read_whole(f.timeout(2), cap).await {
+                    Ok(()) => return Fetched::Resp { resp, beresp, life, action },
+                    Err(e) => {
+                        f.error(&e);
+                        drop(resp);
+                        fetched = backend_steps(sh, policy, (&mut *f, &mut *bereq), addrs.clone(), stale, body.clone(), true).await;
+                    }
+                }
+            }
+            other => return other,
         }
     }
 }

@@ -23,6 +23,17 @@ use crate::http1::body::{self as http_body, Transfer};
 use crate::http1::head::Framing;
 use crate::shared::Shared;
 
+/// The most an object can hold in the store `name` (any store when the
+/// name is not one): the largest store's size.
+pub(super) fn store_room(sh: &Shared, name: &str) -> usize {
+    let stores = sh.cache.stores();
+    let budget = match stores.find(name) {
+        Some(i) => stores.get(i).budget,
+        None => stores.all.iter().filter(|s| !s.is_transient()).map(|s| s.budget).max().unwrap_or(0),
+    };
+    usize::try_from(budget).unwrap_or(usize::MAX)
+}
+
 /// An ESI page whole and plain: parsed once, its instructions set; kept
 /// gzip, compressed segment by segment (or whole, with no ESI in it).
 /// Returns the pieces to store.
@@ -30,6 +41,12 @@ pub(super) fn esi_page(sh: &Shared, f: &mut Fetch, url: &[u8], k: &Coding, plain
     let total: u64 = plain.iter().map(|b| b.len() as u64).sum();
     if total > crate::esi::MAX_PAGE {
         return Err(Error::new(Side::Backend, format!("ESI page larger than {} bytes", crate::esi::MAX_PAGE)));
+    }
+    // Gathered whole before anyone reads it, as an unstreamed body: one
+    // no store can hold fails the fetch (Varnish: 503).
+    let room = store_room(sh, "") as u64;
+    if total > room {
+        return Err(Error::new(Side::Backend, format!("ESI page larger than the largest store ({room} bytes)")));
     }
     let data = crate::esi::parse_page(
         url,

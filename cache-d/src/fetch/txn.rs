@@ -65,6 +65,43 @@ pub struct Response {
     pub spent: bool,
 }
 
+impl Response {
+    /// Read the whole body into the connection's buffer, so that it is
+    /// delivered (or stored) as a body of known length: at most `cap`
+    /// bytes (an ESI page: [`crate::esi::MAX_PAGE`]; a cache object: its
+    /// store's size); a larger body, or one that ends early, fails.
+    pub async fn read_whole(&mut self, read_timeout: std::time::Duration, cap: usize) -> Result<(), Error> {
+        use crate::http1::body::{transfer, Transfer};
+        // No body (a HEAD's answer keeps the Content-Length it announced).
+        if self.framing == Framing::None {
+            return Ok(());
+        }
+        if matches!(self.framing, Framing::Length(n) if n > cap as u64) {
+            return Err(Error::new(Side::Backend, format!("backend body larger than {cap} bytes to read whole")));
+        }
+        let t = Transfer {
+            framing: self.framing,
+            chunk_out: false,
+            src_side: Side::Backend,
+            dst_side: Side::Internal,
+            read_timeout,
+            pace: None,
+        };
+        let mut capped = crate::util::Capped { v: Vec::new(), cap };
+        let m = transfer(&mut self.conn, &mut capped, &t, &mut Vec::new()).await?;
+        let body = capped.v;
+        if matches!(self.framing, Framing::Length(n) if m.payload != n) {
+            return Err(Error::new(Side::Backend, "backend body ended early"));
+        }
+        self.spent = self.framing == Framing::Eof;
+        let rest = self.conn.buf.split();
+        self.conn.buf.extend_from_slice(&body);
+        self.conn.buf.extend_from_slice(&rest);
+        self.framing = Framing::Length(body.len() as u64);
+        Ok(())
+    }
+}
+
 impl Fetch {
     pub fn new(sh: &Arc<Shared>, vxid: u32, parent: u32, reason: &str) -> Fetch {
         let t = now();

@@ -84,7 +84,7 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
             Fetched::Resp { mut resp, beresp, life, action } if (beresp.do_esi && beresp.status != 206) || !beresp.do_stream => {
                 let esi = beresp.do_esi && beresp.status != 206;
                 let cap = if esi { crate::esi::MAX_PAGE as usize } else { usize::MAX };
-                match read_ahead(&mut resp, fetch.timeout(2), cap).await {
+                match resp.read_whole(fetch.timeout(2), cap).await {
                     Ok(()) if esi => return esi_page(r, fetch, resp, beresp, life),
                     Ok(()) => break Fetched::Resp { resp, beresp, life, action },
                     Err(e) => {
@@ -273,36 +273,6 @@ fn esi_page<T: Transport>(
     };
     r.stamp("Fetch");
     Step::Deliver { oc: r.sh.cache.private(obj), hit: false }
-}
-
-/// Read the whole body of `resp` into its connection's buffer, so that it
-/// is delivered as a body of known length.
-/// At most `cap` bytes (an ESI page: [`crate::esi::MAX_PAGE`]); a larger
-/// body fails.
-async fn read_ahead(resp: &mut Response, read_timeout: std::time::Duration, cap: usize) -> Result<(), Error> {
-    // No body (a HEAD's answer keeps the Content-Length it announced).
-    if resp.framing == Framing::None {
-        return Ok(());
-    }
-    let t =
-        Transfer { framing: resp.framing, chunk_out: false, src_side: Side::Backend, dst_side: Side::Internal, read_timeout, pace: None };
-    if matches!(resp.framing, Framing::Length(n) if n > cap as u64) {
-        return Err(Error::new(Side::Backend, format!("backend body larger than {cap} bytes to read whole")));
-    }
-    let mut capped = crate::util::Capped { v: Vec::new(), cap };
-    let m = body::transfer(&mut resp.conn, &mut capped, &t, &mut Vec::new()).await?;
-    let body = capped.v;
-    if let Framing::Length(n) = resp.framing {
-        if m.payload != n {
-            return Err(Error::new(Side::Backend, "backend body ended early"));
-        }
-    }
-    resp.spent = resp.framing == Framing::Eof;
-    let rest = resp.conn.buf.split();
-    resp.conn.buf.extend_from_slice(&body);
-    resp.conn.buf.extend_from_slice(&rest);
-    resp.framing = Framing::Length(body.len() as u64);
-    Ok(())
 }
 
 /// vcl_deliver on the backend's response, then its body streamed through.
