@@ -27,6 +27,21 @@ pub struct Args {
     #[arg(short = 'f', value_name = "GLOB", allow_hyphen_values = true)]
     pub filter: Vec<String>,
 
+    /// Show counters matching GLOB (tried in order with -f and -X, the
+    /// first match decides). Repeatable.
+    #[arg(short = 'I', value_name = "GLOB", allow_hyphen_values = true)]
+    pub include: Vec<String>,
+
+    /// Hide counters matching GLOB (tried in order with -f and -I, the
+    /// first match decides). Repeatable.
+    #[arg(short = 'X', value_name = "GLOB", allow_hyphen_values = true)]
+    pub exclude: Vec<String>,
+
+    /// -f, -I and -X as (shown, glob), in command-line order (filled by
+    /// `parse_ordered`; else -f, -I, -X in turn).
+    #[arg(skip)]
+    pub patterns: Vec<(bool, String)>,
+
     #[command(flatten)]
     pub instance: common::args::Instance,
 
@@ -47,6 +62,48 @@ pub struct Args {
     /// http://ADDR/metrics until killed.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
+}
+
+impl Args {
+    /// Parse the command line, keeping the order of -f, -I and -X (clap
+    /// keeps each option apart; varnishstat tries them in order).
+    pub fn parse_ordered() -> Args {
+        Args::try_parse_ordered(std::env::args_os()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// `parse_ordered` of a given command line.
+    pub fn try_parse_ordered<I: IntoIterator<Item = T>, T: Into<std::ffi::OsString> + Clone>(argv: I) -> Result<Args, clap::Error> {
+        use clap::{CommandFactory, FromArgMatches};
+        let m = Args::command().try_get_matches_from(argv)?;
+        let mut args = Args::from_arg_matches(&m)?;
+        let mut all: Vec<(usize, bool, String)> = Vec::new();
+        for (id, shown) in [("filter", None), ("include", Some(true)), ("exclude", Some(false))] {
+            let (Some(idx), Some(vals)) = (m.indices_of(id), m.get_many::<String>(id)) else { continue };
+            for (i, v) in idx.zip(vals) {
+                let (shown, glob) = match (shown, v.strip_prefix('^')) {
+                    (Some(s), _) => (s, v.clone()),
+                    (None, Some(x)) => (false, x.to_string()),
+                    (None, None) => (true, v.clone()),
+                };
+                all.push((i, shown, glob));
+            }
+        }
+        all.sort_by_key(|(i, _, _)| *i);
+        args.patterns = all.into_iter().map(|(_, s, g)| (s, g)).collect();
+        Ok(args)
+    }
+
+    /// The counter patterns, in the order they are tried.
+    pub fn patterns(&self) -> Vec<(bool, String)> {
+        if !self.patterns.is_empty() {
+            return self.patterns.clone();
+        }
+        let f = self.filter.iter().map(|p| match p.strip_prefix('^') {
+            Some(x) => (false, x.to_string()),
+            None => (true, p.clone()),
+        });
+        f.chain(self.include.iter().map(|p| (true, p.clone()))).chain(self.exclude.iter().map(|p| (false, p.clone()))).collect()
+    }
 }
 
 fn parse_interval(s: &str) -> Result<f64, String> {

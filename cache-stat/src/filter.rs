@@ -11,6 +11,7 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// From -f style patterns (a leading `^` excludes).
     pub fn new(args: &[String]) -> Filter {
         let patterns: Vec<(bool, String)> = args
             .iter()
@@ -19,6 +20,11 @@ impl Filter {
                 None => (true, p.clone()),
             })
             .collect();
+        Filter::from_patterns(patterns)
+    }
+
+    /// From (shown, glob) patterns in the order they are tried (-f, -I, -X).
+    pub fn from_patterns(patterns: Vec<(bool, String)>) -> Filter {
         let any_include = patterns.iter().any(|(inc, _)| *inc);
         Filter { patterns, any_include }
     }

@@ -111,12 +111,12 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     // Before the screen takes the terminal: a segment truncated under us
     // then gives the terminal back as it is now.
     common::segment::exit_on_sigbus(&dir);
-    let filter = Filter::new(&args.filter);
+    let filter = Filter::from_patterns(args.patterns());
     if let Some(addr) = &args.listen {
         let dir = dir.clone();
-        let filter_args = args.filter.clone();
+        let patterns = args.patterns();
         return prom::serve(addr, move || {
-            let filter = Filter::new(&filter_args);
+            let filter = Filter::from_patterns(patterns.clone());
             match model::Source::new(&dir).read() {
                 model::Reading::Values { infos, values, .. } => {
                     let (i, v): (Vec<_>, Vec<_>) = infos.into_iter().zip(values).filter(|(c, _)| filter.shows(&c.name)).unzip();
@@ -209,6 +209,15 @@ mod tests {
         assert!(only_exclude.shows("MAIN.uptime"));
         assert!(!only_exclude.shows("MGT.uptime"));
         assert!(Filter::new(&[]).shows("anything"));
+    }
+
+    #[test]
+    fn include_exclude_globs_in_command_line_order() {
+        let args = crate::cli::Args::try_parse_ordered(["cache-stat", "-X", "MAIN.s_req_*", "-f", "^MGT.*", "-I", "MAIN.s_*"]).unwrap();
+        let want = [(false, "MAIN.s_req_*"), (false, "MGT.*"), (true, "MAIN.s_*")];
+        assert_eq!(args.patterns, want.map(|(s, g)| (s, g.to_string())));
+        let f = Filter::from_patterns(args.patterns);
+        assert!(f.shows("MAIN.s_sess") && !f.shows("MAIN.s_req_hdrbytes") && !f.shows("MAIN.client_req"));
     }
 
     #[test]
