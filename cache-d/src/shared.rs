@@ -24,6 +24,9 @@ pub struct Shared {
     /// The active policy (built-in, or a compiled VCL), swapped whole by
     /// vcl.use; a request keeps the one it started with.
     policy: ArcSwap<Active>,
+    /// VCL labels, for vcl_recv's `return (vcl(LABEL))`: the program each
+    /// names, as used through it (its VCL_use says `<program> via <label>`).
+    labels: std::sync::RwLock<std::collections::HashMap<String, Arc<Active>>>,
     /// Our Via value: `1.1 <host> (cachekit/<version>)`.
     pub via: String,
     vxid: AtomicU32,
@@ -52,6 +55,7 @@ impl Shared {
             backend: Arc::new(backend),
             cache,
             policy,
+            labels: Default::default(),
             via,
             vxid: AtomicU32::new(1),
             debug_panic_request: Default::default(),
@@ -72,6 +76,25 @@ impl Shared {
     /// Make a loaded program the active one (vcl.use).
     pub fn set_active(&self, a: Arc<Active>) {
         self.policy.store(a);
+    }
+
+    /// The program a label names now (None: no such label).
+    pub fn label(&self, name: &str) -> Option<Arc<Active>> {
+        self.labels.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+    }
+
+    /// Are there labels (a request may then switch programs)?
+    pub fn has_labels(&self) -> bool {
+        !self.labels.read().unwrap_or_else(|e| e.into_inner()).is_empty()
+    }
+
+    /// Point a label at a program (vcl.label), or drop it (None).
+    pub fn set_label(&self, name: &str, to: Option<Arc<Active>>) {
+        let mut l = self.labels.write().unwrap_or_else(|e| e.into_inner());
+        match to {
+            Some(a) => l.insert(name.to_string(), a),
+            None => l.remove(name),
+        };
     }
 
     /// The parameters in force (cheap: an atomic load).

@@ -69,7 +69,8 @@ impl Programs {
             Arc::strong_count(a).saturating_sub(held)
         };
         let own = self.vcls.get(name).map_or(0, count);
-        own + self.labels.values().filter(|(t, _)| t == name).map(|(_, a)| count(a)).sum::<usize>()
+        // A label's Arc is held once more, by the shared label table.
+        own + self.labels.values().filter(|(t, _)| t == name).map(|(_, a)| count(a).saturating_sub(1)).sum::<usize>()
     }
 }
 
@@ -129,10 +130,12 @@ fn command(sh: &Shared, progs: &mut Programs, args: &[String]) -> Reply {
             if progs.labels.get(*label).is_some_and(|(_, old)| Arc::ptr_eq(old, &sh.policy())) {
                 sh.set_active(via.clone());
             }
+            sh.set_label(label, Some(via.clone()));
             progs.labels.insert(label.to_string(), (target.to_string(), via));
             (status::OK, String::new())
         }
         ["vcl.discard", name] => {
+            sh.set_label(name, None);
             if progs.labels.remove(*name).is_none() {
                 if let Some(p) = progs.vcls.remove(*name) {
                     p.policy.fini();

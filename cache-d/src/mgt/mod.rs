@@ -220,6 +220,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
         vcls: Mutex::new(VclState {
             list: vec![("boot".into(), boot_source, None)],
             labels: Vec::new(),
+            uses: Default::default(),
             states: Default::default(),
             active: "boot".into(),
             idle_since: Default::default(),

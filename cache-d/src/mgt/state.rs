@@ -117,6 +117,9 @@ pub struct VclState {
     pub list: Vec<(String, String, Option<PathBuf>)>,
     /// Labels: (label, the program it names).
     pub labels: Vec<(String, String)>,
+    /// The labels each program's `return (vcl(LABEL))` names: such a
+    /// label cannot be discarded, nor pointed anywhere that loops back.
+    pub uses: std::collections::HashMap<String, Vec<String>>,
     /// vcl.state of the programs not in "auto".
     pub states: std::collections::HashMap<String, String>,
     /// The active program or label.

@@ -262,8 +262,10 @@ impl<T: Transport> Request<'_, T> {
             for (n, v) in req.headers.iter() {
                 log.rec_parts(Tag::ReqHeader, LogSide::Client, xid, &[n, b": ", v]);
             }
-            log.rec(Tag::VclUse, LogSide::Client, xid, r.active.name.as_bytes());
-            let active = r.active.clone();
+            // Includes start in the program the page's request started
+            // in, even when that one switched to a label's.
+            let active = r.vcl0.clone().unwrap_or_else(|| r.active.clone());
+            log.rec(Tag::VclUse, LogSide::Client, xid, active.name.as_bytes());
             let out: &mut (dyn tokio::io::AsyncWrite + Unpin + Send) = r.conn.out();
             let mut conn = include::EsiConn::new(out, chunked, gz);
             let mut sub = Request {
@@ -271,6 +273,7 @@ impl<T: Transport> Request<'_, T> {
                 conn: &mut conn,
                 sh,
                 active,
+                vcl0: r.vcl0.clone(),
                 req,
                 log,
                 clock,

@@ -86,6 +86,7 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
         conn,
         sh,
         active,
+        vcl0: None,
         req,
         log,
         clock,
@@ -191,6 +192,8 @@ fn prep<T: Transport>(r: &mut Request<'_, T>) {
 /// vcl_recv, then vcl_hash, and where they lead.
 pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
     r.hit_pass = false;
+    // The request as received, should vcl_recv hand it to a label's program.
+    let received = (r.req.restarts == 0 && r.sh.has_labels()).then(|| r.req.clone());
     if r.req.restarts == 0 {
         prep(r);
     }
@@ -199,6 +202,10 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
         Action::Synth(503, "Too many restarts".into())
     } else {
         r.call(Sub::Recv, With::default())
+    };
+    let action = match (action, received) {
+        (Action::Vcl(label), Some(received)) => switch_vcl(r, &label, received),
+        (action, _) => action,
     };
     if !r.req.late_100_continue && !r.send_continue().await {
         return Step::Done(Some(Reason::TxError));
@@ -249,6 +256,12 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
         }
         Action::Pipe => Step::Pipe,
         Action::Pass => Step::Pass,
+        // Once only, and not after a restart (Varnish's rule).
+        Action::Vcl(_) => {
+            let why = if r.req.restarts > 0 { "Not after restarts" } else { "Only from active VCL" };
+            r.log.recf(Tag::VclError, LogSide::Client, r.rxid, format_args!("Illegal return(vcl): {why}"));
+            Step::Synth { status: 503, reason: "Service Unavailable".into() }
+        }
         Action::Purge | Action::Hash => {
             // A body on its way to the cache fetch (a POST looked up):
             // read whole now, as the fetch runs apart from the client.
@@ -272,6 +285,28 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
         }
         other => divert(other),
     }
+}
+
+/// vcl_recv's `return (vcl(LABEL))`: the request, as it was received,
+/// starts vcl_recv again in the program the label names (its default
+/// backend, none of what the first vcl_recv set); what that one returns
+/// stands, a second switch included (which then fails the request).
+fn switch_vcl<T: Transport>(r: &mut Request<'_, T>, label: &str, received: Req) -> Action {
+    let Some(to) = r.sh.label(label) else {
+        return Action::Vcl(label.to_string());
+    };
+    // What is the session's or already under way is not rolled back.
+    let (cache_body, idle) = (r.req.cache_body, (r.req.timeout_idle, r.req.timeout_idle_set));
+    r.req = received;
+    r.req.cache_body = cache_body;
+    (r.req.timeout_idle, r.req.timeout_idle_set) = idle;
+    if r.req.esi_level == 0 {
+        r.vcl0 = Some(r.active.clone());
+    }
+    r.active = to;
+    r.log.rec(Tag::VclUse, LogSide::Client, r.rxid, r.active.name.as_bytes());
+    prep(r);
+    r.call(Sub::Recv, With::default())
 }
 
 /// Purge every object under `key`, then vcl_purge.

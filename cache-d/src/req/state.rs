@@ -177,6 +177,9 @@ pub struct Request<'a, T> {
     /// The program this request runs on, to its end (vcl.use does not
     /// change it mid-request; held here so vcl.list's busy count is exact).
     pub active: Arc<Active>,
+    /// The program the top request started in, once it switched to a
+    /// label's (`return (vcl(LABEL))`): ESI includes start there.
+    pub vcl0: Option<Arc<Active>>,
     pub req: Req,
     pub log: Batch,
     pub clock: Clock,

@@ -368,6 +368,9 @@ pub enum Action {
     Error(u16, String),
     /// vcl_backend_response's `return (pass(DURATION))`: hit-for-pass.
     PassFor(f64),
+    /// vcl_recv's `return (vcl(LABEL))`: the request starts again in the
+    /// program the label names.
+    Vcl(String),
 }
 
 impl Action {
@@ -389,6 +392,7 @@ impl Action {
             Action::Abandon => "abandon",
             Action::Retry => "retry",
             Action::Error(..) => "error",
+            Action::Vcl(_) => "vcl",
         }
     }
 }

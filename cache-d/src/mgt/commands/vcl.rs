@@ -51,6 +51,8 @@ struct VclRow {
     /// "-> target" for a label, "<- (n labels)" for a labelled program.
     label_of: Option<String>,
     labels: usize,
+    /// For a label: the programs whose `return (vcl())` names it.
+    refs: usize,
 }
 
 fn vcl_rows(mgr: &Mgr, st: &VclState) -> Vec<VclRow> {
@@ -71,7 +73,8 @@ fn vcl_rows(mgr: &Mgr, st: &VclState) -> Vec<VclRow> {
     let cooldown = mgr.params().vcl_cooldown;
     for (n, _, _) in &st.list {
         let state = st.states.get(n).cloned().unwrap_or_else(|| "auto".into());
-        let cooled = state == "auto" && st.idle_since.get(n).is_some_and(|t| t.elapsed() >= cooldown);
+        let labelled = st.labels.iter().any(|(_, t)| t == n);
+        let cooled = state == "auto" && !labelled && st.idle_since.get(n).is_some_and(|t| t.elapsed() >= cooldown);
         let temperature = if state == "cold" || cooled { "cold" } else { "warm" };
         rows.push(VclRow {
             status: if *n == st.active { "active" } else { "available" },
@@ -81,6 +84,7 @@ fn vcl_rows(mgr: &Mgr, st: &VclState) -> Vec<VclRow> {
             name: n.clone(),
             label_of: None,
             labels: st.labels.iter().filter(|(_, t)| t == n).count(),
+            refs: 0,
         });
     }
     for (l, t) in &st.labels {
@@ -92,6 +96,7 @@ fn vcl_rows(mgr: &Mgr, st: &VclState) -> Vec<VclRow> {
             name: l.clone(),
             label_of: Some(t.clone()),
             labels: 0,
+            refs: users(st, l, &[]).len(),
         });
     }
     rows
@@ -111,7 +116,12 @@ fn vcl_list_text(rows: &[VclRow]) -> String {
                 r.name.clone(),
             ];
             if let Some(t) = &r.label_of {
-                c.extend(["->".to_string(), t.clone()]);
+                let refs = match r.refs {
+                    0 => String::new(),
+                    1 => " (1 return(vcl))".into(),
+                    n => format!(" ({n} return(vcl)'s)"),
+                };
+                c.extend(["->".to_string(), format!("{t}{refs}")]);
             } else if r.labels > 0 {
                 c.extend(["<-".to_string(), format!("({} label{})", r.labels, if r.labels == 1 { "" } else { "s" })]);
             }
@@ -153,6 +163,9 @@ pub fn list(c: &Call) -> Reply {
         });
         if let Some(t) = &r.label_of {
             e["label"] = serde_json::json!({ "name": t });
+            if r.refs > 0 {
+                e["label"]["refs"] = serde_json::json!(r.refs);
+            }
         } else if r.labels > 0 {
             e["labels"] = serde_json::json!(r.labels);
         }
@@ -194,11 +207,21 @@ pub fn load(c: &Call) -> Reply {
     } else {
         (crate::vcl::parse_source(vname, src), None)
     };
-    let compiled = parsed.map_err(|e| e.to_string()).and_then(|p| match crate::vcl::compile::compile(&p) {
-        Ok(_) => Ok(p.files.into_iter().next().map(|(_, text)| text).unwrap_or_default()),
-        Err(e) => Err(e.render(&p.files)),
+    let labels: Vec<&str> = st.labels.iter().map(|(l, _)| l.as_str()).collect();
+    let compiled = parsed.map_err(|e| e.to_string()).and_then(|p| {
+        let checked = match crate::vcl::load::unknown_label(&p, &labels) {
+            Some(e) => Err(e),
+            None => crate::vcl::compile::compile(&p),
+        };
+        match checked {
+            Ok(_) => {
+                let uses = crate::vcl::load::labels_used(&p).into_iter().map(|(l, _)| l).collect::<Vec<_>>();
+                Ok((p.files.into_iter().next().map(|(_, text)| text).unwrap_or_default(), uses))
+            }
+            Err(e) => Err(e.render(&p.files)),
+        }
     });
-    let text = match compiled {
+    let (text, uses) = match compiled {
         Ok(text) => text,
         Err(e) => {
             return (
@@ -215,6 +238,9 @@ pub fn load(c: &Call) -> Reply {
         return r;
     }
     st.list.push((vname.to_string(), text, path));
+    if !uses.is_empty() {
+        st.uses.insert(vname.to_string(), uses);
+    }
     st.idle_since.insert(vname.to_string(), std::time::Instant::now());
     if state != "auto" {
         st.states.insert(vname.to_string(), state.to_string());
@@ -265,6 +291,13 @@ pub fn label(c: &Call) -> Reply {
     if known(&st, label) {
         return (status::PARAM, format!("{label} is a VCL program, not a label"));
     }
+    let current = st.labels.iter().find(|(l, _)| l == label).map(|(_, t)| t.as_str());
+    if current.is_some_and(|t| t != *target) {
+        let mut why = String::new();
+        if reaches(&st, target, label, &mut why) {
+            return (status::PARAM, format!("{why}Pointing label {label} at {target} would create a loop"));
+        }
+    }
     if st.states.get(*target).is_some_and(|s| s == "cold") {
         return (status::CANT, format!("VCL '{target}' is cold: a label must name a warm program"));
     }
@@ -284,6 +317,37 @@ pub fn label(c: &Call) -> Reply {
         st.idle_since.remove(*target);
     }
     (status::OK, String::new())
+}
+
+/// Does following `from` (a program's `return (vcl())` labels, a label's
+/// program) reach `to`? On the way back out, each step into `why`, as
+/// Varnish's manager explains a loop.
+fn reaches(st: &VclState, from: &str, to: &str, why: &mut String) -> bool {
+    if from == to {
+        return true;
+    }
+    if let Some((_, t)) = st.labels.iter().find(|(l, _)| l == from) {
+        if reaches(st, t, to, why) {
+            why.push_str(&format!("Label {from} points to vcl {t}\n"));
+            return true;
+        }
+        return false;
+    }
+    for l in st.uses.get(from).into_iter().flatten() {
+        if reaches(st, l, to, why) {
+            why.push_str(&format!("Vcl {from} uses Label {l}\n"));
+            return true;
+        }
+    }
+    false
+}
+
+/// The programs (not among `going`) whose `return (vcl())` names `label`.
+fn users<'s>(st: &'s VclState, label: &str, going: &[String]) -> Vec<&'s str> {
+    let mut v: Vec<&str> =
+        st.uses.iter().filter(|(p, ls)| !going.contains(p) && ls.iter().any(|l| l == label)).map(|(p, _)| p.as_str()).collect();
+    v.sort();
+    v
 }
 
 pub fn state(c: &Call) -> Reply {
@@ -348,12 +412,17 @@ pub fn discard(c: &Call) -> Reply {
         if !labels.is_empty() {
             return (status::CANT, format!("Cannot discard labeled VCL program {n}:\n\t{}", labels.join("\n\t")));
         }
+        let users = users(&st, n, &names);
+        if is_label(&st, n) && !users.is_empty() {
+            return (status::CANT, format!("Cannot discard VCL label {n}, other VCLs depend on it:\n\t{}", users.join("\n\t")));
+        }
     }
     // Labels first, so the child never holds a label to nothing.
     names.sort_by_key(|n| !is_label(&st, n));
     for n in &names {
         st.list.retain(|(x, _, _)| x != n);
         st.labels.retain(|(l, _)| l != n);
+        st.uses.remove(n);
         st.states.remove(n);
         st.idle_since.remove(n);
         if c.mgr.child_state() == ChildState::Running {

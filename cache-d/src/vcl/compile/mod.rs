@@ -275,6 +275,10 @@ fn split_hook(c: &Compiled) -> impl Fn(&str, &mut Task<'_>) -> builtin::Split + 
 
 /// `return (action)`: its arguments evaluated when it runs.
 fn ret(action: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
+    if let ("vcl", [Expr::Name(label, _)]) = (action, args) {
+        let label = label.clone();
+        return Ok(Box::new(move |_, _| Flow::Return(Action::Vcl(label.clone()))));
+    }
     let a: Vec<ExprFn> = args.iter().map(|x| expr(x, sc)).collect::<Result<_, _>>()?;
     let fixed = match (action, a.len()) {
         ("", 0) => return Ok(Box::new(|_, _| Flow::Leave)),
