@@ -132,13 +132,20 @@ pub fn variables() -> impl Iterator<Item = &'static str> {
 
 /// A function call: the built-in functions and vmod_std's.
 pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
-    // Functions with a fallback: (value, fallback).
+    // Conversions with an optional fallback: (value[, fallback]); without
+    // one, a value that does not convert fails the task (vmod_std).
     let with_fallback = |parse: fn(&str) -> Option<Val>| -> Result<ExprFn, VclError> {
-        let mut a = one_arg(args, name, 2, pos, sc)?.into_iter();
-        let (x, fb) = (a.next().expect("2 args"), a.next().expect("2 args"));
-        Ok(Box::new(move |t, c| match parse(x(t, c).text().trim()) {
-            Some(v) => v,
-            None => fb(t, c),
+        let n = if args.len() == 1 { 1 } else { 2 };
+        let mut a = one_arg(args, name, n, pos, sc)?.into_iter();
+        let (x, fb) = (a.next().expect("1 arg"), a.next());
+        let what = format!("{name}: conversion failed");
+        Ok(Box::new(move |t, c| match (parse(x(t, c).text().trim()), &fb) {
+            (Some(v), _) => v,
+            (None, Some(fb)) => fb(t, c),
+            (None, None) => {
+                fail(t, what.clone());
+                Val::None
+            }
         }))
     };
     if let Some((obj, method)) = name.split_once('.') {

@@ -80,6 +80,11 @@ fn std_functions_and_regsub() {
     assert_eq!(h.get("x-append").unwrap(), &b"ab"[..]);
     let (_, _, h) = recv_url(vcl, "/p", &[("X-Num", "lots")]);
     assert_eq!(h.get("x-n").unwrap(), &b"8"[..], "the fallback");
+    // Without a fallback, a value that does not convert fails the task.
+    let vcl = "vcl 4.1; import std; sub vcl_recv { set req.http.X-N = -std.integer(req.http.X-Num); return (hash); }";
+    let (r, _, h) = recv_url(vcl, "/p", &[("X-Num", "-204")]);
+    assert_eq!((r, h.get("x-n").map(|v| &v[..])), (Action::Hash, Some(&b"204"[..])));
+    assert_eq!(recv_url(vcl, "/p", &[("X-Num", "lots")]).0, Action::Fail);
 }
 
 #[test]
