@@ -241,11 +241,13 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let query = common::log::query::Query::from_options(&args.query, &args.query_file)?;
     let raw = args.grouping == Grouping::Raw;
     let mut shown = 0u64;
+    // "-w -" writes the binary log to stdout, as varnishlog does.
+    let to_stdout = args.output.write.as_deref() == Some(std::path::Path::new("-"));
     let mut file = match args.output.write.as_deref() {
-        Some(p) => Some(VslOut { w: common::log::vslfile::create(p, args.output.append)?, path: p.to_path_buf() }),
-        None => None,
+        Some(p) if !to_stdout => Some(VslOut { w: common::log::vslfile::create(p, args.output.append)?, path: p.to_path_buf() }),
+        _ => None,
     };
-    let writing = file.is_some();
+    let writing = args.output.write.is_some();
     let _pid = common::background::start(args.output.daemon, args.output.pid_file.as_deref())?;
     let mut emit = |out: &mut dyn Write, g: &Group| -> std::io::Result<()> {
         if query.as_ref().is_some_and(|q| !q.matches(g)) || args.keep.is_some_and(|k| shown >= k) {
@@ -284,6 +286,9 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
         Some(f) => f,
         None => out,
     };
+    if to_stdout {
+        out.write_all(&common::log::vslfile::FILE_ID).map_err(|e| format!("writing output: {e}"))?;
+    }
     let res = match &args.read {
         Some(path) => common::log::vslfile::read_groups(path, Grouper::new(args.grouping), out, |o, g| emit(o, g)),
         None => {

@@ -139,7 +139,9 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     let (text, how) = format_of(&args)?;
     let format = Format::parse(&text)?;
     let query = common::log::query::Query::from_options(&args.query, &args.query_file)?;
-    let mut file = args.output.write.as_deref().map(|p| LogFile::open(p, args.output.append)).transpose()?;
+    // "-w -" is stdout, as for varnishncsa.
+    let path = args.output.write.as_deref().filter(|p| *p != Path::new("-"));
+    let mut file = path.map(|p| LogFile::open(p, args.output.append)).transpose()?;
     let grouping = if args.grouping == "request" { Grouping::Request } else { Grouping::Vxid };
     // As varnishncsa: client lines by default, backend lines with -b (and
     // both with -b -c); request grouping logs every transaction of a group.

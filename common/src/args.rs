@@ -42,7 +42,8 @@ pub struct Instance {
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct Output {
     /// Write to FILE instead of standard output (cache-log: the binary log
-    /// format, read back with -r); SIGHUP reopens it (for logrotate).
+    /// format, read back with -r; "-" writes it to stdout); SIGHUP reopens
+    /// it (for logrotate).
     #[arg(short = 'w', value_name = "FILE")]
     pub write: Option<PathBuf>,
 
