@@ -139,14 +139,9 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
         let _ = tx.send(Ok((s.clone(), stale_body)));
         return;
     }
-    // A 304 keeps the stale object's body: the one the lookup held, or
-    // read back now.
-    let stale_body = match (&fetched, &stale) {
-        (Fetched::Resp { beresp, .. }, Some(s)) if beresp.was_304 => match stale_body {
-            Some(b) => Some(b),
-            None => sh.cache.held_body(s).await.ok(),
-        },
-        _ => None,
+    let (fetched, stale_body) = match kept_body(&sh, &mut f, fetched, stale.as_ref(), stale_body).await {
+        Ok(x) => x,
+        Err(e) => return give_up(f, guard, tx, e),
     };
     let mut got = match got(&sh, &mut f, fetched, stale.as_ref().map(|s| (s, stale_body)), &bereq.url) {
         Ok(g) => g,
@@ -154,10 +149,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
             if !logged {
                 f.note(&e);
             }
-            f.done(None, None);
-            drop(guard); // Waiters learn that the fetch failed.
-            let _ = tx.send(Err(e));
-            return;
+            return give_up(f, guard, tx, e);
         }
     };
     illegal_vary(&mut f, &mut got.beresp);
@@ -221,6 +213,44 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
     if let Some(m) = later {
         m.insert(&sh);
     }
+}
+
+/// A fetch that produced nothing: its waiters learn that it failed (the
+/// busy guard goes), and so does the request.
+fn give_up(f: Fetch, guard: BusyGuard, tx: oneshot::Sender<Result<FetchedObj, Error>>, e: Error) {
+    f.done(None, None);
+    drop(guard);
+    let _ = tx.send(Err(e));
+}
+
+/// A 304 keeps the stale object's body: the one the lookup held, or read
+/// back now. One still streaming in is waited for, and fails the fetch
+/// if it fails (Varnish's "Template object failed").
+async fn kept_body(
+    sh: &Shared,
+    f: &mut Fetch,
+    fetched: Fetched,
+    stale: Option<&ObjRef>,
+    held: Option<ObjBody>,
+) -> Result<(Fetched, Option<ObjBody>), Error> {
+    let body = match (&fetched, stale) {
+        (Fetched::Resp { beresp, .. }, Some(s)) if beresp.was_304 => match held {
+            Some(b) => Some(b),
+            None => sh.cache.held_body(s).await.ok(),
+        },
+        _ => return Ok((fetched, None)),
+    };
+    if let Some(b) = body.as_ref().filter(|b| matches!(b, ObjBody::Live(_))) {
+        if !whole(b).await {
+            if let Fetched::Resp { resp, .. } = fetched {
+                f.release(resp);
+            }
+            let e = Error::new(Side::Backend, "Template object failed");
+            f.error(&e);
+            return Err(e);
+        }
+    }
+    Ok((fetched, body))
 }
 
 /// A marker to put in the cache later (see `defer` in [`run`]).
@@ -450,6 +480,18 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<(&ObjRef, Opt
             })
         }
         Fetched::Abandoned(e) | Fetched::Client(e) => Err((e, false)),
+    }
+}
+
+/// Wait for a body still streaming in to end: false if it failed.
+async fn whole(body: &ObjBody) -> bool {
+    let mut r = body.reader();
+    loop {
+        match r.next().await {
+            Ok(Some(_)) => {}
+            Ok(None) => return true,
+            Err(()) => return false,
+        }
     }
 }
 
