@@ -44,6 +44,11 @@ pub struct Args {
     #[arg(short = 'c')]
     pub client: bool,
 
+    /// Show ESI subrequests too (implies -c; -c alone leaves them out
+    /// unless -g raw).
+    #[arg(short = 'E')]
+    pub esi: bool,
+
     /// Stop after showing N groups (transactions, requests, sessions).
     #[arg(short = 'k', value_name = "N")]
     pub keep: Option<u64>,

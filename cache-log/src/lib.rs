@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::log::follow;
 use common::log::group::{Group, Grouper, Grouping, OwnedRecord};
-use common::log::vsl::Tag;
+use common::log::vsl::{Side, Tag};
 
 use crate::cli::Args;
 
@@ -183,8 +183,10 @@ pub fn write_json(out: &mut (impl Write + ?Sized), g: &Group, filter: &Filter) -
     Ok(())
 }
 
-/// -b / -c: the transactions of that side (call only when one is set).
-fn sides(g: &Group, backend: bool) -> Option<Group> {
+/// -b / -c / -E (call only when one is set): the transactions
+/// varnishlog shows then: requests with -c (ESI subrequests only with -E),
+/// backend requests with -b, no sessions; raw records of the side(s) asked.
+fn sides(g: &Group, client: bool, backend: bool, esi: bool) -> Option<Group> {
     let txs: Vec<(usize, common::log::group::Tx)> = g
         .txs
         .iter()
@@ -192,10 +194,12 @@ fn sides(g: &Group, backend: bool) -> Option<Group> {
             use common::log::group::TxKind;
             match t.kind {
                 TxKind::BeReq => backend,
-                TxKind::Request => !backend,
-                // varnishlog -c shows requests, not sessions.
+                TxKind::Request => client && (esi || !t.linked || t.restart),
                 TxKind::Session => false,
-                TxKind::Record => backend != t.is_client(),
+                TxKind::Record => {
+                    let side = |s| t.records.iter().any(|r| r.side == s);
+                    (!client || side(Side::Client)) && (!backend || side(Side::Backend))
+                }
             }
         })
         .cloned()
@@ -254,8 +258,9 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
             return Ok(());
         }
         let one_side;
-        let g = if args.backend != args.client {
-            match sides(g, args.backend) {
+        let client = args.client || args.esi;
+        let g = if client || args.backend {
+            match sides(g, client, args.backend, args.esi) {
                 Some(x) => {
                     one_side = x;
                     &one_side
