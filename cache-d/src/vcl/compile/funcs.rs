@@ -9,7 +9,6 @@ use crate::vcl::diag::{err, unsupported, VclError};
 use crate::vcl::model::*;
 use bytes::Bytes;
 use common::log::vsl::Tag;
-use regex::Regex;
 
 /// std.querysort: the query string's parameters in sorted order (so
 /// equivalent URLs hash alike); empty parameters are dropped.
@@ -54,9 +53,9 @@ pub(super) fn vcl_replacement(s: &str) -> String {
     out
 }
 
-pub(super) fn regex_arg(e: &Expr) -> Result<Regex, VclError> {
+pub(super) fn regex_arg(e: &Expr) -> Result<super::re::Re, VclError> {
     match literal(e) {
-        Some(s) => Regex::new(&s).map_err(|err| VclError { msg: format!("Regexp compilation error: {err}"), pos: e.pos() }),
+        Some(s) => super::re::Re::new(&s).map_err(|err| VclError { msg: format!("Regexp compilation error: {err}"), pos: e.pos() }),
         None => Err(VclError { msg: "Expected a regular expression literal (a string)".into(), pos: e.pos() }),
     }
 }
@@ -173,7 +172,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             Box::new(move |t, c| {
                 let s = src(t, c).text();
                 let rep = vcl_replacement(&sub(t, c).text());
-                Val::Str(if all { re.replace_all(&s, rep.as_str()).into_owned() } else { re.replace(&s, rep.as_str()).into_owned() })
+                Val::Str(re.replace(&s, &rep, all).into_owned())
             })
         }
         "hash_data" => {

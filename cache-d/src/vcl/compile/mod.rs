@@ -23,6 +23,7 @@ mod decls;
 mod dynamic;
 mod funcs;
 mod program;
+mod re;
 #[cfg(test)]
 mod tests;
 mod vars;
