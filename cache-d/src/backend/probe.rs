@@ -147,7 +147,7 @@ pub fn backend_list(list: &[Arc<Backend>], json: bool, details: bool, argv: &[&s
             let (admin, since) = b.admin();
             let (probe, health) = probe_column(b);
             let mut e = serde_json::json!({
-                "type": "backend", "admin_health": admin.word(),
+                "type": "backend", "admin_health": admin_word(b, admin),
                 "probe_message": [probe.0, probe.1, health], "last_change": since,
             });
             if let (true, Some(spec)) = (details, &b.cfg.probe) {
@@ -170,7 +170,7 @@ pub fn backend_list(list: &[Arc<Backend>], json: bool, details: bool, argv: &[&s
         out.push_str(&format!(
             "\n{:<30} {:<10} {:<8} {health:<10} {when}",
             b.full_name(),
-            admin.word(),
+            admin_word(b, admin),
             format!("{}/{}", probe.0, probe.1)
         ));
         if let (true, Some(spec)) = (details, &b.cfg.probe) {
@@ -194,13 +194,26 @@ pub fn backend_list(list: &[Arc<Backend>], json: bool, details: bool, argv: &[&s
     out
 }
 
-/// (good, window) and the health word.
+/// The Admin column: a forced state, else "probe" for a backend with a
+/// probe and "healthy" for one without (Varnish's VDI_Ahealth).
+fn admin_word(b: &Backend, admin: Admin) -> &'static str {
+    match admin {
+        Admin::Auto if b.cfg.probe.is_none() => "healthy",
+        a => a.word(),
+    }
+}
+
+/// (good, window) and the health word: the probe's view, whatever
+/// backend.set_health forced (a backend without a probe is healthy).
 fn probe_column(b: &Backend) -> ((u32, u32), &'static str) {
-    let probe = match &b.cfg.probe {
-        Some(spec) => (b.probe_state().good_in(spec.window), spec.window),
-        None => (0, 0),
+    let (probe, happy) = match &b.cfg.probe {
+        Some(spec) => {
+            let st = b.probe_state();
+            ((st.good_in(spec.window), spec.window), st.happy)
+        }
+        None => ((0, 0), true),
     };
-    (probe, if b.healthy() { "healthy" } else { "sick" })
+    (probe, if happy { "healthy" } else { "sick" })
 }
 
 impl Backend {

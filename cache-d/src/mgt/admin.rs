@@ -286,6 +286,21 @@ fn serve(
         if args.is_empty() {
             continue; // Empty lines get no reply.
         }
+        // A leading '-' (a CLI script's "ignore failure" mark) goes, as in
+        // Varnish: "-" alone is then an empty command.
+        let mut args = args;
+        if let Some(rest) = args[0].strip_prefix('-') {
+            match rest {
+                "" => drop(args.remove(0)),
+                r => args[0] = r.to_string(),
+            }
+        }
+        if args.is_empty() {
+            if out.write_all(&adm::frame(status::SYNTAX, "Empty CLI command.")).and_then(|_| out.flush()).is_err() || !auth.authed {
+                return;
+            }
+            continue;
+        }
         let was_authed = auth.authed;
         let (code, body) = match args[0].as_str() {
             _ if !was_authed => auth.before(mgr, &args, on_auth),
