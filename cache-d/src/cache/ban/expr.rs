@@ -61,6 +61,8 @@ pub struct Cond {
 }
 
 /// A syntax error: the message and which argument (1-based) is at fault.
+/// Shown as the message alone, as Varnish words it (the CLI's answer,
+/// std.ban_error()).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BanError {
     pub arg: usize,
@@ -69,7 +71,7 @@ pub struct BanError {
 
 impl std::fmt::Display for BanError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} (argument {})", self.msg, self.arg)
+        f.write_str(&self.msg)
     }
 }
 
