@@ -128,6 +128,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
     sh.seg.add(if reason == "bgfetch" { C::SBgfetch } else { C::SFetch }, 1);
     let revalidate = stale.as_ref().filter(|s| ims_candidate(s));
     let mut bereq = cache_bereq(&req, bxid, reason, revalidate, sh.params().http_gzip_support);
+    let body = body.map(|b| (b, req.cache_body.is_some()));
     let fetched = backend_steps(&sh, &*policy, (&mut f, &mut bereq), addrs.clone(), revalidate, body.clone(), false).await;
     let mut fetched = whole_unstreamed(&sh, &*policy, (&mut f, &mut bereq), (addrs, revalidate, body), fetched).await;
     read_small_body(&mut fetched);
@@ -267,15 +268,16 @@ impl Later {
 }
 
 /// The backend steps of a cache fetch, sending the request's body if it
-/// has one (read whole before: it can be sent again on a retry); from
-/// vcl_backend_error when `after_error` (a body that failed).
+/// has one (read whole before: it can be sent again on a retry; `kept`
+/// when std.cache_req_body() kept it); from vcl_backend_error when
+/// `after_error` (a body that failed).
 async fn backend_steps(
     sh: &Shared,
     policy: &dyn Policy,
     (f, bereq): (&mut Fetch, &mut Bereq),
     addrs: Ends,
     stale: Option<&ObjRef>,
-    body: Option<Bytes>,
+    body: Option<(Bytes, bool)>,
     after_error: bool,
 ) -> Fetched {
     async fn go<B: crate::req::transport::ReqBody>(t: &mut BeTxn<'_, B>, after_error: bool) -> Fetched {
@@ -286,11 +288,11 @@ async fn backend_steps(
         }
     }
     match body {
-        Some(b) => {
+        Some((b, kept)) => {
             let mut body = CachedBody(b);
             f.replayable = true;
             let mut t = BeTxn::new(sh, policy, f, bereq, addrs);
-            (t.stale, t.framing, t.client) = (stale, Framing::Length(body.0.len() as u64), Some(&mut body));
+            (t.stale, t.framing, t.client, t.kept) = (stale, Framing::Length(body.0.len() as u64), Some(&mut body), kept);
             go(&mut t, after_error).await
         }
         None => {
@@ -309,7 +311,7 @@ async fn whole_unstreamed(
     sh: &Shared,
     policy: &dyn Policy,
     (f, bereq): (&mut Fetch, &mut Bereq),
-    (addrs, stale, body): (Ends, Option<&ObjRef>, Option<Bytes>),
+    (addrs, stale, body): (Ends, Option<&ObjRef>, Option<(Bytes, bool)>),
     mut fetched: Fetched,
 ) -> Fetched {
     loop {

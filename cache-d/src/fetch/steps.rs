@@ -52,6 +52,9 @@ pub struct BeTxn<'a, B> {
     /// A stale object whose validators made the request conditional: a
     /// 304 refreshes it.
     pub stale: Option<&'a ObjRef>,
+    /// The body was kept by std.cache_req_body(): `unset bereq.body` does
+    /// not drop it (Varnish 7.1 unsets only a body still with the client).
+    pub kept: bool,
 }
 
 /// The steps of the backend side. (A response head is large, but the step
@@ -99,7 +102,7 @@ impl<'a, B> BeTxn<'a, B> {
     /// A transaction with no request body to send and nothing stale to
     /// refresh (set `client`/`framing` or `stale` after).
     pub fn new(sh: &'a Shared, policy: &'a dyn Policy, f: &'a mut Fetch, bereq: &'a mut Bereq, addrs: Ends) -> Self {
-        BeTxn { sh, policy, f, bereq, client: None, framing: Framing::None, addrs, stale: None }
+        BeTxn { sh, policy, f, bereq, client: None, framing: Framing::None, addrs, stale: None, kept: false }
     }
 
     /// Run a backend-side subroutine; it sees bereq, and beresp and the
@@ -158,7 +161,7 @@ async fn send<B: ReqBody>(t: &mut BeTxn<'_, B>) -> Step {
     }
     t.f.vcl_timeouts = [bereq.connect_timeout, bereq.first_byte_timeout, bereq.between_bytes_timeout];
     let mut wire = Vec::with_capacity(1024);
-    if bereq.no_body {
+    if bereq.no_body && !t.kept {
         (t.framing, t.client) = (Framing::None, None);
     }
     t.f.build_request(&bereq.method.clone(), bereq, t.framing, &mut wire);

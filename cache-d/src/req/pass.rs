@@ -61,7 +61,7 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
             fetch.replayable = true;
             let mut t = BeTxn::new(&sh, &*r.active.policy, &mut fetch, &mut bereq, addrs);
             t.framing = Framing::Length(body.0.len() as u64);
-            t.client = Some(&mut body);
+            (t.client, t.kept) = (Some(&mut body), r.req.cache_body.is_some());
             steps::run(&mut t).await
         }
         None => {
@@ -137,7 +137,7 @@ async fn again_after_error<T: Transport>(r: &mut Request<'_, T>, fetch: &mut Fet
         Some(b) => {
             let mut body = CachedBody(b);
             let mut t = BeTxn::new(&sh, &*r.active.policy, fetch, bereq, addrs);
-            (t.framing, t.client) = (Framing::Length(body.0.len() as u64), Some(&mut body));
+            (t.framing, t.client, t.kept) = (Framing::Length(body.0.len() as u64), Some(&mut body), r.req.cache_body.is_some());
             Some(steps::run_after_body_error(&mut t).await)
         }
         None if r.body_consumed => None,
