@@ -14,14 +14,16 @@
 //!
 //! A test holds for a group when some transaction in it (at the selected
 //! level) has a record with one of the tags whose payload — after the
-//! `header:` name when given, then the whitespace-separated field when
-//! given — satisfies the comparison (or merely exists, without one).
-//! Errors carry the position in the query.
+//! `header:` name when given, then the field when given (blank-separated
+//! or double-quoted, see `field`) — satisfies the comparison (or merely
+//! exists, without one). Several queries on lines of their own (`#`
+//! comments) are OR-ed. Errors carry the position in the query.
 
 use std::fmt;
 
 use regex::Regex;
 
+use crate::log::field::{self, Num};
 use crate::log::group::{Group, OwnedRecord};
 use crate::log::vsl::Tag;
 
@@ -71,7 +73,7 @@ enum Op {
 
 #[derive(Debug)]
 enum Operand {
-    Num(f64),
+    Num(Num),
     Str(String),
     Regex(Regex),
 }
@@ -353,17 +355,14 @@ impl Parser<'_> {
             Tok::Str(s) => s.clone(),
             _ => return self.err("Expected an operand"),
         };
-        let quoted = matches!(self.tok, Tok::Str(_));
         self.bump()?;
         let operand = match op {
             Op::Match | Op::NoMatch => {
                 Operand::Regex(Regex::new(&text).map_err(|e| self.lex.err(format!("Regular expression error: {e}"), at))?)
             }
             Op::StrEq | Op::StrNe => Operand::Str(text),
-            _ => match text.parse::<f64>() {
-                Ok(n) if !quoted && n.is_finite() => Operand::Num(n),
-                _ => return Err(self.lex.err(format!("Expected a number, got '{text}'"), at)),
-            },
+            // A quoted number is a number too, as for varnishlog.
+            _ => Operand::Num(field::operand(&text).map_err(|e| self.lex.err(format!("{e} '{text}'"), at))?),
         };
         Ok(Test { vxid: false, level, tags, header, field, cmp: Some((op, operand)) })
     }
@@ -393,7 +392,14 @@ impl Parser<'_> {
             _ => return self.err("Expected integer"),
         };
         self.bump()?;
-        Ok(Test { vxid: true, level: None, tags: Vec::new(), header: None, field: None, cmp: Some((op, Operand::Num(f64::from(n)))) })
+        Ok(Test {
+            vxid: true,
+            level: None,
+            tags: Vec::new(),
+            header: None,
+            field: None,
+            cmp: Some((op, Operand::Num(Num::Int(i64::from(n))))),
+        })
     }
 }
 
@@ -451,7 +457,7 @@ fn eval(e: &Expr, g: &Group) -> bool {
         Expr::Or(a, b) => eval(a, g) || eval(b, g),
         Expr::And(a, b) => eval(a, g) && eval(b, g),
         Expr::Not(a) => !eval(a, g),
-        Expr::Test(t) if t.vxid => g.txs.iter().any(|(_, tx)| compare(t, f64::from(tx.vxid))),
+        Expr::Test(t) if t.vxid => g.txs.iter().any(|(_, tx)| compare(t, Some(Num::Int(i64::from(tx.vxid))))),
         Expr::Test(t) => g.txs.iter().any(|(level, tx)| {
             let lvl_ok = match t.level {
                 None => true,
@@ -477,16 +483,23 @@ fn num_op(t: &Tok) -> Option<Op> {
     })
 }
 
-/// A number against a test's numeric comparison.
-fn compare(t: &Test, v: f64) -> bool {
-    let Some((op, Operand::Num(want))) = &t.cmp else { return false };
-    match op {
-        Op::NumEq => v == *want,
-        Op::NumNe => v != *want,
-        Op::Lt => v < *want,
-        Op::Le => v <= *want,
-        Op::Gt => v > *want,
-        Op::Ge => v >= *want,
+/// A record's number (of the operand's kind) against a test's numeric
+/// comparison; no number never compares.
+fn compare(t: &Test, v: Option<Num>) -> bool {
+    fn by<T: PartialOrd>(op: Op, a: T, b: T) -> bool {
+        match op {
+            Op::NumEq => a == b,
+            Op::NumNe => a != b,
+            Op::Lt => a < b,
+            Op::Le => a <= b,
+            Op::Gt => a > b,
+            Op::Ge => a >= b,
+            _ => false,
+        }
+    }
+    match (&t.cmp, v) {
+        (Some((op, Operand::Num(Num::Int(want)))), Some(Num::Int(v))) => by(*op, v, *want),
+        (Some((op, Operand::Num(Num::Float(want)))), Some(Num::Float(v))) => by(*op, v, *want),
         _ => false,
     }
 }
@@ -498,17 +511,12 @@ fn test_record(t: &Test, r: &OwnedRecord) -> bool {
     let text = r.text();
     let mut value: &str = &text;
     if let Some(h) = &t.header {
-        let Some((name, rest)) = value.split_once(':') else { return false };
-        if !name.trim().eq_ignore_ascii_case(h) {
-            return false;
-        }
-        value = rest.trim_start();
+        let Some(rest) = field::after_prefix(value, h) else { return false };
+        value = rest;
     }
     if let Some(n) = t.field {
-        match value.split_whitespace().nth(n - 1) {
-            Some(f) => value = f,
-            None => return false,
-        }
+        let Some(f) = field::field(value, n) else { return false };
+        value = f;
     }
     let Some((op, operand)) = &t.cmp else { return true };
     match (op, operand) {
@@ -516,8 +524,7 @@ fn test_record(t: &Test, r: &OwnedRecord) -> bool {
         (Op::NoMatch, Operand::Regex(re)) => !re.is_match(value),
         (Op::StrEq, Operand::Str(s)) => value == s,
         (Op::StrNe, Operand::Str(s)) => value != s,
-        // A field that is not a number never compares.
-        (_, Operand::Num(_)) => value.trim().parse::<f64>().is_ok_and(|v| compare(t, v)),
+        (_, Operand::Num(want)) => compare(t, field::value(value, *want)),
         _ => false,
     }
 }
@@ -574,8 +581,10 @@ mod tests {
         assert!(q("ReqMethod ne POST") && !q("ReqMethod ne GET"));
         assert!(q("ReqURL ~ \"^/news/\"") && !q("ReqURL ~ ^/sport"));
         assert!(q("ReqURL !~ ^/sport") && !q("ReqURL !~ news"));
-        // Floats, and a field that is not a number never compares.
-        assert!(q("Timestamp:Resp[2] > 0.004") && !q("Timestamp:Resp[2] > 0.005"));
+        // Decimals (three of them count, as for varnishlog), and a field
+        // that is not a number never compares.
+        assert!(q("Timestamp:Resp[2] > 0.003") && !q("Timestamp:Resp[2] > 0.004"));
+        assert!(q("Timestamp:Resp[2] >= 0.004") && q("RespStatus == \"200\"") && q("RespStatus == 0xc8"));
         assert!(!q("ReqMethod > 1") && !q("ReqMethod < 1"));
     }
 
@@ -617,7 +626,8 @@ mod tests {
         let x = e("NoSuchTag == 1");
         assert!(x.msg.contains("matches zero tags") && x.at == 0, "{x:?}");
         let x = e("RespStatus == abc");
-        assert!(x.msg.contains("Expected a number") && x.at == 14, "{x:?}");
+        assert!(x.msg.contains("Integer parse error") && x.at == 14, "{x:?}");
+        assert!(e("RespStatus == 1.x").msg.contains("Floating point parse error"));
         let x = e("ReqURL ~ \"(\"");
         assert!(x.msg.contains("Regular expression") && x.at == 9, "{x:?}");
         assert_eq!(e("(RespStatus == 200").msg, "Expected ')'");
