@@ -155,9 +155,9 @@ pub fn write_group(out: &mut (impl Write + ?Sized), g: &Group, raw: bool, verbos
         let dashes = "-".repeat(*level);
         for r in tx.records.iter().filter(|r| filter.shows(r)) {
             if verbose {
-                writeln!(out, "{dashes:<3} {:>10} {:<14} {} {}", r.vxid, r.tag.name(), r.side.letter(), r.text())?;
+                writeln!(out, "{dashes:<3} {:>10} {:<14} {} {}", r.vxid, r.tag.name(), r.side.letter(), shown(r))?;
             } else {
-                writeln!(out, "{dashes:<3} {:<14} {}", r.tag.name(), r.text())?;
+                writeln!(out, "{dashes:<3} {:<14} {}", r.tag.name(), shown(r))?;
             }
         }
     }
@@ -208,7 +208,27 @@ fn sides(g: &Group, client: bool, backend: bool, esi: bool) -> Option<Group> {
 }
 
 fn write_raw(out: &mut (impl Write + ?Sized), r: &OwnedRecord) -> std::io::Result<()> {
-    writeln!(out, "{:>10} {:<14} {} {}", r.vxid, r.tag.name(), r.side.letter(), r.text())
+    writeln!(out, "{:>10} {:<14} {} {}", r.vxid, r.tag.name(), r.side.letter(), shown(r))
+}
+
+/// A record's payload as varnishlog prints it: the tags Varnish marks
+/// unsafe (Debug, HttpGarbage, Hash) in double quotes, bytes outside
+/// printable ASCII and the terminating NUL as %XX; the others as text.
+fn shown(r: &OwnedRecord) -> std::borrow::Cow<'_, str> {
+    if !matches!(r.tag, Tag::Debug | Tag::HttpGarbage | Tag::Hash) {
+        return r.text();
+    }
+    let mut s = String::with_capacity(r.payload.len() + 5);
+    s.push('"');
+    for &b in r.payload.iter().chain(&[0]) {
+        if (b' '..=b'~').contains(&b) {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02x}"));
+        }
+    }
+    s.push('"');
+    s.into()
 }
 
 /// The -w file: records go out one group per write, so a reopen asked by
@@ -305,4 +325,17 @@ pub fn run(args: Args, out: &mut impl Write) -> Result<(), String> {
     };
     out.flush().map_err(|e| format!("writing output: {e}"))?;
     res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsafe_tags_print_quoted_with_their_nul() {
+        let rec = |tag, payload: &[u8]| OwnedRecord { tag, side: Side::Client, vxid: 1, payload: payload.to_vec() };
+        assert_eq!(shown(&rec(Tag::Hash, b"/path")), "\"/path%00\"");
+        assert_eq!(shown(&rec(Tag::HttpGarbage, b"GET\r\n\x7f")), "\"GET%0d%0a%7f%00\"");
+        assert_eq!(shown(&rec(Tag::ReqUrl, b"/path")), "/path");
+    }
 }
