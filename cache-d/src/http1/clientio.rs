@@ -51,6 +51,13 @@ impl<S> ClientIo<S> {
         &mut self.io
     }
 
+    /// send_timeout is checked before every write, as Varnish does before
+    /// each writev: a response that drips slower than it allows is cut
+    /// even when no write ever blocks.
+    fn past_deadline(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() > d)
+    }
+
     /// After an inner write: done (the timer stops), or pending (it runs).
     fn settle(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
         match r {
@@ -89,12 +96,18 @@ impl<S: AsyncRead + Unpin> AsyncRead for ClientIo<S> {
 impl<S: AsyncWrite + Unpin> AsyncWrite for ClientIo<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let me = self.get_mut();
+        if me.past_deadline() {
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "send timed out (send_timeout)")));
+        }
         let r = Pin::new(&mut me.io).poll_write(cx, buf);
         me.settle(cx, r)
     }
 
     fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
         let me = self.get_mut();
+        if me.past_deadline() {
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "send timed out (send_timeout)")));
+        }
         let r = Pin::new(&mut me.io).poll_write_vectored(cx, bufs);
         me.settle(cx, r)
     }
@@ -152,6 +165,19 @@ mod tests {
         let t0 = Instant::now();
         assert!(c.write_all(&vec![0u8; 1 << 20]).await.is_err());
         assert!((5..=6).contains(&t0.elapsed().as_secs()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn send_timeout_cuts_a_response_that_drips_without_blocking() {
+        let (a, _b) = tokio::io::duplex(1 << 16);
+        let mut c = ClientIo::new(a);
+        c.arm(Duration::from_millis(800), Duration::from_millis(100));
+        c.write_all(b"1\r\nx\r\n").await.unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let e = c.write_all(b"1\r\ny\r\n").await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        c.arm(Duration::from_millis(800), Duration::from_millis(100));
+        c.write_all(b"next response").await.unwrap();
     }
 
     #[tokio::test]
