@@ -178,20 +178,11 @@ async fn tick(sh: Arc<Shared>) {
     }
 }
 
-/// The ban lurker: a pass over the cache, then `ban_lurker_sleep` (at
-/// least 10 ms; 0 disables it, checked again every second).
+/// The ban lurker (see crate::cache::ban::lurker), with the parameters
+/// in force at each pass.
 async fn lurker(sh: Arc<Shared>) {
-    loop {
-        let (sleep, age) = (sh.params().ban_lurker_sleep, sh.params().ban_lurker_age);
-        if sleep <= 0.0 {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            continue;
-        }
-        let cache = sh.cache.clone();
-        // The pass is CPU work over the whole index: off the async workers.
-        let _ = tokio::task::spawn_blocking(move || cache.lurk(crate::util::now(), age)).await;
-        tokio::time::sleep(Duration::from_secs_f64(sleep.max(0.01))).await;
-    }
+    let cache = sh.cache.clone();
+    crate::cache::ban::lurker::run(cache, move || (sh.params().ban_lurker_sleep, sh.params().ban_lurker_age)).await;
 }
 
 /// Publish the bound addresses (`name ip port` lines), so that tools and

@@ -29,6 +29,8 @@ impl Ban {
 pub struct BanList {
     pub(crate) list: Vec<Arc<Ban>>,
     pub(crate) next: u64,
+    /// Wakes the lurker (see super::lurker).
+    pub(crate) kick: Arc<tokio::sync::Notify>,
 }
 
 /// How many indexed objects have been tested up to each ban (their

@@ -5,6 +5,7 @@
 
 pub mod expr;
 pub mod list;
+pub mod lurker;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -70,6 +71,10 @@ impl Cache {
         c.count(C::BansAdded, 1);
         c.count(C::Bans, 1);
         c.count(if req { C::BansReq } else { C::BansObj }, 1);
+        drop(b);
+        if !req {
+            self.kick_lurker();
+        }
         Ok(id)
     }
 
@@ -129,6 +134,10 @@ impl Cache {
         if !hit && req.is_some() {
             self.tested_up_to(oc, newest);
         }
+        // It may have been the last object on the oldest ban.
+        if req.is_some() && self.bans().list.get(1).is_some_and(|x| seen < x.id) {
+            self.kick_lurker();
+        }
         hit
     }
 
@@ -157,68 +166,16 @@ impl Cache {
         c.shards.iter().filter_map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).refs.oldest()).min().unwrap_or(newest)
     }
 
-    /// The ban lurker: test every object against the request-free bans at
-    /// least `age` seconds old, kill matches, mark those bans completed,
-    /// and delete bans nobody needs any more. Returns objects killed.
+    /// One lurker pass at `now` with ban_lurker_age `age`: objects killed.
     pub fn lurk(&self, now: f64, age: f64) -> usize {
-        let c = &self.inner;
-        let (work, listed): (Vec<Arc<Ban>>, usize) = {
-            let b = self.bans();
-            (b.list.iter().filter(|b| !b.completed() && !b.req && now - b.time >= age).cloned().collect(), b.list.len())
-        };
-        let mut killed = 0;
-        if !work.is_empty() {
-            for shard in &c.shards {
-                let objs: Vec<ObjRef> =
-                    shard.lock().unwrap_or_else(|e| e.into_inner()).values().flat_map(|h| h.variants().cloned()).collect();
-                for oc in objs {
-                    let seen = oc.ban_id.load(Ordering::Acquire);
-                    let mine: Vec<&Arc<Ban>> = work.iter().filter(|b| b.id > seen).collect();
-                    c.count(C::BansLurkerTested, mine.len() as i64);
-                    if mine.iter().any(|b| expr::matches(&b.conds, &oc, None, b.time)) && c.remove(&oc) {
-                        killed += 1;
-                        c.count(C::BansLurkerObjKilled, 1);
-                    }
-                }
-            }
-        } else if listed <= 1 {
-            return 0;
-        }
-        // Which bans objects still need comes from the shards' counts,
-        // not from a walk over the cache.
-        let min_seen = self.oldest_needed();
-        for b in &work {
-            if !b.completed.swap(true, Ordering::AcqRel) {
-                c.count(C::BansCompleted, 1);
-            }
-        }
-        // Delete from the tail: completed bans, and bans every object has
-        // already been tested past; never the newest.
-        let mut b = self.bans();
-        let newest = b.list.last().map(|x| x.id).unwrap_or(0);
-        let mut deleted = Vec::new();
-        b.list.retain(|x| {
-            let keep = x.id == newest || (!x.completed() && x.id > min_seen);
-            if !keep {
-                deleted.push((x.req, x.completed(), x.spec.is_empty()));
-            }
-            keep
-        });
-        for (req, completed, initial) in deleted {
-            c.count(C::BansDeleted, 1);
-            c.count(C::Bans, -1);
-            if completed {
-                c.count(C::BansCompleted, -1);
-            }
-            if !initial {
-                c.count(if req { C::BansReq } else { C::BansObj }, -1);
-            }
-        }
-        killed
+        self.lurk_pass(now, age).0
     }
 
-    /// The bans, newest first, with how many objects point at each.
+    /// The bans, newest first, with how many objects point at each; a
+    /// completed ban shows no expression (Varnish drops it). Listing wakes
+    /// the lurker, as Varnish's ban.list does.
     pub fn ban_list(&self) -> Vec<BanInfo> {
+        self.kick_lurker();
         let mut refs = std::collections::HashMap::new();
         for shard in &self.inner.shards {
             for (id, n) in shard.lock().unwrap_or_else(|e| e.into_inner()).refs.iter() {
@@ -229,7 +186,10 @@ impl Cache {
             .list
             .iter()
             .rev()
-            .map(|b| BanInfo { time: b.time, refs: refs.get(&b.id).copied().unwrap_or(0), completed: b.completed(), spec: b.spec.clone() })
+            .map(|b| {
+                let (completed, refs) = (b.completed(), refs.get(&b.id).copied().unwrap_or(0));
+                BanInfo { time: b.time, refs, completed, spec: if completed { String::new() } else { b.spec.clone() } }
+            })
             .collect()
     }
 }
