@@ -84,11 +84,15 @@ pub(super) fn walk<'a>(body: &'a [Stmt], f: &mut impl FnMut(&'a Stmt)) {
     }
 }
 
-/// Variables of one VCL version only: (name, 4.1 only?). (Varnish also
-/// keeps beresp.storage_hint to 4.0; cachekit's own policies set it under
-/// 4.1 — contrib/k8s — so it stays.)
-const VERSIONED_VARS: &[(&str, bool)] =
-    &[("req.esi", false), ("resp.do_esi", true), ("sess.xid", true), ("local.endpoint", true), ("local.socket", true)];
+/// Variables of one VCL version only: (name, 4.1 only?).
+const VERSIONED_VARS: &[(&str, bool)] = &[
+    ("req.esi", false),
+    ("beresp.storage_hint", false),
+    ("resp.do_esi", true),
+    ("sess.xid", true),
+    ("local.endpoint", true),
+    ("local.socket", true),
+];
 
 fn legacy_var(name: &str, pos: Pos, v41: bool) -> Result<(), VclError> {
     if let Some((_, only41)) = VERSIONED_VARS.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).filter(|(_, o)| *o != v41) {

@@ -16,7 +16,9 @@
 # sick, so its share of the URLs goes to the next members on the ring,
 # and scaling the StatefulSet anywhere up to 8 replicas needs no change
 # here (past 8, add lines).
-vcl 4.1;
+#
+# VCL 4.0: beresp.storage_hint (below) is of 4.0 only, as in Varnish.
+vcl 4.0;
 import directors;
 import dynamic;
 import std;
