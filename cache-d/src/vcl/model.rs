@@ -160,6 +160,10 @@ pub struct Bereq {
     pub uncacheable: bool,
     pub retries: u32,
     pub is_bgfetch: bool,
+    /// The client request's lookup found a hit-for-miss / hit-for-pass
+    /// object (bereq.is_hitmiss, bereq.is_hitpass).
+    pub is_hitmiss: bool,
+    pub is_hitpass: bool,
     /// bereq.backend by name; None is the default backend.
     pub backend: Option<String>,
     /// The client request's hash inputs (None for a pipe before vcl_hash).
@@ -196,6 +200,8 @@ impl Bereq {
             hash: req.hash.clone(),
             client_identity: req.client_identity.clone(),
             time: crate::util::now(),
+            is_hitmiss: req.is_hitmiss,
+            is_hitpass: req.is_hitpass,
             ..Bereq::default()
         }
     }

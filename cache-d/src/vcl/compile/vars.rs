@@ -79,6 +79,8 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("bereq.between_bytes_timeout", BACKEND, BACKEND),
     ("bereq.uncacheable", BACKEND, 0),
     ("bereq.is_bgfetch", BACKEND, 0),
+    ("bereq.is_hitmiss", BACKEND, 0),
+    ("bereq.is_hitpass", BACKEND, 0),
     ("bereq.backend", BEREQ, BEREQ),
     ("beresp.status", BERESP, BERESP),
     ("beresp.reason", BERESP, BERESP),
@@ -394,6 +396,8 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "bereq.between_bytes_timeout" => get!(bereq, |r| Val::Dur(r.between_bytes_timeout.unwrap_or(0.0))),
         "bereq.uncacheable" => get!(bereq, |r| Val::Bool(r.uncacheable)),
         "bereq.is_bgfetch" => get!(bereq, |r| Val::Bool(r.is_bgfetch)),
+        "bereq.is_hitmiss" => get!(bereq, |r| Val::Bool(r.is_hitmiss)),
+        "bereq.is_hitpass" => get!(bereq, |r| Val::Bool(r.is_hitpass)),
         "bereq.backend" => {
             let default = default_backend(sc.backends).unwrap_or("default").to_string();
             Box::new(move |t, _| {
