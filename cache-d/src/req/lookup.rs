@@ -160,6 +160,8 @@ pub fn hit<T: Transport>(r: &mut Request<'_, T>, oc: ObjRef, guard: Option<BusyG
             }
             match other {
                 Action::Pass => {
+                    // A pass from vcl_hit still counts as a hit (Varnish 7.1).
+                    sh.seg.add(C::CacheHit, 1);
                     r.hit_pass = true;
                     Step::Pass
                 }

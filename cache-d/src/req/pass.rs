@@ -379,15 +379,16 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     }
 }
 
-/// The pass's private object, as vcl_deliver sees it (never hit).
+/// The pass's private object, as vcl_deliver sees it (never hit): it
+/// expires as it is delivered (ttl, grace and keep 0, as in Varnish).
 fn private_view(beresp: &Beresp) -> ObjView {
     ObjView {
         status: beresp.status,
         reason: beresp.reason.clone(),
         headers: Headers::default(),
-        ttl: beresp.ttl,
-        grace: beresp.grace,
-        keep: beresp.keep,
+        ttl: 0.0,
+        grace: 0.0,
+        keep: 0.0,
         age: 0.0,
         hits: 0,
         uncacheable: true,
