@@ -5,6 +5,7 @@
 //! (`steps`), and the fetch for the cache that stores what it gets as it
 //! streams in (`miss`, its body through the filters or in transit: `stream`).
 
+mod crange;
 pub mod miss;
 pub mod steps;
 mod stream;

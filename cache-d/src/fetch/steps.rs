@@ -55,6 +55,9 @@ pub struct BeTxn<'a, B> {
     /// The body was kept by std.cache_req_body(): `unset bereq.body` does
     /// not drop it (Varnish 7.1 unsets only a body still with the client).
     pub kept: bool,
+    /// The Range the fetch began with (before vcl_backend_fetch): what a
+    /// Content-Range must answer.
+    range0: Option<Bytes>,
 }
 
 /// The steps of the backend side. (A response head is large, but the step
@@ -102,7 +105,8 @@ impl<'a, B> BeTxn<'a, B> {
     /// A transaction with no request body to send and nothing stale to
     /// refresh (set `client`/`framing` or `stale` after).
     pub fn new(sh: &'a Shared, policy: &'a dyn Policy, f: &'a mut Fetch, bereq: &'a mut Bereq, addrs: Ends) -> Self {
-        BeTxn { sh, policy, f, bereq, client: None, framing: Framing::None, addrs, stale: None, kept: false }
+        let range0 = bereq.headers.get("range").cloned();
+        BeTxn { sh, policy, f, bereq, client: None, framing: Framing::None, addrs, stale: None, kept: false, range0 }
     }
 
     /// Run a backend-side subroutine; it sees bereq, and beresp and the
@@ -193,6 +197,11 @@ fn vcl_backend_response<B>(t: &mut BeTxn<'_, B>, resp: Response) -> Step {
         t.f.close_after = true;
     }
     beresp.headers.unset("connection");
+    if let Some(why) = range_fault(t, &resp) {
+        t.f.release(resp);
+        t.f.log.recf(Tag::Error, LogSide::Backend, t.f.vxid, format_args!("{why}"));
+        return Step::Error(503, "Backend fetch failed".into());
+    }
     match action {
         Action::Deliver | Action::PassFor(_) => {
             // A TTL the policy set counts from now: from the object's
@@ -215,6 +224,16 @@ fn vcl_backend_response<B>(t: &mut BeTxn<'_, B>, resp: Response) -> Step {
         Action::Error(s, r) => Step::Error(s, r),
         a => Step::Done(Fetched::Abandoned(Error::new(Side::Internal, format!("vcl_backend_response returned {}", a.word())))),
     }
+}
+
+/// A Content-Range that does not answer the fetch's Range (Varnish's
+/// VRG_CheckBo, whatever vcl_backend_response chose).
+fn range_fault<B>(t: &BeTxn<'_, B>, resp: &Response) -> Option<String> {
+    if !t.sh.params().http_range_support {
+        return None;
+    }
+    let h = &resp.head;
+    crate::fetch::crange::fault(t.range0.as_deref(), h.status, h.get("content-range"), h.get("content-length"))
 }
 
 fn vcl_backend_error<B>(t: &mut BeTxn<'_, B>, status: u16, reason: String) -> Step {
