@@ -42,10 +42,16 @@ pub fn request_range(v: &[u8]) -> Result<(Option<u64>, Option<u64>), &'static st
     Ok((lo, hi))
 }
 
+/// A Content-Range: its range (None for `*`) and the whole length.
+pub struct ContentRange {
+    pub range: Option<(u64, u64)>,
+    pub len: u64,
+}
+
 /// A response's `Content-Range: bytes LO-HI/LEN` (`*` for the range or
 /// the length): None for another unit, Err when malformed (Varnish's
 /// http_GetContentRange, which also refuses an unknown length `/*`).
-pub fn content_range(v: &[u8]) -> Result<Option<(Option<(u64, u64)>, u64)>, ()> {
+pub fn content_range(v: &[u8]) -> Result<Option<ContentRange>, ()> {
     let Some(sp) = v.iter().position(|&c| c == b' ') else { return Err(()) };
     if !v[..sp].eq_ignore_ascii_case(b"bytes") {
         return Ok(None);
@@ -72,7 +78,7 @@ pub fn content_range(v: &[u8]) -> Result<Option<(Option<(u64, u64)>, u64)>, ()> 
     }
     match range {
         Some((lo, hi)) if lo > hi || hi >= len => Err(()),
-        r => Ok(Some((r, len))),
+        range => Ok(Some(ContentRange { range, len })),
     }
 }
 
@@ -95,7 +101,7 @@ pub fn fault(range: Option<&[u8]>, status: u16, crange: Option<&[u8]>, content_l
         Some(Some(n)) => Some(n),
         None => None,
     };
-    let (range, len) = cr?;
+    let ContentRange { range, len } = cr?;
     let Some((lo, hi)) = asked else { return Some("Unexpected content-range header".into()) };
     let (crlo, crhi) = match range {
         Some(r) => r,
