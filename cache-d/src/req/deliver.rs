@@ -20,6 +20,7 @@ use crate::req::state::{divert, obj_view, Request, RespHead, Step, With};
 use crate::req::transport::Transport;
 use crate::util::now;
 use crate::vcl::model::{Action, Headers, ObjView, Req, Resp, Sub};
+use common::counters::C;
 use common::log::vsl::{Side as LogSide, Tag};
 
 /// A parsed `Range` request against a body of `len` bytes.
@@ -224,6 +225,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
         headers: headers.to_headers(),
         is_streaming: body.progress().done == Done::Streaming,
         do_esi: esi.is_some() && !r.req.disable_esi,
+        vcl_status: 0,
     };
     let age = (t - obj.life().t_origin).max(0.0) as u64;
     resp.headers.set("Age", Bytes::from(age.to_string()));
@@ -241,6 +243,9 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
     let action = r.call(Sub::Deliver, With { resp: Some(&mut resp), obj: view.as_ref(), ..With::default() });
     if action != Action::Deliver {
         return divert(action);
+    }
+    if let Some(step) = too_many_headers(r, &resp.headers) {
+        return step;
     }
     // The gunzip filter takes Content-Encoding away after vcl_deliver, as
     // Varnish's does; the length is the plain one once the object is whole.
@@ -557,6 +562,23 @@ async fn send_parts<W: tokio::io::AsyncWrite + Unpin>(
         }
     }
     (body_tx, false)
+}
+
+/// A response with more header lines than http_max_hdr allows (five of
+/// its slots hold the first line in Varnish; X-Varnish and Via are still
+/// to come) is not delivered: the header is lost, the workspace marked
+/// overflowed, and the client gets 500 as from Varnish.
+fn too_many_headers<T: Transport>(r: &mut Request<'_, T>, h: &Headers) -> Option<Step> {
+    let room = r.sh.params().http_max_hdr.saturating_sub(5);
+    let n = h.0.len() + 2;
+    if n <= room {
+        return None;
+    }
+    let lost = h.0.get(room.saturating_sub(2)).map(|(n, v)| [&n[..], b": ", &v[..]].concat()).unwrap_or_default();
+    r.sh.seg.add(C::LostHdr, 1);
+    r.log.rec(Tag::LostHeader, LogSide::Client, r.rxid, &lost);
+    r.log.rec(Tag::Error, LogSide::Client, r.rxid, b"out of workspace (req)");
+    Some(Step::Synth { status: 500, reason: "Internal Server Error".into() })
 }
 
 #[cfg(test)]
