@@ -105,7 +105,7 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
         Fetched::Synthetic { beresp, body, .. } => {
             fetch.done(Some(body.len() as u64), None);
             r.stamp("Fetch");
-            let resp = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: false, do_esi: false };
+            let resp = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, ..Resp::default() };
             Step::DeliverSynthetic { resp, body }
         }
         // As Varnish's failed fetch: vcl_synth's 503 with its own reason.
@@ -291,7 +291,7 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     // An HTTP/1.0 client's body ends at the close.
     keep &= !streamed || chunk_out;
     let view = r.active.policy.defines(Sub::Deliver).then(|| private_view(&beresp));
-    let mut out = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: true, do_esi: false };
+    let mut out = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: true, ..Resp::default() };
     out.headers.unset("x-varnish");
     let action = r.call(Sub::Deliver, With { resp: Some(&mut out), obj: view.as_ref(), ..With::default() });
     if action != Action::Deliver {

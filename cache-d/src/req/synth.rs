@@ -24,8 +24,7 @@ fn synthetic(status: u16, reason: &str) -> Resp {
             (Bytes::from_static(b"Date"), Bytes::from(http_date(now()))),
             (Bytes::from_static(b"Server"), Bytes::from_static(b"cachekit")),
         ]),
-        is_streaming: false,
-        do_esi: false,
+        ..Resp::default()
     }
 }
 
@@ -34,6 +33,8 @@ fn synthetic(status: u16, reason: &str) -> Resp {
 pub async fn vcl_synth<T: Transport>(r: &mut Request<'_, T>, status: u16, reason: &str) -> Step {
     r.sh.seg.add(C::SSynth, 1);
     let mut resp = synthetic(crate::vcl::builtin::wire_status(status), reason);
+    // VCL sees the status as synth() gave it (above 999 too).
+    resp.vcl_status = status;
     let mut body = Vec::new();
     let action = r.call(Sub::Synth, With { resp: Some(&mut resp), body: Some(&mut body), ..With::default() });
     match action {
@@ -45,13 +46,7 @@ pub async fn vcl_synth<T: Transport>(r: &mut Request<'_, T>, status: u16, reason
         Action::Deliver | Action::Restart => {}
         _ => {
             // fail (or a restart too many): the built-in page.
-            resp = Resp {
-                status: 503,
-                reason: Bytes::from_static(b"VCL failed"),
-                headers: Headers::default(),
-                is_streaming: false,
-                do_esi: false,
-            };
+            resp = Resp { status: 503, reason: Bytes::from_static(b"VCL failed"), headers: Headers::default(), ..Resp::default() };
             let mut t = Task::new(&NoEnv);
             t.req = Some(&mut r.req);
             t.resp = Some(&mut resp);

@@ -33,10 +33,10 @@ pub struct LexError {
     pub msg: String,
 }
 
-const PUNCTS: [&str; 29] = [
+const PUNCTS: [&str; 30] = [
     // "++" and "--" are tokens of their own (in no expression), as in VCC.
     "++", "--", "&&", "||", "==", "!=", "!~", "<=", ">=", "+=", "-=", "*=", "/=", "{", "}", "(", ")", ";", ",", "=", "~", "<", ">", "!",
-    "+", "-", "*", "/", ".",
+    "+", "-", "*", "/", "%", ".",
 ];
 
 fn is_ident_start(c: u8) -> bool {

@@ -212,6 +212,8 @@ impl Bereq {
 #[derive(Clone, Debug, Default)]
 pub struct Beresp {
     pub status: u16,
+    /// The status as VCL set it, digits above 999 kept (see [`vcl_status`]).
+    pub vcl_status: u16,
     pub reason: Bytes,
     pub headers: Headers,
     pub ttl: f64,
@@ -259,10 +261,24 @@ pub struct ObjView {
     pub can_esi: bool,
 }
 
+/// A status as VCL reads it: what VCL set (`full`, which may carry digits
+/// above 999 for its own signalling) while its last three digits are the
+/// `wire` status, else the wire status. Only those three digits leave.
+pub fn vcl_status(wire: u16, full: u16) -> u16 {
+    if full >= 1000 && full % 1000 == wire {
+        full
+    } else {
+        wire
+    }
+}
+
 /// The client response (VCL's `resp`), in vcl_deliver and vcl_synth.
 #[derive(Clone, Debug, Default)]
 pub struct Resp {
+    /// The status on the wire (100-999).
     pub status: u16,
+    /// The status as VCL set it, digits above 999 kept (see [`vcl_status`]).
+    pub vcl_status: u16,
     pub reason: Bytes,
     pub headers: Headers,
     pub is_streaming: bool,

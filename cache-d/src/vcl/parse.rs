@@ -504,7 +504,7 @@ impl<'a> Parser<'a> {
         self.binary(&["+", "-"], Self::mul)
     }
     fn mul(&mut self) -> R<Expr> {
-        self.binary(&["*", "/"], Self::unary)
+        self.binary(&["*", "/", "%"], Self::unary)
     }
     fn unary(&mut self) -> R<Expr> {
         if self.is("-") {

@@ -191,6 +191,14 @@ impl Names<'_> {
                 Ok(Ty::Bool)
             }
             "==" | "!=" | "<" | ">" | "<=" | ">=" => self.compare(op, left, right, pos),
+            "%" => {
+                let l = self.expr(left, Ty::Int)?;
+                let r = self.expr(right, Ty::Int)?;
+                if let Some(t) = [l, r].into_iter().find(|t| !matches!(t, Ty::Int | Ty::Unknown)) {
+                    return err(format!("Operator % only possible on INT, not {}.", t.name()), pos);
+                }
+                Ok(Ty::Int)
+            }
             "*" | "/" => {
                 let l = self.expr(left, ctx)?;
                 let r = self.expr(right, if l == Ty::Int { Ty::Int } else { Ty::Real })?;

@@ -351,6 +351,8 @@ fn arith_unchecked(op: &str, a: Val, b: Val) -> Result<Val, String> {
         ("*", Int(x), Int(y)) => Int(x.checked_mul(*y).ok_or("integer overflow")?),
         ("/", Int(_), Int(0)) => return Err("division by zero".into()),
         ("/", Int(x), Int(y)) => Int(x.checked_div(*y).ok_or("integer overflow")?),
+        ("%", Int(_), Int(0)) => return Err("division by zero".into()),
+        ("%", Int(x), Int(y)) => Int(x.checked_rem(*y).ok_or("integer overflow")?),
         ("+" | "-", Time(t), Dur(d)) => Time(if op == "+" { t + d } else { t - d }),
         ("+", Dur(d), Time(t)) => Time(t + d),
         ("-", Time(x), Time(y)) => Dur(x - y),

@@ -85,6 +85,10 @@ fn std_functions_and_regsub() {
     let (r, _, h) = recv_url(vcl, "/p", &[("X-Num", "-204")]);
     assert_eq!((r, h.get("x-n").map(|v| &v[..])), (Action::Hash, Some(&b"204"[..])));
     assert_eq!(recv_url(vcl, "/p", &[("X-Num", "lots")]).0, Action::Fail);
+    // The remainder of INTs; by 0, the task fails.
+    let vcl = "vcl 4.1; import std; sub vcl_recv { set req.http.X-R = 22302 % std.integer(req.http.X-Num); return (hash); }";
+    assert_eq!(recv_url(vcl, "/p", &[("X-Num", "10000")]).2.get("x-r").map(|v| &v[..]), Some(&b"2302"[..]));
+    assert_eq!(recv_url(vcl, "/p", &[("X-Num", "0")]).0, Action::Fail);
 }
 
 #[test]

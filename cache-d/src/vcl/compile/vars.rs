@@ -226,15 +226,18 @@ fn wire_token(t: &mut Task<'_>, what: &str, v: &Val) -> Option<Bytes> {
     Some(b)
 }
 
-fn status_val(t: &mut Task<'_>, v: &Val) -> Option<u16> {
-    match v.num() {
-        Some(n) if (100.0..=999.0).contains(&n) => Some(n as u16),
-        Some(n) if (1000.0..65536.0).contains(&n) && (n as u32 % 1000) >= 100 => Some((n as u32 % 1000) as u16),
-        _ => {
-            fail(t, format!("status {} is out of range", v.text()));
-            None
-        }
-    }
+/// A status VCL sets on `obj` (resp, beresp): up to 65535, its last three
+/// digits 100 or more (Varnish's checks and messages).
+fn status_val(t: &mut Task<'_>, obj: &str, v: &Val) -> Option<u16> {
+    let n = v.num().map_or(-1, |n| n as i64);
+    let msg = match n {
+        n if n < 0 => format!("{obj}.status ({}) is negative", v.text()),
+        n if n > 65535 => format!("{obj}.status ({n}) > 65535"),
+        n if n % 1000 < 100 => format!("illegal {obj}.status ({n}) (..0##)"),
+        n => return Some(n as u16),
+    };
+    fail(t, msg);
+    None
 }
 
 /// req.hash, bereq.hash: the SHA-256 of what vcl_hash hashed, a BLOB.
@@ -404,7 +407,7 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
                 t.bereq.as_deref().map(|r| Val::Backend(r.backend.clone().unwrap_or_else(|| default.clone()))).unwrap_or(Val::None)
             })
         }
-        "beresp.status" => get!(beresp, |b| Val::Int(b.status as i64)),
+        "beresp.status" => get!(beresp, |b| Val::Int(vcl_status(b.status, b.vcl_status) as i64)),
         "beresp.reason" => get!(beresp, |b| text(&b.reason)),
         "beresp.proto" => Box::new(|_, _| Val::Str("HTTP/1.1".into())),
         "beresp.ttl" => get!(beresp, |b| Val::Dur(b.ttl)),
@@ -439,7 +442,7 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
                 Val::Str(format!("storage.{}", name.as_deref().unwrap_or(crate::cache::spec::TRANSIENT)))
             })
         }),
-        "resp.status" => get!(resp, |r| Val::Int(r.status as i64)),
+        "resp.status" => get!(resp, |r| Val::Int(vcl_status(r.status, r.vcl_status) as i64)),
         "resp.reason" => get!(resp, |r| text(&r.reason)),
         "resp.proto" => Box::new(|_, _| Val::Str("HTTP/1.1".into())),
         "resp.is_streaming" => get!(resp, |r| Val::Bool(r.is_streaming)),
@@ -500,9 +503,9 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         "bereq.first_byte_timeout" => set!(bereq, |t, r, v| r.first_byte_timeout = dur(&v).map(|d| d.max(0.0))),
         "bereq.between_bytes_timeout" => set!(bereq, |t, r, v| r.between_bytes_timeout = dur(&v).map(|d| d.max(0.0))),
         // As resp.status: the reason becomes the status's own.
-        "beresp.status" => set!(beresp, |t, b, v| if let Some(s) = status_val(t, &v) {
-            b.status = s;
-            b.reason = Bytes::from_static(crate::vcl::builtin::reason_phrase(s).as_bytes());
+        "beresp.status" => set!(beresp, |t, b, v| if let Some(s) = status_val(t, "beresp", &v) {
+            (b.status, b.vcl_status) = (s % 1000, s);
+            b.reason = Bytes::from_static(crate::vcl::builtin::reason_phrase(s % 1000).as_bytes());
         }),
         "beresp.reason" => set!(beresp, |t, b, v| if let Some(r) = wire_text(t, "beresp.reason", &v) {
             b.reason = r
@@ -530,9 +533,11 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         // instructions has nothing to follow.
         "resp.do_esi" => set!(resp, |t, r, v| r.do_esi = r.do_esi && v.truthy()),
         "req.esi" => set!(req, |t, r, v| r.disable_esi = !v.truthy()),
-        "resp.status" => set!(resp, |t, r, v| if let Some(s) = status_val(t, &v) {
-            r.status = s;
-            r.reason = Bytes::from_static(crate::vcl::builtin::reason_phrase(s).as_bytes());
+        // Digits above 999 stay in VCL; the last three go out, with
+        // their own reason (Varnish's http_SetStatus).
+        "resp.status" => set!(resp, |t, r, v| if let Some(s) = status_val(t, "resp", &v) {
+            (r.status, r.vcl_status) = (s % 1000, s);
+            r.reason = Bytes::from_static(crate::vcl::builtin::reason_phrase(s % 1000).as_bytes());
         }),
         "resp.reason" => set!(resp, |t, r, v| if let Some(b) = wire_text(t, "resp.reason", &v) {
             r.reason = b
