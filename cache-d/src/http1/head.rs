@@ -222,6 +222,68 @@ pub fn unfold(buf: &mut [u8]) -> bool {
     changed
 }
 
+/// Why Varnish's header dissection (http1_dissect_hdrs) refuses the
+/// request head at the start of `buf`, in its BogoHeader words; None
+/// when the header lines pass those checks (the fault is elsewhere).
+/// Only for a head already refused, so the text may allocate.
+pub fn bogo_header(buf: &[u8]) -> Option<String> {
+    let lead = buf.iter().position(|&c| c != b'\r' && c != b'\n')?;
+    let mut p = buf[lead..].iter().position(|&c| c == b'\n')? + lead + 1;
+    let crlf = |i: usize| match (buf.get(i), buf.get(i + 1)) {
+        (Some(b'\r'), Some(b'\n')) => 2,
+        (Some(b'\n'), _) => 1,
+        _ => 0,
+    };
+    let sp = |c: u8| c == b' ' || c == b'\t';
+    let show = |a: usize, b: usize| String::from_utf8_lossy(&buf[a..b.min(a + 20)]).into_owned();
+    while p < buf.len() && crlf(p) == 0 {
+        // The line ends at a line break not followed by white space.
+        let (mut q, mut r) = (p, p);
+        while r < buf.len() {
+            let c = buf[r];
+            if (c >= 0x20 && c != 0x7f) || c == b'\t' {
+                r += 1;
+                continue;
+            }
+            let i = crlf(r);
+            if i == 0 {
+                return Some(format!("Header has ctrl char 0x{c:02x}"));
+            }
+            q = r;
+            r += i;
+            if r == buf.len() || crlf(r) > 0 || !sp(buf[r]) {
+                break;
+            }
+        }
+        if p == q {
+            return None;
+        }
+        if matches!(buf[p], b' ' | b'\t' | b'\r' | b'\n') {
+            return Some(format!("1st header has white space: {}", show(p, q)));
+        }
+        if buf[p] == b':' {
+            return Some(format!("Missing header name: {}", show(p, q)));
+        }
+        while q > p && sp(buf[q - 1]) {
+            q -= 1;
+        }
+        let name = buf[p..q].iter().position(|&c| c == b':').unwrap_or(q - p);
+        if let Some(&c) = buf[p..p + name].iter().find(|&&c| !is_tchar(c)) {
+            return Some(format!("Illegal char 0x{c:02x} in header name"));
+        }
+        if p + name == q {
+            return Some(format!("Header without ':' {}", show(p, q)));
+        }
+        p = r;
+    }
+    None
+}
+
+/// A token character (RFC 9110 §5.6.2), as a header name is made of.
+fn is_tchar(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c)
+}
+
 /// How a message body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Framing {

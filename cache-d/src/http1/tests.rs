@@ -155,3 +155,16 @@ fn folded_headers_are_unfolded_as_varnish_does() {
     let Ok(Parsed::Complete(h)) = parse_response(&mut b, 64, 32768) else { panic!("not unfolded") };
     assert_eq!(h.get("x-a"), Some(&b"a   b"[..]));
 }
+
+#[test]
+fn refused_header_lines_say_why_as_varnish() {
+    let why = |s: &str| bogo_header(s.as_bytes());
+    assert_eq!(why("GET / HTTP/1.1\r\n Host: foo\r\n\r\n").unwrap(), "1st header has white space:  Host: foo");
+    assert_eq!(why("GET / HTTP/1.1\r\nA: b\x01c\r\n\r\n").unwrap(), "Header has ctrl char 0x01");
+    assert_eq!(why("GET / HTTP/1.1\r\nA: b\rc\r\n\r\n").unwrap(), "Header has ctrl char 0x0d");
+    assert_eq!(why("GET / HTTP/1.1\r\nH: x\r\n: v\r\n\r\n").unwrap(), "Missing header name: : v");
+    assert_eq!(why("GET / HTTP/1.1\r\nA-B : v\r\n\r\n").unwrap(), "Illegal char 0x20 in header name");
+    assert_eq!(why("GET / HTTP/1.1\r\nA/B: v\r\n\r\n").unwrap(), "Illegal char 0x2f in header name");
+    assert_eq!(why("GET / HTTP/1.1\r\nNoColon\r\n\r\n").unwrap(), "Header without ':' NoColon");
+    assert_eq!(why("GET / HTTP/1.1\r\nA: b\r\n c\r\nD: e\r\n\r\n"), None);
+}

@@ -391,7 +391,12 @@ pub async fn bad_request<T: Transport>(s: &mut Sess, conn: &mut T, err: HeadErro
     s.sh.seg.add(C::ClientReq400, 1);
     let n = conn.buffered().len();
     log.rec(Tag::HttpGarbage, LogSide::Client, rxid, conn.buffered());
-    log.rec(Tag::Error, LogSide::Client, rxid, err.text().as_bytes());
+    // A header line Varnish's dissection refuses is a BogoHeader saying
+    // which rule it broke, as varnishd logs it.
+    match head::bogo_header(conn.buffered()).filter(|_| matches!(err, HeadError::Syntax(_))) {
+        Some(why) => log.rec(Tag::BogoHeader, LogSide::Client, rxid, why.as_bytes()),
+        None => log.rec(Tag::Error, LogSide::Client, rxid, err.text().as_bytes()),
+    }
     let tx = refuse(s, conn, &mut log, rxid, 400, "Bad Request").await;
     let sh = s.sh.clone();
     end_log(&sh, &mut log, &mut clock, rxid, (n as u64, 0), tx);
