@@ -19,6 +19,8 @@ pub enum Kind {
     Bits,
     /// Log tags left out (`vsl_mask`): `-Tag` masks, `+Tag` unmasks.
     TagMask,
+    /// Free text (`vcl_path`).
+    Text,
 }
 
 /// One parameter's definition.
@@ -105,7 +107,9 @@ defs! {
     "timeout_reqbody" Seconds "20.000" Some("0.000"), Some("86400.000"), "seconds" false "Time a request body may take before reqbody_min_rate applies; a body slower than that is cut (SessClose RX_BODY) (cachekit's own).";
     "transit_buffer" Bytes "1M" Some("64k"), None, "bytes" false "How far a fetch may read ahead of the slowest client for a body that is not kept: an uncacheable object, or one its store cannot hold (Varnish 7.3's parameter). The bytes every client has been sent are let go, so such a body costs this much memory however large it is and however slowly it is read. Varnish's default, 0b, buffers the whole body; cachekit's is bounded.";
     "vcc_err_unref" Bool "on" None, None, "bool" false "Unreferenced VCL objects result in error.";
+    "vcc_unsafe_path" Bool "on" None, None, "bool" false "Allow '/' in vmod & include paths. Allow 'import ... from ...'.";
     "vcl_cooldown" Seconds "600.000" Some("1.000"), None, "seconds" false "How long a VCL is kept warm after being replaced as the active VCL (an auto VCL unused that long shows cold in vcl.list; cachekit keeps its program loaded until vcl.discard).";
+    "vcl_path" Text "/etc/varnish:/usr/share/varnish/vcl" None, None, "" false "Directory (or colon separated list of directories) from which relative VCL filenames (vcl.load and include) are to be found.";
     "vsl_mask" TagMask "-Debug,-ExpKill,-H2RxBody,-H2RxHdr,-H2TxBody,-H2TxHdr,-Hash,-ObjHeader,-ObjProtocol,-ObjReason,-ObjStatus,-VCL_trace,-VdpAcct,-VfpAcct,-WorkThread" None, None, "" false "Mask individual VSL messages from being logged: default, or +Tag / -Tag to unmask / mask (accepted and shown for Varnish's command lines: cachekit's log does not consult it).";
     "vsl_reclen" Bytes "255b" Some("16b"), Some("4084b"), "bytes" false "Maximum number of bytes in a log record.";
     "vsl_space" Bytes "80M" Some("64k"), Some("4G"), "bytes" true "The amount of space to allocate for the log ring.";
@@ -190,6 +194,7 @@ fn number(d: &ParamDef, v: &str) -> Result<f64, ParamError> {
         Kind::Bool => parse_bool(v).map(|b| b as u8 as f64),
         Kind::Bits => parse_bits(v, DEFAULT_FEATURES, DEFAULT_FEATURES).map(|b| b as f64),
         Kind::TagMask => parse_mask(v, &TagMask::default()).map(|_| 0.0),
+        Kind::Text => Ok(0.0),
     }
 }
 
@@ -452,13 +457,17 @@ impl Default for Params {
             vsl_space: 0,
             texts: DEFS.iter().map(|d| d.default.to_string()).collect(),
         };
-        // Making a set of defaults does not reset the process's vcc_err_unref.
+        // Making a set of defaults does not reset the process's vcc_err_unref,
+        // vcc_unsafe_path or vcl_path.
         let err_unref = crate::vcl::xref::err_unref();
+        let (unsafe_path, vcl_path) = (crate::vcl::paths::unsafe_path(), crate::vcl::paths::vcl_path());
         for d in DEFS {
             // The table's defaults are valid by construction (a unit test checks).
             let _ = p.set(d.name, d.default);
         }
         crate::vcl::xref::set_err_unref(err_unref);
+        crate::vcl::paths::set_unsafe_path(unsafe_path);
+        crate::vcl::paths::set_vcl_path(&vcl_path);
         p
     }
 }
@@ -470,6 +479,12 @@ impl Params {
         if d.kind == Kind::TagMask {
             self.vsl_mask = parse_mask(v, &self.vsl_mask)?;
             self.texts[i] = show_mask(&self.vsl_mask);
+            return Ok(());
+        }
+        if d.kind == Kind::Text {
+            // vcl_path, the only one.
+            crate::vcl::paths::set_vcl_path(v);
+            self.texts[i] = v.to_string();
             return Ok(());
         }
         if d.kind == Kind::Bits {
@@ -540,6 +555,7 @@ impl Params {
             "timeout_reqbody" => self.timeout_reqbody = secs(),
             "transit_buffer" => self.transit_buffer = n as u64,
             "vcc_err_unref" => crate::vcl::xref::set_err_unref(n != 0.0),
+            "vcc_unsafe_path" => crate::vcl::paths::set_unsafe_path(n != 0.0),
             "vsl_reclen" => self.vsl_reclen = n as usize,
             "vsl_space" => self.vsl_space = n as u64,
             _ => return Err(ParamError::Unknown(name.to_string())),
@@ -594,6 +610,7 @@ fn canonical(d: &ParamDef, v: &str, n: f64) -> String {
         Kind::Bits => show_bits(n as u32),
         Kind::TagMask => parse_mask(v, &TagMask::default()).map(|m| show_mask(&m)).unwrap_or_default(),
         Kind::Bytes | Kind::Uint => v.trim().to_string(),
+        Kind::Text => v.to_string(),
     }
 }
 

@@ -15,6 +15,7 @@ pub mod lex;
 pub mod load;
 pub mod model;
 pub mod parse;
+pub mod paths;
 pub mod policy;
 pub mod types;
 pub mod xref;
@@ -134,9 +135,10 @@ fn parse_into(prog: &mut Program, name: String, src: String, dir: Option<&Path>,
     let items = parse::Parser::new(&toks, file).program()?;
     for mut item in items {
         if let Item::Include { path, glob, pos } = &item {
+            let found = resolve_include(path, dir, *pos)?;
             let paths = match glob {
-                true => glob_files(&resolve_include(path, dir)),
-                false => vec![resolve_include(path, dir)],
+                true => glob_files(&found),
+                false => vec![found],
             };
             if paths.is_empty() {
                 return Err(VclError { msg: "glob pattern matched no files.".into(), pos: *pos }.into());
@@ -166,12 +168,9 @@ fn read_include(prog: &Program, p: &Path, pos: Pos, depth: usize) -> Result<Stri
     Ok(read_vcl(prog, p).map_err(|msg| VclError { msg, pos })?)
 }
 
-/// An include's path: relative ones from the including file's directory.
-fn resolve_include(path: &str, dir: Option<&Path>) -> PathBuf {
-    match dir {
-        Some(d) if !Path::new(path).is_absolute() => d.join(path),
-        _ => PathBuf::from(path),
-    }
+/// An include's path (see [`paths::find_vcl`]).
+fn resolve_include(path: &str, dir: Option<&Path>, pos: Pos) -> Result<PathBuf, VclError> {
+    paths::find_vcl(path, dir).map_err(|msg| VclError { msg, pos })
 }
 
 /// The files a glob pattern names, in name order (as glob(3); the
@@ -213,7 +212,7 @@ fn acl_includes(prog: &mut Program, entries: Vec<ast::AclEntry>, dir: Option<&Pa
             out.push(e);
             continue;
         }
-        let p = resolve_include(&e.addr, dir);
+        let p = resolve_include(&e.addr, dir, e.pos)?;
         let text = read_include(prog, &p, e.pos, depth)?;
         let name = p.display().to_string();
         let file = prog.files.len();

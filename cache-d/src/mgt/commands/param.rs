@@ -149,7 +149,7 @@ fn param_json(d: &params::ParamDef, v: &str, protected: bool) -> serde_json::Val
         Kind::Seconds => v.parse::<f64>().map(serde_json::Value::from).unwrap_or_else(|_| v.into()),
         Kind::Bytes => params::parse_size(v).map(serde_json::Value::from).unwrap_or_else(|_| v.into()),
         Kind::Uint => v.parse::<u64>().map(serde_json::Value::from).unwrap_or_else(|_| v.into()),
-        Kind::Bits | Kind::TagMask => v.into(),
+        Kind::Bits | Kind::TagMask | Kind::Text => v.into(),
     };
     let flags: Vec<&str> = [(d.restart, "must_restart"), (protected, "protected")].iter().filter(|f| f.0).map(|f| f.1).collect();
     serde_json::json!({

@@ -174,6 +174,11 @@ pub fn list(c: &Call) -> Reply {
     (status::OK, serde_json::to_string_pretty(&doc).unwrap_or_default())
 }
 
+/// The answer to a program the compiler refused, as varnishd words it.
+fn vcc_failed(e: &str) -> Reply {
+    (status::PARAM, format!("Message from VCC-compiler:\n{e}Running VCC-compiler failed, exited with 2\nVCL compilation failed"))
+}
+
 /// vcl.load and vcl.inline.
 pub fn load(c: &Call) -> Reply {
     let pos = c.positional();
@@ -202,8 +207,13 @@ pub fn load(c: &Call) -> Reply {
     // resolved path would tell where a link leads); the text kept is what
     // was compiled, the child gets the resolved path.
     let (parsed, path) = if c.name == "vcl.load" {
-        let p = std::fs::canonicalize(src).unwrap_or_else(|_| std::path::PathBuf::from(src));
-        (crate::vcl::parse_file(std::path::Path::new(src)), Some(p))
+        // A relative name is looked for along vcl_path, as Varnish's.
+        let file = match crate::vcl::paths::find_vcl(src, None) {
+            Ok(f) => f,
+            Err(e) => return vcc_failed(&format!("{e}\n")),
+        };
+        let p = std::fs::canonicalize(&file).unwrap_or_else(|_| file.clone());
+        (crate::vcl::parse_file(&file), Some(p))
     } else {
         (crate::vcl::parse_source(vname, src), None)
     };
@@ -223,12 +233,7 @@ pub fn load(c: &Call) -> Reply {
     });
     let (text, uses) = match compiled {
         Ok(text) => text,
-        Err(e) => {
-            return (
-                status::PARAM,
-                format!("Message from VCC-compiler:\n{e}Running VCC-compiler failed, exited with 2\nVCL compilation failed"),
-            )
-        }
+        Err(e) => return vcc_failed(&e),
     };
     let cmd = match &path {
         Some(p) => vec!["vcl.load".to_string(), vname.to_string(), p.display().to_string()],
