@@ -6,6 +6,7 @@
 use common::counters::C;
 use common::log::vsl::{Side as LogSide, Tag};
 
+use crate::cache::body::Done;
 use crate::cache::{Bounds, BusyGuard, BusyState, Lookup, ObjRef};
 use crate::fetch::miss::{self, MissSpec};
 use crate::req::contain::contain;
@@ -134,7 +135,15 @@ pub fn hit<T: Transport>(r: &mut Request<'_, T>, oc: ObjRef, guard: Option<BusyG
     let (rxid, side) = (r.rxid, LogSide::Client);
     let t = now();
     let life = oc.obj.life();
-    r.log.recf(Tag::Hit, side, rxid, format_args!("{} {} {} {}", oc.obj.vxid, Secs(life.ttl_left(t)), Secs(life.grace), Secs(life.keep)));
+    let (ttl, grace, keep) = (Secs(life.ttl_left(t)), Secs(life.grace), Secs(life.keep));
+    // An object still streaming in adds the bytes in so far and the
+    // length it will have, when known (as Varnish's Req_LogHit).
+    let streaming = oc.live().map(|b| (b.progress(), b.expected)).filter(|(p, _)| p.done == Done::Streaming);
+    match streaming {
+        Some((p, Some(n))) => r.log.recf(Tag::Hit, side, rxid, format_args!("{} {ttl} {grace} {keep} {} {n}", oc.obj.vxid, p.len)),
+        Some((p, None)) => r.log.recf(Tag::Hit, side, rxid, format_args!("{} {ttl} {grace} {keep} {}", oc.obj.vxid, p.len)),
+        None => r.log.recf(Tag::Hit, side, rxid, format_args!("{} {ttl} {grace} {keep}", oc.obj.vxid)),
+    }
     oc.hit();
     let view = r.active.policy.defines(Sub::Hit).then(|| obj_view(&oc, t, true));
     let action = r.call(Sub::Hit, With { obj: view.as_ref(), ..With::default() });
