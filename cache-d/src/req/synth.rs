@@ -11,7 +11,6 @@ use crate::req::reason::Reason;
 use crate::req::state::{divert, write_head, Request, RespHead, Sess, Step, With};
 use crate::req::transport::Transport;
 use crate::util::{http_date, now};
-use crate::vcl::builtin;
 use crate::vcl::model::{Action, Headers, NoEnv, Req, Resp, Sub, Task};
 use crate::vcl::policy::{run_sub, Builtin};
 
@@ -44,14 +43,14 @@ pub async fn vcl_synth<T: Transport>(r: &mut Request<'_, T>, status: u16, reason
         // Past max_restarts a restart is taken as deliver (Varnish's
         // cnt_synth): the page as vcl_synth left it.
         Action::Deliver | Action::Restart => {}
+        // fail: a bare 500 and the connection closed (Varnish's
+        // minimal_response), no page.
         _ => {
-            // fail (or a restart too many): the built-in page.
-            resp = Resp { status: 503, reason: Bytes::from_static(b"VCL failed"), headers: Headers::default(), ..Resp::default() };
-            let mut t = Task::new(&NoEnv);
-            t.req = Some(&mut r.req);
-            t.resp = Some(&mut resp);
-            t.body = Some(&mut body);
-            builtin::builtin(Sub::Synth, &mut t);
+            let bare = Resp { status: 500, reason: Bytes::from_static(b"Internal Server Error"), ..Resp::default() };
+            let page = Page { resp: &bare, body: &[], close: true, head_only: true, include: false };
+            let tx = send_synth(r.sess, r.conn, &mut r.log, r.rxid, page).await;
+            r.end(tx);
+            return Step::Done(Some(Reason::VclFailure));
         }
     }
     send(r, &resp, &body).await
