@@ -137,6 +137,11 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
                 Box::new(move |t, c| {
                     let val = match v(t, c) {
                         Val::None if header => Val::Str(String::new()),
+                        // Past what a date can say (year 2^31): the task fails.
+                        Val::Time(ts) if header && (ts.is_nan() || ts.abs() >= 6.7e16) => {
+                            fail(t, "Unformatable VCL_TIME".into());
+                            return Flow::Next;
+                        }
                         val => val,
                     };
                     set(t, val);
