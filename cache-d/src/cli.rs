@@ -9,7 +9,7 @@ use crate::params::{parse_param_arg, parse_param_name, parse_size, Params};
 
 /// cache-d: caching HTTP reverse proxy (varnishd-compatible command line).
 #[derive(Parser, Debug, Clone)]
-#[command(name = "cache-d", version, about, long_about = None)]
+#[command(name = "cache-d", version, about, long_about = None, disable_help_flag = true)]
 pub struct Args {
     /// Listen address: [name=][host][:port][,PROTO] or
     /// [name=]/path.sock[,PROTO][,user=U][,group=G][,mode=OCTAL] (default
@@ -110,6 +110,41 @@ pub struct Args {
     /// Size of the shared-memory log ring (= -p vsl_space), e.g. 80M.
     #[arg(short = 'l', value_name = "SIZE", value_parser = parse_size)]
     pub vsl_space: Option<u64>,
+
+    /// Hash algorithm, as varnishd's: critbit (its default), simple_list
+    /// or classic[,BUCKETS]. Checked and accepted: cachekit's index is its
+    /// own whichever is named.
+    #[arg(short = 'h', value_name = "ALGORITHM", value_parser = parse_hash)]
+    pub hash: Option<String>,
+
+    /// Waiter, as varnishd's: epoll or poll. Checked and accepted:
+    /// cachekit waits on idle connections with tokio's event loop.
+    #[arg(short = 'W', value_name = "WAITER", value_parser = parse_waiter)]
+    pub waiter: Option<String>,
+
+    /// Print help (-h is varnishd's hash algorithm).
+    #[arg(long = "help", action = clap::ArgAction::Help)]
+    help: Option<bool>,
+}
+
+/// A -h value varnishd takes.
+fn parse_hash(v: &str) -> Result<String, String> {
+    let (name, arg) = v.split_once(',').map_or((v, None), |(n, a)| (n, Some(a)));
+    match (name, arg) {
+        ("critbit" | "simple_list", None) => Ok(v.to_string()),
+        ("classic", None) => Ok(v.to_string()),
+        ("classic", Some(n)) if n.parse::<u32>().is_ok_and(|n| n > 0) => Ok(v.to_string()),
+        ("classic", Some(n)) => Err(format!("classic: bucket count '{n}' is not a positive number")),
+        _ => Err(format!("Unknown hash algorithm \"{name}\" (critbit, simple_list or classic[,buckets])")),
+    }
+}
+
+/// A -W value varnishd takes on Linux.
+fn parse_waiter(v: &str) -> Result<String, String> {
+    match v {
+        "epoll" | "poll" => Ok(v.to_string()),
+        _ => Err(format!("Unknown waiter \"{v}\" (epoll or poll)")),
+    }
 }
 
 /// The parameters the command line asks for.
