@@ -115,7 +115,7 @@ pub fn parse(spec: &str, index: usize) -> Result<Spec, String> {
             continue;
         };
         if !unix {
-            return Err(format!("Invalid sub-arg {sub} in -a"));
+            return Err(format!("Invalid sub-arg {sub} for IP addresses in -a"));
         }
         match key {
             "user" if perms.uid.is_some() => return Err(format!("Too many user sub-args in -a ({sub})")),

@@ -22,7 +22,7 @@ fn bad_listeners_are_refused_with_varnishd_words() {
     assert_eq!(err(":80,HTTP2"), "Unknown protocol 'HTTP2'");
     assert_eq!(parse(":443,https", 0).unwrap().proto, Proto::Https);
     assert_eq!(err(":80,HTTP,PROXY"), "Too many protocol sub-args in -a (PROXY)");
-    assert_eq!(err(":80,mode=600"), "Invalid sub-arg mode=600 in -a");
+    assert_eq!(err(":80,mode=600"), "Invalid sub-arg mode=600 for IP addresses in -a");
     assert_eq!(err("run/c.sock"), "Unix domain socket addresses must be absolute paths in -a (run/c.sock)");
     assert_eq!(err("/c.sock,mode="), "Empty mode sub-arg in -a");
     assert_eq!(err("/c.sock,mode=9"), "Invalid mode sub-arg 9 in -a");
