@@ -570,10 +570,18 @@ fn set_ban_error(t: &mut Task<'_>, e: String) {
 /// negative grace or keep leaves it as it is), in vcl_hit and vcl_miss
 /// only, as Varnish 7's vmod_purge; they return how many variants.
 fn purge_call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
-    only_in(name, mask(&[Sub::Hit, Sub::Miss]), pos, sc)?;
     let soft = name == "purge.soft";
     if !soft && !args.is_empty() {
         return err("purge.hard() takes no argument", pos);
+    }
+    // Anywhere else it fails the task when it runs (Varnish's VRT_purge);
+    // a subroutine called from vcl_hit or vcl_miss and elsewhere too is
+    // let through.
+    if !sc.ctx.iter().any(|s| matches!(s, Sub::Hit | Sub::Miss)) {
+        return Ok(Box::new(|t, _| {
+            fail(t, "purge can only happen in vcl_hit{} or vcl_miss{}".into());
+            Val::Int(0)
+        }));
     }
     let mut parts: [Option<ExprFn>; 3] = [None, None, None];
     for (i, (a, n)) in args.iter().zip(names).enumerate() {
