@@ -84,8 +84,9 @@ pub fn parse(s: &str) -> Result<Spec, String> {
         Some((n, rest)) if !n.contains(',') => (n, rest),
         _ => ("", s),
     };
-    if !name.is_empty() && !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        return Err(format!("storage name \"{name}\": letters, digits and _ only (VCL names it storage.{name})"));
+    // Varnish's VCT_invalid_name: '-' is allowed too (storage.my-store).
+    if !name.is_empty() && !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+        return Err(format!("storage name \"{name}\": letters, digits, _ and - only (VCL names it storage.{name})"));
     }
     if name.starts_with(|c: char| c.is_ascii_digit()) {
         return Err(format!("storage name \"{name}\" must not start with a digit"));
@@ -213,7 +214,7 @@ mod tests {
             "file,,1G",
             "persistent,/x,1G,other",
             "malloc,1k",
-            "a-b=malloc",
+            "a.b=malloc",
             "1a=malloc",
             "file,/x,1M",
         ] {
