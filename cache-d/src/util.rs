@@ -104,6 +104,11 @@ impl Clock {
         self.record(log, vxid, label, now());
     }
 
+    /// A timestamp for an event that happened at `t` (not now).
+    pub fn stamp_at(&mut self, log: &mut Batch, vxid: u32, label: &str, t: f64) {
+        self.record(log, vxid, label, t);
+    }
+
     fn record(&mut self, log: &mut Batch, vxid: u32, label: &str, t: f64) {
         log.recf(Tag::Timestamp, self.side, vxid, format_args!("{label}: {} {} {}", Secs(t), Secs(t - self.start), Secs(t - self.last)));
         self.last = t;

@@ -140,7 +140,10 @@ impl<'a, B> BeTxn<'a, B> {
 
 fn vcl_backend_fetch<B>(t: &mut BeTxn<'_, B>) -> Step {
     match t.call(Sub::BackendFetch, None, None) {
-        Action::Fetch => Step::Send,
+        Action::Fetch => {
+            t.f.stamp("Fetch");
+            Step::Send
+        }
         Action::Error(s, r) => Step::Error(s, r),
         a => Step::Done(Fetched::Abandoned(Error::new(Side::Internal, format!("vcl_backend_fetch returned {}", a.word())))),
     }
@@ -204,6 +207,7 @@ fn vcl_backend_response<B>(t: &mut BeTxn<'_, B>, resp: Response) -> Step {
     }
     match action {
         Action::Deliver | Action::PassFor(_) => {
+            t.f.stamp("Process");
             // A TTL the policy set counts from now: from the object's
             // origin it is that much longer (never below 0, as Varnish).
             if beresp.ttl.to_bits() != seen.to_bits() {

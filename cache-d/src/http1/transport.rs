@@ -26,11 +26,13 @@ pub struct Http1 {
     conn: BufConn<ClientIo<ClientStream>>,
     /// Scratch space for body transfers.
     scratch: Vec<u8>,
+    /// When a request body was last read to its end, not yet logged.
+    body_done: Option<f64>,
 }
 
 impl Http1 {
     pub fn new(stream: ClientStream) -> Http1 {
-        Http1 { conn: BufConn::new(ClientIo::new(stream)), scratch: Vec::new() }
+        Http1 { conn: BufConn::new(ClientIo::new(stream)), scratch: Vec::new(), body_done: None }
     }
 
     /// The connection and the bytes read and not used (for HTTP/2).
@@ -49,7 +51,15 @@ impl ReqBody for Http1 {
         read_timeout: Duration,
     ) -> Result<Moved, Error> {
         let t = Transfer { framing, chunk_out, src_side: Side::Client, dst_side, read_timeout, pace: self.conn.io.pace };
-        body::transfer(&mut self.conn, dst, &t, &mut self.scratch).await
+        let moved = body::transfer(&mut self.conn, dst, &t, &mut self.scratch).await?;
+        if framing != Framing::None {
+            self.body_done = Some(now());
+        }
+        Ok(moved)
+    }
+
+    fn take_body_done(&mut self) -> Option<f64> {
+        self.body_done.take()
     }
 }
 

@@ -241,6 +241,9 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
     }
     let view = r.active.policy.defines(Sub::Deliver).then(|| ObjView { can_esi: esi.is_some(), ..obj_view(oc, t, false) });
     let action = r.call(Sub::Deliver, With { resp: Some(&mut resp), obj: view.as_ref(), ..With::default() });
+    // Processing done (Varnish's Process timestamp, whatever vcl_deliver
+    // returned: a restart logs it before Restart).
+    r.stamp("Process");
     if action != Action::Deliver {
         return divert(action);
     }
@@ -279,8 +282,6 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
         accept_ranges: ranges && obj.status == 200,
     };
     r.write_head(&mut wire, &head);
-    // Processing done, delivery begins (Varnish's Process timestamp).
-    r.stamp("Process");
     let hdr_tx = wire.len() as u64;
     // send_timeout bounds the whole response, as in Varnish.
     r.arm_send();

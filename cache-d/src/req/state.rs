@@ -254,6 +254,11 @@ impl<T: Transport> Request<'_, T> {
     }
 
     pub fn stamp(&mut self, label: &str) {
+        // A request body read to its end since the last timestamp (by a
+        // pass or std.cache_req_body) comes first, as Varnish's ReqBody.
+        if let Some(t) = self.conn.take_body_done() {
+            self.clock.stamp_at(&mut self.log, self.rxid, "ReqBody", t);
+        }
         self.clock.stamp(&mut self.log, self.rxid, label);
     }
 

@@ -61,6 +61,12 @@ pub trait ReqBody {
         dst_side: Side,
         read_timeout: Duration,
     ) -> Result<Moved, Error>;
+
+    /// When a copy last read the client's body to its end, once (the
+    /// request logs it as its ReqBody timestamp); None if not since.
+    fn take_body_done(&mut self) -> Option<f64> {
+        None
+    }
 }
 
 /// A client connection the state machine serves requests on.
