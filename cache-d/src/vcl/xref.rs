@@ -91,12 +91,27 @@ pub fn redefinitions(p: &Program) -> Result<(), VclError> {
 /// With `err_unref`, a declaration never used. The first backend is the
 /// default one and needs no reference, unless one named `default` follows.
 pub fn unused(p: &Program, err_unref: bool) -> Result<(), VclError> {
-    if !err_unref {
-        return Ok(());
+    match err_unref {
+        true => never_named(p).into_iter().next().map_or(Ok(()), Err),
+        false => Ok(()),
     }
+}
+
+/// Without `err_unref`, the declarations never used: warnings, printed
+/// before "VCL compiled." as Varnish's compiler prints them.
+pub fn warnings(p: &Program) -> Vec<VclError> {
+    match err_unref() {
+        true => Vec::new(),
+        false => never_named(p),
+    }
+}
+
+/// Every declaration never named, in order.
+fn never_named(p: &Program) -> Vec<VclError> {
     let refs = referenced(p);
     let has_default = p.items.iter().any(|i| matches!(i, Item::Backend { name, .. } if name == "default"));
     let mut first_backend = !has_default;
+    let mut out = Vec::new();
     for item in &p.items {
         let (kind, name, pos) = match item {
             Item::Backend { name, pos, .. } => {
@@ -112,10 +127,10 @@ pub fn unused(p: &Program, err_unref: bool) -> Result<(), VclError> {
             _ => continue,
         };
         if !refs.contains(name.as_str()) {
-            return err(format!("Unused {kind} {name}, defined:"), *pos);
+            out.push(VclError { msg: format!("Unused {kind} {name}, defined:"), pos: *pos });
         }
     }
-    Ok(())
+    out
 }
 
 #[cfg(test)]

@@ -226,12 +226,14 @@ pub fn load(c: &Call) -> Reply {
         match checked {
             Ok(_) => {
                 let uses = crate::vcl::load::labels_used(&p).into_iter().map(|(l, _)| l).collect::<Vec<_>>();
-                Ok((p.files.into_iter().next().map(|(_, text)| text).unwrap_or_default(), uses))
+                let warn: String = crate::vcl::xref::warnings(&p).iter().map(|w| w.render(&p.files) + "\n").collect();
+                let warn = if warn.is_empty() { warn } else { format!("Message from VCC-compiler:\n{warn}(That was just a warning)\n") };
+                Ok((p.files.into_iter().next().map(|(_, text)| text).unwrap_or_default(), uses, warn))
             }
             Err(e) => Err(e.render(&p.files)),
         }
     });
-    let (text, uses) = match compiled {
+    let (text, uses, warn) = match compiled {
         Ok(text) => text,
         Err(e) => return vcc_failed(&e),
     };
@@ -252,10 +254,10 @@ pub fn load(c: &Call) -> Reply {
     }
     let n = st.list.len();
     if n > max && handling == 1 {
-        let warn = "Remember to vcl.discard the old/unused VCLs.\n(See max_vcl and max_vcl_handling parameters)";
-        return (status::OK, format!("VCL compiled.\n{n} VCLs loaded\n{warn}"));
+        let max_warn = "Remember to vcl.discard the old/unused VCLs.\n(See max_vcl and max_vcl_handling parameters)";
+        return (status::OK, format!("{warn}VCL compiled.\n{n} VCLs loaded\n{max_warn}"));
     }
-    (status::OK, "VCL compiled.".into())
+    (status::OK, format!("{warn}VCL compiled."))
 }
 
 pub fn use_(c: &Call) -> Reply {
