@@ -17,8 +17,26 @@ use crate::backend::health::{Outcome, ProbeSpec, ProbeState};
 use crate::backend::pool::{Admin, Backend};
 
 /// A probe's connection, plain or TLS.
-trait ReadWrite: Read + Write {}
-impl<T: Read + Write> ReadWrite for T {}
+/// A probe's connection: plain TCP, a Unix socket, or TLS over TCP.
+trait ReadWrite: Read + Write {
+    /// How long the next read may wait.
+    fn read_timeout(&self, d: Duration);
+}
+impl ReadWrite for TcpStream {
+    fn read_timeout(&self, d: Duration) {
+        let _ = self.set_read_timeout(Some(d));
+    }
+}
+impl ReadWrite for std::os::unix::net::UnixStream {
+    fn read_timeout(&self, d: Duration) {
+        let _ = self.set_read_timeout(Some(d));
+    }
+}
+impl ReadWrite for rustls::StreamOwned<rustls::ClientConnection, TcpStream> {
+    fn read_timeout(&self, d: Duration) {
+        let _ = self.sock.set_read_timeout(Some(d));
+    }
+}
 
 /// Send one probe; the outcome, the time it took and the response line.
 pub fn probe_once(be: &Backend, spec: &ProbeSpec) -> (Outcome, f64, String) {
@@ -70,13 +88,24 @@ fn exchange(mut s: Box<dyn ReadWrite>, spec: &ProbeSpec, host: &str, mut out: Ou
         return (out, start.elapsed().as_secs_f64(), format!("write failed: {e}"));
     }
     out.sent = true;
+    // As Varnish: the whole answer, to the backend's close, within the
+    // timeout (its first 8 KiB kept); one that drips in slower fails.
     let mut buf = Vec::new();
     let mut chunk = [0u8; 1024];
-    while !buf.contains(&b'\n') && buf.len() < 8192 {
+    loop {
+        let Some(left) = spec.timeout.checked_sub(start.elapsed()).filter(|d| !d.is_zero()) else {
+            let over = start.elapsed().as_secs_f64() - spec.timeout.as_secs_f64();
+            return (out, start.elapsed().as_secs_f64(), format!("Poll timeout {:.3}s exceeded by {over:.3}s", spec.timeout.as_secs_f64()));
+        };
+        s.read_timeout(left);
         match s.read(&mut chunk) {
+            // A TLS backend that closes without close_notify ends it too.
             Ok(0) => break,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Ok(n) if buf.len() < 8192 => buf.extend_from_slice(&chunk[..n]),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+            Err(e) => return (out, start.elapsed().as_secs_f64(), format!("Read error ({e})")),
         }
     }
     let line = String::from_utf8_lossy(&buf).lines().next().unwrap_or("").trim().to_string();
