@@ -226,8 +226,9 @@ impl Fetch {
         wire.extend_from_slice(method);
         wire.push(b' ');
         wire.extend_from_slice(&req.url);
-        // A fetch speaks HTTP/1.1; a pipe keeps the client's version.
-        let proto: &[u8] = if self.pipe_http10 { b"HTTP/1.0" } else { b"HTTP/1.1" };
+        // A fetch speaks HTTP/1.1 (HTTP/1.0 when VCL 4.0 set bereq.proto
+        // so); a pipe keeps the client's version.
+        let proto: &[u8] = if self.pipe_http10 || req.minor == 0 { b"HTTP/1.0" } else { b"HTTP/1.1" };
         wire.push(b' ');
         wire.extend_from_slice(proto);
         wire.extend_from_slice(b"\r\n");

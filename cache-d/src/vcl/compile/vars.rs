@@ -68,7 +68,8 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("req.backend_hint", CLIENT, CLIENT),
     ("bereq.method", BEREQ, BEREQ),
     ("bereq.url", BEREQ, BEREQ),
-    ("bereq.proto", BEREQ, 0),
+    // Writable in VCL 4.0 only (see access).
+    ("bereq.proto", BEREQ, BEREQ),
     ("bereq.http.", BEREQ, BEREQ),
     ("bereq.xid", BACKEND, 0),
     ("bereq.time", BEREQ, 0),
@@ -146,7 +147,7 @@ pub(super) fn access(name: &str, write: bool, pos: Pos, sc: &Scope<'_>) -> Resul
         return err(format!("Unknown variable '{name}'"), pos);
     };
     let m = if write { *w } else { *r };
-    if write && m == 0 {
+    if write && (m == 0 || (name == "bereq.proto" && sc.version >= 4.1)) {
         return err(format!("Variable '{name}' is read only"), pos);
     }
     for s in &sc.ctx {
@@ -499,6 +500,7 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
             r.url = b
         }),
         "bereq.backend" => set!(bereq, |t, r, v| r.backend = Some(v.text())),
+        "bereq.proto" => set!(bereq, |t, r, v| r.minor = if v.text() == "HTTP/1.0" { 0 } else { 1 }),
         "bereq.connect_timeout" => set!(bereq, |t, r, v| r.connect_timeout = dur(&v).map(|d| d.max(0.0))),
         "bereq.first_byte_timeout" => set!(bereq, |t, r, v| r.first_byte_timeout = dur(&v).map(|d| d.max(0.0))),
         "bereq.between_bytes_timeout" => set!(bereq, |t, r, v| r.between_bytes_timeout = dur(&v).map(|d| d.max(0.0))),
