@@ -273,20 +273,23 @@ impl RespOut {
     /// here; a response that never came or was cut short resets the
     /// stream (a client must not take a partial body for a whole one).
     pub fn finish(&mut self) {
-        match std::mem::replace(&mut self.state, State::Done) {
-            State::Body { mut send, body: Unframe::Eof | Unframe::Over } => {
+        match &mut self.state {
+            State::Body { send, body: Unframe::Eof | Unframe::Over } => {
                 let _ = send.send_data(Bytes::new(), true);
+                self.state = State::Done;
             }
-            State::Body { mut send, .. } => {
-                send.send_reset(h2::Reason::INTERNAL_ERROR);
-                self.we_reset = true;
-            }
-            State::Head(_) => {
-                self.respond.send_reset(h2::Reason::INTERNAL_ERROR);
-                self.we_reset = true;
-            }
-            State::Done => {}
+            _ => self.reset(h2::Reason::INTERNAL_ERROR),
         }
+    }
+
+    /// End the stream with RST_STREAM `why` unless it is over.
+    fn reset(&mut self, why: h2::Reason) {
+        match std::mem::replace(&mut self.state, State::Done) {
+            State::Body { mut send, .. } => send.send_reset(why),
+            State::Head(_) => self.respond.send_reset(why),
+            State::Done => return,
+        }
+        self.we_reset = true;
     }
 
     /// Did the client reset the stream (with an error code)?
@@ -426,7 +429,12 @@ impl AsyncWrite for RespOut {
                 },
             },
         };
-        if r.is_err() {
+        if let Err(e) = &r {
+            // A stream that ran out of send time is cancelled, as Varnish
+            // does (other failures reset it when the request ends).
+            if e.kind() == io::ErrorKind::TimedOut {
+                this.reset(h2::Reason::CANCEL);
+            }
             this.broken = true;
         }
         Poll::Ready(r)
