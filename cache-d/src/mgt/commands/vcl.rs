@@ -296,7 +296,7 @@ pub fn label(c: &Call) -> Reply {
         return (status::PARAM, format!("No VCL named {target} known."));
     }
     if known(&st, label) {
-        return (status::PARAM, format!("{label} is a VCL program, not a label"));
+        return (status::PARAM, format!("{label} is not a label"));
     }
     let current = st.labels.iter().find(|(l, _)| l == label).map(|(_, t)| t.as_str());
     if current.is_some_and(|t| t != *target) {
