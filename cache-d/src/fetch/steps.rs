@@ -106,6 +106,7 @@ impl<'a, B> BeTxn<'a, B> {
     /// refresh (set `client`/`framing` or `stale` after).
     pub fn new(sh: &'a Shared, policy: &'a dyn Policy, f: &'a mut Fetch, bereq: &'a mut Bereq, addrs: Ends) -> Self {
         let range0 = bereq.headers.get("range").cloned();
+        bereq.keep_original();
         BeTxn { sh, policy, f, bereq, client: None, framing: Framing::None, addrs, stale: None, kept: false, range0 }
     }
 
@@ -193,6 +194,7 @@ fn vcl_backend_response<B>(t: &mut BeTxn<'_, B>, resp: Response) -> Step {
     }
     let (mut beresp, mut life) = beresp_of(t.sh, t.f, &resp, t.stale, t.bereq.uncacheable);
     let seen = beresp.ttl;
+    t.bereq.rolled_back = false;
     let action = t.call(Sub::BackendResponse, Some(&mut beresp), None);
     // A Connection: close the policy put on beresp closes the backend
     // connection after the body, as Varnish's doclose.
@@ -200,6 +202,13 @@ fn vcl_backend_response<B>(t: &mut BeTxn<'_, B>, resp: Response) -> Step {
         t.f.close_after = true;
     }
     beresp.headers.unset("connection");
+    // std.rollback(bereq) dropped the backend connection: no body.
+    if std::mem::take(&mut t.bereq.rolled_back) && matches!(action, Action::Deliver | Action::PassFor(_)) {
+        t.f.close_after = true;
+        t.f.release(resp);
+        t.f.error(&Error::new(Side::Internal, "No backend connection (rollback?)"));
+        return Step::Error(503, "Backend fetch failed".into());
+    }
     if let Some(why) = range_fault(t, &resp) {
         t.f.release(resp);
         t.f.log.recf(Tag::Error, LogSide::Backend, t.f.vxid, format_args!("{why}"));

@@ -182,9 +182,29 @@ pub struct Bereq {
     pub client_identity: Option<String>,
     /// When the fetch began (bereq.time; kept across retries).
     pub time: f64,
+    /// The request as the fetch began, before vcl_backend_fetch: what
+    /// std.rollback(bereq) restores (method, URL, version, headers).
+    pub bereq0: Option<Box<(Bytes, Bytes, u8, Headers)>>,
+    /// std.rollback(bereq) ran: in vcl_backend_response it drops the
+    /// backend connection, so the body is not fetched (Varnish's
+    /// Bereq_Rollback).
+    pub rolled_back: bool,
 }
 
 impl Bereq {
+    /// Keep the request as it is now for std.rollback(bereq).
+    pub fn keep_original(&mut self) {
+        self.bereq0 = Some(Box::new((self.method.clone(), self.url.clone(), self.minor, self.headers.clone())));
+    }
+
+    /// std.rollback(bereq): the request back as the fetch began.
+    pub fn rollback(&mut self) {
+        if let Some(b) = &self.bereq0 {
+            (self.method, self.url, self.minor, self.headers) = (b.0.clone(), b.1.clone(), b.2, b.3.clone());
+        }
+        self.rolled_back = true;
+    }
+
     /// The backend request for a client request.
     pub fn from_req(req: &Req, xid: u32) -> Bereq {
         // The headers the client's Connection named went before vcl_recv;

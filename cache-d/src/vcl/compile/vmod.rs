@@ -259,7 +259,8 @@ fn conversion(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<Exp
 }
 
 /// std.rollback(req): the request's headers back as they arrived (where
-/// they were kept: a policy that may do ESI keeps them).
+/// they were kept: a policy that may do ESI keeps them); std.rollback(bereq):
+/// the backend request as the fetch began.
 fn rollback(args: &[Expr], pos: Pos) -> Result<ExprFn, VclError> {
     match args {
         [Expr::Name(n, _)] if n == "req" => Ok(Box::new(|t, _| {
@@ -270,7 +271,12 @@ fn rollback(args: &[Expr], pos: Pos) -> Result<ExprFn, VclError> {
             }
             Val::None
         })),
-        [Expr::Name(n, p)] if n == "bereq" => crate::vcl::diag::unsupported("std.rollback(bereq)", *p),
+        [Expr::Name(n, _)] if n == "bereq" => Ok(Box::new(|t, _| {
+            if let Some(b) = t.bereq.as_deref_mut() {
+                b.rollback();
+            }
+            Val::None
+        })),
         _ => err("std.rollback() takes req or bereq", pos),
     }
 }
