@@ -222,6 +222,28 @@ fn the_lurker_applies_obj_bans_without_traffic_and_deletes_them() {
 }
 
 #[test]
+fn the_lurker_stops_objects_below_a_request_ban_and_keeps_the_bans_they_point_at() {
+    let c = Cache::new(1 << 20, None);
+    let tag = |v: &str| {
+        let mut o = obj(60.0, 0.0, b"x", Kind::Normal);
+        o.headers = ObjHeaders::from_pairs(b"OK", [(&b"Foo"[..], v.as_bytes())].into_iter());
+        o
+    };
+    insert(&c, b"1", tag("bar1"));
+    c.ban(&args("obj.http.foo == bar1"), NOW, true).unwrap();
+    insert(&c, b"3", tag("bar3"));
+    c.ban(&args("req.http.kill == yes"), NOW, true).unwrap();
+    insert(&c, b"5", tag("bar5"));
+    c.ban(&args("obj.http.foo == bar5"), NOW, true).unwrap();
+    assert_eq!(c.lurk(NOW + 1.0, 0.0), 2, "/1 and /5 go");
+    // The initial ban and the first obj ban go (nothing points at them);
+    // /3 stays below the request ban, which requests must still test.
+    let list = c.ban_list();
+    let shown: Vec<(&str, u64, bool)> = list.iter().map(|b| (b.spec.as_str(), b.refs, b.completed)).collect();
+    assert_eq!(shown, [("", 0, true), ("req.http.kill == yes", 0, false), ("", 1, true)]);
+}
+
+#[test]
 fn duplicate_bans_are_completed() {
     let c = Cache::new(1 << 20, None);
     c.ban(&args("req.url ~ /x"), NOW, true).unwrap();
