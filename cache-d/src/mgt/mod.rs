@@ -221,6 +221,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
             list: vec![("boot".into(), boot_source, None)],
             labels: Vec::new(),
             uses: Default::default(),
+            order: vec!["boot".into()],
             states: Default::default(),
             active: "boot".into(),
             idle_since: Default::default(),

@@ -120,6 +120,8 @@ pub struct VclState {
     /// The labels each program's `return (vcl(LABEL))` names: such a
     /// label cannot be discarded, nor pointed anywhere that loops back.
     pub uses: std::collections::HashMap<String, Vec<String>>,
+    /// Programs and labels in the order they were made (vcl.list's).
+    pub order: Vec<String>,
     /// vcl.state of the programs not in "auto".
     pub states: std::collections::HashMap<String, String>,
     /// The active program or label.

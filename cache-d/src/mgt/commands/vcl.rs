@@ -99,6 +99,8 @@ fn vcl_rows(mgr: &Mgr, st: &VclState) -> Vec<VclRow> {
             refs: users(st, l, &[]).len(),
         });
     }
+    // In the order they were made, as Varnish lists them.
+    rows.sort_by_key(|r| st.order.iter().position(|n| *n == r.name).unwrap_or(usize::MAX));
     rows
 }
 
@@ -245,6 +247,7 @@ pub fn load(c: &Call) -> Reply {
         return r;
     }
     st.list.push((vname.to_string(), text, path));
+    st.order.push(vname.to_string());
     if !uses.is_empty() {
         st.uses.insert(vname.to_string(), uses);
     }
@@ -315,6 +318,7 @@ pub fn label(c: &Call) -> Reply {
         Some(e) => Some(std::mem::replace(&mut e.1, target.to_string())),
         None => {
             st.labels.push((label.to_string(), target.to_string()));
+            st.order.push(label.to_string());
             None
         }
     };
@@ -430,6 +434,7 @@ pub fn discard(c: &Call) -> Reply {
         st.list.retain(|(x, _, _)| x != n);
         st.labels.retain(|(l, _)| l != n);
         st.uses.remove(n);
+        st.order.retain(|x| x != n);
         st.states.remove(n);
         st.idle_since.remove(n);
         if c.mgr.child_state() == ChildState::Running {
