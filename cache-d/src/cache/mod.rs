@@ -335,7 +335,7 @@ impl Cache {
     where
         I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
     {
-        self.try_lookup(Key::of(key), req, Bounds::default(), now, false).expect("lookup without the ban check always answers")
+        self.try_lookup(Key::of(key), req, Bounds::default(), false, now, false).expect("lookup without the ban check always answers")
     }
 
     /// Look `key` up for the request with `url`, headers `req` and
@@ -347,12 +347,21 @@ impl Cache {
     where
         I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
     {
+        self.lookup_request(key, url, req, bounds, false, now)
+    }
+
+    /// [`Cache::lookup_banned`]; with `ignore_vary` (req.hash_ignore_vary)
+    /// any variant does, the most recent first.
+    pub fn lookup_request<'a, I>(&self, key: &[u8], url: &[u8], req: I, bounds: Bounds, ignore_vary: bool, now: f64) -> Lookup
+    where
+        I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+    {
         let key = Key::of(key);
-        if let Some(found) = self.try_lookup(key, req.clone(), bounds, now, true) {
+        if let Some(found) = self.try_lookup(key, req.clone(), bounds, ignore_vary, now, true) {
             return found;
         }
         self.check_bans_key(key, url, req.clone());
-        self.try_lookup(key, req, bounds, now, false).expect("lookup without the ban check always answers")
+        self.try_lookup(key, req, bounds, ignore_vary, now, false).expect("lookup without the ban check always answers")
     }
 
     /// The lookup (as Varnish's HSH_Lookup); None (nothing changed) when
@@ -360,7 +369,7 @@ impl Cache {
     /// against first. An object is fresh, or stale within grace, as far
     /// as `bounds` allows; a request waits only for a fetch of its own
     /// variant, and only when it has no stale object it accepts.
-    fn try_lookup<'a, I>(&self, key: Key, req: I, bounds: Bounds, now: f64, bans: bool) -> Option<Lookup>
+    fn try_lookup<'a, I>(&self, key: Key, req: I, bounds: Bounds, ignore_vary: bool, now: f64, bans: bool) -> Option<Lookup>
     where
         I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
     {
@@ -376,6 +385,7 @@ impl Cache {
         let skip_ae = c.vary_skips_ae.load(Ordering::Relaxed);
         let selects = |vary: Option<&object::Vary>| match vary {
             None => true,
+            Some(_) if ignore_vary => true,
             Some(v) => v.iter().all(|(name, want)| (skip_ae && name == "accept-encoding") || vary_value(req.clone(), name) == *want),
         };
         let mut stale = None;
@@ -384,8 +394,14 @@ impl Cache {
         for oc in head.variants().filter(|oc| !oc.is_dead() && oc.obj.life().ttl > 0.0 && selects(oc.obj.vary())) {
             let life = oc.obj.life();
             if life.fresh_for(bounds, now) {
-                fresh = Some(oc.clone());
-                break;
+                // Ignoring Vary, the most recent of them.
+                if fresh.as_ref().is_none_or(|f: &ObjRef| life.t_origin > f.obj.life().t_origin) {
+                    fresh = Some(oc.clone());
+                }
+                if !ignore_vary {
+                    break;
+                }
+                continue;
             }
             // The newest expired object (Varnish's exp_oc; one that is
             // fresh but older than req.ttl allows is neither a hit nor

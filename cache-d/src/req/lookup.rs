@@ -31,7 +31,7 @@ pub async fn lookup<T: Transport>(r: &mut Request<'_, T>, key: Vec<u8>) -> Step 
             Lookup::Miss { guard: sh.cache.private_guard(&key), stale: None }
         } else {
             let bounds = Bounds { ttl: r.req.ttl, grace: r.req.grace };
-            sh.cache.lookup_banned(&key, &r.req.url, r.req.headers.iter(), bounds, t)
+            sh.cache.lookup_request(&key, &r.req.url, r.req.headers.iter(), bounds, r.req.hash_ignore_vary, t)
         };
         let found = match readable(r, found).await {
             Some(f) => f,

@@ -93,6 +93,8 @@ pub struct Req {
     pub grace: Option<f64>,
     pub hash_always_miss: bool,
     pub hash_ignore_busy: bool,
+    /// req.hash_ignore_vary: any variant will do (the most recent).
+    pub hash_ignore_vary: bool,
     /// The lookup found a hit-for-miss / hit-for-pass marker.
     pub is_hitmiss: bool,
     pub is_hitpass: bool,

@@ -81,6 +81,7 @@ const VARS: &[(Ty, &[&str])] = &[
             "beresp.was_304",
             "req.hash_always_miss",
             "req.hash_ignore_busy",
+            "req.hash_ignore_vary",
             "req.can_gzip",
             "req.esi",
             "resp.do_esi",

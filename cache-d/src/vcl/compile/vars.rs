@@ -65,6 +65,7 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("req.grace", CLIENT, CLIENT),
     ("req.hash_always_miss", CLIENT, mask(&[Sub::Recv])),
     ("req.hash_ignore_busy", CLIENT, mask(&[Sub::Recv])),
+    ("req.hash_ignore_vary", CLIENT, mask(&[Sub::Recv])),
     ("req.backend_hint", CLIENT, CLIENT),
     ("bereq.method", BEREQ, BEREQ),
     ("bereq.url", BEREQ, BEREQ),
@@ -383,6 +384,7 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "req.grace" => get!(req, |r| r.grace.map(Val::Dur).unwrap_or(Val::Dur(-1.0))),
         "req.hash_always_miss" => get!(req, |r| Val::Bool(r.hash_always_miss)),
         "req.hash_ignore_busy" => get!(req, |r| Val::Bool(r.hash_ignore_busy)),
+        "req.hash_ignore_vary" => get!(req, |r| Val::Bool(r.hash_ignore_vary)),
         "req.backend_hint" => {
             let default = default_backend(sc.backends).unwrap_or("default").to_string();
             Box::new(move |t, _| {
@@ -487,6 +489,7 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         "req.grace" => set!(req, |t, r, v| r.grace = dur(&v)),
         "req.hash_always_miss" => set!(req, |t, r, v| r.hash_always_miss = v.truthy()),
         "req.hash_ignore_busy" => set!(req, |t, r, v| r.hash_ignore_busy = v.truthy()),
+        "req.hash_ignore_vary" => set!(req, |t, r, v| r.hash_ignore_vary = v.truthy()),
         "req.backend_hint" => set!(req, |t, r, v| r.backend_hint = Some(v.text())),
         "client.identity" => set!(req, |t, r, v| r.client_identity = Some(v.text())),
         "sess.timeout_idle" => set!(req, |t, r, v| {
