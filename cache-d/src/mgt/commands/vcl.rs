@@ -353,6 +353,15 @@ fn reaches(st: &VclState, from: &str, to: &str, why: &mut String) -> bool {
     false
 }
 
+/// What a refused discard lists: a line each, five at most (Varnish's).
+fn depending(names: &[&str]) -> String {
+    let mut out: String = names.iter().take(5).map(|n| format!("\t{n}\n")).collect();
+    if names.len() > 5 {
+        out.push_str("\t[...]");
+    }
+    out
+}
+
 /// The programs (not among `going`) whose `return (vcl())` names `label`.
 fn users<'s>(st: &'s VclState, label: &str, going: &[String]) -> Vec<&'s str> {
     let mut v: Vec<&str> =
@@ -421,11 +430,11 @@ pub fn discard(c: &Call) -> Reply {
         }
         let labels: Vec<&str> = st.labels.iter().filter(|(l, t)| t == n && !names.contains(l)).map(|(l, _)| l.as_str()).collect();
         if !labels.is_empty() {
-            return (status::CANT, format!("Cannot discard labeled VCL program {n}:\n\t{}", labels.join("\n\t")));
+            return (status::CANT, format!("Cannot discard labeled VCL program {n}:\n{}", depending(&labels)));
         }
         let users = users(&st, n, &names);
         if is_label(&st, n) && !users.is_empty() {
-            return (status::CANT, format!("Cannot discard VCL label {n}, other VCLs depend on it:\n\t{}", users.join("\n\t")));
+            return (status::CANT, format!("Cannot discard VCL label {n}, other VCLs depend on it:\n{}", depending(&users)));
         }
     }
     // Labels first, so the child never holds a label to nothing.
