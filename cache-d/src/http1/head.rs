@@ -377,10 +377,16 @@ pub fn backend_closes(h: &Head) -> bool {
 }
 
 /// An absolute-form request target (`http://host/path`, RFC 9112 §3.2.2):
-/// its authority and the path, as Varnish splits it (only http://, and
-/// only with a path); None for origin-form.
-pub fn absolute_form(url: &[u8]) -> Option<(&[u8], &[u8])> {
-    let rest = url.get(..7).filter(|s| s.eq_ignore_ascii_case(b"http://")).map(|_| &url[7..])?;
+/// its authority and the path, as Varnish splits it (only http://, or
+/// https:// too with feature https_scheme, and only with a path); None
+/// for origin-form.
+pub fn absolute_form(url: &[u8], https: bool) -> Option<(&[u8], &[u8])> {
+    let scheme = |s: &[u8]| url.get(..s.len()).is_some_and(|p| p.eq_ignore_ascii_case(s));
+    let rest = match () {
+        () if scheme(b"http://") => &url[7..],
+        () if https && scheme(b"https://") => &url[8..],
+        () => return None,
+    };
     let slash = rest.iter().position(|&b| b == b'/')?;
     Some((&rest[..slash], &rest[slash..]))
 }

@@ -63,11 +63,12 @@ fn framing_rules() {
     assert!(request_checks(&head("GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n")).is_err());
     assert!(request_checks(&head("GET / HTTP/1.1\r\nHost: a\r\nConnection: close, Host\r\n\r\n")).is_err());
     assert!(request_checks(&head("GET / HTTP/1.1\r\nHost: a\r\nConnection: X-A\r\n\r\n")).is_ok());
-    assert_eq!(absolute_form(b"http://Example.com:8080/a?b"), Some((&b"Example.com:8080"[..], &b"/a?b"[..])));
-    assert_eq!(absolute_form(b"HTTP://h/"), Some((&b"h"[..], &b"/"[..])));
-    assert_eq!(absolute_form(b"http://h"), None);
-    assert_eq!(absolute_form(b"/http://h/"), None);
-    assert_eq!(absolute_form(b"https://h/"), None);
+    assert_eq!(absolute_form(b"http://Example.com:8080/a?b", false), Some((&b"Example.com:8080"[..], &b"/a?b"[..])));
+    assert_eq!(absolute_form(b"HTTP://h/", false), Some((&b"h"[..], &b"/"[..])));
+    assert_eq!(absolute_form(b"http://h", true), None);
+    assert_eq!(absolute_form(b"/http://h/", true), None);
+    assert_eq!(absolute_form(b"https://h/", false), None);
+    assert_eq!(absolute_form(b"HTTPS://h/x", true), Some((&b"h"[..], &b"/x"[..])));
 }
 
 #[test]

@@ -127,7 +127,7 @@ fn request_of(head: &Head, log: &mut common::log::vsl::Batch, rxid: u32, s: &Ses
     let side = LogSide::Client;
     let mut headers = Headers(head.headers.iter().map(|(n, v)| (head.raw.slice(n.clone()), head.raw.slice(v.clone()))).collect());
     let mut url = head.raw.slice(head.url.clone());
-    if let Some((host, path)) = head::absolute_form(head.url()) {
+    if let Some((host, path)) = head::absolute_form(head.url(), s.sh.params().has_feature("https_scheme")) {
         let (host, path) = (head.raw.slice_ref(host), head.raw.slice_ref(path));
         if headers.has("host") {
             log.rec(Tag::ReqUnset, side, rxid, &[b"Host: ", &headers.get("host").cloned().unwrap_or_default()[..]].concat());
