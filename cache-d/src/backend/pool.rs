@@ -189,6 +189,20 @@ impl IdlePool {
     }
 }
 
+/// A VCL backend's `.host` and `.port` as one address for [`resolve`],
+/// as Varnish's VSS_parse reads `.host`: a port in it ("name:81",
+/// "[::1]:81") wins over `.port`; "[v6]" and a bare IPv6 address (more
+/// than one ':') take `.port`.
+pub fn host_port(host: &str, port: &str) -> String {
+    match host.strip_prefix('[') {
+        Some(rest) if rest.contains("]:") => host.to_string(),
+        Some(_) => format!("{host}:{port}"),
+        None if host.matches(':').count() == 1 => host.to_string(),
+        None if host.contains(':') => format!("[{host}]:{port}"),
+        None => format!("{host}:{port}"),
+    }
+}
+
 /// Resolve `-b host[:port]` (port 8080 by default). An absolute path is a
 /// Unix domain socket (as varnishd's `-b`): no addresses, the backend's
 /// `path` says where.
@@ -409,7 +423,17 @@ impl Backend {
 
 #[cfg(test)]
 mod tests {
-    use super::resolve;
+    use super::{host_port, resolve};
+
+    #[test]
+    fn vcl_host_and_port() {
+        assert_eq!(host_port("127.0.0.1", "81"), "127.0.0.1:81");
+        assert_eq!(host_port("127.0.0.1:82", "80"), "127.0.0.1:82");
+        assert_eq!(host_port("[::]", "80"), "[::]:80");
+        assert_eq!(host_port("[::1]:83", "80"), "[::1]:83");
+        assert_eq!(host_port("::1", "84"), "[::1]:84");
+        assert_eq!(resolve(&host_port("[::]", "80")).unwrap()[0].port(), 80);
+    }
 
     #[test]
     fn backend_specs() {

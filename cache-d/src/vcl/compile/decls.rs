@@ -227,9 +227,8 @@ pub(super) fn check_backend(name: &str, fields: &[Field], pos: Pos) -> Result<()
         return err(format!("Mandatory field 'host' missing in backend '{name}'"), pos);
     };
     let port = text("port").unwrap_or_else(|| "80".into());
-    use std::net::ToSocketAddrs;
-    let resolves = port.parse::<u16>().is_ok()
-        && (host.as_str(), port.parse::<u16>().unwrap_or(0)).to_socket_addrs().is_ok_and(|mut a| a.next().is_some());
+    // A port in .host ("name:81", "[::1]:81") wins, as Varnish's VSS_parse.
+    let resolves = !host.starts_with('/') && crate::backend::pool::resolve(&crate::backend::pool::host_port(&host, &port)).is_ok();
     if !resolves {
         let at = field_value(fields, "host").map_or(pos, |f| f.pos);
         return err(format!("Backend host '{host}' port '{port}' could not be resolved to an IP address"), at);

@@ -76,7 +76,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
                         })
                     };
                     let host = get("host").unwrap_or_else(|| "127.0.0.1".into());
-                    c.backend = Some(format!("{host}:{}", get("port").unwrap_or_else(|| "80".into())));
+                    c.backend = Some(crate::backend::pool::host_port(&host, &get("port").unwrap_or_else(|| "80".into())));
                 }
             }
             _ => {}
@@ -531,7 +531,7 @@ impl VclPolicy {
     pub fn load(name: &str, prog: Compiled) -> Result<VclPolicy, String> {
         let mut bes = HashMap::new();
         for spec in &prog.backend_specs {
-            let addrs = crate::backend::pool::resolve(&format!("{}:{}", spec.host, spec.port))
+            let addrs = crate::backend::pool::resolve(&crate::backend::pool::host_port(&spec.host, &spec.port))
                 .map_err(|e| format!("backend {}: {e}", spec.name))?;
             bes.insert(spec.name.clone(), Arc::new(crate::backend::pool::Backend::with_cfg(name, &spec.name, addrs, spec.cfg.clone())));
         }
