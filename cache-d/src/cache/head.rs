@@ -66,7 +66,7 @@ impl Head {
         }
     }
 
-    pub fn variants(&self) -> impl Iterator<Item = &ObjRef> + Clone {
+    pub fn variants(&self) -> impl DoubleEndedIterator<Item = &ObjRef> + Clone {
         self.one.iter().chain(self.more.iter().flat_map(|m| m.variants.iter()))
     }
 

@@ -391,7 +391,9 @@ impl Cache {
         let mut stale = None;
         let mut fresh = None;
         // Objects without a TTL are never found (Varnish skips them too).
-        for oc in head.variants().filter(|oc| !oc.is_dead() && oc.obj.life().ttl > 0.0 && selects(oc.obj.vary())) {
+        // The newest first, as Varnish keeps them: a hit-for-miss without
+        // Vary does not hide a variant cached after it.
+        for oc in head.variants().rev().filter(|oc| !oc.is_dead() && oc.obj.life().ttl > 0.0 && selects(oc.obj.vary())) {
             let life = oc.obj.life();
             if life.fresh_for(bounds, now) {
                 // Ignoring Vary, the most recent of them.
