@@ -110,7 +110,7 @@ defs! {
     "vcc_unsafe_path" Bool "on" None, None, "bool" false "Allow '/' in vmod & include paths. Allow 'import ... from ...'.";
     "vcl_cooldown" Seconds "600.000" Some("1.000"), None, "seconds" false "How long a VCL is kept warm after being replaced as the active VCL (an auto VCL unused that long shows cold in vcl.list; cachekit keeps its program loaded until vcl.discard).";
     "vcl_path" Text "/etc/varnish:/usr/share/varnish/vcl" None, None, "" false "Directory (or colon separated list of directories) from which relative VCL filenames (vcl.load and include) are to be found.";
-    "vsl_mask" TagMask "-Debug,-ExpKill,-H2RxBody,-H2RxHdr,-H2TxBody,-H2TxHdr,-Hash,-ObjHeader,-ObjProtocol,-ObjReason,-ObjStatus,-VCL_trace,-VdpAcct,-VfpAcct,-WorkThread" None, None, "" false "Mask individual VSL messages from being logged: default, or +Tag / -Tag to unmask / mask (accepted and shown for Varnish's command lines: cachekit's log does not consult it).";
+    "vsl_mask" TagMask "-Debug,-ExpKill,-H2RxBody,-H2RxHdr,-H2TxBody,-H2TxHdr,-Hash,-ObjHeader,-ObjProtocol,-ObjReason,-ObjStatus,-VCL_trace,-VdpAcct,-VfpAcct,-WorkThread" None, None, "" false "Mask individual VSL messages from being logged: default, or +Tag / -Tag to unmask / mask; records with a masked tag are not written.";
     "vsl_reclen" Bytes "255b" Some("16b"), Some("4084b"), "bytes" false "Maximum number of bytes in a log record.";
     "vsl_space" Bytes "80M" Some("64k"), Some("4G"), "bytes" true "The amount of space to allocate for the log ring.";
 }

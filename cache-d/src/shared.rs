@@ -102,6 +102,13 @@ impl Shared {
         self.params.load()
     }
 
+    /// A transaction's log buffer, with the record limit and the tags
+    /// left out that the parameters now say (vsl_reclen, vsl_mask).
+    pub fn batch(&self) -> common::log::vsl::Batch {
+        let p = self.params();
+        common::log::vsl::Batch::with_limits(p.vsl_reclen, p.vsl_mask)
+    }
+
     /// Put new parameters in force for requests that start from now on.
     pub fn set_params(&self, p: Params) {
         self.cache.set_gzip_support(p.http_gzip_support);

@@ -57,6 +57,14 @@ pub fn run(args: Args) -> Result<(), StartError> {
     let mut params = Params::default();
     for line in std::env::var(ENV_PARAMS).unwrap_or_default().lines() {
         if let Some((k, v)) = line.split_once('=') {
+            // vsl_mask comes as the manager shows it, the whole set of tags
+            // left out (not a tweak of the default): start from none.
+            if k == "vsl_mask" {
+                params.vsl_mask = Default::default();
+                if v == "(all enabled)" {
+                    continue;
+                }
+            }
             params.set(k, v)?;
         }
     }

@@ -105,7 +105,7 @@ impl Response {
 impl Fetch {
     pub fn new(sh: &Arc<Shared>, vxid: u32, parent: u32, reason: &str) -> Fetch {
         let t = now();
-        let mut log = Batch::with_reclen(sh.params().vsl_reclen);
+        let mut log = sh.batch();
         log.recf(Tag::Begin, LogSide::Backend, vxid, format_args!("bereq {parent} {reason}"));
         let clock = Clock::start(&mut log, LogSide::Backend, vxid, t);
         Fetch {

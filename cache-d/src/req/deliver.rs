@@ -241,9 +241,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
     }
     let view = r.active.policy.defines(Sub::Deliver).then(|| ObjView { can_esi: esi.is_some(), ..obj_view(oc, t, false) });
     let action = r.call(Sub::Deliver, With { resp: Some(&mut resp), obj: view.as_ref(), ..With::default() });
-    // Processing done (Varnish's Process timestamp, whatever vcl_deliver
-    // returned: a restart logs it before Restart).
-    r.stamp("Process");
+    r.stamp("Process"); // whatever vcl_deliver returned, as Varnish
     if action != Action::Deliver {
         return divert(action);
     }

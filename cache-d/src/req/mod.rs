@@ -35,7 +35,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use common::counters::C;
-use common::log::vsl::{Batch, Side as LogSide, Tag};
+use common::log::vsl::{Side as LogSide, Tag};
 use tokio::sync::watch;
 
 use self::reason::Reason;
@@ -172,7 +172,7 @@ pub fn no_session(sh: &Shared, peer: SocketAddr, local: SocketAddr, on: &On, why
 /// session had gathered went with it.
 pub fn failed(sh: &Shared, peer: SocketAddr, why: &str) {
     let vxid = sh.next_vxid();
-    let mut log = Batch::with_reclen(sh.params().vsl_reclen);
+    let mut log = sh.batch();
     log.rec(Tag::Begin, LogSide::Client, vxid, b"sess 0 HTTP/1");
     log.recf(Tag::Error, LogSide::Client, vxid, format_args!("request task failed ({} {}): {why}", peer.ip(), peer.port()));
     log.rec(Tag::SessClose, LogSide::Client, vxid, b"VCL_FAILURE 0.000");
@@ -252,7 +252,7 @@ impl<T: Transport> Request<'_, T> {
             sh.seg.add(C::EsiReq, 1);
             let xid = sh.next_vxid();
             r.log.recf(Tag::Link, LogSide::Client, r.rxid, format_args!("req {xid} esi"));
-            let mut log = Batch::with_reclen(sh.params().vsl_reclen);
+            let mut log = sh.batch();
             log.recf(Tag::Begin, LogSide::Client, xid, format_args!("req {} esi", r.rxid));
             let clock = Clock::start(&mut log, LogSide::Client, xid, now());
             let req = include::sub_req(&r.req, url, host, xid, gz);

@@ -75,7 +75,7 @@ impl Sess {
             ends: self.ends.clone(),
             listen: self.listen.clone(),
             vxid: self.vxid,
-            log: Batch::with_reclen(self.sh.params().vsl_reclen),
+            log: self.sh.batch(),
             wire: Vec::with_capacity(1024),
             scratch: Vec::new(),
             minor: 2,
@@ -97,7 +97,7 @@ impl Sess {
             self.sh.seg.log(&self.log);
             self.log.clear();
         }
-        let mut log = Batch::with_reclen(self.sh.params().vsl_reclen);
+        let mut log = self.sh.batch();
         log.recf(Tag::Begin, LogSide::Client, rxid, format_args!("req {} rxreq", self.vxid));
         let mut clock = Clock::start(&mut log, LogSide::Client, rxid, t_start);
         clock.stamp(&mut log, rxid, "Req");
@@ -115,7 +115,7 @@ impl Sess {
 /// and descriptor) under a new vxid.
 pub fn sess_open(sh: &Shared, peer: SocketAddr, local: SocketAddr, on: &On, t0: f64, fd: i32) -> (u32, Batch) {
     let vxid = sh.next_vxid();
-    let mut log = Batch::with_reclen(sh.params().vsl_reclen);
+    let mut log = sh.batch();
     log.rec_parts(Tag::Begin, LogSide::Client, vxid, &[b"sess 0 ", on.proto.transport().as_bytes()]);
     log.recf(
         Tag::SessOpen,

@@ -4,6 +4,7 @@
 use bytes::Bytes;
 
 use crate::vcl::model::{Action, Headers, Req, Sub, Task};
+use common::log::vsl::Tag;
 
 const KNOWN_METHODS: [&[u8]; 8] = [b"GET", b"HEAD", b"PUT", b"POST", b"TRACE", b"OPTIONS", b"DELETE", b"PATCH"];
 
@@ -56,6 +57,12 @@ pub fn builtin_with(sub: Sub, t: &mut Task<'_>, hook: Hook<'_>) -> Action {
         Sub::Hash => {
             if let (Some(req), Some(key)) = (t.req.as_deref(), t.key.as_deref_mut()) {
                 builtin_hash(req, key);
+                // Each input a Hash record, when vsl_mask lets them through.
+                if let Some((log, vxid, side)) = t.log.as_mut().filter(|(l, ..)| l.logs(Tag::Hash)) {
+                    for piece in hash_inputs(req) {
+                        log.rec(Tag::Hash, *side, *vxid, piece);
+                    }
+                }
             }
             Action::Lookup
         }
@@ -258,13 +265,16 @@ fn req_method(req: &Req) -> Option<Action> {
 }
 
 pub fn builtin_hash(req: &Req, key: &mut Vec<u8>) {
-    key.extend_from_slice(&req.url);
-    key.push(0);
-    match req.headers.get("host") {
-        Some(h) => key.extend_from_slice(h),
-        None => key.extend_from_slice(req.server_ip.as_bytes()),
+    for piece in hash_inputs(req) {
+        key.extend_from_slice(piece);
+        key.push(0);
     }
-    key.push(0);
+}
+
+/// The built-in vcl_hash's inputs: the URL, then Host (or the address
+/// the request came to).
+fn hash_inputs(req: &Req) -> [&[u8]; 2] {
+    [&req.url, req.headers.get("host").map_or(req.server_ip.as_bytes(), |h| &h[..])]
 }
 
 #[cfg(test)]

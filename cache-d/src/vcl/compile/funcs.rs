@@ -175,18 +175,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
                 Val::Str(re.replace(&s, &rep, all).into_owned())
             })
         }
-        "hash_data" => {
-            only_in(name, mask(&[Sub::Hash]), pos, sc)?;
-            let x = one_arg(args, name, 1, pos, sc)?.remove(0);
-            Box::new(move |t, c| {
-                let v = x(t, c);
-                if let Some(k) = t.key.as_deref_mut() {
-                    k.extend_from_slice(v.text().as_bytes());
-                    k.push(0);
-                }
-                Val::None
-            })
-        }
+        "hash_data" => hash_data(args, pos, sc)?,
         "synthetic" => {
             only_in(name, mask(&[Sub::Synth, Sub::BackendError]), pos, sc)?;
             let x = one_arg(args, name, 1, pos, sc)?.remove(0);
@@ -606,5 +595,52 @@ fn purge_call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc:
         let Some(hash) = t.req.as_ref().and_then(|r| r.hash.clone()) else { return Val::Int(0) };
         let soft_args = soft.then_some((ttl, (grace >= 0.0).then_some(grace), (keep >= 0.0).then_some(keep)));
         Val::Int(t.env.purge_hash(&hash, soft_args))
+    }))
+}
+
+/// hash_data(): each piece of its argument (the strings a `+` chain
+/// joins, as Varnish's STRANDS) goes into the key, and is a Hash record
+/// of its own when vsl_mask lets Hash through; an unset piece adds
+/// nothing. A NUL ends the input. The chain is split only where it
+/// surely joins strings (one of its first two terms is a string literal
+/// or a header, so every `+` concatenates); else it is one piece.
+fn hash_data(args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+    only_in("hash_data", mask(&[Sub::Hash]), pos, sc)?;
+    let [arg] = args else { return err(format!("hash_data() takes 1 argument(s), not {}", args.len()), pos) };
+    let mut leaves = Vec::new();
+    let mut e = arg;
+    while let Expr::Binary { op: "+", left, right, .. } = e {
+        leaves.push(right.as_ref());
+        e = left;
+    }
+    leaves.push(e);
+    leaves.reverse();
+    let stringy = |e: &Expr| match e {
+        Expr::Str(..) => true,
+        Expr::Name(n, _) => n.contains(".http.") || n.ends_with(".url"),
+        _ => false,
+    };
+    if !leaves.iter().take(2).any(|e| stringy(e)) {
+        leaves = vec![arg];
+    }
+    let pieces = leaves.into_iter().map(|l| sc.expr(l)).collect::<Result<Vec<_>, _>>()?;
+    Ok(Box::new(move |t, c| {
+        for f in &pieces {
+            let v = f(t, c);
+            if matches!(v, Val::None) {
+                continue;
+            }
+            let s = v.text();
+            if let Some(k) = t.key.as_deref_mut() {
+                k.extend_from_slice(s.as_bytes());
+            }
+            if let Some((log, vxid, side)) = t.log.as_mut() {
+                log.rec(Tag::Hash, *side, *vxid, s.as_bytes());
+            }
+        }
+        if let Some(k) = t.key.as_deref_mut() {
+            k.push(0);
+        }
+        Val::None
     }))
 }

@@ -670,3 +670,25 @@ fn dynamic_directors_are_checked_where_they_are_written() {
     let c = compile(&p).unwrap_or_else(|e| panic!("{}", e.render(&p.files)));
     assert!(c.declares_directors && c.backend.is_none());
 }
+
+#[test]
+fn hash_data_logs_each_piece_and_keys_them_joined() {
+    let pol = load(
+        r#"vcl 4.1;
+        backend default { .host = "127.0.0.1"; }
+        sub vcl_hash { hash_data("1" + req.http.foo + "3" + req.http.none); hash_data(1 + 2 + "x"); hash_data(req.http.none); }"#,
+    );
+    let mut log = common::log::vsl::Batch::with_reclen(255);
+    let mut r = req("/p", &[("foo", "bar"), ("Host", "h")]);
+    let mut key = Vec::new();
+    let mut t = Task::new(&NoEnv);
+    t.req = Some(&mut r);
+    t.key = Some(&mut key);
+    t.log = Some((&mut log, 7, common::log::vsl::Side::Client));
+    assert_eq!(pol.call(Sub::Hash, &mut t), Action::Lookup);
+    drop(t);
+    assert_eq!(key, b"1bar3\x003x\x00\x00/p\x00h\x00");
+    let text: Vec<String> =
+        common::log::vsl::Records::new(log.as_bytes()).filter(|r| r.tag == Tag::Hash).map(|r| r.text().into_owned()).collect();
+    assert_eq!(text, ["1", "bar", "3", "3x", "/p", "h"]);
+}
