@@ -21,6 +21,17 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The type backend.list -j shows (Varnish's director type names).
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::RoundRobin => "round-robin",
+            Kind::Random => "random",
+            Kind::Fallback { .. } => "fallback",
+            Kind::Hash => "hash",
+            Kind::Shard => "shard",
+        }
+    }
+
     /// The constructor's name in VCL (`directors.round_robin`...).
     pub fn from_ctor(name: &str, sticky: bool) -> Option<Kind> {
         Some(match name {

@@ -169,7 +169,29 @@ pub fn start(be: &Arc<Backend>, seg: Arc<SegmentWriter>) {
 }
 
 /// `backend.list [-j] [-p]` for these backends.
-pub fn backend_list(list: &[Arc<Backend>], json: bool, details: bool, argv: &[&str]) -> String {
+/// A director's line in backend.list: Admin "probe", its healthy
+/// members of all, healthy while one is (Varnish's vdir list).
+pub struct DirectorRow {
+    /// `vcl.name`.
+    pub name: String,
+    pub kind: &'static str,
+    pub healthy: usize,
+    pub total: usize,
+    /// When a member's health last changed.
+    pub since: f64,
+}
+
+impl DirectorRow {
+    fn health(&self) -> &'static str {
+        if self.healthy > 0 {
+            "healthy"
+        } else {
+            "sick"
+        }
+    }
+}
+
+pub fn backend_list(list: &[Arc<Backend>], dirs: &[DirectorRow], json: bool, details: bool, argv: &[&str]) -> String {
     if json {
         let mut m = serde_json::Map::new();
         for b in list {
@@ -187,6 +209,13 @@ pub fn backend_list(list: &[Arc<Backend>], json: bool, details: bool, argv: &[&s
                 });
             }
             m.insert(b.full_name(), e);
+        }
+        for d in dirs.iter().filter(|_| !details) {
+            let e = serde_json::json!({
+                "type": d.kind, "admin_health": "probe",
+                "probe_message": [d.healthy, d.total, d.health()], "last_change": d.since,
+            });
+            m.insert(d.name.clone(), e);
         }
         let doc = serde_json::json!([3, argv, (crate::util::now() * 1000.0).round() / 1000.0, m]);
         return serde_json::to_string_pretty(&doc).unwrap_or_default();
@@ -219,6 +248,11 @@ pub fn backend_list(list: &[Arc<Backend>], json: bool, details: bool, argv: &[&s
                 out.push_str(&format!("\n  {row} {label}"));
             }
         }
+    }
+    // With -p a director shows nothing of its own (Varnish lists it plainly).
+    for d in dirs.iter().filter(|_| !details) {
+        let (when, counts) = (common::httpdate::format(d.since), format!("{}/{}", d.healthy, d.total));
+        out.push_str(&format!("\n{:<30} {:<10} {counts:<8} {:<10} {when}", d.name, "probe", d.health()));
     }
     out
 }

@@ -55,6 +55,25 @@ impl Programs {
         all
     }
 
+    /// The directors a backend.list pattern names (as [`Self::backends`]).
+    fn directors(&self, sh: &Shared, pattern: Option<&str>) -> Vec<probe::DirectorRow> {
+        let active = sh.policy();
+        let mut names: Vec<&String> = self.vcls.keys().collect();
+        names.sort();
+        let mut all: Vec<probe::DirectorRow> = names
+            .into_iter()
+            .map(|n| &self.vcls[n])
+            .filter(|p| pattern.is_some() || Arc::ptr_eq(&p.policy, &active.policy))
+            .flat_map(|p| p.policy.directors())
+            .collect();
+        all.retain(|d| {
+            pattern.is_none_or(|p| {
+                common::glob::matches(p, &d.name) || d.name.split_once('.').is_some_and(|(_, n)| common::glob::matches(p, n))
+            })
+        });
+        all
+    }
+
     /// A program by name or label.
     fn get(&self, name: &str) -> Option<&Arc<Active>> {
         self.vcls.get(name).or_else(|| self.labels.get(name).map(|(_, a)| a))
@@ -158,8 +177,9 @@ fn command(sh: &Shared, progs: &mut Programs, args: &[String]) -> Reply {
         ["backend.list", flags @ ..] => {
             let pattern = flags.iter().find(|f| !f.starts_with('-')).copied();
             let list = progs.backends(sh, pattern);
+            let dirs = progs.directors(sh, pattern);
             let argv: Vec<&str> = std::iter::once("backend.list").chain(flags.iter().copied()).collect();
-            (status::OK, probe::backend_list(&list, flags.contains(&"-j"), flags.contains(&"-p"), &argv))
+            (status::OK, probe::backend_list(&list, &dirs, flags.contains(&"-j"), flags.contains(&"-p"), &argv))
         }
         ["backend.set_health", pattern, state] => set_health(sh, progs, pattern, state),
         ["ban", rest @ ..] => {

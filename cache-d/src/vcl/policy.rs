@@ -43,6 +43,11 @@ pub trait Policy: Send + Sync {
     fn backends(&self) -> Vec<std::sync::Arc<Backend>> {
         Vec::new()
     }
+    /// The directors vcl_init made, for backend.list (see
+    /// [`crate::backend::probe::DirectorRow`]).
+    fn directors(&self) -> Vec<crate::backend::probe::DirectorRow> {
+        Vec::new()
+    }
     /// The child took the policy on: its backends get their counters in
     /// `seg` and their probes start (and so do backends made later).
     fn start(&self, seg: &std::sync::Arc<common::segment::SegmentWriter>) {

@@ -585,6 +585,32 @@ impl Policy for VclPolicy {
         all.extend(self.prog.dynamic_backends());
         all
     }
+    fn directors(&self) -> Vec<crate::backend::probe::DirectorRow> {
+        let ds: Vec<_> = self.prog.directors().values().cloned().collect();
+        let bes = self.prog.runtime.get();
+        let mut rows: Vec<_> = ds
+            .iter()
+            .map(|d| {
+                let members = d.member_names();
+                let since = members.iter().filter_map(|m| bes.and_then(|b| b.get(m))).map(|b| b.admin().1).fold(0.0, f64::max);
+                let healthy = members.iter().filter(|m| self.prog.usable(m, 1)).count();
+                crate::backend::probe::DirectorRow {
+                    name: format!("{}.{}", self.name, d.name),
+                    kind: d.kind.word(),
+                    healthy,
+                    total: members.len(),
+                    since,
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| a.name.cmp(&b.name));
+        // A director of directors: when any member's health last changed.
+        let latest = rows.iter().map(|r| r.since).fold(0.0, f64::max);
+        for r in rows.iter_mut().filter(|r| r.since == 0.0) {
+            r.since = latest;
+        }
+        rows
+    }
     fn call(&self, sub: Sub, t: &mut Task<'_>) -> Action {
         let hook = split_hook(&self.prog);
         if !self.prog.defined[sub as usize] {
