@@ -10,3 +10,5 @@ pub mod miss;
 pub mod steps;
 mod stream;
 pub mod txn;
+
+pub(crate) use stream::esi_page;

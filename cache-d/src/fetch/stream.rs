@@ -37,7 +37,7 @@ pub(super) fn store_room(sh: &Shared, name: &str) -> usize {
 /// An ESI page whole and plain: parsed once, its instructions set; kept
 /// gzip, compressed segment by segment (or whole, with no ESI in it).
 /// Returns the pieces to store.
-pub(super) fn esi_page(sh: &Shared, f: &mut Fetch, url: &[u8], k: &Coding, plain: Vec<Bytes>) -> Result<Vec<Bytes>, Error> {
+pub(crate) fn esi_page(sh: &Shared, f: &mut Fetch, url: &[u8], k: &Coding, plain: Vec<Bytes>) -> Result<Vec<Bytes>, Error> {
     let total: u64 = plain.iter().map(|b| b.len() as u64).sum();
     if total > crate::esi::MAX_PAGE {
         return Err(Error::new(Side::Backend, format!("ESI page larger than {} bytes", crate::esi::MAX_PAGE)));

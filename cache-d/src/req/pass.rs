@@ -222,11 +222,13 @@ async fn coded_transfer<T: Transport>(
     }
 }
 
-/// A pass's ESI page, read whole: gunzipped if it came gzip, parsed, kept
-/// as a private object (never in the cache) and delivered as one.
+/// A pass's ESI page, read whole: gunzipped if it came gzip, parsed on
+/// the backend side, kept gzip (segment by segment) when it came gzip or
+/// do_gzip asks, as a cached page is (Varnish's esi_gzip), as a private
+/// object (never in the cache) and delivered as one.
 fn esi_page<T: Transport>(
     r: &mut Request<'_, T>,
-    fetch: Fetch,
+    mut fetch: Fetch,
     mut resp: Response,
     mut beresp: Beresp,
     life: crate::cache::ttl::Lifetime,
@@ -237,35 +239,47 @@ fn esi_page<T: Transport>(
         _ => 0,
     };
     let raw = resp.conn.buf.split_to(n.min(resp.conn.buf.len())).freeze();
-    let bxid = fetch.vxid;
+    let (bxid, rx) = (fetch.vxid, raw.len() as u64);
     let reusable = !resp.spent && resp.head.minor > 0 && !resp.head.has_token("connection", "close");
-    fetch.done(Some(raw.len() as u64), Some((resp.conn, reusable)));
-    let (gzip, _) = crate::gzip::fetch::body_coding(&beresp.headers);
+    let (gzip, plain) = crate::gzip::fetch::body_coding(&beresp.headers);
+    let gz_esi = r.sh.params().http_gzip_support && ((gzip && !beresp.do_gunzip) || (plain && beresp.do_gzip));
     let plain = if gzip {
         let mut out = Vec::new();
         let mut z = crate::gzip::code::Zstream::new(crate::gzip::code::Dir::Gunzip, &r.sh.params().coding());
         r.sh.seg.add(C::NGunzip, 1);
         if z.feed(&raw, true, &mut |b| out.push(b)).is_err() {
+            fetch.error(&Error::new(Side::Backend, "Invalid gzip data"));
+            fetch.done(Some(rx), None);
             return Step::Synth { status: 503, reason: "Backend fetch failed".into() };
         }
         beresp.headers.unset("content-encoding");
-        crate::gzip::weaken_etag(&mut beresp.headers);
         crate::gzip::code::join(&out)
     } else {
         raw
     };
-    let features = r.sh.params().esi_features();
-    let data = crate::esi::parse_page(&r.req.url, features, [&plain[..]], &r.sh.seg, &mut r.log, LogSide::Client, r.rxid);
-    let coding = crate::gzip::Coding { esi: true, ..Default::default() };
-    if let Some(d) = data {
-        let _ = coding.esi_data.set(std::sync::Arc::new(d));
+    let coding = crate::gzip::Coding { esi: true, gzip: gz_esi, chgce: gz_esi, ..Default::default() };
+    let body = match crate::fetch::esi_page(&r.sh, &mut fetch, &r.req.url, &coding, vec![plain]) {
+        Ok(pieces) => crate::gzip::code::join(&pieces),
+        Err(e) => {
+            fetch.error(&e);
+            fetch.done(Some(rx), None);
+            return Step::Synth { status: 503, reason: "Backend fetch failed".into() };
+        }
+    };
+    fetch.done(Some(rx), Some((resp.conn, reusable)));
+    if gzip || gz_esi {
+        crate::gzip::weaken_etag(&mut beresp.headers);
+    }
+    if gz_esi {
+        beresp.headers.set("Content-Encoding", bytes::Bytes::from_static(b"gzip"));
+        crate::gzip::vary_ae(&mut beresp.headers);
     }
     let pairs = beresp.headers.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"content-length"));
     let obj = Object {
         vxid: bxid,
         status: beresp.status,
         headers: ObjHeaders::from_pairs(&beresp.reason, pairs),
-        body: ObjBody::Whole(plain),
+        body: ObjBody::Whole(body),
         life: life.life(),
         kind: Kind::Normal,
         vary: None,
@@ -394,6 +408,7 @@ fn private_view(beresp: &Beresp) -> ObjView {
         uncacheable: true,
         stv: None,
         can_esi: beresp.do_esi,
+        gzip: false,
     }
 }
 
