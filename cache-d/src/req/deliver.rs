@@ -225,7 +225,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
         headers: headers.to_headers(),
         is_streaming: body.progress().done == Done::Streaming,
         do_esi: esi.is_some() && !r.req.disable_esi,
-        vcl_status: 0,
+        ..Resp::default()
     };
     let age = (t - obj.life().t_origin).max(0.0) as u64;
     resp.headers.set("Age", Bytes::from(age.to_string()));

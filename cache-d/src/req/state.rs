@@ -249,6 +249,9 @@ impl<T: Transport> Request<'_, T> {
         let a = run_sub(&*self.active.policy, sub, &mut t);
         if a == Action::Fail {
             self.sh.seg.add(C::VclFail, 1);
+            // The answer to a failed task closes the connection (Varnish's
+            // SC_VCL_FAILURE).
+            self.keep = false;
         }
         a
     }
@@ -401,5 +404,6 @@ pub fn obj_view(oc: &ObjRef, t: f64, full: bool) -> ObjView {
         uncacheable: oc.obj.kind != Kind::Normal || !oc.stored(),
         stv: Some(oc.stv),
         can_esi: oc.obj.coding().is_some_and(|c| c.esi_data.get().is_some()),
+        gzip: oc.obj.coding().is_some_and(|c| c.gzip),
     }
 }

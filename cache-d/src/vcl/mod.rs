@@ -10,6 +10,7 @@ pub mod builtin;
 pub mod check;
 pub mod compile;
 pub mod diag;
+pub mod filters;
 pub mod legacy;
 pub mod lex;
 pub mod load;

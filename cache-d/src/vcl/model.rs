@@ -254,6 +254,9 @@ pub struct Beresp {
     pub do_brotli: bool,
     /// Parse the body for ESI at fetch.
     pub do_esi: bool,
+    /// beresp.filters as VCL set it (None: the list the knobs imply); once
+    /// set, the do_* knobs are fixed.
+    pub filters: Option<String>,
     /// The name of the backend that answered.
     pub backend: String,
     /// The object's age when it arrived (from Age).
@@ -281,6 +284,8 @@ pub struct ObjView {
     pub stv: Option<u8>,
     /// It has ESI instructions (obj.can_esi).
     pub can_esi: bool,
+    /// Its body is stored gzip (Varnish's OF_GZIPED).
+    pub gzip: bool,
 }
 
 /// A status as VCL reads it: what VCL set (`full`, which may carry digits
@@ -307,6 +312,9 @@ pub struct Resp {
     /// resp.do_esi: the object's ESI instructions are followed (set when
     /// it has some; vcl_deliver may turn it off).
     pub do_esi: bool,
+    /// resp.filters as VCL set it (None: the list Varnish would run);
+    /// once set, resp.do_esi is fixed.
+    pub filters: Option<String>,
 }
 
 /// The subroutines: where the engine calls into the policy.

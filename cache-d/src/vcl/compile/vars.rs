@@ -99,6 +99,7 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     // cachekit's own: a Brotli copy next to the object (cache-vcl(7)).
     ("beresp.do_brotli", BERESP, BERESP),
     ("beresp.do_esi", BERESP, BERESP),
+    ("beresp.filters", BERESP, BERESP),
     ("beresp.was_304", BERESP, 0),
     ("beresp.age", BERESP, 0),
     ("beresp.backend.name", BERESP, 0),
@@ -123,6 +124,7 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("resp.status", RESP, RESP),
     ("resp.reason", RESP, RESP),
     ("resp.proto", RESP, 0),
+    ("resp.filters", mask(&[Sub::Deliver]), mask(&[Sub::Deliver])),
     ("resp.time", RESP, 0),
     ("resp.http.", RESP, RESP),
     ("resp.is_streaming", RESP, 0),
@@ -240,6 +242,29 @@ fn status_val(t: &mut Task<'_>, obj: &str, v: &Val) -> Option<u16> {
     };
     fail(t, msg);
     None
+}
+
+/// A beresp.do_* knob beresp.filters fixes: reading it once the list is
+/// set fails the task (Varnish's beresp_filter_fixed).
+fn knob_get(name: &str, f: fn(&Beresp) -> bool) -> ExprFn {
+    let knob = name.trim_start_matches("beresp.").to_string();
+    Box::new(move |t, _| match t.beresp.as_deref().map(|b| (b.filters.is_some(), f(b))) {
+        Some((true, _)) => {
+            fail(t, format!("beresp.filters are already fixed, beresp.{knob} is undefined"));
+            Val::Bool(false)
+        }
+        Some((false, v)) => Val::Bool(v),
+        None => Val::None,
+    })
+}
+
+/// May a beresp.do_* knob still be set? Not once beresp.filters is.
+fn knob_free(t: &mut Task<'_>, b: &Beresp, knob: &str) -> bool {
+    if b.filters.is_some() {
+        fail(t, format!("beresp.filters are already fixed, beresp.{knob} is undefined"));
+        return false;
+    }
+    true
 }
 
 /// req.hash, bereq.hash: the SHA-256 of what vcl_hash hashed, a BLOB.
@@ -419,12 +444,13 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "beresp.age" => get!(beresp, |b| Val::Dur(b.age)),
         "beresp.uncacheable" => get!(beresp, |b| Val::Bool(b.uncacheable)),
         "beresp.do_stream" => get!(beresp, |b| Val::Bool(b.do_stream)),
-        "beresp.do_gzip" => get!(beresp, |b| Val::Bool(b.do_gzip)),
-        "beresp.do_gunzip" => get!(beresp, |b| Val::Bool(b.do_gunzip)),
+        "beresp.do_gzip" => knob_get(name, |b| b.do_gzip),
+        "beresp.do_gunzip" => knob_get(name, |b| b.do_gunzip),
+        "beresp.filters" => get!(beresp, |b| Val::Str(b.filters.clone().unwrap_or_else(|| crate::vcl::filters::beresp_default(b)))),
         "beresp.do_brotli" => get!(beresp, |b| Val::Bool(b.do_brotli)),
         "beresp.storage" => get!(beresp, |b| Val::Str(format!("storage.{}", b.storage))),
         "beresp.storage_hint" => get!(beresp, |b| Val::Str(b.storage.clone())),
-        "beresp.do_esi" => get!(beresp, |b| Val::Bool(b.do_esi)),
+        "beresp.do_esi" => knob_get(name, |b| b.do_esi),
         "beresp.was_304" => get!(beresp, |b| Val::Bool(b.was_304)),
         "beresp.backend.name" | "beresp.backend" => get!(beresp, |b| Val::Str(b.backend.clone())),
         "obj.status" => Box::new(|t, _| t.obj.map(|o| Val::Int(o.status as i64)).unwrap_or(Val::None)),
@@ -449,7 +475,18 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "resp.reason" => get!(resp, |r| text(&r.reason)),
         "resp.proto" => Box::new(|_, _| Val::Str("HTTP/1.1".into())),
         "resp.is_streaming" => get!(resp, |r| Val::Bool(r.is_streaming)),
-        "resp.do_esi" => get!(resp, |r| Val::Bool(r.do_esi)),
+        "resp.do_esi" => Box::new(|t, _| match t.resp.as_deref().map(|r| (r.filters.is_some(), r.do_esi)) {
+            Some((true, _)) => {
+                fail(t, "resp.filters are already fixed, resp.do_esi is undefined".into());
+                Val::Bool(false)
+            }
+            Some((false, v)) => Val::Bool(v),
+            None => Val::None,
+        }),
+        "resp.filters" => Box::new(|t, _| match t.resp.as_deref().and_then(|r| r.filters.clone()) {
+            Some(f) => Val::Str(f),
+            None => Val::Str(crate::vcl::filters::resp_default(t)),
+        }),
         _ => return unsupported(&format!("Reading '{name}'"), pos),
     })
 }
@@ -521,8 +558,13 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         // Once uncacheable, always: Varnish ignores setting it back.
         "beresp.uncacheable" => set!(beresp, |t, b, v| b.uncacheable |= v.truthy()),
         "beresp.do_stream" => set!(beresp, |t, b, v| b.do_stream = v.truthy()),
-        "beresp.do_gzip" => set!(beresp, |t, b, v| b.do_gzip = v.truthy()),
-        "beresp.do_gunzip" => set!(beresp, |t, b, v| b.do_gunzip = v.truthy()),
+        "beresp.do_gzip" => set!(beresp, |t, b, v| if knob_free(t, b, "do_gzip") {
+            b.do_gzip = v.truthy()
+        }),
+        "beresp.do_gunzip" => set!(beresp, |t, b, v| if knob_free(t, b, "do_gunzip") {
+            b.do_gunzip = v.truthy()
+        }),
+        "beresp.filters" => set!(beresp, |t, b, v| crate::vcl::filters::beresp_set(b, &v.text())),
         "beresp.do_brotli" => set!(beresp, |t, b, v| b.do_brotli = v.truthy()),
         // A store is named storage.NAME (the hint: NAME); one that does
         // not exist leaves the choice as it was.
@@ -533,10 +575,23 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
                 b.storage = n.to_string();
             }
         }),
-        "beresp.do_esi" => set!(beresp, |t, b, v| b.do_esi = v.truthy()),
+        "beresp.do_esi" => set!(beresp, |t, b, v| if knob_free(t, b, "do_esi") {
+            b.do_esi = v.truthy()
+        }),
         // Only turning it off means anything: an object without ESI
         // instructions has nothing to follow.
-        "resp.do_esi" => set!(resp, |t, r, v| r.do_esi = r.do_esi && v.truthy()),
+        "resp.do_esi" => set!(resp, |t, r, v| if r.filters.is_some() {
+            fail(t, "resp.filters are already fixed, resp.do_esi is undefined".into())
+        } else {
+            r.do_esi = r.do_esi && v.truthy()
+        }),
+        // The list is kept as set; of its filters, ESI is followed only
+        // when it names esi.
+        "resp.filters" => set!(resp, |t, r, v| {
+            let list = v.text();
+            r.do_esi &= list.split_ascii_whitespace().any(|f| f == "esi");
+            r.filters = Some(list.split_ascii_whitespace().collect::<Vec<_>>().join(" "));
+        }),
         "req.esi" => set!(req, |t, r, v| r.disable_esi = !v.truthy()),
         // Digits above 999 stay in VCL; the last three go out, with
         // their own reason (Varnish's http_SetStatus).
