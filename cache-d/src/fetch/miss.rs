@@ -519,7 +519,10 @@ fn filters(sh: &Shared, beresp: &mut Beresp, expected: Option<u64>) -> (Plan, Op
     // An ESI page is kept gzip when it came gzip (and do_gunzip is
     // not set) or do_gzip asks for it, as Varnish's esi_gzip.
     let (is_gzip, is_plain) = crate::gzip::fetch::body_coding(&beresp.headers);
-    let gz_esi = esi && params.http_gzip_support && ((is_gzip && !beresp.do_gunzip) || (is_plain && beresp.do_gzip));
+    // Without gzip support do_gzip and do_gunzip do nothing, but a gzip
+    // page stays gzip (Varnish's filter list).
+    let support = params.http_gzip_support;
+    let gz_esi = esi && ((is_gzip && !(beresp.do_gunzip && support)) || (is_plain && beresp.do_gzip && support));
     if esi {
         // Parsed whole and plain (gunzipped if it came gzip), then
         // compressed again segment by segment if kept gzip; no

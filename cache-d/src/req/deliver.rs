@@ -285,7 +285,8 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
     r.arm_send();
     let (body_tx, failed) = match (esi, spliced) {
         (Some((data, pieces)), _) if plan.send_body => {
-            let gzip_client = gzip && crate::gzip::can_gzip(&r.req.headers);
+            // Without gzip support nothing is gunzipped for the client.
+            let gzip_client = !gzip || crate::gzip::can_gzip(&r.req.headers);
             send_esi(r, &mut wire, &data, pieces, plan.chunked, gzip_client).await
         }
         (_, Some(pieces)) if plan.send_body => match send_spliced(r, obj, &pieces).await {

@@ -242,7 +242,8 @@ fn esi_page<T: Transport>(
     let (bxid, rx) = (fetch.vxid, raw.len() as u64);
     let reusable = !resp.spent && resp.head.minor > 0 && !resp.head.has_token("connection", "close");
     let (gzip, plain) = crate::gzip::fetch::body_coding(&beresp.headers);
-    let gz_esi = r.sh.params().http_gzip_support && ((gzip && !beresp.do_gunzip) || (plain && beresp.do_gzip));
+    let support = r.sh.params().http_gzip_support;
+    let gz_esi = (gzip && !(beresp.do_gunzip && support)) || (plain && beresp.do_gzip && support);
     let plain = if gzip {
         let mut out = Vec::new();
         let mut z = crate::gzip::code::Zstream::new(crate::gzip::code::Dir::Gunzip, &r.sh.params().coding());
