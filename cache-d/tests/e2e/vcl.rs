@@ -273,6 +273,9 @@ sub vcl_deliver { set resp.http.X-Q = req.http.X-Q; }
     let r = c.get("/fail", "");
     assert_eq!(r.status, 503);
     assert!(String::from_utf8_lossy(&r.body).contains("VCL failed"), "{r:?}");
+    // The failure closed the connection, as Varnish's does.
+    assert_eq!(r.header("connection"), Some("close"));
+    let mut c = Client::connect(d.port);
     let r = c.get("/size/3", "X-D: 4\r\n");
     assert_eq!((r.status, r.header("x-q")), (200, Some("25")));
     let r = c.get("/size/3", "");
