@@ -182,6 +182,21 @@ enum Rep<'o> {
     Brotli(&'o ObjBody),
 }
 
+impl Rep<'_> {
+    /// What vcl_deliver sees: a weak ETag for a changed encoding (Varnish's
+    /// Resp_Setup_Deliver); the Brotli copy's Content-Encoding.
+    fn mark(&self, h: &mut Headers) {
+        match self {
+            Rep::Stored => {}
+            Rep::Gunzip => crate::gzip::weaken_etag(h),
+            Rep::Brotli(_) => {
+                crate::gzip::weaken_etag(h);
+                h.set("Content-Encoding", Bytes::from_static(b"br"));
+            }
+        }
+    }
+}
+
 /// Choose the form for this request (gzip support and Brotli on or off).
 fn rep<'o>(obj: &'o Meta, req: &Req, gzip: bool, brotli: bool) -> Rep<'o> {
     let Some(c) = obj.coding() else { return Rep::Stored };
@@ -229,16 +244,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
     };
     let age = (t - obj.life().t_origin).max(0.0) as u64;
     resp.headers.set("Age", Bytes::from(age.to_string()));
-    // What vcl_deliver sees: a weak ETag for a changed encoding (Varnish's
-    // Resp_Setup_Deliver); the Brotli copy's Content-Encoding.
-    match rep {
-        Rep::Stored => {}
-        Rep::Gunzip => crate::gzip::weaken_etag(&mut resp.headers),
-        Rep::Brotli(_) => {
-            crate::gzip::weaken_etag(&mut resp.headers);
-            resp.headers.set("Content-Encoding", Bytes::from_static(b"br"));
-        }
-    }
+    rep.mark(&mut resp.headers);
     let view = r.active.policy.defines(Sub::Deliver).then(|| ObjView { can_esi: esi.is_some(), ..obj_view(oc, t, false) });
     let action = r.call(Sub::Deliver, With { resp: Some(&mut resp), obj: view.as_ref(), ..With::default() });
     r.stamp("Process"); // whatever vcl_deliver returned, as Varnish
