@@ -33,6 +33,9 @@ pub struct ChunkOut<'a> {
     /// data, then of its CRLF (a write is framed whole or not at all).
     frame: BytesMut,
     framed: usize,
+    /// Body bytes written (without chunk framing): the include's share
+    /// of its page's body, as Varnish counts it.
+    written: u64,
 }
 
 impl AsyncWrite for ChunkOut<'_> {
@@ -40,7 +43,11 @@ impl AsyncWrite for ChunkOut<'_> {
         let this = &mut *self;
         let stored = this.gz.as_ref().is_some_and(|g| g.stored);
         if (!this.chunked && !stored) || buf.is_empty() {
-            return Pin::new(&mut *this.inner).poll_write(cx, buf);
+            let r = Pin::new(&mut *this.inner).poll_write(cx, buf);
+            if let Poll::Ready(Ok(n)) = r {
+                this.written += n as u64;
+            }
+            return r;
         }
         // One piece per write: in stored deflate blocks inside a gzip
         // page, as a chunk of a chunked one, written whole before the
@@ -74,6 +81,7 @@ impl AsyncWrite for ChunkOut<'_> {
                 Poll::Pending => return Poll::Pending,
             }
         }
+        this.written += this.framed as u64;
         Poll::Ready(Ok(this.framed))
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -94,12 +102,17 @@ impl<'a> EsiConn<'a> {
     /// Writing into `out` (the page's output), chunked if the page is, and
     /// into its gzip stream if `gz`.
     pub fn new(out: &'a mut (dyn AsyncWrite + Unpin + Send), chunked: bool, gz: bool) -> EsiConn<'a> {
-        EsiConn { out: ChunkOut { inner: out, chunked, gz: gz.then(GzAcc::new), frame: BytesMut::new(), framed: 0 } }
+        EsiConn { out: ChunkOut { inner: out, chunked, gz: gz.then(GzAcc::new), frame: BytesMut::new(), framed: 0, written: 0 } }
     }
 
     /// What the include added to the page's gzip stream.
     pub fn gz(&self) -> Option<(u32, u64)> {
         self.out.gz.as_ref().map(|g| (g.crc, g.len))
+    }
+
+    /// Body bytes the include wrote into its page (without framing).
+    pub fn written(&self) -> u64 {
+        self.out.written
     }
 }
 

@@ -217,6 +217,7 @@ impl<T: Transport> Request<'_, T> {
     /// False if the page cannot go on: writing to the client failed, or
     /// (`abort`, with feature esi_include_onerror) the include's delivery
     /// did. With `gz`, also the CRC and length its deflate data stands for.
+    /// Also the body bytes it added to the page.
     #[allow(clippy::type_complexity)]
     pub fn include<'a>(
         &'a mut self,
@@ -225,7 +226,7 @@ impl<T: Transport> Request<'_, T> {
         abort: bool,
         chunked: bool,
         gz: bool,
-    ) -> Pin<Box<dyn Future<Output = (bool, Option<(u32, u64)>)> + Send + 'a>> {
+    ) -> Pin<Box<dyn Future<Output = (bool, Option<(u32, u64)>, u64)> + Send + 'a>> {
         let r = self;
         Box::pin(async move {
             let sh = r.sh.clone();
@@ -235,7 +236,7 @@ impl<T: Transport> Request<'_, T> {
             let abort = abort && sh.params().has_feature("esi_include_onerror");
             if r.req.esi_level >= depth {
                 r.log.recf(Tag::VclError, LogSide::Client, r.rxid, format_args!("ESI depth limit reach (param max_esi_depth = {depth})"));
-                return (true, None);
+                return (true, None, 0);
             }
             // A page's whole tree of includes is bounded too: breadth
             // times depth could otherwise make billions of them.
@@ -247,7 +248,7 @@ impl<T: Transport> Request<'_, T> {
                     r.rxid,
                     format_args!("ESI include left out: {MAX_ESI_INCLUDES} includes for one request"),
                 );
-                return (true, None);
+                return (true, None, 0);
             }
             sh.seg.add(C::EsiReq, 1);
             let xid = sh.next_vxid();
@@ -298,7 +299,7 @@ impl<T: Transport> Request<'_, T> {
                 Some(Reason::RespClose) => !abort,
                 _ => true,
             };
-            (ok, conn.gz())
+            (ok, conn.gz(), conn.written())
         })
     }
 }

@@ -27,16 +27,15 @@ enum Mode {
     Gzip { top: bool },
 }
 
-/// Add a piece to what goes out, framed as a chunk if asked; the bytes.
+/// Add a piece to what goes out, framed as a chunk if asked; its body
+/// bytes (the framing is not counted, as in Varnish's accounting).
 fn put(g: &mut Gather<'_>, part: Bytes, chunked: bool) -> u64 {
-    let mut n = part.len() as u64;
+    let n = part.len() as u64;
     if part.is_empty() {
         return 0;
     }
     if chunked {
-        let before = g.wire.len();
         let _ = write!(g.wire, "{:x}\r\n", part.len());
-        n += (g.wire.len() - before) as u64 + 2;
     }
     g.piece(part);
     if chunked {
@@ -46,8 +45,8 @@ fn put(g: &mut Gather<'_>, part: Bytes, chunked: bool) -> u64 {
 }
 
 /// Send the page `data` describes (its stored `pieces`), chunked if
-/// planned; `gzip_client` when the client takes gzip. Returns the page's
-/// own bytes and whether it failed.
+/// planned; `gzip_client` when the client takes gzip. Returns the body
+/// bytes sent (its includes' too) and whether it failed.
 pub async fn send_esi<T: Transport>(
     r: &mut Request<'_, T>,
     wire: &mut Vec<u8>,
@@ -112,7 +111,8 @@ pub async fn send_esi<T: Transport>(
                     return (body_tx, true);
                 }
                 let gz = matches!(mode, Mode::Gzip { .. });
-                let (ok, added) = r.include(url, host.as_deref(), *abort, chunked, gz).await;
+                let (ok, added, sent) = r.include(url, host.as_deref(), *abort, chunked, gz).await;
+                body_tx += sent;
                 if let Some((c, l)) = added {
                     crc = crate::gzip::code::crc32_combine(crc, c, l);
                     len += l;
@@ -137,7 +137,6 @@ pub async fn send_esi<T: Transport>(
     }
     if chunked {
         g.wire.extend_from_slice(b"0\r\n\r\n");
-        body_tx += 5;
     }
     if !g.is_empty() && !g.flush(r.conn.out()).await {
         return (body_tx, true);

@@ -306,7 +306,14 @@ impl<T: Transport> Request<'_, T> {
 
     /// The request is over: Resp timestamp, ReqAcct, End, byte counters.
     pub fn end(&mut self, tx: (u64, u64)) {
-        end_log(&self.sh, &mut self.log, &mut self.clock, self.rxid, (self.hdr_rx, self.body_rx), tx);
+        let rx = (self.hdr_rx, self.body_rx);
+        if self.req.esi_level == 0 {
+            return end_log(&self.sh, &mut self.log, &mut self.clock, self.rxid, rx, tx);
+        }
+        // An include's bytes are its page's too: only the top request
+        // counts in MAIN.s_resp_* (Varnish's IS_TOPREQ).
+        end_records(&mut self.log, &mut self.clock, self.rxid, rx, tx);
+        self.sh.seg.log(&self.log);
     }
 
     /// Send the 100 Continue the client waits for, if it is still owed;
@@ -381,12 +388,17 @@ pub fn write_head(wire: &mut Vec<u8>, log: &mut Batch, rxid: u32, via: &str, min
 /// Log the end of a request: Resp timestamp, ReqAcct, End; add the byte
 /// counters.
 pub fn end_log(sh: &Shared, log: &mut Batch, clock: &mut Clock, rxid: u32, rx: (u64, u64), tx: (u64, u64)) {
-    clock.stamp(log, rxid, "Resp");
-    log.recf(Tag::ReqAcct, LogSide::Client, rxid, format_args!("{} {} {} {} {} {}", rx.0, rx.1, rx.0 + rx.1, tx.0, tx.1, tx.0 + tx.1));
-    log.rec(Tag::End, LogSide::Client, rxid, b"");
+    end_records(log, clock, rxid, rx, tx);
     sh.seg.add(C::SRespHdrbytes, tx.0);
     sh.seg.add(C::SRespBodybytes, tx.1);
     sh.seg.log(log);
+}
+
+/// A request's last records: its Resp timestamp, ReqAcct and End.
+fn end_records(log: &mut Batch, clock: &mut Clock, rxid: u32, rx: (u64, u64), tx: (u64, u64)) {
+    clock.stamp(log, rxid, "Resp");
+    log.recf(Tag::ReqAcct, LogSide::Client, rxid, format_args!("{} {} {} {} {} {}", rx.0, rx.1, rx.0 + rx.1, tx.0, tx.1, tx.0 + tx.1));
+    log.rec(Tag::End, LogSide::Client, rxid, b"");
 }
 
 /// A cached object as vcl_hit (`full`) or vcl_deliver sees it.
