@@ -378,6 +378,85 @@ fn conn_var(name: &str) -> Option<ExprFn> {
     })
 }
 
+/// The do_* knobs and the filter lists (see [`crate::vcl::filters`]).
+fn filter_get(name: &str) -> Option<ExprFn> {
+    Some(match name {
+        "beresp.do_gzip" => knob_get(name, |b| b.do_gzip),
+        "beresp.do_gunzip" => knob_get(name, |b| b.do_gunzip),
+        "beresp.do_esi" => knob_get(name, |b| b.do_esi),
+        "beresp.filters" => get!(beresp, |b| Val::Str(b.filters.clone().unwrap_or_else(|| crate::vcl::filters::beresp_default(b)))),
+        "resp.do_esi" => Box::new(|t, _| match t.resp.as_deref().map(|r| (r.filters.is_some(), r.do_esi)) {
+            Some((true, _)) => {
+                fail(t, "resp.filters are already fixed, resp.do_esi is undefined".into());
+                Val::Bool(false)
+            }
+            Some((false, v)) => Val::Bool(v),
+            None => Val::None,
+        }),
+        "resp.filters" => Box::new(|t, _| match t.resp.as_deref().and_then(|r| r.filters.clone()) {
+            Some(f) => Val::Str(f),
+            None => Val::Str(crate::vcl::filters::resp_default(t)),
+        }),
+        _ => return None,
+    })
+}
+
+/// The object's variables (vcl_hit, vcl_deliver).
+fn obj_get(name: &str) -> Option<ExprFn> {
+    Some(match name {
+        "obj.status" => Box::new(|t, _| t.obj.map(|o| Val::Int(o.status as i64)).unwrap_or(Val::None)),
+        "obj.reason" => Box::new(|t, _| t.obj.map(|o| text(&o.reason)).unwrap_or(Val::None)),
+        "obj.proto" => Box::new(|_, _| Val::Str("HTTP/1.1".into())),
+        "obj.ttl" => Box::new(|t, _| t.obj.map(|o| Val::Dur(o.ttl)).unwrap_or(Val::None)),
+        "obj.grace" => Box::new(|t, _| t.obj.map(|o| Val::Dur(o.grace)).unwrap_or(Val::None)),
+        "obj.keep" => Box::new(|t, _| t.obj.map(|o| Val::Dur(o.keep)).unwrap_or(Val::None)),
+        "obj.age" => Box::new(|t, _| t.obj.map(|o| Val::Dur(o.age)).unwrap_or(Val::None)),
+        "obj.time" => Box::new(|t, _| t.obj.map(|o| Val::Time(crate::util::now() - o.age)).unwrap_or(Val::None)),
+        "obj.hits" => Box::new(|t, _| t.obj.map(|o| Val::Int(o.hits as i64)).unwrap_or(Val::None)),
+        "obj.uncacheable" => Box::new(|t, _| t.obj.map(|o| Val::Bool(o.uncacheable)).unwrap_or(Val::None)),
+        "obj.can_esi" => Box::new(|t, _| t.obj.map(|o| Val::Bool(o.can_esi)).unwrap_or(Val::None)),
+        // The stores are opened in the order of their names.
+        "obj.storage" => Box::new(|t, _| {
+            t.obj.map_or(Val::None, |o| {
+                let name = o.stv.and_then(|i| crate::cache::spec::names().get(usize::from(i)).cloned());
+                Val::Str(format!("storage.{}", name.as_deref().unwrap_or(crate::cache::spec::TRANSIENT)))
+            })
+        }),
+        _ => return None,
+    })
+}
+
+/// Setting the do_* knobs and the filter lists.
+fn filter_set(name: &str) -> Option<SetFn> {
+    Some(match name {
+        "beresp.do_gzip" => set!(beresp, |t, b, v| if knob_free(t, b, "do_gzip") {
+            b.do_gzip = v.truthy()
+        }),
+        "beresp.do_gunzip" => set!(beresp, |t, b, v| if knob_free(t, b, "do_gunzip") {
+            b.do_gunzip = v.truthy()
+        }),
+        "beresp.filters" => set!(beresp, |t, b, v| crate::vcl::filters::beresp_set(b, &v.text())),
+        "beresp.do_esi" => set!(beresp, |t, b, v| if knob_free(t, b, "do_esi") {
+            b.do_esi = v.truthy()
+        }),
+        // Only turning it off means anything: an object without ESI
+        // instructions has nothing to follow.
+        "resp.do_esi" => set!(resp, |t, r, v| if r.filters.is_some() {
+            fail(t, "resp.filters are already fixed, resp.do_esi is undefined".into())
+        } else {
+            r.do_esi = r.do_esi && v.truthy()
+        }),
+        // The list is kept as set; of its filters, ESI is followed only
+        // when it names esi.
+        "resp.filters" => set!(resp, |t, r, v| {
+            let list = v.text();
+            r.do_esi &= list.split_ascii_whitespace().any(|f| f == "esi");
+            r.filters = Some(list.split_ascii_whitespace().collect::<Vec<_>>().join(" "));
+        }),
+        _ => return None,
+    })
+}
+
 /// A variable's value.
 pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
     if let Some(v) = symbol(name, pos, sc) {
@@ -388,7 +467,7 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         let h = h.to_string();
         return Ok(Box::new(move |t, _| headers(t, w).and_then(|hs| hs.get(&h)).map(text).unwrap_or(Val::None)));
     }
-    if let Some(f) = conn_var(name) {
+    if let Some(f) = conn_var(name).or_else(|| filter_get(name)).or_else(|| obj_get(name)) {
         return Ok(f);
     }
     Ok(match name {
@@ -444,49 +523,15 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "beresp.age" => get!(beresp, |b| Val::Dur(b.age)),
         "beresp.uncacheable" => get!(beresp, |b| Val::Bool(b.uncacheable)),
         "beresp.do_stream" => get!(beresp, |b| Val::Bool(b.do_stream)),
-        "beresp.do_gzip" => knob_get(name, |b| b.do_gzip),
-        "beresp.do_gunzip" => knob_get(name, |b| b.do_gunzip),
-        "beresp.filters" => get!(beresp, |b| Val::Str(b.filters.clone().unwrap_or_else(|| crate::vcl::filters::beresp_default(b)))),
         "beresp.do_brotli" => get!(beresp, |b| Val::Bool(b.do_brotli)),
         "beresp.storage" => get!(beresp, |b| Val::Str(format!("storage.{}", b.storage))),
         "beresp.storage_hint" => get!(beresp, |b| Val::Str(b.storage.clone())),
-        "beresp.do_esi" => knob_get(name, |b| b.do_esi),
         "beresp.was_304" => get!(beresp, |b| Val::Bool(b.was_304)),
         "beresp.backend.name" | "beresp.backend" => get!(beresp, |b| Val::Str(b.backend.clone())),
-        "obj.status" => Box::new(|t, _| t.obj.map(|o| Val::Int(o.status as i64)).unwrap_or(Val::None)),
-        "obj.reason" => Box::new(|t, _| t.obj.map(|o| text(&o.reason)).unwrap_or(Val::None)),
-        "obj.proto" => Box::new(|_, _| Val::Str("HTTP/1.1".into())),
-        "obj.ttl" => Box::new(|t, _| t.obj.map(|o| Val::Dur(o.ttl)).unwrap_or(Val::None)),
-        "obj.grace" => Box::new(|t, _| t.obj.map(|o| Val::Dur(o.grace)).unwrap_or(Val::None)),
-        "obj.keep" => Box::new(|t, _| t.obj.map(|o| Val::Dur(o.keep)).unwrap_or(Val::None)),
-        "obj.age" => Box::new(|t, _| t.obj.map(|o| Val::Dur(o.age)).unwrap_or(Val::None)),
-        "obj.time" => Box::new(|t, _| t.obj.map(|o| Val::Time(crate::util::now() - o.age)).unwrap_or(Val::None)),
-        "obj.hits" => Box::new(|t, _| t.obj.map(|o| Val::Int(o.hits as i64)).unwrap_or(Val::None)),
-        "obj.uncacheable" => Box::new(|t, _| t.obj.map(|o| Val::Bool(o.uncacheable)).unwrap_or(Val::None)),
-        "obj.can_esi" => Box::new(|t, _| t.obj.map(|o| Val::Bool(o.can_esi)).unwrap_or(Val::None)),
-        // The stores are opened in the order of their names.
-        "obj.storage" => Box::new(|t, _| {
-            t.obj.map_or(Val::None, |o| {
-                let name = o.stv.and_then(|i| crate::cache::spec::names().get(usize::from(i)).cloned());
-                Val::Str(format!("storage.{}", name.as_deref().unwrap_or(crate::cache::spec::TRANSIENT)))
-            })
-        }),
         "resp.status" => get!(resp, |r| Val::Int(vcl_status(r.status, r.vcl_status) as i64)),
         "resp.reason" => get!(resp, |r| text(&r.reason)),
         "resp.proto" => Box::new(|_, _| Val::Str("HTTP/1.1".into())),
         "resp.is_streaming" => get!(resp, |r| Val::Bool(r.is_streaming)),
-        "resp.do_esi" => Box::new(|t, _| match t.resp.as_deref().map(|r| (r.filters.is_some(), r.do_esi)) {
-            Some((true, _)) => {
-                fail(t, "resp.filters are already fixed, resp.do_esi is undefined".into());
-                Val::Bool(false)
-            }
-            Some((false, v)) => Val::Bool(v),
-            None => Val::None,
-        }),
-        "resp.filters" => Box::new(|t, _| match t.resp.as_deref().and_then(|r| r.filters.clone()) {
-            Some(f) => Val::Str(f),
-            None => Val::Str(crate::vcl::filters::resp_default(t)),
-        }),
         _ => return unsupported(&format!("Reading '{name}'"), pos),
     })
 }
@@ -511,6 +556,9 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
                 }
             }
         }));
+    }
+    if let Some(f) = filter_set(name) {
+        return Ok(f);
     }
     fn dur(v: &Val) -> Option<f64> {
         v.num()
@@ -558,13 +606,6 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
         // Once uncacheable, always: Varnish ignores setting it back.
         "beresp.uncacheable" => set!(beresp, |t, b, v| b.uncacheable |= v.truthy()),
         "beresp.do_stream" => set!(beresp, |t, b, v| b.do_stream = v.truthy()),
-        "beresp.do_gzip" => set!(beresp, |t, b, v| if knob_free(t, b, "do_gzip") {
-            b.do_gzip = v.truthy()
-        }),
-        "beresp.do_gunzip" => set!(beresp, |t, b, v| if knob_free(t, b, "do_gunzip") {
-            b.do_gunzip = v.truthy()
-        }),
-        "beresp.filters" => set!(beresp, |t, b, v| crate::vcl::filters::beresp_set(b, &v.text())),
         "beresp.do_brotli" => set!(beresp, |t, b, v| b.do_brotli = v.truthy()),
         // A store is named storage.NAME (the hint: NAME); one that does
         // not exist leaves the choice as it was.
@@ -574,23 +615,6 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
             if crate::cache::spec::names().iter().any(|s| s == n) {
                 b.storage = n.to_string();
             }
-        }),
-        "beresp.do_esi" => set!(beresp, |t, b, v| if knob_free(t, b, "do_esi") {
-            b.do_esi = v.truthy()
-        }),
-        // Only turning it off means anything: an object without ESI
-        // instructions has nothing to follow.
-        "resp.do_esi" => set!(resp, |t, r, v| if r.filters.is_some() {
-            fail(t, "resp.filters are already fixed, resp.do_esi is undefined".into())
-        } else {
-            r.do_esi = r.do_esi && v.truthy()
-        }),
-        // The list is kept as set; of its filters, ESI is followed only
-        // when it names esi.
-        "resp.filters" => set!(resp, |t, r, v| {
-            let list = v.text();
-            r.do_esi &= list.split_ascii_whitespace().any(|f| f == "esi");
-            r.filters = Some(list.split_ascii_whitespace().collect::<Vec<_>>().join(" "));
         }),
         "req.esi" => set!(req, |t, r, v| r.disable_esi = !v.truthy()),
         // Digits above 999 stay in VCL; the last three go out, with
