@@ -257,12 +257,17 @@ impl<T: Transport> Request<'_, T> {
     }
 
     pub fn stamp(&mut self, label: &str) {
-        // A request body read to its end since the last timestamp (by a
-        // pass or std.cache_req_body) comes first, as Varnish's ReqBody.
+        self.body_stamp();
+        self.clock.stamp(&mut self.log, self.rxid, label);
+    }
+
+    /// A request body read to its end since the last timestamp (by a
+    /// pass, std.cache_req_body or a drain) comes first, as Varnish's
+    /// ReqBody.
+    fn body_stamp(&mut self) {
         if let Some(t) = self.conn.take_body_done() {
             self.clock.stamp_at(&mut self.log, self.rxid, "ReqBody", t);
         }
-        self.clock.stamp(&mut self.log, self.rxid, label);
     }
 
     /// A restart, as Varnish 7 does it: this transaction ends with a link
@@ -306,6 +311,7 @@ impl<T: Transport> Request<'_, T> {
 
     /// The request is over: Resp timestamp, ReqAcct, End, byte counters.
     pub fn end(&mut self, tx: (u64, u64)) {
+        self.body_stamp();
         let rx = (self.hdr_rx, self.body_rx);
         if self.req.esi_level == 0 {
             return end_log(&self.sh, &mut self.log, &mut self.clock, self.rxid, rx, tx);

@@ -36,6 +36,7 @@ pub async fn vcl_synth<T: Transport>(r: &mut Request<'_, T>, status: u16, reason
     resp.vcl_status = status;
     let mut body = Vec::new();
     let action = r.call(Sub::Synth, With { resp: Some(&mut resp), body: Some(&mut body), ..With::default() });
+    r.stamp("Process"); // whatever vcl_synth returned, as Varnish
     match action {
         // After vcl_pipe, vcl_synth can only deliver.
         Action::Restart if r.req.restarts < r.sh.params().max_restarts && r.piped => return Step::Done(Some(Reason::RespClose)),
@@ -59,6 +60,7 @@ pub async fn vcl_synth<T: Transport>(r: &mut Request<'_, T>, status: u16, reason
 /// Deliver vcl_backend_error's page to a pass: through vcl_deliver.
 pub async fn deliver_synthetic<T: Transport>(r: &mut Request<'_, T>, mut resp: Resp, body: Vec<u8>) -> Step {
     let action = r.call(Sub::Deliver, With { resp: Some(&mut resp), ..With::default() });
+    r.stamp("Process");
     if action != Action::Deliver {
         return divert(action);
     }
