@@ -258,7 +258,9 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
     // Varnish's does; the length is the plain one once the object is whole.
     // An assembled page has no length known in advance, and its ETag is
     // weak (Varnish's ESI delivery).
-    let esi = esi.filter(|_| resp.do_esi && !r.req.disable_esi);
+    // req.esi = false counts on the client's own request only (Varnish
+    // ignores it in an include).
+    let esi = esi.filter(|_| resp.do_esi && !(r.req.disable_esi && r.req.esi_level == 0));
     if esi.is_some() {
         crate::gzip::weaken_etag(&mut resp.headers);
     }
