@@ -475,6 +475,10 @@ async fn send_body<W: tokio::io::AsyncWrite + Unpin>(
 /// connection, whatever the gzip inflates to.
 const GUNZIP_WINDOW: usize = 128 * 1024;
 
+/// What a delivery gunzip gathers before it sends (Varnish's gzip_buffer
+/// default).
+const GUNZIP_HOLD: usize = 32 * 1024;
+
 /// The body's pieces (the planned span, chunked if planned) as they come,
 /// gunzipped on the way if asked; returns the bytes and whether it
 /// failed. The last pieces may be left gathered.
@@ -524,6 +528,12 @@ async fn send_parts<W: tokio::io::AsyncWrite + Unpin>(
                     }
                 }
             },
+        }
+        // A delivery gunzip holds what it made until it has a buffer's
+        // worth or the end, as Varnish's gunzip VDP: of a body that turns
+        // out corrupt (junk after its end), nothing inflated goes out.
+        if gunzip.is_some() && !end && pieces.iter().map(Bytes::len).sum::<usize>() < GUNZIP_HOLD {
+            continue;
         }
         for piece in pieces.drain(..) {
             let start = pos;
