@@ -135,6 +135,7 @@ impl<'a, B> BeTxn<'a, B> {
     fn retry(&mut self) -> Step {
         self.bereq.retries += 1;
         self.f.stamp("Retry");
+        self.f.errored = false;
         Step::Fetch
     }
 }
@@ -160,6 +161,7 @@ async fn send<B: ReqBody>(t: &mut BeTxn<'_, B>) -> Step {
         Some(be) => t.f.be = be,
         None if bereq.backend.is_some() => {
             t.f.error(&Error::new(Side::Backend, "No backend"));
+            t.f.stamp("Beresp");
             return Step::Error(503, "Backend fetch failed".into());
         }
         None => t.f.be = t.sh.backend.clone(),
@@ -178,6 +180,9 @@ async fn send<B: ReqBody>(t: &mut BeTxn<'_, B>) -> Step {
         Err(e) if e.side == Side::Client => Step::Done(Fetched::Client(e)),
         Err(e) => {
             t.f.error(&e);
+            // No response: Beresp all the same, as Varnish stamps it
+            // after any attempt to get one.
+            t.f.stamp("Beresp");
             Step::Error(503, "Backend fetch failed".into())
         }
     }
@@ -250,6 +255,8 @@ fn range_fault<B>(t: &BeTxn<'_, B>, resp: &Response) -> Option<String> {
 }
 
 fn vcl_backend_error<B>(t: &mut BeTxn<'_, B>, status: u16, reason: String) -> Step {
+    t.f.stamp("Error");
+    t.f.errored = true;
     let mut beresp = Beresp {
         status,
         reason: Bytes::from(reason),

@@ -53,6 +53,9 @@ pub struct Fetch {
     sh: Arc<Shared>,
     /// The transaction's End has been logged.
     ended: bool,
+    /// This attempt went to vcl_backend_error (its Error timestamp is
+    /// logged, and no BerespBody).
+    pub(crate) errored: bool,
 }
 
 /// A backend response whose head has been read.
@@ -126,6 +129,7 @@ impl Fetch {
             pipe_http10: false,
             sh: sh.clone(),
             ended: false,
+            errored: false,
         }
     }
 
@@ -367,7 +371,9 @@ impl Fetch {
 
     /// Log the end of the body, the byte counts and the connection's fate.
     fn finish(&mut self, body_rx: Option<u64>, conn: Option<(BeConn, bool)>) {
-        self.stamp("BerespBody");
+        if !self.errored {
+            self.stamp("BerespBody");
+        }
         if let Some(n) = body_rx {
             self.log.recf(Tag::Length, LogSide::Backend, self.vxid, format_args!("{n}"));
         }
