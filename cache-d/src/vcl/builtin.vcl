@@ -8,14 +8,28 @@ vcl 4.1;
 import std;
 
 sub vcl_recv {
+    call vcl_req_host;
+    call vcl_req_method;
+    call vcl_req_authorization;
+    call vcl_req_cookie;
+    return (hash);
+}
+
+# The parts of vcl_recv (and of vcl_backend_response below) a program may
+# define a version of, as in Varnish 7: its version runs first; a bare
+# `return;` in it skips the part here, falling through runs it.
+sub vcl_req_host {
     if (req.http.host ~ "[A-Z]") {
         set req.http.host = std.tolower(req.http.host);
     }
-    if (req.method == "PRI") {
-        return (synth(405));
-    }
     if (!req.http.host && req.esi_level == 0 && req.proto == "HTTP/1.1") {
         return (synth(400));
+    }
+}
+
+sub vcl_req_method {
+    if (req.method == "PRI") {
+        return (synth(405));
     }
     if (req.method != "GET" &&
       req.method != "HEAD" &&
@@ -30,10 +44,18 @@ sub vcl_recv {
     if (req.method != "GET" && req.method != "HEAD") {
         return (pass);
     }
-    if (req.http.Authorization || req.http.Cookie) {
+}
+
+sub vcl_req_authorization {
+    if (req.http.Authorization) {
         return (pass);
     }
-    return (hash);
+}
+
+sub vcl_req_cookie {
+    if (req.http.Cookie) {
+        return (pass);
+    }
 }
 
 sub vcl_pipe {
@@ -102,16 +124,43 @@ sub vcl_backend_response {
     if (bereq.uncacheable) {
         return (deliver);
     }
-    if (beresp.ttl <= 0s ||
-      beresp.http.Set-Cookie ||
-      beresp.http.Surrogate-Control ~ "(?i)no-store" ||
-      (!beresp.http.Surrogate-Control &&
-        beresp.http.Cache-Control ~ "(?i:no-cache|no-store|private)") ||
-      beresp.http.Vary == "*") {
-        # Remember for two minutes that this is uncacheable (hit-for-miss).
-        set beresp.ttl = 120s;
-        set beresp.uncacheable = true;
+    call vcl_beresp_stale;
+    call vcl_beresp_cookie;
+    call vcl_beresp_control;
+    call vcl_beresp_vary;
+    return (deliver);
+}
+
+sub vcl_beresp_stale {
+    if (beresp.ttl <= 0s) {
+        call vcl_beresp_hitmiss;
     }
+}
+
+sub vcl_beresp_cookie {
+    if (beresp.http.Set-Cookie) {
+        call vcl_beresp_hitmiss;
+    }
+}
+
+sub vcl_beresp_control {
+    if (beresp.http.Surrogate-Control ~ "(?i)no-store" ||
+      (!beresp.http.Surrogate-Control &&
+        beresp.http.Cache-Control ~ "(?i:no-cache|no-store|private)")) {
+        call vcl_beresp_hitmiss;
+    }
+}
+
+sub vcl_beresp_vary {
+    if (beresp.http.Vary == "*") {
+        call vcl_beresp_hitmiss;
+    }
+}
+
+# Remember for two minutes that this is uncacheable (hit-for-miss).
+sub vcl_beresp_hitmiss {
+    set beresp.ttl = 120s;
+    set beresp.uncacheable = true;
     return (deliver);
 }
 

@@ -339,6 +339,7 @@ fn builtin_vcl_text_decides_as_the_native_builtin() {
         ("BREW", &[("Host", "a")]),
         ("PRI", &[("Host", "a")]),
         ("GET", &[]),
+        ("PRI", &[]),
     ];
     for (method, hdrs) in cases {
         let run = |pol: &dyn Policy| {
