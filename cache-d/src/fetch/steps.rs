@@ -135,6 +135,7 @@ impl<'a, B> BeTxn<'a, B> {
     fn retry(&mut self) -> Step {
         self.bereq.retries += 1;
         self.f.stamp("Retry");
+        self.f.retry_txn();
         self.f.errored = false;
         Step::Fetch
     }

@@ -152,6 +152,20 @@ impl Fetch {
         self.clock.stamp(&mut self.log, self.vxid, label);
     }
 
+    /// A retry goes on as a new transaction, as in Varnish 7: this one
+    /// links to it and ends; the new one begins `bereq OLD retry`, its
+    /// Start at the Retry time.
+    pub fn retry_txn(&mut self) {
+        let (old, new, side) = (self.vxid, self.sh.next_vxid(), LogSide::Backend);
+        self.log.recf(Tag::Link, side, old, format_args!("bereq {new} retry"));
+        self.log.rec(Tag::End, side, old, b"");
+        self.sh.seg.log(&self.log);
+        self.log.clear();
+        self.vxid = new;
+        self.log.recf(Tag::Begin, side, new, format_args!("bereq {old} retry"));
+        self.clock.restart(&mut self.log, new);
+    }
+
     /// Send the request (and the client's body, if `client` is given) and
     /// read the response head. `build_request` must have filled `wire`.
     pub async fn send<B: ReqBody>(&mut self, req_framing: Framing, mut client: Option<&mut B>, wire: &mut [u8]) -> Result<Response, Error> {
