@@ -94,7 +94,7 @@ defs! {
     "max_retries" Uint "4" Some("0"), None, "retries" false "Upper limit on how many times a backend fetch can retry.";
     "max_vcl" Uint "100" Some("0"), None, "" false "Threshold of loaded VCL programs.  (VCL labels are not counted.)  Parameter max_vcl_handling determines behaviour.";
     "max_vcl_handling" Uint "1" Some("0"), Some("2"), "" false "Behaviour when attempting to exceed max_vcl loaded VCL: 0 - ignore max_vcl, 1 - issue a warning, 2 - refuse loading VCLs.";
-    "nuke_limit" Uint "50" Some("0"), None, "allocations" false "Maximum number of objects we attempt to nuke in order to make space for a object body (accepted for Varnish's command lines: cachekit evicts as it stores a body piece by piece, and a body it cannot keep is still delivered).";
+    "nuke_limit" Uint "50" Some("0"), None, "allocations" false "Maximum number of objects we attempt to nuke in order to make space for a object body (per allocation; then the allocation fails and MAIN.n_lru_limited counts it: a body streamed to its clients is delivered unkept, one read whole first (do_stream off, ESI) fails the fetch).";
     "pipe_sess_max" Uint "0" Some("0"), None, "connections" false "Maximum number of sessions dedicated to pipe transactions (0: no limit).";
     "pipe_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Idle timeout for PIPE sessions. If nothing has been received in either direction for this many seconds, the session is closed (0: never).";
     "prefer_ipv6" Bool "off" None, None, "bool" false "Prefer IPv6 address when connecting to backends which have both IPv4 and IPv6 addresses (accepted for Varnish's command lines: cachekit tries the addresses in the order the resolver gives them).";

@@ -177,6 +177,7 @@ counter_table! {
     BusyKilled => "MAIN.busy_killed", Counter, Info, Integer, "Number of requests killed after sleep on busy objhdr";
     NExpired => "MAIN.n_expired", Counter, Info, Integer, "Number of expired objects";
     NLruNuked => "MAIN.n_lru_nuked", Counter, Info, Integer, "Number of LRU nuked objects";
+    NLruLimited => "MAIN.n_lru_limited", Counter, Info, Integer, "Reached nuke_limit";
     LostHdr => "MAIN.losthdr", Counter, Info, Integer, "HTTP header overflows";
     SSess => "MAIN.s_sess", Counter, Info, Integer, "Total sessions seen";
     SPipe => "MAIN.s_pipe", Counter, Info, Integer, "Total pipe sessions seen";

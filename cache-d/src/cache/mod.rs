@@ -16,7 +16,7 @@ mod tier;
 pub mod ttl;
 pub mod xkey;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use common::counters::{Stv as F, C};
@@ -113,6 +113,8 @@ pub struct CacheInner {
     /// variants: one gzip object serves every client (Varnish's vry_cmp,
     /// which skips it when matching, not when storing).
     vary_skips_ae: AtomicBool,
+    /// The most objects one allocation may evict (nuke_limit).
+    nuke_limit: AtomicU32,
 }
 
 /// The cache. Cheap to clone (an Arc).
@@ -245,6 +247,7 @@ impl CacheInner {
             s.count(F::CFail, 1);
             return false;
         }
+        let mut nuked = 0;
         loop {
             let victim = {
                 let mut st = s.store();
@@ -252,6 +255,14 @@ impl CacheInner {
                     st.used += n;
                     oc.charged.fetch_add(n, Ordering::AcqRel);
                     break;
+                }
+                // As Varnish: at most nuke_limit evictions for one
+                // allocation, then it fails (n_lru_limited).
+                if nuked >= self.nuke_limit.load(Ordering::Relaxed) {
+                    drop(st);
+                    self.count(C::NLruLimited, 1);
+                    s.count(F::CFail, 1);
+                    return false;
                 }
                 match st.victim(oc) {
                     Some(v) => v,
@@ -262,6 +273,7 @@ impl CacheInner {
                     }
                 }
             };
+            nuked += 1;
             // A disk object whose write is queued keeps its body there.
             if victim.disk().is_some_and(|d| d.loc.get().is_some()) {
                 self.release(&victim);
@@ -275,6 +287,11 @@ impl CacheInner {
 }
 
 impl Cache {
+    /// The most objects one allocation may evict (nuke_limit).
+    pub fn set_nuke_limit(&self, n: u32) {
+        self.inner.nuke_limit.store(n, Ordering::Relaxed);
+    }
+
     /// Whether Vary: Accept-Encoding splits variants (not while
     /// http_gzip_support is on).
     pub fn set_gzip_support(&self, on: bool) {
@@ -301,6 +318,7 @@ impl Cache {
                 seg,
                 xkeys: xkey::Xkeys::default(),
                 vary_skips_ae: AtomicBool::new(true),
+                nuke_limit: AtomicU32::new(50),
             }),
         };
         c.initial_ban();

@@ -505,3 +505,23 @@ fn a_fetch_for_one_variant_holds_up_only_requests_for_it() {
     assert_eq!(*de_wait.borrow(), BusyState::Failed);
     assert!(matches!(c.lookup(b"v", en.iter().copied(), NOW), Lookup::Hit(_)));
 }
+
+#[test]
+fn nuke_limit_bounds_the_evictions_of_one_allocation() {
+    // Room for three of these; the fourth, three times their size, needs
+    // all of them evicted.
+    let c = Cache::new(3 * 4096 + 1024, None);
+    for k in [&b"a"[..], b"b", b"c"] {
+        insert(&c, k, obj(60.0, 0.0, &[0; 4000], Kind::Normal));
+    }
+    c.set_nuke_limit(1);
+    let Lookup::Miss { guard, .. } = c.lookup(b"big", no_headers(), NOW) else { panic!("a miss") };
+    let (oc, _) = c.insert(guard, obj(60.0, 0.0, b"", Kind::Normal));
+    let before = c.objects();
+    assert!(!c.grow(&oc, 12_000, 12_000), "one eviction is not enough");
+    assert!(c.objects() >= before - 2, "at most the one eviction allowed (and the object itself) went");
+    c.set_nuke_limit(50);
+    let Lookup::Miss { guard, .. } = c.lookup(b"big2", no_headers(), NOW) else { panic!("a miss") };
+    let (oc, _) = c.insert(guard, obj(60.0, 0.0, b"", Kind::Normal));
+    assert!(c.grow(&oc, 12_000, 12_000), "as many evictions as it takes");
+}

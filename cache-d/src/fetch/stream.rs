@@ -135,6 +135,7 @@ pub(super) async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, to: D
         charge: scratch.is_none(),
         window,
         esi: coding.is_some_and(|k| k.esi),
+        lost: std::sync::atomic::AtomicBool::new(false),
     };
     // An object that is not kept (uncacheable) is in transit from the start.
     if let (false, Some(w)) = (oc.stored(), window) {
@@ -142,7 +143,7 @@ pub(super) async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, to: D
     }
     let mut sink = BodySink { store: &store, coder: coder.as_mut(), failed: None, waiting: None, wait, stopped: None };
     let moved = http_body::transfer(&mut be, &mut sink, &tr, &mut Vec::new()).await;
-    let (mut bad, stopped) = (sink.failed.take(), sink.stopped.take());
+    let (mut bad, mut stopped) = (sink.failed.take(), sink.stopped.take());
     // The sink borrows the coder (and a boxed wait may hold borrows to its
     // drop): let it go before the coder is used again.
     drop(sink);
@@ -158,6 +159,15 @@ pub(super) async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, to: D
             None => Some(m),
         },
         _ => None,
+    };
+    // A body its readers wait for whole that could not be stored fails
+    // (Varnish: no storage, the fetch fails) rather than be sent unkept.
+    let whole = match whole {
+        Some(_) if window.is_none() && store.lost.load(std::sync::atomic::Ordering::Relaxed) => {
+            stopped = Some(NO_STORAGE);
+            None
+        }
+        w => w,
     };
     match whole {
         Some(m) => {
@@ -202,6 +212,10 @@ pub(super) async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, to: D
     }
 }
 
+/// Why a body its readers wait for whole failed when its store could not
+/// hold it.
+const NO_STORAGE: &str = "Could not get storage";
+
 /// A body that failed, ended early, was bad gzip or was left by its
 /// readers: the body (and its Brotli copy) fail, the object goes, and
 /// the fetch logs why.
@@ -221,7 +235,11 @@ fn failed(
     match (bad, coder) {
         (Some(e), Some(c)) => refused(&mut f, c, &e),
         _ => {
-            let side = if stopped.is_some() { Side::Client } else { Side::Backend };
+            let side = match stopped {
+                Some(NO_STORAGE) => Side::Internal,
+                Some(_) => Side::Client,
+                None => Side::Backend,
+            };
             f.error(&Error::new(side, stopped.unwrap_or("backend body ended early or failed")));
             if let Some(r) = coder.and_then(|c| c.record()) {
                 f.log.rec(Tag::Gzip, LogSide::Backend, f.vxid, r.as_bytes());
@@ -325,6 +343,9 @@ struct Store<'a> {
     /// transit_buffer, for a body that turns out not to be kept (None
     /// when its readers wait for it whole: do_stream off, an ESI page).
     window: Option<u64>,
+    /// Storage for a piece could not be had (a body nobody reads as it
+    /// comes then fails, as in Varnish).
+    lost: std::sync::atomic::AtomicBool,
 }
 
 impl Store<'_> {
@@ -337,6 +358,7 @@ impl Store<'_> {
                 if let Some(w) = self.window {
                     self.body.set_transit(w);
                 }
+                self.lost.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         }
         to.push(b);
