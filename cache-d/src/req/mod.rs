@@ -257,6 +257,12 @@ impl<T: Transport> Request<'_, T> {
             log.recf(Tag::Begin, LogSide::Client, xid, format_args!("req {} esi", r.rxid));
             let clock = Clock::start(&mut log, LogSide::Client, xid, now());
             let req = include::sub_req(&r.req, url, host, xid, gz);
+            // As Varnish logs an include: its URL as set, then the whole
+            // request as vcl_recv gets it (no VCL_use: it goes on in the
+            // page's VCL).
+            let c = r.sess.ends.client;
+            log.rec(Tag::ReqUrl, LogSide::Client, xid, &req.url);
+            log.recf(Tag::ReqStart, LogSide::Client, xid, format_args!("{} {} {}", c.ip(), c.port(), r.sess.listen));
             log.rec(Tag::ReqMethod, LogSide::Client, xid, &req.method);
             log.rec(Tag::ReqUrl, LogSide::Client, xid, &req.url);
             log.rec(Tag::ReqProtocol, LogSide::Client, xid, b"HTTP/1.1");
@@ -266,7 +272,6 @@ impl<T: Transport> Request<'_, T> {
             // Includes start in the program the page's request started
             // in, even when that one switched to a label's.
             let active = r.vcl0.clone().unwrap_or_else(|| r.active.clone());
-            log.rec(Tag::VclUse, LogSide::Client, xid, active.name.as_bytes());
             let out: &mut (dyn tokio::io::AsyncWrite + Unpin + Send) = r.conn.out();
             let mut conn = include::EsiConn::new(out, chunked, gz);
             let mut sub = Request {

@@ -290,6 +290,26 @@ impl<T: Transport> Request<'_, T> {
         self.req.xid = new;
         self.log.recf(Tag::Begin, side, new, format_args!("req {old} restart"));
         self.clock.restart(&mut self.log, new);
+        self.log_recv();
+    }
+
+    /// The request as vcl_recv gets it again, logged as Varnish's
+    /// cnt_recv logs it on each pass: ReqStart, the request line, the
+    /// headers as they are now.
+    fn log_recv(&mut self) {
+        let (side, v, c) = (LogSide::Client, self.rxid, self.sess.ends.client);
+        self.log.recf(Tag::ReqStart, side, v, format_args!("{} {} {}", c.ip(), c.port(), self.sess.listen));
+        self.log.rec(Tag::ReqMethod, side, v, &self.req.method);
+        self.log.rec(Tag::ReqUrl, side, v, &self.req.url);
+        let proto: &[u8] = match self.req.minor {
+            0 => b"HTTP/1.0",
+            1 => b"HTTP/1.1",
+            _ => b"HTTP/2.0",
+        };
+        self.log.rec(Tag::ReqProtocol, side, v, proto);
+        for (n, val) in self.req.headers.iter() {
+            self.log.rec_parts(Tag::ReqHeader, side, v, &[n, b": ", val]);
+        }
     }
 
     /// A response (or 100 Continue) starts: its writes must be done within
