@@ -34,6 +34,12 @@ pub async fn vcl_synth<T: Transport>(r: &mut Request<'_, T>, status: u16, reason
     let mut resp = synthetic(crate::vcl::builtin::wire_status(status), reason);
     // VCL sees the status as synth() gave it (above 999 too).
     resp.vcl_status = status;
+    // A 100 Continue still owed: the page suggests closing, neither
+    // sending it nor reading the body; vcl_synth may veto by unsetting it
+    // (Varnish's Resp_Setup_Synth).
+    if r.continue_pending {
+        resp.headers.set("Connection", Bytes::from_static(b"close"));
+    }
     let mut body = Vec::new();
     let action = r.call(Sub::Synth, With { resp: Some(&mut resp), body: Some(&mut body), ..With::default() });
     r.stamp("Process"); // whatever vcl_synth returned, as Varnish
@@ -92,9 +98,13 @@ fn ranged<'b, T: Transport>(r: &Request<'_, T>, resp: &Resp, body: &'b [u8]) -> 
 
 /// Send a synthetic response and end the request.
 async fn send<T: Transport>(r: &mut Request<'_, T>, resp: &Resp, body: &[u8]) -> Step {
-    // A body nothing read is read and dropped (up to 64 KiB), so the
-    // connection goes on, as Varnish.
-    if !r.continue_pending {
+    // Connection: close on the page closes the connection (Varnish's
+    // SC_RESP_CLOSE). Else, on a connection that goes on, a body nothing
+    // read is read and dropped (up to 64 KiB; after the 100 Continue it
+    // waits for), as Varnish's VRB_Ignore.
+    if resp.headers.get("connection").is_some_and(|v| v.trim_ascii().eq_ignore_ascii_case(b"close")) {
+        r.keep = false;
+    } else if r.keep && r.send_continue().await {
         drain_body(r, 64 * 1024).await;
     }
     let part = ranged(r, resp, body);
@@ -149,6 +159,8 @@ async fn send_synth<T: Transport>(s: &mut Sess, conn: &mut T, log: &mut Batch, r
     let mut wire = std::mem::take(&mut s.wire);
     let mut headers = resp.headers.clone();
     headers.unset("content-length");
+    // Connection follows `close` (set from the page's own header).
+    headers.unset("connection");
     let head = RespHead {
         status: resp.status,
         reason: &resp.reason,
