@@ -23,6 +23,12 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
     let sh = s.sh.clone();
     let (rxid, mut log, mut clock) = s.begin_req(t_start);
     let side = LogSide::Client;
+    // This request runs on the policy active now, to its end; VCL_use
+    // and ReqStart come first, as Varnish logs a request it could parse.
+    let active = sh.policy();
+    log.rec(Tag::VclUse, side, rxid, active.name.as_bytes());
+    let c = s.ends.client;
+    log.recf(Tag::ReqStart, side, rxid, format_args!("{} {} {}", c.ip(), c.port(), s.listen));
     log.rec(Tag::ReqMethod, side, rxid, head.method());
     log.rec(Tag::ReqUrl, side, rxid, head.url());
     log.rec(Tag::ReqProtocol, side, rxid, head.protocol().as_bytes());
@@ -70,12 +76,9 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
         Framing::Chunked => Some(None),
     };
     s.minor = head.minor;
-    // This request runs on the policy active now, to its end.
-    let active = sh.policy();
     if active.policy.may_esi() {
         req.http0 = Some(req.headers.clone());
     }
-    log.rec(Tag::VclUse, side, rxid, active.name.as_bytes());
     let p = sh.params();
     // How fast the body must arrive; every reader of it keeps to this.
     conn.set_pace(Some(Pace::new(p.timeout_reqbody, p.reqbody_min_rate)));

@@ -85,7 +85,7 @@ impl Sess {
         }
     }
 
-    /// A request begins: its vxid, its log (Begin, Start, ReqStart) and
+    /// A request begins: its vxid, its log (Begin, Start, Req) and
     /// clock; the session links to it.
     pub fn begin_req(&mut self, t_start: f64) -> (u32, Batch, Clock) {
         let rxid = self.sh.next_vxid();
@@ -101,12 +101,6 @@ impl Sess {
         log.recf(Tag::Begin, LogSide::Client, rxid, format_args!("req {} rxreq", self.vxid));
         let mut clock = Clock::start(&mut log, LogSide::Client, rxid, t_start);
         clock.stamp(&mut log, rxid, "Req");
-        log.recf(
-            Tag::ReqStart,
-            LogSide::Client,
-            rxid,
-            format_args!("{} {} {}", self.ends.client.ip(), self.ends.client.port(), self.listen),
-        );
         (rxid, log, clock)
     }
 }
