@@ -474,6 +474,11 @@ pub trait Env: Sync {
     fn storage_space(&self, _name: &str) -> Option<(u64, u64)> {
         None
     }
+    /// Is feature validate_headers on (VCL may not set a header value
+    /// with control characters)?
+    fn validate_headers(&self) -> bool {
+        true
+    }
 }
 
 /// An engine that lends nothing (unit tests, benchmarks, vcl_init).

@@ -218,6 +218,20 @@ pub(super) fn wire_text(t: &mut Task<'_>, what: &str, v: &Val) -> Option<Bytes> 
     Some(Bytes::from(s))
 }
 
+/// A header value VCL sets: with feature validate_headers (the default)
+/// only tab and visible characters, else the task fails as Varnish's
+/// VRT_SetHdr does ("Bad header NAME: VALUE"); with the feature off,
+/// anything, the operator's risk.
+fn header_value(t: &mut Task<'_>, name: &str, v: &Val) -> Option<Bytes> {
+    let s = v.text();
+    let valid = |b: u8| (b >= 0x20 && b != 0x7f) || b == b'\t';
+    if t.env.validate_headers() && !s.bytes().all(valid) {
+        fail(t, format!("Bad header {name}: {s}"));
+        return None;
+    }
+    Some(Bytes::from(s))
+}
+
 /// A value for the request line (method, URL): wire text without spaces
 /// either (a space would make the backend read another request line), and
 /// not empty.
@@ -541,7 +555,6 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
     access(name, true, pos, sc)?;
     if let Some((w, h)) = header_prefix(name) {
         let h = h.to_string();
-        let what = name.to_string();
         return Ok(Box::new(move |t, v| match v {
             Val::None => {
                 if let Some(hs) = headers_mut(t, w) {
@@ -549,7 +562,7 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
                 }
             }
             v => {
-                if let Some(b) = wire_text(t, &what, &v) {
+                if let Some(b) = header_value(t, &h, &v) {
                     if let Some(hs) = headers_mut(t, w) {
                         hs.set(&h, b)
                     }
