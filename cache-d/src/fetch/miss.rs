@@ -515,7 +515,7 @@ fn refreshed(s: &ObjRef, body: Option<ObjBody>) -> Result<(ObjBody, Option<Box<C
 /// with the header changes they make, and what the object will be.
 fn filters(sh: &Shared, beresp: &mut Beresp, expected: Option<u64>) -> (Plan, Option<Coder>, Option<Box<Coding>>) {
     let params = sh.params();
-    let esi = beresp.do_esi && expected != Some(0) && beresp.status != 206;
+    let esi = beresp.do_esi && expected != Some(0) && !beresp.partial();
     // An ESI page is kept gzip when it came gzip (and do_gunzip is
     // not set) or do_gzip asks for it, as Varnish's esi_gzip.
     let (is_gzip, is_plain) = crate::gzip::fetch::body_coding(&beresp.headers);

@@ -78,6 +78,8 @@ enum Step {
 /// Run the backend side to its end: a response to stream, vcl_backend_error's
 /// page, or nothing.
 pub async fn run<B: ReqBody>(t: &mut BeTxn<'_, B>) -> Fetched {
+    // The VCL the fetch runs in comes first, as Varnish logs it.
+    t.f.log.rec(Tag::VclUse, LogSide::Backend, t.f.vxid, t.policy.name().as_bytes());
     run_from(t, Step::Fetch).await
 }
 
@@ -218,6 +220,15 @@ fn vcl_backend_response<B>(t: &mut BeTxn<'_, B>, resp: Response) -> Step {
     if let Some(why) = range_fault(t, &resp) {
         t.f.release(resp);
         t.f.log.recf(Tag::Error, LogSide::Backend, t.f.vxid, format_args!("{why}"));
+        return Step::Error(503, "Backend fetch failed".into());
+    }
+    // ESI cannot take partial content: the fetch pipeline does not open
+    // (Varnish's vfp_esi_init), whatever vcl_backend_response chose.
+    let has_body = !matches!(resp.framing, Framing::None | Framing::Length(0));
+    if beresp.do_esi && has_body && beresp.partial() && matches!(action, Action::Deliver | Action::PassFor(_)) {
+        t.f.release(resp);
+        t.f.log.rec(Tag::VclError, LogSide::Backend, t.f.vxid, b"Attempted ESI on partial (206) response");
+        t.f.error(&Error::new(Side::Internal, "Fetch pipeline failed to open"));
         return Step::Error(503, "Backend fetch failed".into());
     }
     match action {

@@ -107,14 +107,7 @@ pub(super) async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, to: D
     let Dest { body, oc, stream } = to;
     let mut be = resp.conn;
     let backend_close = crate::http1::head::backend_closes(&resp.head);
-    let tr = Transfer {
-        framing: resp.framing,
-        chunk_out: false,
-        src_side: Side::Backend,
-        dst_side: Side::Internal,
-        read_timeout: f.timeout(2),
-        pace: None,
-    };
+    let tr = Transfer::from_backend(resp.framing, f.timeout(2));
     let coding = oc.obj.coding();
     let br = match coding.and_then(|c| c.br.as_ref()) {
         Some(ObjBody::Live(b)) => Some(b.clone()),
@@ -122,10 +115,7 @@ pub(super) async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, to: D
     };
     // A page kept gzip is gathered plain on the side, compressed at the end.
     let scratch = coding.filter(|k| k.esi && k.gzip).map(|_| Body::new(None));
-    let (window, wait) = {
-        let p = sh.params();
-        (p.transit_buffer, p.send_timeout)
-    };
+    let (window, wait) = (sh.params().transit_buffer, sh.params().send_timeout);
     let window = (stream && !coding.is_some_and(|k| k.esi)).then_some(window);
     let store = Store {
         body: scratch.as_ref().unwrap_or(body),

@@ -82,14 +82,7 @@ impl Response {
         if matches!(self.framing, Framing::Length(n) if n > cap as u64) {
             return Err(Error::new(Side::Backend, format!("backend body larger than {cap} bytes to read whole")));
         }
-        let t = Transfer {
-            framing: self.framing,
-            chunk_out: false,
-            src_side: Side::Backend,
-            dst_side: Side::Internal,
-            read_timeout,
-            pace: None,
-        };
+        let t = Transfer::from_backend(self.framing, read_timeout);
         let mut capped = crate::util::Capped { v: Vec::new(), cap };
         let m = transfer(&mut self.conn, &mut capped, &t, &mut Vec::new()).await?;
         let body = capped.v;
@@ -385,6 +378,14 @@ impl Fetch {
 
     /// Log the end of the body, the byte counts and the connection's fate.
     fn finish(&mut self, body_rx: Option<u64>, conn: Option<(BeConn, bool)>) {
+        // The connection's fate comes first, as Varnish logs it.
+        match conn {
+            Some((c, true)) if !self.close_after => {
+                self.close_record("recycle", true);
+                self.be.recycle(c);
+            }
+            _ => self.close_record("close", false),
+        }
         if !self.errored {
             self.stamp("BerespBody");
         }

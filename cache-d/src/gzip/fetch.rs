@@ -47,7 +47,7 @@ pub fn plan(beresp: &mut Beresp, has_body: bool, gzip_support: bool, brotli_supp
         beresp.headers.unset("content-encoding");
         return Plan::default();
     }
-    if beresp.status == 206 {
+    if beresp.partial() {
         return Plan::default();
     }
     let (is_gzip, is_plain) = body_coding(&beresp.headers);

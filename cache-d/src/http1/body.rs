@@ -36,6 +36,14 @@ pub struct Transfer {
     pub pace: Option<Pace>,
 }
 
+impl Transfer {
+    /// A backend's body read in whole or into an object: as it comes, no
+    /// re-chunking, no pace; read failures are the backend's.
+    pub fn from_backend(framing: Framing, read_timeout: Duration) -> Transfer {
+        Transfer { framing, chunk_out: false, src_side: Side::Backend, dst_side: Side::Internal, read_timeout, pace: None }
+    }
+}
+
 /// How fast a client must send its request body: everything received by
 /// `start + grace + received / min_rate` seconds (timeout_reqbody and
 /// reqbody_min_rate), whatever the spacing of its bytes.

@@ -81,8 +81,8 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
     // vcl_backend_error, which may retry, as Varnish.
     let fetched = loop {
         fetched = match fetched {
-            Fetched::Resp { mut resp, beresp, life, action } if (beresp.do_esi && beresp.status != 206) || !beresp.do_stream => {
-                let esi = beresp.do_esi && beresp.status != 206;
+            Fetched::Resp { mut resp, beresp, life, action } if (beresp.do_esi && !beresp.partial()) || !beresp.do_stream => {
+                let esi = beresp.do_esi && !beresp.partial();
                 let cap = if esi { crate::esi::MAX_PAGE as usize } else { usize::MAX };
                 match resp.read_whole(fetch.timeout(2), cap).await {
                     Ok(()) if esi => return esi_page(r, fetch, resp, beresp, life),

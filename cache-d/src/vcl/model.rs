@@ -299,6 +299,14 @@ pub fn vcl_status(wire: u16, full: u16) -> u16 {
     }
 }
 
+impl Beresp {
+    /// Partial content as the filters see it: 206 as VCL reads it (a
+    /// status VCL set to 1206 goes out 206 but is not partial to them).
+    pub fn partial(&self) -> bool {
+        vcl_status(self.status, self.vcl_status) == 206
+    }
+}
+
 /// The client response (VCL's `resp`), in vcl_deliver and vcl_synth.
 #[derive(Clone, Debug, Default)]
 pub struct Resp {
