@@ -407,13 +407,6 @@ impl Fetch {
             self.vxid,
             format_args!("{} {} {} {} {} {}", self.hdr_tx, self.body_tx, self.hdr_tx + self.body_tx, self.hdr_rx, rx, self.hdr_rx + rx),
         );
-        match conn {
-            Some((c, true)) if !self.close_after => {
-                self.close_record("recycle", true);
-                self.be.recycle(c);
-            }
-            _ => self.close_record("close", false),
-        }
     }
 
     /// A response that is not used (a retry, an error, abandon): its
