@@ -6,6 +6,7 @@ use crate::vcl::ast::*;
 use crate::vcl::diag::{err, unsupported, VclError};
 use crate::vcl::model::*;
 use bytes::Bytes;
+use common::log::vsl::Tag;
 
 pub(super) const fn mask(subs: &[Sub]) -> u32 {
     let mut m = 0;
@@ -205,6 +206,36 @@ pub(super) fn header_prefix(name: &str) -> Option<(Hdrs, &str)> {
     ]
     .into_iter()
     .find_map(|(p, w)| name.strip_prefix(p).map(|h| (w, h)))
+}
+
+/// `set` (or `unset`, with no value) of header `h`. Where the headers
+/// were logged before the subroutine ran (req, beresp), the change is
+/// logged as Varnish logs it: the values taken away (ReqUnset...), then
+/// the new one (ReqHeader...).
+fn set_header(t: &mut Task<'_>, w: Hdrs, h: &str, v: Val) {
+    let new = match v {
+        Val::None => None,
+        v => match header_value(t, h, &v) {
+            Some(b) => Some(b),
+            None => return,
+        },
+    };
+    let (tags, logged) = match w {
+        Hdrs::Req => (Some((Tag::ReqUnset, Tag::ReqHeader)), t.req.as_deref().map(|r| &r.headers)),
+        Hdrs::Beresp => (Some((Tag::BerespUnset, Tag::BerespHeader)), t.beresp.as_deref().map(|r| &r.headers)),
+        _ => (None, None),
+    };
+    if let (Some((unset, _)), Some(hs), Some((log, vxid, side))) = (tags, logged, t.log.as_mut()) {
+        for (n, old) in hs.iter().filter(|(n, _)| n.eq_ignore_ascii_case(h.as_bytes())) {
+            log.rec_parts(unset, *side, *vxid, &[n, b": ", old]);
+        }
+    }
+    let Some(hs) = headers_mut(t, w) else { return };
+    let Some(b) = new else { return hs.unset(h) };
+    hs.set(h, b.clone());
+    if let (Some((_, set)), Some((log, vxid, side))) = (tags, t.log.as_mut()) {
+        log.rec_parts(set, *side, *vxid, &[h.as_bytes(), b": ", &b]);
+    }
 }
 
 /// A value fit for the wire: no CR or LF (a header value with one would
@@ -555,20 +586,7 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
     access(name, true, pos, sc)?;
     if let Some((w, h)) = header_prefix(name) {
         let h = h.to_string();
-        return Ok(Box::new(move |t, v| match v {
-            Val::None => {
-                if let Some(hs) = headers_mut(t, w) {
-                    hs.unset(&h)
-                }
-            }
-            v => {
-                if let Some(b) = header_value(t, &h, &v) {
-                    if let Some(hs) = headers_mut(t, w) {
-                        hs.set(&h, b)
-                    }
-                }
-            }
-        }));
+        return Ok(Box::new(move |t, v| set_header(t, w, &h, v)));
     }
     if let Some(f) = filter_set(name) {
         return Ok(f);
