@@ -395,8 +395,12 @@ fn director_call(
             let (b, w) = (it.next().expect("1 arg"), it.next());
             Box::new(move |t, c| {
                 let (member, weight) = (b(t, c), w.as_ref().map_or(1.0, |w| w(t, c).num().unwrap_or(1.0)));
-                if let (Some(d), Val::Backend(m)) = (with(c), member) {
-                    d.add(&m, weight);
+                match (with(c), member) {
+                    (Some(d), Val::Backend(m)) => d.add(&m, weight),
+                    // A NULL backend (a hash director's empty pick) fails
+                    // vcl_init, as Varnish's vdir_add_backend.
+                    (_, Val::None) => fail(t, format!("{obj_name}: None backend cannot be added")),
+                    _ => {}
                 }
                 Val::None
             })
@@ -461,6 +465,10 @@ fn director_call(
                 let Some(d) = with(c) else { return Val::None };
                 match d.pick(Some(&k), &|m| c.usable(m, 1)) {
                     Some(m) => Val::Backend(m),
+                    // In vcl_init no healthy member is Varnish's NULL
+                    // backend (add_backend refuses it); a request goes
+                    // to the director, which fails the fetch as sick.
+                    None if t.req.is_none() && t.bereq.is_none() => Val::None,
                     None => Val::Backend(d.name.clone()),
                 }
             })

@@ -308,6 +308,18 @@ fn init_fail_refuses_the_load() {
 }
 
 #[test]
+fn init_adding_a_null_backend_fails() {
+    // A hash director whose only member is sick picks no backend (NULL).
+    let src = "vcl 4.1; import directors; probe p { .initial = 0; }
+        backend b { .host = \"127.0.0.1\"; .port = \"1\"; .probe = p; }
+        sub vcl_init { new h = directors.hash(); h.add_backend(b, 1.0);
+            new rr = directors.round_robin(); rr.add_backend(h.backend(\"k\")); }";
+    let p = parse_source("t.vcl", src).unwrap();
+    let e = VclPolicy::load("t", compile(&p).unwrap()).err().unwrap();
+    assert!(e.ends_with("rr: None backend cannot be added"), "{e}");
+}
+
+#[test]
 fn arithmetic() {
     use Val::*;
     assert_eq!(arith("+", Int(2), Int(3)), Ok(Int(5)));
