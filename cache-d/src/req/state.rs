@@ -397,9 +397,11 @@ pub fn write_head(wire: &mut Vec<u8>, log: &mut Batch, rxid: u32, via: &str, min
     if let Some((n, v)) = &h.framing {
         out.header(n, v.as_bytes());
     }
+    // A connection that stays open says so to HTTP/1.0 and 1.1 alike, as
+    // Varnish's V1D_Deliver (unless VCL set a Connection header).
     if !h.keep {
         out.header(b"Connection", b"close");
-    } else if minor == 0 {
+    } else if minor <= 1 && !h.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(b"connection")) {
         out.header(b"Connection", b"keep-alive");
     }
     out.wire.extend_from_slice(b"\r\n");
