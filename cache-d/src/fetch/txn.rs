@@ -56,6 +56,9 @@ pub struct Fetch {
     /// This attempt went to vcl_backend_error (its Error timestamp is
     /// logged, and no BerespBody).
     pub(crate) errored: bool,
+    /// Why the connection closes, as Varnish's BackendClose says it
+    /// (a pipe's "Piped transaction"); empty where not known.
+    pub(crate) close_why: &'static str,
 }
 
 /// A backend response whose head has been read.
@@ -123,6 +126,7 @@ impl Fetch {
             sh: sh.clone(),
             ended: false,
             errored: false,
+            close_why: "",
         }
     }
 
@@ -429,7 +433,9 @@ impl Fetch {
         if recycled {
             self.sh.seg.add(C::BackendRecycle, 1);
         }
-        self.log.recf(Tag::BackendClose, LogSide::Backend, self.vxid, format_args!("{} {} {how}", self.fd, self.be.name));
+        let why = if how == "close" { self.close_why } else { "" };
+        let sep = if why.is_empty() { "" } else { " " };
+        self.log.recf(Tag::BackendClose, LogSide::Backend, self.vxid, format_args!("{} {} {how}{sep}{why}", self.fd, self.be.name));
         self.fd = -1;
         self.slot = None;
     }

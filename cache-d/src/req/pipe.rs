@@ -97,6 +97,7 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
     };
     r.log.recf(Tag::Link, side, rxid, format_args!("bereq {bxid} pipe"));
     let mut f = Fetch::new(&sh, bxid, rxid, "pipe");
+    f.close_why = "Piped transaction";
     // A body std.cache_req_body() read goes first, with its length.
     let cached = r.cached_body.take();
     if let Some(b) = &cached {
