@@ -157,12 +157,59 @@ fn parse_request_once(buf: &mut BytesMut, max_headers: usize, max_size: usize) -
     let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
     let mut heap = Vec::new();
     let mut req = httparse::Request::new(header_slots(&mut stack, &mut heap, max_headers));
-    let Some(n) = head_len(req.parse(buf), buf.len(), max_size)? else { return Ok(Parsed::Partial) };
+    let parsed = req.parse(buf);
+    if matches!(parsed, Err(httparse::Error::Token)) {
+        return odd_request_line(buf, max_headers, max_size);
+    }
+    let Some(n) = head_len(parsed, buf.len(), max_size)? else { return Ok(Parsed::Partial) };
     let base: &[u8] = buf;
     let first = offset(base, req.method.unwrap_or_default().as_bytes());
     let url = offset(base, req.path.unwrap_or_default().as_bytes());
     let minor = req.version.unwrap_or(1);
     let headers = req.headers.iter().map(|h| (offset(base, h.name.as_bytes()), offset(base, h.value))).collect();
+    let raw = buf.split_to(n).freeze();
+    Ok(Parsed::Complete(Head { raw, first, url, minor, status: 0, headers }))
+}
+
+/// A request line httparse refuses for its tokens: Varnish takes any
+/// method and URL without blanks or control characters (a method ":x"
+/// too), so the line is split by hand and the header fields left to
+/// httparse. Only failed parses come here.
+fn odd_request_line(buf: &mut BytesMut, max_headers: usize, max_size: usize) -> Result<Parsed, HeadError> {
+    let bad = || HeadError::Syntax("invalid token");
+    let start = buf.iter().take_while(|&&c| c == b'\r' || c == b'\n').count();
+    // The line ends at LF, CRLF as well.
+    let Some(lf) = buf[start..].iter().position(|&c| c == b'\n').map(|i| start + i) else {
+        return if buf.len() > max_size { Err(HeadError::TooLarge) } else { Ok(Parsed::Partial) };
+    };
+    let eol = if lf > start && buf[lf - 1] == b'\r' { lf - 1 } else { lf };
+    let base: &[u8] = buf;
+    let mut parts = base[start..eol].split(|&c| c == b' ');
+    let (Some(method), Some(url), Some(proto), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    if method.is_empty() || url.is_empty() || method.iter().chain(url).any(|c| c.is_ascii_control() || *c >= 0x7f) {
+        return Err(bad());
+    }
+    let minor = match proto {
+        b"HTTP/1.1" => 1,
+        b"HTTP/1.0" => 0,
+        _ => return Err(HeadError::Syntax("invalid HTTP version")),
+    };
+    let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
+    let mut heap = Vec::new();
+    let slots = header_slots(&mut stack, &mut heap, max_headers);
+    let (n, fields) = match httparse::parse_headers(&base[lf + 1..], slots) {
+        Ok(httparse::Status::Complete((n, fields))) => (lf + 1 + n, fields),
+        Ok(httparse::Status::Partial) if buf.len() > max_size => return Err(HeadError::TooLarge),
+        Ok(httparse::Status::Partial) => return Ok(Parsed::Partial),
+        Err(e) => return Err(parse_err(e)),
+    };
+    if n > max_size {
+        return Err(HeadError::TooLarge);
+    }
+    let (first, url) = (offset(base, method), offset(base, url));
+    let headers = fields.iter().map(|h| (offset(base, h.name.as_bytes()), offset(base, h.value))).collect();
     let raw = buf.split_to(n).freeze();
     Ok(Parsed::Complete(Head { raw, first, url, minor, status: 0, headers }))
 }

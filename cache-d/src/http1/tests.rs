@@ -17,6 +17,25 @@ fn req(s: &str) -> Result<Parsed, HeadError> {
 }
 
 #[test]
+fn a_method_that_is_no_token_is_taken_as_varnish_takes_it() {
+    let mut b = BytesMut::from("\r\n:x :x HTTP/1.0\r\nHost: x\r\n\r\nnext");
+    let Ok(Parsed::Complete(h)) = parse_request(&mut b, 64, 32768) else { panic!() };
+    assert_eq!((h.method(), h.url(), h.minor), (&b":x"[..], &b":x"[..], 0));
+    assert_eq!(h.get("host"), Some(&b"x"[..]));
+    assert_eq!(&b[..], b"next");
+    assert!(matches!(req(":x / HTTP/1.1\r\nHost"), Ok(Parsed::Partial)));
+    for bad in [
+        ":x  / HTTP/1.1\r\n\r\n",
+        ":\x01 / HTTP/1.1\r\n\r\n",
+        ":x / HTTP/2.0\r\n\r\n",
+        ":x /\r\n\r\n",
+        ":x / HTTP/1.1\r\nBad Header: x\r\n\r\n",
+    ] {
+        assert!(matches!(req(bad), Err(HeadError::Syntax(_))), "{bad:?}");
+    }
+}
+
+#[test]
 fn parses_requests_and_keeps_the_rest() {
     let mut b = BytesMut::from("GET /a?b HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n\r\nGET /next");
     let Ok(Parsed::Complete(h)) = parse_request(&mut b, 64, 32768) else { panic!() };
