@@ -374,6 +374,23 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
     })
 }
 
+/// `obj.add_backend(backend[, weight])`, in vcl_init.
+fn add_backend(obj: String, a: Vec<ExprFn>) -> ExprFn {
+    let mut it = a.into_iter();
+    let (b, w) = (it.next().expect("1 arg"), it.next());
+    Box::new(move |t, c| {
+        let (member, weight) = (b(t, c), w.as_ref().map_or(1.0, |w| w(t, c).num().unwrap_or(1.0)));
+        match (c.directors().get(&obj).cloned(), member) {
+            (Some(d), Val::Backend(m)) => d.add(&m, weight),
+            // A NULL backend (a hash director's empty pick) fails
+            // vcl_init, as Varnish's vdir_add_backend.
+            (_, Val::None) => fail(t, format!("{obj}: None backend cannot be added")),
+            _ => {}
+        }
+        Val::None
+    })
+}
+
 /// `obj.method(...)` on a director.
 fn director_call(
     obj: &str,
@@ -391,19 +408,7 @@ fn director_call(
     Ok(match (method, a.len()) {
         ("add_backend", 1 | 2) => {
             only_in(method, mask(&[Sub::Init]), pos, sc)?;
-            let mut it = a.into_iter();
-            let (b, w) = (it.next().expect("1 arg"), it.next());
-            Box::new(move |t, c| {
-                let (member, weight) = (b(t, c), w.as_ref().map_or(1.0, |w| w(t, c).num().unwrap_or(1.0)));
-                match (with(c), member) {
-                    (Some(d), Val::Backend(m)) => d.add(&m, weight),
-                    // A NULL backend (a hash director's empty pick) fails
-                    // vcl_init, as Varnish's vdir_add_backend.
-                    (_, Val::None) => fail(t, format!("{obj_name}: None backend cannot be added")),
-                    _ => {}
-                }
-                Val::None
-            })
+            add_backend(obj_name, a)
         }
         ("remove_backend", 1) => {
             let b = a.into_iter().next().expect("1 arg");
