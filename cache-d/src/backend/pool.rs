@@ -92,6 +92,9 @@ pub struct BackendCfg {
     /// `.path` (or `-b /path`): connections go to this Unix domain socket,
     /// not to the addresses.
     pub path: Option<std::path::PathBuf>,
+    /// `.preamble`: bytes sent first on every new connection (before a
+    /// TLS handshake), as Varnish's VCP_Open does; probes' too.
+    pub preamble: Option<bytes::Bytes>,
 }
 
 fn cfg_probe_state(cfg: &BackendCfg) -> crate::backend::health::ProbeState {
@@ -238,11 +241,15 @@ impl Backend {
     pub fn with_cfg(vcl: &str, name: &str, addrs: Vec<SocketAddr>, cfg: BackendCfg) -> Backend {
         let created = crate::util::now();
         // TLS connections are pooled apart from plain ones (and from
-        // other TLS settings) to the same address; a socket's by its path.
-        let key = match (&cfg.path, &cfg.ssl) {
+        // other TLS settings) to the same address; a socket's by its path;
+        // and, as in Varnish, by the preamble the connection began with.
+        let mut key = match (&cfg.path, &cfg.ssl) {
             (Some(p), _) => format!("unix {}", p.display()),
             (None, t) => t.as_ref().map(|t| t.pool_key()).unwrap_or_default(),
         };
+        if let Some(p) = &cfg.preamble {
+            key.push_str(&format!(" preamble {p:?}"));
+        }
         let idle = IdlePool::for_endpoint(&addrs, &key);
         Backend {
             created,
@@ -372,7 +379,12 @@ impl Backend {
         }
         let mut last = None;
         if let Some(path) = &self.cfg.path {
-            match tokio::time::timeout(timeout, tokio::net::UnixStream::connect(path)).await {
+            let open = async {
+                let mut s = tokio::net::UnixStream::connect(path).await?;
+                self.send_preamble(&mut s).await?;
+                Ok::<_, std::io::Error>(s)
+            };
+            match tokio::time::timeout(timeout, open).await {
                 Ok(Ok(s)) => return Ok(BufConn::new(BeStream::Unix(Box::new(s)))),
                 Ok(Err(e)) => last = Some(e),
                 Err(_) => last = Some(std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out")),
@@ -380,8 +392,9 @@ impl Backend {
         }
         for a in &self.addrs {
             let open = async {
-                let s = TcpStream::connect(a).await?;
+                let mut s = TcpStream::connect(a).await?;
                 let _ = s.set_nodelay(true);
+                self.send_preamble(&mut s).await?;
                 match &self.cfg.ssl {
                     None => Ok(BeStream::Tcp(s)),
                     Some(tls) => tls.connect(s).await.map_err(|e| std::io::Error::new(e.kind(), format!("TLS handshake: {e}"))),
@@ -403,6 +416,15 @@ impl Backend {
             *self.idle.holddown.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + Duration::from_millis(hold));
         }
         Err(Error::io(Side::Backend, "connect", last))
+    }
+
+    /// The backend's .preamble, if it has one, on a new connection.
+    async fn send_preamble<S: tokio::io::AsyncWrite + Unpin>(&self, s: &mut S) -> std::io::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        match &self.cfg.preamble {
+            Some(p) => s.write_all(p).await,
+            None => Ok(()),
+        }
     }
 
     /// Close the idle connections older than `max_idle`.
@@ -443,5 +465,20 @@ mod tests {
         assert_eq!(resolve("::1").unwrap()[0].port(), 8080);
         assert!(resolve("127.0.0.1:notaport").is_err());
         assert!(resolve("/run/app.sock").unwrap().is_empty(), "a path is a Unix socket: no addresses");
+    }
+
+    #[tokio::test]
+    async fn preamble_goes_first_on_each_new_connection() {
+        use tokio::io::AsyncReadExt;
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let cfg = super::BackendCfg { preamble: Some(bytes::Bytes::from_static(b"PRE\n")), ..Default::default() };
+        let be = super::Backend::with_cfg("t", "b", vec![l.local_addr().unwrap()], cfg);
+        for _ in 0..2 {
+            let _c = be.connect(std::time::Duration::from_secs(5)).await.unwrap();
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut got = [0u8; 4];
+            s.read_exact(&mut got).await.unwrap();
+            assert_eq!(&got, b"PRE\n");
+        }
     }
 }

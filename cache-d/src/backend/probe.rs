@@ -52,6 +52,9 @@ pub fn probe_once(be: &Backend, spec: &ProbeSpec) -> (Outcome, f64, String) {
         out.connected = true;
         let _ = s.set_write_timeout(Some(left(start)));
         let _ = s.set_read_timeout(Some(left(start)));
+        if let Err(e) = preamble(be, &mut &s) {
+            return (out, start.elapsed().as_secs_f64(), e);
+        }
         // Varnish's default Host for a socket backend.
         let host = be.cfg.host_header.clone().unwrap_or_else(|| "0.0.0.0".into());
         return exchange(Box::new(s), spec, &host, out, start);
@@ -65,6 +68,9 @@ pub fn probe_once(be: &Backend, spec: &ProbeSpec) -> (Outcome, f64, String) {
     // One deadline for the handshake, the request and the answer.
     let _ = tcp.set_write_timeout(Some(left(start)));
     let _ = tcp.set_read_timeout(Some(left(start)));
+    if let Err(e) = preamble(be, &mut &tcp) {
+        return (out, start.elapsed().as_secs_f64(), e);
+    }
     // .ssl = 1: the probe speaks TLS as the fetches do (the handshake
     // happens with the first write).
     let s: Box<dyn ReadWrite> = match &be.cfg.ssl {
@@ -76,6 +82,15 @@ pub fn probe_once(be: &Backend, spec: &ProbeSpec) -> (Outcome, f64, String) {
     };
     let host = be.cfg.host_header.clone().unwrap_or_else(|| addr.to_string());
     exchange(s, spec, &host, out, start)
+}
+
+/// The backend's .preamble first on the new connection (before TLS), as
+/// on every connection Varnish opens to it.
+fn preamble(be: &Backend, s: &mut impl Write) -> Result<(), String> {
+    match &be.cfg.preamble {
+        Some(p) => s.write_all(p).map_err(|e| format!("write failed: {e}")),
+        None => Ok(()),
+    }
 }
 
 /// Send the probe request on a connected `s`, read the status line.

@@ -92,6 +92,8 @@ pub enum FieldValue {
     Block(Vec<Field>),
     /// A probe given by name.
     Name(String),
+    /// A blob literal (`:base64:`, a backend's .preamble).
+    Blob(Vec<u8>),
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -13,6 +13,8 @@ pub enum Tok {
     Duration(f64),
     /// A number with a size unit, in bytes.
     Bytes(u64),
+    /// A blob literal (`:base64:`, VCL 4.1), decoded.
+    Blob(Vec<u8>),
     Punct(&'static str),
     Eof,
 }
@@ -88,6 +90,45 @@ fn string_at(src: &str, i: usize) -> Result<Option<(String, usize)>, LexError> {
     Ok(Some((src[body..body + len].to_string(), body + len + close.len())))
 }
 
+/// A blob literal at `i` (a `:`): its bytes and where it ends, checked as
+/// VCC checks one (n*4 base64 characters, padding only at the end, then a
+/// colon).
+fn blob_at(b: &[u8], i: usize) -> Result<(Vec<u8>, usize), LexError> {
+    let sextet = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    };
+    let data = b[i + 1..].iter().take_while(|c| sextet(**c).is_some()).count();
+    let pad = b[i + 1 + data..].iter().take_while(|c| **c == b'=').count();
+    let end = i + 1 + data + pad;
+    let fail = |msg: &str| Err(LexError { at: i, len: end + 1 - i, msg: msg.into() });
+    // As VCC: '=' only to fill the last group of four, at most two.
+    if pad > 0 && (data % 4 < 2 || data % 4 + pad > 4) {
+        return fail("Wrong padding ('=') in BLOB");
+    }
+    match b.get(end) {
+        None => return fail("Missing colon at end of BLOB"),
+        Some(b':') if (data + pad) % 4 != 0 => return fail("BLOB must have n*4 base64 characters"),
+        Some(b':') => {}
+        Some(_) => return fail("Illegal BLOB character"),
+    }
+    let mut out = Vec::with_capacity(data * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0);
+    for v in b[i + 1..i + 1 + data].iter().filter_map(|c| sextet(*c)) {
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Ok((out, end + 1))
+}
+
 /// Split `src` into tokens (ending with [`Tok::Eof`]).
 pub fn lex(src: &str) -> Result<Vec<Token>, LexError> {
     let b = src.as_bytes();
@@ -130,6 +171,12 @@ pub fn lex(src: &str) -> Result<Vec<Token>, LexError> {
         }
         if let Some((text, end)) = string_at(src, i)? {
             out.push(Token { tok: Tok::Str(text), at: start, len: end - start });
+            i = end;
+            continue;
+        }
+        if c == b':' {
+            let (blob, end) = blob_at(b, i)?;
+            out.push(Token { tok: Tok::Blob(blob), at: start, len: end - start });
             i = end;
             continue;
         }
@@ -318,5 +365,16 @@ mod tests {
         assert!(lex("/* a /* b */").unwrap_err().msg.contains("comment contains /*"));
         assert!(lex("10parsecs").is_err());
         assert_eq!(lex("a @ b").unwrap_err().at, 2);
+    }
+
+    #[test]
+    fn blobs() {
+        assert_eq!(toks(":SGk=: ::"), vec![Tok::Blob(b"Hi".to_vec()), Tok::Blob(vec![]), Tok::Eof]);
+        assert_eq!(toks(":AAECAw==:;"), vec![Tok::Blob(vec![0, 1, 2, 3]), Tok::Punct(";"), Tok::Eof]);
+        let msg = |s: &str| lex(s).unwrap_err().msg;
+        assert_eq!(msg(":SGk"), "Missing colon at end of BLOB");
+        assert_eq!(msg(":SGk:"), "BLOB must have n*4 base64 characters");
+        assert_eq!(msg(":S===:"), "Wrong padding ('=') in BLOB");
+        assert_eq!(msg(":SGk= :"), "Illegal BLOB character");
     }
 }

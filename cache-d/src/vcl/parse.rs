@@ -50,6 +50,7 @@ fn describe(t: &Tok) -> String {
         Tok::Real(f) => f.to_string(),
         Tok::Duration(d) => format!("{d}s"),
         Tok::Bytes(b) => format!("{b}B"),
+        Tok::Blob(_) => "a BLOB".into(),
         Tok::Punct(p) => format!("'{p}'"),
         Tok::Eof => "end of input".into(),
     }
@@ -217,6 +218,12 @@ impl<'a> Parser<'a> {
             self.expect("=")?;
             let value = if self.is("{") {
                 FieldValue::Block(self.fields()?)
+            } else if let Tok::Blob(b) = &self.peek().tok {
+                // A backend's .preamble.
+                let b = b.clone();
+                self.next();
+                self.expect(";")?;
+                FieldValue::Blob(b)
             } else if name == "request" && matches!(self.peek().tok, Tok::Str(_)) {
                 // A probe's request: one line per string (not concatenated).
                 let (first, fpos) = self.string("a string")?;

@@ -54,6 +54,7 @@ fn names_in_fields(fields: &[Field], out: &mut HashSet<String>) {
             }
             FieldValue::Expr(e) => names_in(e, out),
             FieldValue::Block(b) => names_in_fields(b, out),
+            FieldValue::Blob(_) => {}
         }
     }
 }

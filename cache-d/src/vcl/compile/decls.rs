@@ -140,6 +140,10 @@ pub(super) fn backend_spec(
             probe,
             ssl,
             path: path.map(std::path::PathBuf::from),
+            preamble: field_value(fields, "preamble").and_then(|f| match &f.value {
+                FieldValue::Blob(b) if !b.is_empty() => Some(bytes::Bytes::from(b.clone())),
+                _ => None,
+            }),
         },
     })
 }
@@ -205,6 +209,9 @@ pub(super) fn check_backend(name: &str, fields: &[Field], pos: Pos) -> Result<()
             ("probe", FieldValue::Block(inner)) => check_probe(inner)?,
             ("probe", FieldValue::Name(_) | FieldValue::Expr(Expr::Name(..))) => {}
             ("probe", _) => return err("Expected '{' or name of probe", f.pos),
+            ("preamble", FieldValue::Blob(_)) => {}
+            ("preamble", _) => return err("'.preamble' takes a BLOB (:base64:)", f.pos),
+            (_, FieldValue::Blob(_)) => return err(format!("'.{}' does not take a BLOB", f.name), f.pos),
             (_, FieldValue::Expr(Expr::Str(..))) => {}
             ("port", FieldValue::Expr(Expr::Int(..))) => {}
             _ => return err(format!("'.{}' takes a string", f.name), f.pos),
