@@ -40,6 +40,11 @@ impl<S> Rewind<S> {
         Rewind { io, pre, ready: BytesMut::new(), scan, inject: None }
     }
 
+    /// The receive window of a stream (see [`FrameScan::set_stream_window`]).
+    pub fn set_stream_window(&mut self, n: u32) {
+        self.scan.set_stream_window(n);
+    }
+
     /// Told of the client's first DATA payload.
     pub fn data_seen(&self) -> Arc<tokio::sync::Notify> {
         self.scan.data.clone()

@@ -66,6 +66,7 @@ pub async fn serve(mut sess: Sess, stream: ClientStream, pre: BytesMut, upgrade:
     sess.sh.seg.log(&sess.log);
     sess.log.clear();
     let mut io = Rewind::new(stream, pre, p.h2.max_frame_size as usize);
+    io.set_stream_window(p.h2.initial_window_size);
     let reason = match upgrade {
         Some(head) => match upgrade::switch(&mut io, &head).await {
             Ok(()) => connection(&mut sess, &mut io, &p, fd, stop).await,

@@ -79,6 +79,12 @@ pub struct FrameScan {
     pub to_client: Vec<u8>,
     /// A connection error ended the reading; its GOAWAY code.
     pub dead: Option<Reason>,
+    /// Window given back for padding-only DATA frames kept from the
+    /// crate, not yet sent: the connection's and each stream's.
+    pad_credit: (u32, HashMap<u32, u32>),
+    /// Credit sent back in batches of this much (a quarter of a stream's
+    /// window, at most 16 KiB), so a client never waits on it.
+    pad_batch: u32,
     /// The crate's output: the frame header so far, payload bytes left.
     out_head: [u8; 9],
     out_have: usize,
@@ -102,6 +108,8 @@ impl FrameScan {
             data_told: false,
             to_client: Vec::new(),
             dead: None,
+            pad_credit: (0, HashMap::new()),
+            pad_batch: 16_384,
             out_head: [0; 9],
             out_have: 0,
             out_skip: 0,
@@ -111,6 +119,11 @@ impl FrameScan {
     /// The largest frame payload the connection accepts.
     pub fn set_max_frame(&mut self, n: usize) {
         self.max_frame = n;
+    }
+
+    /// The receive window of a stream (h2_initial_window_size).
+    pub fn set_stream_window(&mut self, n: u32) {
+        self.pad_batch = (n / 4).clamp(1, 16_384);
     }
 
     /// Scan the client's bytes (what the crate may read goes to a sink).
@@ -152,7 +165,9 @@ impl FrameScan {
     /// pass on their header, others are gathered whole.
     fn on_head(&mut self, out: &mut BytesMut) {
         let (len, kind) = (frame_len(&self.frame), self.frame[3]);
-        if kind == DATA {
+        if kind == DATA && self.frame[4] & PADDED != 0 && (1..=256).contains(&len) {
+            // Small padded DATA: gathered whole, to see if it holds data.
+        } else if kind == DATA {
             self.on_data(out);
         } else if kind > CONTINUATION || len > self.max_frame {
             self.pass_head(out, len, false);
@@ -191,8 +206,56 @@ impl FrameScan {
         self.pass_head(out, len, false);
     }
 
+    /// A small padded DATA frame, gathered whole. Padding alone, on an
+    /// open stream, not its end: kept from the crate (which counts such
+    /// frames as empty ones, a flood past 256 of them), and its window
+    /// given back to the client, as Varnish opens the window for padding
+    /// it counted. Anything else goes the way of other DATA frames.
+    fn on_padded_data(&mut self, out: &mut BytesMut) {
+        let frame = std::mem::take(&mut self.frame);
+        let (len, flags, s) = (frame.len() - 9, frame[4], stream(&frame));
+        let padding_only = usize::from(frame[9]) + 1 == len && flags & END_STREAM == 0;
+        let open = self.streams.get(&s).is_some_and(|st| st & REMOTE_DONE == 0);
+        if padding_only && open && !self.misplaced(DATA, s) {
+            self.credit(s, len as u32);
+            self.frame = frame;
+            self.frame.clear();
+            return;
+        }
+        self.frame.extend_from_slice(&frame[..9]);
+        self.on_data(out);
+        if self.dead.is_some() {
+            return;
+        }
+        if !self.drop {
+            out.extend_from_slice(&frame[9..]);
+        }
+        self.through = 0;
+    }
+
+    /// Give `n` bytes of window back on stream `s` and the connection,
+    /// in batches.
+    fn credit(&mut self, s: u32, n: u32) {
+        let (conn, streams) = &mut self.pad_credit;
+        *conn += n;
+        *streams.entry(s).or_default() += n;
+        if *conn < self.pad_batch && streams.values().all(|&v| v < self.pad_batch) {
+            return;
+        }
+        let mut f = Vec::with_capacity(13 * (streams.len() + 1));
+        for (id, v) in std::iter::once((0, std::mem::take(conn))).chain(streams.drain()) {
+            f.extend_from_slice(&[0, 0, 4, WINDOW_UPDATE, 0]);
+            f.put_u32(id);
+            f.put_u32(v);
+        }
+        self.to_client.extend_from_slice(&f);
+    }
+
     /// A whole frame (not DATA) is gathered.
     fn on_frame(&mut self, out: &mut BytesMut) {
+        if self.frame[3] == DATA {
+            return self.on_padded_data(out);
+        }
         let frame = std::mem::take(&mut self.frame);
         let (kind, flags, s) = (frame[3], frame[4], stream(&frame));
         let p = &frame[9..];

@@ -197,3 +197,37 @@ fn the_frame_scan_answers_frame_errors_with_their_codes() {
     assert_eq!(check_block(&[0x00, 0x05, b's', b'n', b'a', b'F', b'u', 0x01, b'x']), Ok(vec![std::ops::Range { start: 2, end: 7 }]));
     assert_eq!(check_block(&[0x00, 0x03, b'a', b'-', b'b', 0x00]), Ok(vec![]));
 }
+
+#[test]
+fn padding_only_data_is_kept_from_the_crate_and_its_window_given_back() {
+    use super::scan::FrameScan;
+    let frame = |kind: u8, flags: u8, s: u8, p: &[u8]| [&[0, 0, p.len() as u8, kind, flags, 0, 0, 0, s][..], p].concat();
+    let headers = frame(1, 0x4, 1, &[0x82, 0x86, 0x84]);
+    let padded = |pad: u8, data: &[u8], flags: u8| frame(0, 0x8 | flags, 1, &[&[pad][..], data, &vec![0; usize::from(pad)]].concat());
+    let mut scan = FrameScan::new();
+    scan.set_stream_window(65_535);
+    let mut out = BytesMut::new();
+    scan.push(&[super::PREFACE, &headers[..]].concat(), &mut out);
+    let before = out.len();
+    // 64 frames of 255 bytes of padding: 16320 bytes, under the batch.
+    for _ in 0..64 {
+        scan.push(&padded(254, b"", 0), &mut out);
+    }
+    assert_eq!((out.len(), scan.to_client.len()), (before, 0), "nothing for the crate, no credit yet");
+    scan.push(&padded(254, b"", 0), &mut out);
+    // One WINDOW_UPDATE for the connection, one for stream 1: 16575 each.
+    assert_eq!(scan.to_client.len(), 26);
+    let updates: Vec<_> = scan
+        .to_client
+        .chunks(13)
+        .map(|f| (f[3], u32::from_be_bytes([f[5], f[6], f[7], f[8]]), u32::from_be_bytes([f[9], f[10], f[11], f[12]])))
+        .collect();
+    assert!(updates.contains(&(0x8, 0, 16_575)) && updates.contains(&(0x8, 1, 16_575)), "{updates:?}");
+    // Padding with data, or ending the stream, goes to the crate whole.
+    let with_data = padded(3, b"abc", 0);
+    scan.push(&with_data, &mut out);
+    let end = padded(2, b"", 0x1);
+    scan.push(&end, &mut out);
+    assert_eq!(&out[before..], &[with_data, end].concat()[..]);
+    assert!(scan.dead.is_none());
+}
