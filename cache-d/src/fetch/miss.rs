@@ -161,10 +161,13 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
     // and the backend connection back in the pool, as Varnish unbusies
     // such an object only then.
     let defer = !got.beresp.do_stream && got.resp.is_some();
+    // A disk object's body as this request delivers it, taken before the
+    // object goes in: its copy in memory may go once it is written, or at
+    // once if another fetch evicts the object before that (its body read
+    // from the object then would be a failed, empty one).
+    let body = obj.body.clone();
     let (oc, mut later) = store(&sh, &mut f, guard, obj, &got, defer);
-    // A disk object's body as this request delivers it (its copy in
-    // memory may go once it is written), then written if it is whole.
-    let mine = oc.disk().map(|_| oc.body());
+    let mine = oc.disk().map(|_| body);
     sh.cache.persist(&oc);
     let (was_304, stream) = (got.beresp.was_304, got.beresp.do_stream);
     let body = match (got.inline, got.body) {
