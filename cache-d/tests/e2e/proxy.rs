@@ -81,7 +81,8 @@ fn malformed_requests_get_400_a_counter_and_a_log_record() {
     assert_eq!(counter(&once, "MAIN.client_req_400"), Some(6), "{once}");
     assert_eq!(counter(&once, "MAIN.client_req"), Some(0));
     let log = stdout(&run("cache-log", &["-d", "-n", d.dir.to_str().unwrap()]));
-    assert!(log.contains("HttpGarbage    GARBAGE"), "{log}");
+    // Printed as varnishlog prints it: quoted, bytes outside printable ASCII as %XX.
+    assert!(log.contains("HttpGarbage    \"GARBAGE%01%02"), "{log}");
     assert_eq!(log.matches("RespStatus     400").count(), 6);
     assert!(log.contains("SessClose      RX_JUNK"));
     // ncsa skips garbage transactions but keeps the parsed bad ones.
