@@ -9,9 +9,9 @@
 use std::sync::OnceLock;
 
 use bytes::Bytes;
+use cache_d::vcl::compile::{compile, VclPolicy};
 use cache_d::vcl::model::{Action, Bereq, Beresp, Headers, NoEnv, ObjView, Req, Resp, Sub, Task};
 use cache_d::vcl::policy::Policy;
-use cache_d::vcl::compile::{compile, VclPolicy};
 use libfuzzer_sys::fuzz_target;
 
 const ARITH: &str = r#"vcl 4.1;
@@ -49,9 +49,9 @@ fn literal_addresses_only(items: &[cache_d::vcl::ast::Item]) -> bool {
     use cache_d::vcl::ast::{Expr, FieldValue, Item};
     items.iter().all(|i| match i {
         Item::Acl { entries, .. } => entries.iter().all(|e| e.addr.parse::<std::net::IpAddr>().is_ok()),
-        Item::Backend { fields, .. } => fields.iter().all(|f| {
-            f.name != "host" || matches!(&f.value, FieldValue::Expr(Expr::Str(s, _)) if s.parse::<std::net::IpAddr>().is_ok())
-        }),
+        Item::Backend { fields, .. } => fields
+            .iter()
+            .all(|f| f.name != "host" || matches!(&f.value, FieldValue::Expr(Expr::Str(s, _)) if s.parse::<std::net::IpAddr>().is_ok())),
         _ => true,
     })
 }
@@ -95,7 +95,14 @@ fn run_all(p: &VclPolicy, req: &Req) {
         let mut r = req.clone();
         let mut key = Vec::new();
         let mut body = Vec::new();
-        let mut resp = Resp { status: 200, reason: Bytes::from_static(b"OK"), headers: req.headers.clone(), is_streaming: false, do_esi: false };
+        let mut resp = Resp {
+            status: 200,
+            reason: Bytes::from_static(b"OK"),
+            headers: req.headers.clone(),
+            is_streaming: false,
+            do_esi: false,
+            ..Resp::default()
+        };
         let obj = ObjView { status: 200, headers: req.headers.clone(), ttl: 10.0, grace: 10.0, hits: 3, ..ObjView::default() };
         let mut t = Task::new(&NoEnv);
         t.ends = ends.clone();
