@@ -128,6 +128,15 @@ pub fn check(p: &Program) -> Result<Contexts, VclError> {
             subs.entry(name.as_str()).or_insert((body.as_slice(), *pos));
         }
     }
+    // A module cache-d does not have is refused by name, as varnishd
+    // refuses one it cannot find.
+    for item in &p.items {
+        if let Item::Import { module, pos } = item {
+            if !crate::vcl::compile::VMODS.contains(&module.as_str()) {
+                return Err(VclError { msg: format!("Could not find VMOD {module}"), pos: *pos });
+            }
+        }
+    }
     let mut imports: HashSet<&str> =
         p.items.iter().filter_map(|i| if let Item::Import { module, .. } = i { Some(module.as_str()) } else { None }).collect();
     // Objects made with `new` (in vcl_init) are called like modules.

@@ -137,6 +137,9 @@ pub struct Req {
     /// (the session keeps it for its next requests).
     pub timeout_idle: f64,
     pub timeout_idle_set: bool,
+    /// vmod_cookie's jar for this request (its PRIV_TASK: kept across
+    /// restarts, not shared with ESI includes or the fetch).
+    pub cookies: Vec<(String, String)>,
 }
 
 /// The request an ESI include was made for (VCL's `req_top`).
@@ -191,6 +194,8 @@ pub struct Bereq {
     /// backend connection, so the body is not fetched (Varnish's
     /// Bereq_Rollback).
     pub rolled_back: bool,
+    /// vmod_cookie's jar for this fetch (kept across retries).
+    pub cookies: Vec<(String, String)>,
 }
 
 impl Bereq {

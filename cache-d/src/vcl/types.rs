@@ -114,12 +114,27 @@ const ADDS: &[(&str, Ty, Ty, Ty)] = &[
 
 /// Functions whose result type is fixed.
 const FUNCS: &[(Ty, &[&str])] = &[
-    (Ty::Str, &["regsub", "regsuball", "std.tolower", "std.toupper", "std.querysort", "std.strstr"]),
+    (
+        Ty::Str,
+        &[
+            "regsub",
+            "regsuball",
+            "std.tolower",
+            "std.toupper",
+            "std.querysort",
+            "std.strstr",
+            "cookie.get",
+            "cookie.get_re",
+            "cookie.get_string",
+            "cookie.format_date",
+            "cookie.format_rfc1123",
+        ],
+    ),
     (Ty::Int, &["std.integer", "std.port", "std.real2integer", "std.time2integer"]),
     (Ty::Real, &["std.random", "std.real", "std.round", "std.time2real"]),
     (Ty::Dur, &["std.duration"]),
     (Ty::Time, &["std.time", "std.real2time"]),
-    (Ty::Bool, &["std.healthy", "std.file_exists"]),
+    (Ty::Bool, &["std.healthy", "std.file_exists", "cookie.isset"]),
     (Ty::Ip, &["std.ip"]),
 ];
 

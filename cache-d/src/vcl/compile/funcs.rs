@@ -77,8 +77,12 @@ pub(super) fn only_in(name: &str, allowed: u32, pos: Pos, sc: &Scope<'_>) -> Res
     }
 }
 
+/// The modules `import` accepts (another is refused when the program
+/// loads, as varnishd refuses a vmod it cannot find).
+pub const VMODS: [&str; 8] = ["std", "directors", "blob", "cookie", "purge", "tls", "xkey", "dynamic"];
+
 /// The functions [`call`] knows (documented in cache-vcl(7)).
-pub const FUNCTIONS: [&str; 42] = [
+pub const FUNCTIONS: [&str; 56] = [
     "regsub",
     "regsuball",
     "hash_data",
@@ -121,6 +125,20 @@ pub const FUNCTIONS: [&str; 42] = [
     "xkey.softpurge",
     "purge.hard",
     "purge.soft",
+    "cookie.clean",
+    "cookie.delete",
+    "cookie.filter",
+    "cookie.filter_re",
+    "cookie.keep",
+    "cookie.keep_re",
+    "cookie.format_date",
+    "cookie.format_rfc1123",
+    "cookie.get",
+    "cookie.get_re",
+    "cookie.get_string",
+    "cookie.isset",
+    "cookie.parse",
+    "cookie.set",
 ];
 
 /// Every variable a program can name (headers as `req.http.`), for the

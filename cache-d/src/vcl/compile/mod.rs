@@ -19,6 +19,7 @@ use crate::vcl::builtin;
 use crate::vcl::model::{Action, NoEnv, Sub, Task};
 use crate::vcl::policy::Policy;
 
+mod cookie;
 mod decls;
 mod dynamic;
 mod funcs;
@@ -32,7 +33,7 @@ mod vmod;
 pub use decls::BackendSpec;
 use decls::*;
 use funcs::*;
-pub use funcs::{querysort, variables, FUNCTIONS};
+pub use funcs::{querysort, variables, FUNCTIONS, VMODS};
 use program::*;
 pub use program::{Compiled, Val};
 use vars::*;

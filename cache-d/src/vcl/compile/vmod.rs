@@ -191,6 +191,9 @@ fn file_reader(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<Ex
 
 /// The functions of this module; None for a name it does not know.
 pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Option<Result<ExprFn, VclError>> {
+    if name.starts_with("cookie.") {
+        return super::cookie::call(name, args, pos, sc);
+    }
     Some(match name {
         "blob.encode" => blob_encode(args, names, pos, sc),
         "std.fileread" | "std.blobread" => file_reader(name, args, pos, sc),
@@ -268,12 +271,15 @@ fn rollback(args: &[Expr], pos: Pos) -> Result<ExprFn, VclError> {
                 if let Some(h) = &r.http0 {
                     r.headers = h.clone();
                 }
+                // The task's vmod state goes too (Varnish's Req_Rollback).
+                r.cookies.clear();
             }
             Val::None
         })),
         [Expr::Name(n, _)] if n == "bereq" => Ok(Box::new(|t, _| {
             if let Some(b) = t.bereq.as_deref_mut() {
                 b.rollback();
+                b.cookies.clear();
             }
             Val::None
         })),
