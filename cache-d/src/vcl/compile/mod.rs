@@ -618,9 +618,17 @@ impl Policy for VclPolicy {
             return builtin::builtin_with(sub, t, &hook);
         }
         let body = &self.prog.subs[sub.name()];
-        match run(body, t, &self.prog) {
+        let action = match run(body, t, &self.prog) {
             Flow::Return(a) => a,
             Flow::Next | Flow::Leave => builtin::builtin_with(sub, t, &hook),
+        };
+        // A client subroutine's failure ends the request's task state
+        // (Varnish's Req_Rollback before vcl_synth): the cookie jar.
+        if matches!(action, Action::Fail) && !matches!(sub, Sub::Synth) && !sub.is_backend() {
+            if let Some(r) = t.req.as_deref_mut() {
+                r.cookies.clear();
+            }
         }
+        action
     }
 }
