@@ -4,116 +4,13 @@
 
 use std::time::Duration;
 
-/// How a parameter's value is written and read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// Seconds, fractional allowed.
-    Seconds,
-    /// A size with an optional b/k/M/G suffix.
-    Bytes,
-    /// A plain count.
-    Uint,
-    /// on/off (true/false, yes/no, enable/disable).
-    Bool,
-    /// Named bits (`feature`): `+name`, `-name`, `none`, `default`.
-    Bits,
-    /// Log tags left out (`vsl_mask`): `-Tag` masks, `+Tag` unmasks.
-    TagMask,
-    /// Free text (`vcl_path`).
-    Text,
-}
-
-/// One parameter's definition.
-#[derive(Debug)]
-pub struct ParamDef {
-    pub name: &'static str,
-    pub kind: Kind,
-    pub default: &'static str,
-    pub min: Option<&'static str>,
-    pub max: Option<&'static str>,
-    pub units: &'static str,
-    pub description: &'static str,
-    /// Takes effect only when the child (re)starts.
-    pub restart: bool,
-}
-
-macro_rules! defs {
-    ($( $name:literal $kind:ident $def:literal $min:expr, $max:expr, $units:literal $restart:literal $desc:literal; )*) => {
-        /// Every parameter, in `param.show` order.
-        pub static DEFS: &[ParamDef] = &[ $( ParamDef {
-            name: $name, kind: Kind::$kind, default: $def, min: $min, max: $max,
-            units: $units, description: $desc, restart: $restart,
-        }, )* ];
-    };
-}
-
-defs! {
-    "auto_restart" Bool "on" None, None, "bool" false "Automatically restart the child/worker process if it dies.";
-    "backend_idle_timeout" Seconds "60.000" Some("1.000"), None, "seconds" false "Timeout before we close unused backend connections.";
-    "backend_local_error_holddown" Seconds "10.000" Some("0.000"), None, "seconds" false "When connecting to backends, certain error codes (EADDRNOTAVAIL, EACCESS, EPERM) signal a local resource shortage or configuration issue for which retrying connection attempts may worsen the situation; new connections are not tried for this long.";
-    "backend_remote_error_holddown" Seconds "0.250" Some("0.000"), None, "seconds" false "When connecting to backends, certain error codes (ECONNREFUSED, ENETUNREACH) signal fundamental connection issues such as the backend not accepting connections or routing problems; new connections are not tried for this long.";
-    "ban_dups" Bool "on" None, None, "bool" false "Eliminate older identical bans when a new ban is added.";
-    "ban_lurker_age" Seconds "60.000" Some("0.000"), None, "seconds" false "The ban lurker will ignore bans until they are this old.";
-    "ban_lurker_sleep" Seconds "0.010" Some("0.000"), None, "seconds" false "How long the ban lurker sleeps between passes (0 disables it).";
-    "between_bytes_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "We only wait for this many seconds between bytes received from the backend before giving up the fetch.";
-    "brotli_quality" Uint "5" Some("0"), Some("11"), "" false "Brotli quality of the copies beresp.do_brotli makes: 0 is fastest, 11 smallest and far slower (cachekit's own).";
-    "cli_limit" Bytes "48k" Some("128b"), Some("99999999b"), "bytes" false "Maximum size of CLI response.  If the response exceeds this limit, the response code will be 201 instead of 200 and the last line will indicate the truncation.";
-    "cli_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Timeout for the child's replies to CLI requests from the manager.";
-    "connect_timeout" Seconds "3.500" Some("0.000"), None, "seconds" false "Default connection timeout for backend connections.";
-    "default_grace" Seconds "10.000" Some("0.000"), None, "seconds" false "Default grace period: how long an object is served after its TTL while a fresh one is fetched.";
-    "default_keep" Seconds "0.000" Some("0.000"), None, "seconds" false "Default keep period: how long an expired object is kept for conditional revalidation.";
-    "default_ttl" Seconds "120.000" Some("0.000"), None, "seconds" false "The TTL assigned to objects if neither the backend nor the policy assigns one.";
-    "feature" Bits "+validate_headers" None, None, "" false "Enable/Disable various minor features: +name or -name (comma-separated), none, default. Known: http2, short_panic, no_coredump, https_scheme, http_date_postel, esi_ignore_https, esi_disable_xml_check, esi_ignore_other_elements, esi_remove_bom, esi_include_onerror, wait_silo, validate_headers, busy_stats_rate (http2 — off by default, as in Varnish —, validate_headers and the esi_* ones take effect; the others are accepted for Varnish's command lines).";
-    "fetch_chunksize" Bytes "16k" Some("4k"), None, "bytes" false "The default chunksize used by fetcher (accepted for Varnish's command lines: cachekit stores a body in the pieces it reads).";
-    "first_byte_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Default timeout for receiving the first byte from the backend.";
-    "gzip_buffer" Bytes "32k" Some("2k"), None, "bytes" false "Size of malloc buffer used for gzip processing. These buffers are used for in-transit data, for instance gunzip'ed data being sent to a client. Making this space too small results in more overhead, writes to sockets etc, making it too big is probably just a waste of memory.";
-    "gzip_level" Uint "6" Some("0"), Some("9"), "" false "Gzip compression level: 0=debug, 1=fast, 9=best";
-    "gzip_memlevel" Uint "8" Some("1"), Some("9"), "" false "Gzip memory level 1=slow/least, 9=fast/most compression. Memory impact is 1=1k, 2=2k, ... 9=256k.";
-    "h2_header_table_size" Bytes "4k" Some("0b"), Some("4294967295b"), "bytes" false "HTTP2 header table size: the size of the HPACK dynamic table the client may use when encoding headers for us (bounded: a client cannot make us keep more).";
-    "h2_initial_window_size" Bytes "65535b" Some("65535b"), Some("2147483647b"), "bytes" false "HTTP2 initial flow control window size: how much of a request body a client may send on a stream before we read it.";
-    "h2_max_concurrent_streams" Uint "100" Some("0"), None, "streams" false "HTTP2 Maximum number of concurrent streams: the requests a client may have in progress at once on one HTTP2 connection. Streams the client resets still count until their request's work is done, so a client cannot start more work than this by resetting (CVE-2023-44487).";
-    "h2_max_frame_size" Bytes "16k" Some("16k"), Some("16777215b"), "bytes" false "HTTP2 maximum per frame payload size we are willing to accept.";
-    "h2_max_header_list_size" Bytes "2147483647b" Some("0b"), Some("4294967295b"), "bytes" false "HTTP2 maximum size of an uncompressed header list; a request's headers are also bounded by http_req_size (the smaller applies), so an HPACK-compressed header block cannot expand beyond it.";
-    "h2_rapid_reset" Seconds "1.000" Some("0.000"), None, "seconds" false "The upper threshold for how soon after its HEADERS a client's reset of a stream counts as suspect and is subjected to the rate limit of h2_rapid_reset_limit and h2_rapid_reset_period (as Varnish 7.5).";
-    "h2_rapid_reset_limit" Uint "100" Some("0"), None, "" false "HTTP2 RST allowance: the most suspect stream resets (see h2_rapid_reset) and refused streams a client may cause per h2_rapid_reset_period before its connection is closed with GOAWAY ENHANCE_YOUR_CALM (SessClose RAPID_RESET, MAIN.sc_rapid_reset). 0 disables the limit.";
-    "h2_rapid_reset_period" Seconds "60.000" Some("1.000"), None, "seconds" false "HTTP2 sliding window duration for h2_rapid_reset_limit.";
-    "h2_rx_window_increment" Bytes "1M" Some("1M"), Some("1G"), "bytes" false "HTTP2 Receive Window Increments: accepted for Varnish's command lines. cachekit returns credit as request body bytes are consumed, so a stream's window refills to h2_initial_window_size and the connection's to h2_rx_window_low_water.";
-    "h2_rx_window_low_water" Bytes "10M" Some("65535b"), Some("1G"), "bytes" false "HTTP2 Receive Window low water mark: the connection-wide window for request bodies we keep open (ie: POST, PUT etc.).";
-    "http_brotli_support" Bool "off" None, None, "bool" false "Enable Brotli copies (cachekit's own): Accept-Encoding keeps br for clients that take it (br, gzip), beresp.do_brotli stores a Brotli copy next to the object, and clients that sent br get it. Off by default so that VCL sees Accept-Encoding exactly as Varnish washes it.";
-    "http_gzip_support" Bool "on" None, None, "bool" false "Enable gzip support. When enabled Varnish request compressed objects from the backend and store them compressed. If a client does not support gzip encoding Varnish will uncompress compressed objects on demand. Varnish will also rewrite the Accept-Encoding header of clients indicating support for gzip to: Accept-Encoding: gzip. Clients that do not support gzip will have their Accept-Encoding header removed. When gzip support is disabled the variables beresp.do_gzip and beresp.do_gunzip have no effect in VCL.";
-    "http_max_hdr" Uint "64" Some("32"), Some("65535"), "header lines" false "Maximum number of HTTP header lines we allow in a request or response.";
-    "http_range_support" Bool "on" None, None, "bool" false "Enable support for HTTP Range headers.";
-    "http_req_hdr_len" Bytes "8k" Some("40b"), None, "bytes" false "Maximum length of any HTTP client request header we will allow.";
-    "http_req_size" Bytes "32k" Some("256b"), None, "bytes" false "Maximum number of bytes of HTTP client request we will deal with.";
-    "http_resp_hdr_len" Bytes "8k" Some("40b"), None, "bytes" false "Maximum length of any HTTP backend response header we will allow.";
-    "http_resp_size" Bytes "32k" Some("256b"), None, "bytes" false "Maximum number of bytes of HTTP backend response we will deal with.";
-    "idle_send_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Send timeout for individual pieces of data on client connections: a write that cannot proceed for this long closes the connection.";
-    "max_connections" Uint "10000" Some("1"), Some("16777216"), "connections" true "Most client connections served at once; more are closed at once and counted in MAIN.sess_dropped (cachekit's own).";
-    "max_esi_depth" Uint "5" Some("0"), None, "levels" false "Maximum depth of esi:include processing.";
-    "max_restarts" Uint "4" Some("0"), None, "restarts" false "Upper limit on how many times a request can restart.";
-    "max_retries" Uint "4" Some("0"), None, "retries" false "Upper limit on how many times a backend fetch can retry.";
-    "max_vcl" Uint "100" Some("0"), None, "" false "Threshold of loaded VCL programs.  (VCL labels are not counted.)  Parameter max_vcl_handling determines behaviour.";
-    "max_vcl_handling" Uint "1" Some("0"), Some("2"), "" false "Behaviour when attempting to exceed max_vcl loaded VCL: 0 - ignore max_vcl, 1 - issue a warning, 2 - refuse loading VCLs.";
-    "nuke_limit" Uint "50" Some("0"), None, "allocations" false "Maximum number of objects we attempt to nuke in order to make space for a object body (per allocation; then the allocation fails and MAIN.n_lru_limited counts it: a body streamed to its clients is delivered unkept, one read whole first (do_stream off, ESI) fails the fetch).";
-    "pipe_sess_max" Uint "0" Some("0"), None, "connections" false "Maximum number of sessions dedicated to pipe transactions (0: no limit).";
-    "pipe_timeout" Seconds "60.000" Some("0.000"), None, "seconds" false "Idle timeout for PIPE sessions. If nothing has been received in either direction for this many seconds, the session is closed (0: never).";
-    "prefer_ipv6" Bool "off" None, None, "bool" false "Prefer IPv6 address when connecting to backends which have both IPv4 and IPv6 addresses (accepted for Varnish's command lines: cachekit tries the addresses in the order the resolver gives them).";
-    "reqbody_min_rate" Bytes "500b" Some("1b"), None, "bytes/second" false "After timeout_reqbody, a request body must keep arriving at this rate on average: its deadline is timeout_reqbody plus one second per this many bytes received (cachekit's own, as Apache's mod_reqtimeout MinRate).";
-    "send_timeout" Seconds "600.000" Some("0.000"), None, "seconds" false "Total timeout for sending a response to the client.";
-    "shortlived" Seconds "10.000" Some("0.000"), None, "seconds" false "Objects created with (ttl+grace+keep) shorter than this are counted as short-lived.";
-    "stale_if_error" Bool "on" None, None, "bool" false "Deliver a stale object (still within grace or keep) instead of an error when its refresh fails: backend down, sick, timed out or answering 5xx (cachekit's own).";
-    "timeout_idle" Seconds "5.000" Some("0.000"), Some("3600.000"), "seconds" false "Idle timeout for client connections: how long to wait for the first byte of a request.";
-    "timeout_req" Seconds "2.000" Some("0.000"), Some("3600.000"), "seconds" false "Max time to receive a client's request head, from its first byte to the empty line that ends it (Varnish 4's timeout_req); slower heads are closed (SessClose RX_TIMEOUT).";
-    "timeout_reqbody" Seconds "20.000" Some("0.000"), Some("86400.000"), "seconds" false "Time a request body may take before reqbody_min_rate applies; a body slower than that is cut (SessClose RX_BODY) (cachekit's own).";
-    "transit_buffer" Bytes "1M" Some("64k"), None, "bytes" false "How far a fetch may read ahead of the slowest client for a body that is not kept: an uncacheable object, or one its store cannot hold (Varnish 7.3's parameter). The bytes every client has been sent are let go, so such a body costs this much memory however large it is and however slowly it is read. Varnish's default, 0b, buffers the whole body; cachekit's is bounded.";
-    "vcc_err_unref" Bool "on" None, None, "bool" false "Unreferenced VCL objects result in error.";
-    "vcc_unsafe_path" Bool "on" None, None, "bool" false "Allow '/' in vmod & include paths. Allow 'import ... from ...'.";
-    "vcl_cooldown" Seconds "600.000" Some("1.000"), None, "seconds" false "How long a VCL is kept warm after being replaced as the active VCL (an auto VCL unused that long shows cold in vcl.list; cachekit keeps its program loaded until vcl.discard).";
-    "vcl_path" Text "/etc/varnish:/usr/share/varnish/vcl" None, None, "" false "Directory (or colon separated list of directories) from which relative VCL filenames (vcl.load and include) are to be found.";
-    "vsl_mask" TagMask "-Debug,-ExpKill,-H2RxBody,-H2RxHdr,-H2TxBody,-H2TxHdr,-Hash,-ObjHeader,-ObjProtocol,-ObjReason,-ObjStatus,-VCL_trace,-VdpAcct,-VfpAcct,-WorkThread" None, None, "" false "Mask individual VSL messages from being logged: default, or +Tag / -Tag to unmask / mask; records with a masked tag are not written.";
-    "vsl_reclen" Bytes "255b" Some("16b"), Some("4084b"), "bytes" false "Maximum number of bytes in a log record.";
-    "vsl_space" Bytes "80M" Some("64k"), Some("4G"), "bytes" true "The amount of space to allocate for the log ring.";
-}
+mod bits;
+mod def;
+mod table;
+use bits::DEFAULT_FEATURES;
+pub use bits::FEATURES;
+pub use def::{Effect, Kind, ParamDef, ParamError, MAX_SECONDS};
+pub use table::DEFS;
 
 /// The definition of `name`.
 pub fn def(name: &str) -> Option<&'static ParamDef> {
@@ -123,40 +20,6 @@ pub fn def(name: &str) -> Option<&'static ParamDef> {
 /// Names accepted by `-p`.
 pub fn names() -> impl Iterator<Item = &'static str> {
     DEFS.iter().map(|d| d.name)
-}
-
-/// Why a parameter value was refused (the texts are what param.set
-/// answers).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ParamError {
-    #[error("Unknown parameter \"{0}\".")]
-    Unknown(String),
-    #[error("\"{0}\" is not a size (use e.g. 512k, 80M)")]
-    NotASize(String),
-    #[error("size \"{0}\" is out of range")]
-    SizeOutOfRange(String),
-    #[error("\"{0}\" is not a boolean (use on or off)")]
-    NotABoolean(String),
-    #[error("\"{0}\" is not a number of seconds")]
-    NotSeconds(String),
-    #[error("\"{0}\" is not a whole number")]
-    NotAWholeNumber(String),
-    #[error("\"{0}\" is not a finite number")]
-    NotFinite(String),
-    #[error("Must be no more than {MAX_SECONDS:.0} seconds")]
-    TooLong,
-    #[error("Must be at least {0}")]
-    BelowMinimum(&'static str),
-    #[error("Must be no more than {0}")]
-    AboveMaximum(&'static str),
-    #[error("Unknown feature bit ({0})")]
-    UnknownBit(String),
-    #[error("\"{0}\" is not of the form name=value")]
-    NotNameValue(String),
-    #[error("Missing '+' or '-' ({0})")]
-    MissingSign(String),
-    #[error("Unknown VSL tag ({0})")]
-    UnknownTag(String),
 }
 
 /// Parse a size with an optional b/k/M/G suffix (powers of 1024).
@@ -190,69 +53,45 @@ fn number(d: &ParamDef, v: &str) -> Result<f64, ParamError> {
     match d.kind {
         Kind::Seconds => v.trim().parse::<f64>().map_err(|_| ParamError::NotSeconds(v.to_string())),
         Kind::Bytes => parse_size(v).map(|n| n as f64),
-        Kind::Uint => v.trim().parse::<u64>().map(|n| n as f64).map_err(|_| ParamError::NotAWholeNumber(v.to_string())),
+        Kind::Uint => parse_uint(v),
+        Kind::Float => v.trim().parse::<f64>().map_err(|_| ParamError::NotFinite(v.to_string())),
         Kind::Bool => parse_bool(v).map(|b| b as u8 as f64),
-        Kind::Bits => parse_bits(v, DEFAULT_FEATURES, DEFAULT_FEATURES).map(|b| b as f64),
+        Kind::Bits => bits::of(d.name).parse(v, bits::of(d.name).parse(d.default, 0)?).map(|b| b as f64),
         Kind::TagMask => parse_mask(v, &TagMask::default()).map(|_| 0.0),
+        Kind::Pool => parse_pool(d, v).map(|_| 0.0),
         Kind::Text => Ok(0.0),
     }
 }
 
-/// Varnish 7.1's feature bits, in param.show order.
-pub const FEATURES: &[&str] = &[
-    "http2",
-    "short_panic",
-    "no_coredump",
-    "https_scheme",
-    "http_date_postel",
-    "esi_ignore_https",
-    "esi_disable_xml_check",
-    "esi_ignore_other_elements",
-    "esi_remove_bom",
-    "esi_include_onerror",
-    "wait_silo",
-    "validate_headers",
-    "busy_stats_rate",
-];
-
-fn feature(name: &str) -> u32 {
-    FEATURES.iter().position(|f| *f == name).map_or(0, |i| 1 << i)
+/// A count; `unlimited` is the largest, as Varnish's tweak_uint takes it.
+fn parse_uint(v: &str) -> Result<f64, ParamError> {
+    if v.trim().eq_ignore_ascii_case("unlimited") {
+        return Ok(u32::MAX as f64);
+    }
+    v.trim().parse::<u32>().map(|n| n as f64).map_err(|_| ParamError::NotAWholeNumber(v.to_string()))
 }
 
-const DEFAULT_FEATURES: u32 = 1 << 11;
-
-/// `+a,-b`, `none` or `default`, applied to `current`.
-fn parse_bits(v: &str, current: u32, default: u32) -> Result<u32, ParamError> {
-    let mut bits = current;
-    for tok in v.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-        match tok {
-            "none" => bits = 0,
-            "default" => bits = default,
-            _ => {
-                let (on, name) = match tok.as_bytes()[0] {
-                    b'-' => (false, &tok[1..]),
-                    b'+' => (true, &tok[1..]),
-                    _ => (true, tok),
-                };
-                let b = feature(name);
-                if b == 0 {
-                    return Err(ParamError::UnknownBit(tok.to_string()));
-                }
-                bits = if on { bits | b } else { bits & !b };
-            }
-        }
+/// `min_pool,max_pool,max_age` (`pool_req`...): two counts within the
+/// parameter's limits, the first no larger, and seconds up to 1000000.
+pub fn parse_pool(d: &ParamDef, v: &str) -> Result<(u32, u32, f64), ParamError> {
+    let f: Vec<&str> = v.split(',').map(str::trim).collect();
+    let [min, max, age] = f.as_slice() else {
+        return Err(ParamError::PoolFields);
+    };
+    let count = |s: &str| -> Result<u32, ParamError> {
+        let n = parse_uint(s)?;
+        check_limits(d, n)?;
+        Ok(n as u32)
+    };
+    let (min, max) = (count(min)?, count(max)?);
+    let age: f64 = age.parse().map_err(|_| ParamError::NotFinite(age.to_string()))?;
+    if !(0.0..=1_000_000.0).contains(&age) {
+        return Err(if age < 0.0 { ParamError::BelowMinimum("0") } else { ParamError::AboveMaximum("1000000") });
     }
-    Ok(bits)
-}
-
-/// As param.show shows bits: `+a,+b`, or `none`.
-fn show_bits(bits: u32) -> String {
-    let on: Vec<String> = FEATURES.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, f)| format!("+{f}")).collect();
-    if on.is_empty() {
-        "none".into()
-    } else {
-        on.join(",")
+    if min > max {
+        return Err(ParamError::PoolOrder);
     }
+    Ok((min, max, age))
 }
 
 /// A set of log tags, a bit per tag number (`vsl_mask`).
@@ -297,9 +136,6 @@ fn show_mask(m: &TagMask) -> String {
     }
 }
 
-/// The longest duration any parameter takes (about a century).
-pub const MAX_SECONDS: f64 = 3.0e9;
-
 /// Check `v` against the definition's type and limits; the number.
 pub fn validate(d: &ParamDef, v: &str) -> Result<f64, ParamError> {
     let n = number(d, v)?;
@@ -310,17 +146,25 @@ pub fn validate(d: &ParamDef, v: &str) -> Result<f64, ParamError> {
     if d.kind == Kind::Seconds && n > MAX_SECONDS {
         return Err(ParamError::TooLong);
     }
+    check_limits(d, n)?;
+    Ok(n)
+}
+
+/// `n` within the definition's minimum and maximum.
+fn check_limits(d: &ParamDef, n: f64) -> Result<(), ParamError> {
+    // A pool's limits bound each of its counts.
+    let limit = |s| if d.kind == Kind::Pool { parse_uint(s) } else { number(d, s) };
     if let Some(min) = d.min {
-        if n < number(d, min)? {
+        if n < limit(min)? {
             return Err(ParamError::BelowMinimum(min));
         }
     }
     if let Some(max) = d.max {
-        if n > number(d, max)? {
+        if n > limit(max)? {
             return Err(ParamError::AboveMaximum(max));
         }
     }
-    Ok(n)
+    Ok(())
 }
 
 /// The HTTP/2 parameters (Varnish's h2_*), as numbers.
@@ -476,21 +320,29 @@ impl Params {
     /// Set one parameter by name, validating type and limits.
     pub fn set(&mut self, name: &str, v: &str) -> Result<(), ParamError> {
         let (i, d) = DEFS.iter().enumerate().find(|(_, d)| d.name == name).ok_or_else(|| ParamError::Unknown(name.to_string()))?;
+        if d.effect == Effect::Unavailable {
+            return Err(ParamError::Unavailable(d.name));
+        }
         if d.kind == Kind::TagMask {
             self.vsl_mask = parse_mask(v, &self.vsl_mask)?;
             self.texts[i] = show_mask(&self.vsl_mask);
             return Ok(());
         }
         if d.kind == Kind::Text {
-            // vcl_path, the only one.
-            crate::vcl::paths::set_vcl_path(v);
+            if name == "vcl_path" {
+                crate::vcl::paths::set_vcl_path(v);
+            }
             self.texts[i] = v.to_string();
             return Ok(());
         }
         if d.kind == Kind::Bits {
             // Relative to the bits set now, as Varnish's +name and -name.
-            self.feature = parse_bits(v, self.feature, DEFAULT_FEATURES)?;
-            self.texts[i] = show_bits(self.feature);
+            let set = bits::of(name);
+            let b = set.parse(v, set.parse(&self.texts[i], 0)?)?;
+            if name == "feature" {
+                self.feature = b;
+            }
+            self.texts[i] = set.show(b);
             return Ok(());
         }
         let n = validate(d, v)?;
@@ -543,7 +395,6 @@ impl Params {
             "nuke_limit" => self.nuke_limit = n.min(u32::MAX as f64) as u32,
             "pipe_sess_max" => self.pipe_sess_max = n.min(u32::MAX as f64) as u32,
             "vcl_cooldown" => self.vcl_cooldown = secs(),
-            "fetch_chunksize" => {}
             "pipe_timeout" => self.pipe_timeout = secs(),
             "prefer_ipv6" => self.prefer_ipv6 = n != 0.0,
             "reqbody_min_rate" => self.reqbody_min_rate = n as u64,
@@ -558,6 +409,8 @@ impl Params {
             "vcc_unsafe_path" => crate::vcl::paths::set_unsafe_path(n != 0.0),
             "vsl_reclen" => self.vsl_reclen = n as usize,
             "vsl_space" => self.vsl_space = n as u64,
+            // Accepted and shown, without effect here.
+            _ if d.effect == Effect::Inert => {}
             _ => return Err(ParamError::Unknown(name.to_string())),
         }
         self.texts[i] = canonical(d, v, n);
@@ -566,7 +419,7 @@ impl Params {
 
     /// The ESI parser's feature bits.
     pub fn esi_features(&self) -> crate::esi::Features {
-        let on = |name| self.feature & feature(name) != 0;
+        let on = |name| self.has_feature(name);
         crate::esi::Features {
             disable_xml_check: on("esi_disable_xml_check"),
             ignore_https: on("esi_ignore_https"),
@@ -577,7 +430,7 @@ impl Params {
 
     /// Is the `feature` bit `name` set?
     pub fn has_feature(&self, name: &str) -> bool {
-        self.feature & feature(name) != 0
+        self.feature & bits::of("feature").bit(name) != 0
     }
 
     /// What the gzip and Brotli coders are set to.
@@ -607,7 +460,9 @@ fn canonical(d: &ParamDef, v: &str, n: f64) -> String {
     match d.kind {
         Kind::Seconds => format!("{n:.3}"),
         Kind::Bool => (if n != 0.0 { "on" } else { "off" }).to_string(),
-        Kind::Bits => show_bits(n as u32),
+        Kind::Bits => bits::of(d.name).show(n as u32),
+        Kind::Float => format!("{n}"),
+        Kind::Pool => parse_pool(d, v).map(|(min, max, age)| format!("{min},{max},{age}")).unwrap_or_default(),
         Kind::TagMask => parse_mask(v, &TagMask::default()).map(|m| show_mask(&m)).unwrap_or_default(),
         Kind::Bytes | Kind::Uint => v.trim().to_string(),
         Kind::Text => v.to_string(),
@@ -633,7 +488,7 @@ mod tests {
     #[test]
     fn defaults_are_valid_and_typed() {
         let p = Params::default();
-        for d in DEFS {
+        for d in DEFS.iter().filter(|d| d.effect != Effect::Unavailable) {
             assert!(validate(d, d.default).is_ok(), "{}", d.name);
             assert_eq!(p.get(d.name), Some(canonical(d, d.default, validate(d, d.default).unwrap()).as_str()));
         }
@@ -691,6 +546,35 @@ mod tests {
         assert!(p.set("send_timeout", "1e30").is_err());
         assert!(p.set("timeout_reqbody", "inf").is_err());
         assert!(p.set("pipe_timeout", "2999999999").is_ok());
+    }
+
+    #[test]
+    fn inert_parameters_as_varnish_takes_them() {
+        let mut p = Params::default();
+        p.set("thread_pools", "4").unwrap();
+        assert_eq!(p.get("thread_pools"), Some("4"));
+        assert_eq!(p.set("thread_pools", "33").unwrap_err().to_string(), "Must be no more than 32");
+        p.set("thread_pool_max", "unlimited").unwrap();
+        assert_eq!(p.get("thread_pool_max"), Some("unlimited"));
+        p.set("pool_req", "1, 2, 3.5").unwrap();
+        assert_eq!(p.get("pool_req"), Some("1,2,3.5"));
+        assert_eq!(p.set("pool_req", "1,2").unwrap_err(), ParamError::PoolFields);
+        assert_eq!(p.set("pool_req", "3,2,1").unwrap_err(), ParamError::PoolOrder);
+        p.set("debug", "+syncvsl,+vtc_mode").unwrap();
+        p.set("debug", "-syncvsl").unwrap();
+        assert_eq!(p.get("debug"), Some("+vtc_mode"));
+        assert_eq!(p.set("debug", "+bogus").unwrap_err().to_string(), "Unknown debug bit (+bogus)");
+        p.set("experimental", "+drop_pools").unwrap();
+        assert_eq!(p.get("feature"), Some("+validate_headers"), "other bit sets stay as they were");
+        p.set("acceptor_sleep_decay", "0.5").unwrap();
+        assert_eq!(p.get("acceptor_sleep_decay"), Some("0.5"));
+        assert!(p.set("acceptor_sleep_decay", "1.5").is_err());
+        p.set("cc_command", "exec cc -o %o %s").unwrap();
+        p.set("workspace_client", "128k").unwrap();
+        assert_eq!(p.set("workspace_client", "1k").unwrap_err().to_string(), "Must be at least 9k");
+        // As varnishd on Linux: known, but not available.
+        assert_eq!(p.set("accept_filter", "on").unwrap_err().to_string(), "parameter \"accept_filter\" is not available on this platform.");
+        assert_eq!(p.get("accept_filter"), Some("-"));
     }
 
     #[test]

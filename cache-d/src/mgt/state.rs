@@ -200,7 +200,9 @@ impl Mgr {
             let kind = if matches!(l.socket, crate::listen::Socket::Unix(_)) { "unix" } else { "tcp" };
             fds.push(format!("{}:{fd}:{kind}:{}", l.name, l.proto.name()));
         }
-        let params: String = self.params().all().map(|(d, v)| format!("{}={v}\n", d.name)).collect();
+        // Every parameter the child can set (not the ones not available here).
+        let settable = |d: &&crate::params::ParamDef| d.effect != crate::params::Effect::Unavailable;
+        let params: String = self.params().all().filter(|(d, _)| settable(d)).map(|(d, v)| format!("{}={v}\n", d.name)).collect();
         self.seg.new_generation(|name| name.starts_with("MGT."));
         let exe = std::env::current_exe().map_err(|e| ChildError::Io("cannot find our own binary", e))?;
         let mut cmd = Command::new(exe);

@@ -20,6 +20,7 @@ mod lifecycle;
 mod listeners;
 mod memory;
 mod mgt;
+mod params;
 mod proxy;
 mod storage;
 mod tls;

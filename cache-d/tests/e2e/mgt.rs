@@ -49,7 +49,7 @@ fn the_real_varnishadm_drives_cache_d() {
     assert!(out.contains("Value is: 120.000 [seconds] (default)"), "{out}");
     assert_eq!(adm(&t, &s, &["param.set", "default_ttl", "300"]).0, 0);
     let (_, out) = adm(&t, &s, &["param.show", "changed"]);
-    assert!(out.contains("default_ttl                    300.000 [seconds]"), "{out}");
+    assert!(out.contains("default_ttl                   300.000 [seconds]"), "{out}");
     let (rc, out) = adm(&t, &s, &["param.show", "-j", "timeout_idle"]);
     assert_eq!(rc, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();

@@ -7,7 +7,7 @@ use common::adm::status;
 
 use crate::mgt::commands::call::{too_few, too_many, Call, Reply};
 use crate::mgt::state::{ChildState, Mgr};
-use crate::params::{self, Kind};
+use crate::params::{self, Effect, Kind};
 
 pub fn set(c: &Call) -> Reply {
     match c.positional().as_slice() {
@@ -42,6 +42,9 @@ pub fn show(c: &Call) -> Reply {
 }
 
 fn param_set(mgr: &Mgr, name: &str, value: &str) -> Reply {
+    if params::def(name).is_some_and(|d| d.effect == Effect::Unavailable) {
+        return (status::CANT, format!("parameter \"{name}\" is not available on this platform."));
+    }
     if protected(mgr, name) {
         return (status::AUTH, format!("parameter \"{name}\" is protected."));
     }
@@ -49,7 +52,7 @@ fn param_set(mgr: &Mgr, name: &str, value: &str) -> Reply {
     if let Err(e) = p.set(name, value) {
         return (status::PARAM, format!("{e}\n(attempting to set param '{name}' to '{value}')"));
     }
-    let restart = params::def(name).is_some_and(|d| d.restart);
+    let restart = params::def(name).is_some_and(|d| d.effect == Effect::Restart);
     drop(p);
     if mgr.child_state() == ChildState::Running {
         let (code, body) = mgr.relay(&["param.set".into(), name.into(), value.into()]);
@@ -113,10 +116,19 @@ fn param_show(c: &Call) -> Reply {
         return c.json_items(selected.map(|(d, v)| param_json(d, v, protected(c.mgr, d.name))).collect());
     }
     let mut s = String::new();
+    // Names padded to the longest one and a space, as Varnish's margin.
+    let width = params::DEFS.iter().map(|d| d.name.len() + 1).max().unwrap_or(0);
     for (d, v) in selected {
+        if d.effect == Effect::Unavailable {
+            let _ = match w.long {
+                true => write!(s, "{}\n        Not available\n\n\n\n        NB: This parameter depends on a feature which is not available\n        on this platform.\n\n", d.name),
+                false => writeln!(s, "{:<width$}-", d.name),
+            };
+            continue;
+        }
         if w.long {
             let _ = writeln!(s, "{}", d.name);
-            let _ = writeln!(s, "        Value is: {v} [{}]{}", d.units, if changed(d.name) { "" } else { " (default)" });
+            let _ = writeln!(s, "        Value is: {v}{}{}", units(d), if changed(d.name) { "" } else { " (default)" });
             if changed(d.name) {
                 let _ = writeln!(s, "        Default is: {}", d.default);
             }
@@ -128,7 +140,7 @@ fn param_show(c: &Call) -> Reply {
             }
             let _ = writeln!(s);
             let _ = writeln!(s, "        {}", d.description);
-            if d.restart {
+            if d.effect == Effect::Restart {
                 let _ = writeln!(s, "\n        NB: This parameter takes effect when the child restarts.");
             }
             if protected(c.mgr, d.name) {
@@ -136,25 +148,54 @@ fn param_show(c: &Call) -> Reply {
             }
             let _ = writeln!(s);
         } else {
-            let _ = writeln!(s, "{:<30} {v} [{}]{}", d.name, d.units, if changed(d.name) { "" } else { " (default)" });
+            let _ = writeln!(s, "{:<width$}{v}{}{}", d.name, units(d), if changed(d.name) { "" } else { " (default)" });
         }
     }
     (status::OK, s)
 }
 
-/// One parameter as param.show -j shows it.
+/// ` [units]`, or nothing for a parameter without (as Varnish).
+fn units(d: &params::ParamDef) -> String {
+    if d.units.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", d.units)
+    }
+}
+
+/// One parameter as param.show -j shows it: Varnish leaves out units,
+/// minimum and maximum where there are none.
 fn param_json(d: &params::ParamDef, v: &str, protected: bool) -> serde_json::Value {
+    if d.effect == Effect::Unavailable {
+        return serde_json::json!({"name": d.name, "implemented": false});
+    }
     let value: serde_json::Value = match d.kind {
         Kind::Bool => serde_json::json!(v == "on"),
-        Kind::Seconds => v.parse::<f64>().map(serde_json::Value::from).unwrap_or_else(|_| v.into()),
+        Kind::Seconds | Kind::Float => v.parse::<f64>().map(serde_json::Value::from).unwrap_or_else(|_| v.into()),
         Kind::Bytes => params::parse_size(v).map(serde_json::Value::from).unwrap_or_else(|_| v.into()),
+        Kind::Uint if v.eq_ignore_ascii_case("unlimited") => u32::MAX.into(),
         Kind::Uint => v.parse::<u64>().map(serde_json::Value::from).unwrap_or_else(|_| v.into()),
+        Kind::Pool => match params::parse_pool(d, v) {
+            Ok((min, max, age)) => serde_json::json!({"min_pool": min, "max_pool": max, "max_age": age}),
+            Err(_) => v.into(),
+        },
         Kind::Bits | Kind::TagMask | Kind::Text => v.into(),
     };
-    let flags: Vec<&str> = [(d.restart, "must_restart"), (protected, "protected")].iter().filter(|f| f.0).map(|f| f.1).collect();
-    serde_json::json!({
-        "name": d.name, "implemented": true, "value": value, "units": d.units,
-        "default": d.default, "minimum": d.min, "maximum": d.max,
-        "description": d.description, "flags": flags,
-    })
+    let restart = d.effect == Effect::Restart;
+    let flags: Vec<&str> = [(restart, "must_restart"), (protected, "protected")].iter().filter(|f| f.0).map(|f| f.1).collect();
+    let mut o = serde_json::json!({"name": d.name, "implemented": true, "value": value});
+    let m = o.as_object_mut().expect("an object");
+    if !d.units.is_empty() {
+        m.insert("units".into(), d.units.into());
+    }
+    m.insert("default".into(), d.default.into());
+    if let Some(min) = d.min {
+        m.insert("minimum".into(), min.into());
+    }
+    if let Some(max) = d.max {
+        m.insert("maximum".into(), max.into());
+    }
+    m.insert("description".into(), d.description.into());
+    m.insert("flags".into(), flags.into());
+    o
 }

@@ -1,0 +1,152 @@
+//! Parameters next to varnishd 7.1's (issue 34): the same names, types,
+//! units, limits and defaults in `param.show -j`, the same `param.show`
+//! lines, and each of varnishd's defaults taken by `param.set`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::util::*;
+
+/// cachekit's own parameters (not in varnishd 7.1).
+const OURS: &[&str] = &[
+    "brotli_quality",
+    "h2_rapid_reset",
+    "h2_rapid_reset_limit",
+    "h2_rapid_reset_period",
+    "http_brotli_support",
+    "max_connections",
+    "reqbody_min_rate",
+    "stale_if_error",
+    "timeout_req",
+    "timeout_reqbody",
+    "transit_buffer",
+];
+
+/// Limits where cache-d differs on purpose: (parameter, field, why).
+const LIMITS_DIFFER: &[(&str, &str, &str)] = &[
+    ("h2_header_table_size", "maximum", "varnishd truncates a larger value to 32 bits; cache-d refuses it"),
+    ("h2_max_header_list_size", "maximum", "the same"),
+    ("timeout_idle", "maximum", "cache-d bounds an idle wait to an hour"),
+    ("vsl_reclen", "maximum", "varnishd's follows vsl_buffer; cache-d's log records hold at most 4084 bytes"),
+    ("vsl_space", "minimum", "cache-d's log ring works from 64k (tests use small rings)"),
+];
+
+/// `param.show -j`'s parameters by name, from cache-d (cache-adm) or
+/// varnishd (varnishadm).
+fn show_json(tool: &str, dir: &Path) -> BTreeMap<String, Value> {
+    let out = Command::new(tool).arg("-n").arg(dir).args(["param.show", "-j"]).output().unwrap();
+    assert!(out.status.success(), "{tool} param.show -j: {}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{tool} param.show -j: {e}"));
+    let items = v.as_array().expect("a JSON array").iter().skip(3);
+    items.map(|p| (p["name"].as_str().unwrap().to_string(), p.clone())).collect()
+}
+
+/// `param.show`'s lines by name.
+fn show_lines(tool: &str, dir: &Path) -> BTreeMap<String, String> {
+    let out = Command::new(tool).arg("-n").arg(dir).arg("param.show").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines().filter_map(|l| Some((l.split(' ').next()?.to_string(), l.to_string()))).collect()
+}
+
+/// A value's JSON type and its units: what "the same type" means here.
+fn kind(p: &Value) -> (String, String) {
+    let t = match &p["value"] {
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Object(_) => "object",
+        _ => "none",
+    };
+    (t.to_string(), p["units"].as_str().unwrap_or("").to_string())
+}
+
+/// What cache-d's description says when the parameter does nothing here.
+fn inert(p: &Value) -> bool {
+    let d = p["description"].as_str().unwrap_or("");
+    d.contains("No effect in cache-d") || d.contains("accepted for Varnish's command lines")
+}
+
+#[test]
+fn params_as_varnishd() {
+    if !have("varnishd") || !have("varnishadm") {
+        eprintln!("params_as_varnishd: skipped, varnishd or varnishadm is not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let v = Varnishd::start(&tmp.path().join("v"), "127.0.0.1:9");
+    let d = Daemon::start(&tmp.path().join("c"), "127.0.0.1:9", &[]);
+    let theirs = show_json("varnishadm", &v.dir);
+    let ours = show_json(bin("cache-adm").to_str().unwrap(), &d.dir);
+    assert!(theirs.len() >= 100, "varnishd lists {} parameters", theirs.len());
+
+    let mut differ = Vec::new();
+    for (name, t) in &theirs {
+        let Some(o) = ours.get(name) else {
+            differ.push(format!("{name}: missing"));
+            continue;
+        };
+        if t["implemented"] != o["implemented"] {
+            differ.push(format!("{name}: implemented {} here, {} in varnishd", o["implemented"], t["implemented"]));
+        }
+        if t["implemented"] == false {
+            continue;
+        }
+        if kind(t) != kind(o) {
+            differ.push(format!("{name}: type {:?} here, {:?} in varnishd", kind(o), kind(t)));
+        }
+        for field in ["minimum", "maximum"] {
+            let known = LIMITS_DIFFER.iter().any(|(n, f, _)| n == name && *f == field);
+            if t[field] != o[field] && !known {
+                differ.push(format!("{name}: {field} {} here, {} in varnishd", o[field], t[field]));
+            }
+        }
+        // Defaults where cache-d gives the parameter a meaning (the inert
+        // ones keep varnishd's too, but cc_command and such are the build's).
+        if !inert(o) && t["default"] != o["default"] {
+            differ.push(format!("{name}: default {} here, {} in varnishd", o["default"], t["default"]));
+        }
+    }
+    let extra: Vec<_> = ours.keys().filter(|n| !theirs.contains_key(*n)).map(String::as_str).collect();
+    assert_eq!(extra, OURS, "cache-d's parameters beyond varnishd's are cachekit's own");
+    assert!(differ.is_empty(), "param.show -j differs from varnishd's:\n{}", differ.join("\n"));
+}
+
+#[test]
+fn param_show_lines_and_set_as_varnishd() {
+    if !have("varnishd") || !have("varnishadm") {
+        eprintln!("param_show_lines_and_set_as_varnishd: skipped, varnishd or varnishadm is not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let v = Varnishd::start(&tmp.path().join("v"), "127.0.0.1:9");
+    let d = Daemon::start(&tmp.path().join("c"), "127.0.0.1:9", &[]);
+    let adm = bin("cache-adm");
+    let theirs = show_json("varnishadm", &v.dir);
+    let (their_lines, our_lines) = (show_lines("varnishadm", &v.dir), show_lines(adm.to_str().unwrap(), &d.dir));
+    let mut differ = Vec::new();
+    for (name, t) in &theirs {
+        // Paths and compiler commands are the build's.
+        let build = t["flags"].as_array().is_some_and(|f| f.iter().any(|f| f == "build_options"));
+        if !build && their_lines.get(name) != our_lines.get(name) {
+            differ.push(format!("varnishd: {:?}\ncache-d:  {:?}", their_lines.get(name), our_lines.get(name)));
+        }
+        // Each of varnishd's defaults is a value cache-d takes (the
+        // strings with spaces aside: cache-adm would split them).
+        let Some(def) = t["default"].as_str().filter(|s| !s.contains(' ')) else { continue };
+        let o = Command::new(&adm).arg("-n").arg(&d.dir).args(["param.set", name, def]).output().unwrap();
+        if !o.status.success() {
+            differ.push(format!("param.set {name} {def}: {}{}", stdout(&o), stderr(&o)));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+    // accept_filter is known but not available on Linux, in both.
+    for (tool, dir) in [("varnishadm", &v.dir), (adm.to_str().unwrap(), &d.dir)] {
+        let o = Command::new(tool).arg("-n").arg(dir).args(["param.set", "accept_filter", "on"]).output().unwrap();
+        let said = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(said.contains("parameter \"accept_filter\" is not available on this platform."), "{tool}: {said}");
+    }
+}
