@@ -19,6 +19,8 @@ python3 scripts/soak.py --quick --bin target/debug -q ||
 # the scenario right) and against cache-d.
 if command -v varnishtest >/dev/null; then
     bash scripts/conformance.sh both
+    # PCRE2 semantics: real policies' regexes on varnishd and cache-d (issue 34).
+    python3 scripts/regex-corpus.py
     # The corpus of Varnish's own tests names only scenarios that exist.
     bash scripts/corpus-table.sh --check >/dev/null
 else

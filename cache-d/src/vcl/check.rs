@@ -10,6 +10,10 @@ use super::diag::VclError;
 use crate::vcl::builtin::{split_method, SPLIT_SUBS};
 use crate::vcl::model::Sub;
 
+/// The modules `import` accepts (another is refused when the program
+/// loads, as varnishd refuses a vmod it cannot find).
+pub const VMODS: [&str; 8] = ["std", "directors", "blob", "cookie", "purge", "tls", "xkey", "dynamic"];
+
 /// The built-in subroutines and the actions each may return (VCL 4.1).
 pub const BUILTIN_SUBS: &[(&str, &[&str])] = &[
     ("vcl_recv", &["fail", "synth", "pass", "pipe", "hash", "purge", "vcl", "restart"]),
@@ -132,7 +136,7 @@ pub fn check(p: &Program) -> Result<Contexts, VclError> {
     // refuses one it cannot find.
     for item in &p.items {
         if let Item::Import { module, pos } = item {
-            if !crate::vcl::compile::VMODS.contains(&module.as_str()) {
+            if !VMODS.contains(&module.as_str()) {
                 return Err(VclError { msg: format!("Could not find VMOD {module}"), pos: *pos });
             }
         }

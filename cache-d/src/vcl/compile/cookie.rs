@@ -7,8 +7,8 @@
 //! [`Req`]: crate::vcl::model::Req
 //! [`Bereq`]: crate::vcl::model::Bereq
 
-use super::funcs::regex_arg;
 use super::program::*;
+use super::re::regex_arg;
 use super::vmod::one_arg;
 use crate::vcl::ast::*;
 use crate::vcl::diag::{err, VclError};

@@ -2,6 +2,7 @@
 
 use super::decls::ObjKind;
 use super::program::*;
+use super::re::regex_arg;
 use super::vmod::one_arg;
 use crate::vcl::ast::*;
 use crate::vcl::compile::vars::*;
@@ -23,53 +24,6 @@ pub fn querysort(url: &str) -> String {
     format!("{path}?{}", params.join("&"))
 }
 
-/// VCL's replacement syntax (`\1` back-references) in regex's (`${1}`).
-pub(super) fn vcl_replacement(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '$' => out.push_str("$$"),
-            '\\' => match chars.peek().copied() {
-                Some(d) if d.is_ascii_digit() => {
-                    out.push_str(&format!("${{{d}}}"));
-                    chars.next();
-                }
-                // As Varnish: a backslash before anything else stands for
-                // that character (`\\` is one backslash, `\&` is `&`).
-                Some(o) => {
-                    chars.next();
-                    if o == '$' {
-                        out.push_str("$$");
-                    } else {
-                        out.push(o);
-                    }
-                }
-                None => out.push('\\'),
-            },
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-pub(super) fn regex_arg(e: &Expr) -> Result<super::re::Re, VclError> {
-    match literal(e) {
-        Some(s) => super::re::Re::new(&s).map_err(|err| VclError { msg: format!("Regexp compilation error: {err}"), pos: e.pos() }),
-        None => Err(VclError { msg: "Expected a regular expression literal (a string)".into(), pos: e.pos() }),
-    }
-}
-
-/// A string literal, or string literals joined with `+` (Varnish 7.1
-/// accepts `"^/static/" + "[a-z]+$"` where a regex is expected).
-fn literal(e: &Expr) -> Option<String> {
-    match e {
-        Expr::Str(s, _) => Some(s.clone()),
-        Expr::Binary { op: "+", left, right, .. } => Some(literal(left)? + &literal(right)?),
-        _ => None,
-    }
-}
-
 pub(super) fn only_in(name: &str, allowed: u32, pos: Pos, sc: &Scope<'_>) -> Result<(), VclError> {
     match sc.ctx.iter().find(|s| allowed & (1 << **s as u32) == 0) {
         Some(s) => err(format!("{name}() cannot be used in {} (it can be in: {})", s.name(), subs_in(allowed)), pos),
@@ -77,9 +31,7 @@ pub(super) fn only_in(name: &str, allowed: u32, pos: Pos, sc: &Scope<'_>) -> Res
     }
 }
 
-/// The modules `import` accepts (another is refused when the program
-/// loads, as varnishd refuses a vmod it cannot find).
-pub const VMODS: [&str; 8] = ["std", "directors", "blob", "cookie", "purge", "tls", "xkey", "dynamic"];
+pub use crate::vcl::check::VMODS;
 
 /// The functions [`call`] knows (documented in cache-vcl(7)).
 pub const FUNCTIONS: [&str; 56] = [
@@ -176,6 +128,9 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             None => {}
         }
     }
+    if let Some(f) = super::cookie::call(name, args, pos, sc) {
+        return f;
+    }
     if let Some(f) = super::vmod::call(name, args, names, pos, sc) {
         return f;
     }
@@ -189,8 +144,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             let (src, sub) = (sc.expr(&args[0])?, sc.expr(&args[2])?);
             Box::new(move |t, c| {
                 let s = src(t, c).text();
-                let rep = vcl_replacement(&sub(t, c).text());
-                Val::Str(re.replace(&s, &rep, all).into_owned())
+                Val::Str(re.replace(&s, &sub(t, c).text(), all).into_owned())
             })
         }
         "hash_data" => hash_data(args, pos, sc)?,

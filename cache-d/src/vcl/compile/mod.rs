@@ -36,6 +36,7 @@ use funcs::*;
 pub use funcs::{querysort, variables, FUNCTIONS, VMODS};
 use program::*;
 pub use program::{Compiled, Val};
+use re::regex_arg;
 use vars::*;
 
 /// Compile a parsed program; checks first.

@@ -191,9 +191,6 @@ fn file_reader(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<Ex
 
 /// The functions of this module; None for a name it does not know.
 pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Option<Result<ExprFn, VclError>> {
-    if name.starts_with("cookie.") {
-        return super::cookie::call(name, args, pos, sc);
-    }
     Some(match name {
         "blob.encode" => blob_encode(args, names, pos, sc),
         "std.fileread" | "std.blobread" => file_reader(name, args, pos, sc),
