@@ -139,12 +139,14 @@ fn param_show(c: &Call) -> Reply {
                 let _ = writeln!(s, "        Maximum is: {m}");
             }
             let _ = writeln!(s);
-            let _ = writeln!(s, "        {}", d.description);
+            wrap(&mut s, d.description);
             if d.effect == Effect::Restart {
-                let _ = writeln!(s, "\n        NB: This parameter takes effect when the child restarts.");
+                s.push('\n');
+                wrap(&mut s, "NB: This parameter takes effect when the child restarts.");
             }
             if protected(c.mgr, d.name) {
-                let _ = writeln!(s, "\n        NB: This parameter is protected and can not be changed.");
+                s.push('\n');
+                wrap(&mut s, "NB: This parameter is protected and can not be changed.");
             }
             let _ = writeln!(s);
         } else {
@@ -152,6 +154,26 @@ fn param_show(c: &Call) -> Reply {
         }
     }
     (status::OK, s)
+}
+
+/// `text` indented 8 and wrapped before column 72, as Varnish's
+/// mcf_wrap_line (runs of spaces kept), ending in a newline.
+fn wrap(s: &mut String, text: &str) {
+    const INDENT: &str = "        ";
+    let mut words = text.split(' ');
+    let mut line = format!("{INDENT}{}", words.next().unwrap_or(""));
+    for w in words {
+        if line.len() + 1 + w.len() < 72 {
+            line.push(' ');
+            line.push_str(w);
+        } else {
+            s.push_str(&line);
+            s.push('\n');
+            line = format!("{INDENT}{w}");
+        }
+    }
+    s.push_str(&line);
+    s.push('\n');
 }
 
 /// ` [units]`, or nothing for a parameter without (as Varnish).
