@@ -6,10 +6,12 @@ use std::time::Duration;
 
 mod bits;
 mod def;
+mod flags;
 mod table;
 use bits::DEFAULT_FEATURES;
 pub use bits::FEATURES;
 pub use def::{Effect, Kind, ParamDef, ParamError, MAX_SECONDS};
+pub use flags::flags;
 pub use table::DEFS;
 
 /// The definition of `name`.

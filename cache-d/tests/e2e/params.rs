@@ -1,5 +1,5 @@
 //! Parameters next to varnishd 7.1's (issue 34): the same names, types,
-//! units, limits and defaults in `param.show -j`, the same `param.show`
+//! units, limits, flags and defaults in `param.show -j`, the same `param.show`
 //! lines, and each of varnishd's defaults taken by `param.set`.
 
 use std::collections::BTreeMap;
@@ -103,6 +103,14 @@ fn params_as_varnishd() {
             if t[field] != o[field] && !known {
                 differ.push(format!("{name}: {field} {} here, {} in varnishd", o[field], t[field]));
             }
+        }
+        // Varnish's flags, but must_restart where a parameter does nothing here.
+        let flags = |p: &Value| -> Vec<String> {
+            let all = p["flags"].as_array().cloned().unwrap_or_default();
+            all.iter().filter_map(|f| f.as_str()).filter(|f| *f != "must_restart" || !inert(o)).map(String::from).collect()
+        };
+        if flags(t) != flags(o) {
+            differ.push(format!("{name}: flags {:?} here, {:?} in varnishd", flags(o), flags(t)));
         }
         // Defaults where cache-d gives the parameter a meaning (the inert
         // ones keep varnishd's too, but cc_command and such are the build's).

@@ -54,14 +54,16 @@ fn param_set(mgr: &Mgr, name: &str, value: &str) -> Reply {
     }
     let restart = params::def(name).is_some_and(|d| d.effect == Effect::Restart);
     drop(p);
-    if mgr.child_state() == ChildState::Running {
-        let (code, body) = mgr.relay(&["param.set".into(), name.into(), value.into()]);
-        if code != status::OK {
-            return (code, body);
-        }
+    if mgr.child_state() != ChildState::Running {
+        return (status::OK, String::new());
     }
+    let (code, body) = mgr.relay(&["param.set".into(), name.into(), value.into()]);
+    if code != status::OK {
+        return (code, body);
+    }
+    // As Varnish, said only while a child runs.
     if restart {
-        return (status::OK, format!("Parameter {name} takes effect when the child restarts."));
+        return (status::OK, "\nChange will take effect when child is restarted".into());
     }
     (status::OK, String::new())
 }
@@ -140,13 +142,11 @@ fn param_show(c: &Call) -> Reply {
             }
             let _ = writeln!(s);
             wrap(&mut s, d.description);
-            if d.effect == Effect::Restart {
+            // Varnish's NB lines, but for parameters without effect here.
+            let shown = |f: &str| d.effect != Effect::Inert || f == "protected";
+            for (_, note) in params::flags(d, protected(c.mgr, d.name)).into_iter().filter(|(f, _)| shown(f)) {
                 s.push('\n');
-                wrap(&mut s, "NB: This parameter takes effect when the child restarts.");
-            }
-            if protected(c.mgr, d.name) {
-                s.push('\n');
-                wrap(&mut s, "NB: This parameter is protected and can not be changed.");
+                wrap(&mut s, note);
             }
             let _ = writeln!(s);
         } else {
@@ -203,8 +203,7 @@ fn param_json(d: &params::ParamDef, v: &str, protected: bool) -> serde_json::Val
         },
         Kind::Bits | Kind::TagMask | Kind::Text => v.into(),
     };
-    let restart = d.effect == Effect::Restart;
-    let flags: Vec<&str> = [(restart, "must_restart"), (protected, "protected")].iter().filter(|f| f.0).map(|f| f.1).collect();
+    let flags: Vec<&str> = params::flags(d, protected).into_iter().map(|(f, _)| f).collect();
     let mut o = serde_json::json!({"name": d.name, "implemented": true, "value": value});
     let m = o.as_object_mut().expect("an object");
     if !d.units.is_empty() {
