@@ -138,6 +138,27 @@ const FUNCS: &[(Ty, &[&str])] = &[
     (Ty::Ip, &["std.ip"]),
 ];
 
+/// Functions that return nothing (VCC: "Function returns VOID" where one
+/// stands as a value).
+const VOIDS: &[&str] = &[
+    "hash_data",
+    "synthetic",
+    "ban",
+    "std.log",
+    "std.syslog",
+    "std.collect",
+    "std.rollback",
+    "std.late_100_continue",
+    "cookie.clean",
+    "cookie.delete",
+    "cookie.filter",
+    "cookie.filter_re",
+    "cookie.keep",
+    "cookie.keep_re",
+    "cookie.parse",
+    "cookie.set",
+];
+
 /// Can a value of this type stand where a BOOL is wanted (VCC's
 /// vcc_expr_tobool: not a REAL, TIME, IP or BYTES)?
 fn boolish(t: Ty) -> bool {
@@ -176,6 +197,7 @@ impl Names<'_> {
             Expr::Name(n, _) => self.var(n),
             // .upper() / .lower() (see the parser)
             Expr::Call { name, .. } if name.starts_with('.') => Ty::Str,
+            Expr::Call { name, pos, .. } if VOIDS.contains(&name.as_str()) => return err("Function returns VOID:", *pos),
             Expr::Call { name, .. } => FUNCS.iter().find(|(_, n)| n.contains(&name.as_str())).map_or(Ty::Unknown, |(t, _)| *t),
             Expr::Not(x, pos) => {
                 let t = self.expr(x, Ty::Bool)?;
@@ -289,6 +311,8 @@ impl Names<'_> {
                     self.stmts(otherwise.as_deref().unwrap_or(&[]))?;
                 }
                 Stmt::Block(b) => self.stmts(b)?,
+                // A call as a statement: its value, if any, is dropped.
+                Stmt::Expr(Expr::Call { .. }) => {}
                 Stmt::Expr(e) => {
                     self.expr(e, Ty::Unknown)?;
                 }
