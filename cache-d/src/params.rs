@@ -466,9 +466,29 @@ fn canonical(d: &ParamDef, v: &str, n: f64) -> String {
         Kind::Float => format!("{n}"),
         Kind::Pool => parse_pool(d, v).map(|(min, max, age)| format!("{min},{max},{age}")).unwrap_or_default(),
         Kind::TagMask => parse_mask(v, &TagMask::default()).map(|m| show_mask(&m)).unwrap_or_default(),
-        Kind::Bytes | Kind::Uint => v.trim().to_string(),
+        Kind::Bytes => show_bytes(n as u64),
+        Kind::Uint => v.trim().to_string(),
         Kind::Text => v.to_string(),
     }
+}
+
+/// A size as Varnish's fmt_bytes shows it: the largest unit that keeps
+/// it whole (`64k`, `80M`), two decimals where a quarter unit is left
+/// (`0.25G`), bytes when the low byte is not zero (`255b`).
+fn show_bytes(mut t: u64) -> String {
+    if t == 0 || t & 0xff != 0 {
+        return format!("{t}b");
+    }
+    for unit in ['k', 'M', 'G', 'T', 'P', 'E'] {
+        if t & 0x300 != 0 {
+            return format!("{:.2}{unit}", t as f64 / 1024.0);
+        }
+        t /= 1024;
+        if t & 0xff != 0 {
+            return format!("{t}{unit}");
+        }
+    }
+    format!("{t}E")
 }
 
 /// clap value parser for `-p name=value`: checks the name and the value.
@@ -548,6 +568,20 @@ mod tests {
         assert!(p.set("send_timeout", "1e30").is_err());
         assert!(p.set("timeout_reqbody", "inf").is_err());
         assert!(p.set("pipe_timeout", "2999999999").is_ok());
+    }
+
+    #[test]
+    fn sizes_show_as_varnish_shows_them() {
+        for (n, shown) in [(0, "0b"), (255, "255b"), (256, "0.25k"), (768, "0.75k"), (1024, "1k"), (65536, "64k"), (65535, "65535b")] {
+            assert_eq!(show_bytes(n), shown, "{n}");
+        }
+        assert_eq!(show_bytes(268435456), "0.25G");
+        assert_eq!(show_bytes(80 << 20), "80M");
+        let mut p = Params::default();
+        p.set("http_req_size", "65536").unwrap();
+        assert_eq!(p.get("http_req_size"), Some("64k"));
+        p.set("workspace_client", "131072b").unwrap();
+        assert_eq!(p.get("workspace_client"), Some("128k"));
     }
 
     #[test]

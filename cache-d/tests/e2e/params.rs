@@ -150,6 +150,31 @@ fn param_show_lines_and_set_as_varnishd() {
             differ.push(format!("param.set {name} {def}: {}{}", stdout(&o), stderr(&o)));
         }
     }
+    // Values off their defaults show the same in both.
+    let set = [
+        ("http_req_size", "65536"),
+        ("workspace_client", "131072"),
+        ("fetch_maxchunksize", "1048576"),
+        ("acceptor_sleep_decay", "0.5"),
+        ("thread_pool_max", "unlimited"),
+        ("pool_req", "1,2,3"),
+        ("debug", "+syncvsl,+lck"),
+        ("timeout_idle", "1.5"),
+        ("default_ttl", "42"),
+        ("vsl_mask", "+Hash,-Timestamp"),
+    ];
+    for (tool, dir) in [("varnishadm", &v.dir), (adm.to_str().unwrap(), &d.dir)] {
+        for (name, value) in set {
+            let o = Command::new(tool).arg("-n").arg(dir).args(["param.set", name, value]).output().unwrap();
+            assert!(o.status.success(), "{tool} param.set {name} {value}: {}", stdout(&o));
+        }
+    }
+    let (their_lines, our_lines) = (show_lines("varnishadm", &v.dir), show_lines(adm.to_str().unwrap(), &d.dir));
+    for (name, _) in set {
+        if their_lines.get(name) != our_lines.get(name) {
+            differ.push(format!("after param.set, varnishd: {:?}\ncache-d:  {:?}", their_lines.get(name), our_lines.get(name)));
+        }
+    }
     assert!(differ.is_empty(), "{}", differ.join("\n"));
     // accept_filter is known but not available on Linux, in both.
     for (tool, dir) in [("varnishadm", &v.dir), (adm.to_str().unwrap(), &d.dir)] {
