@@ -83,9 +83,47 @@ pub(crate) fn names(list: &str) -> Vec<&str> {
     list.split(',').map(|n| n.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r'])).filter(|n| !n.is_empty()).collect()
 }
 
+/// Each function's parameters, by the names vmod_cookie gives them.
+fn params(f: &str) -> &'static [&'static str] {
+    match f {
+        "parse" => &["cookieheader"],
+        "set" => &["cookiename", "value"],
+        "delete" | "get" | "isset" => &["cookiename"],
+        "keep" | "filter" => &["filterstring"],
+        "keep_re" | "filter_re" | "get_re" => &["expression"],
+        "format_date" | "format_rfc1123" => &["now", "timedelta"],
+        _ => &[],
+    }
+}
+
+/// The arguments in the parameters' order (`cookie.set(value = "1",
+/// cookiename = "a")`, as VCC takes named arguments).
+fn in_order(f: &str, args: &[Expr], names: &[Option<String>]) -> Result<Vec<Expr>, VclError> {
+    let ps = params(f);
+    let mut out: Vec<Option<Expr>> = vec![None; ps.len().max(args.len())];
+    for (i, (a, n)) in args.iter().zip(names.iter().chain(std::iter::repeat(&None))).enumerate() {
+        let at = match n {
+            Some(n) => match ps.iter().position(|p| p == n) {
+                Some(at) => at,
+                None => return err(format!("Unknown argument '{n}'"), a.pos()),
+            },
+            None => i,
+        };
+        if out[at].replace(a.clone()).is_some() {
+            return err(format!("Argument '{}' already used", ps.get(at).unwrap_or(&"")), a.pos());
+        }
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
 /// A function of vmod_cookie; None for a name that is not one.
-pub(super) fn call(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Option<Result<ExprFn, VclError>> {
+pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Option<Result<ExprFn, VclError>> {
     let f = name.strip_prefix("cookie.")?;
+    let args = match in_order(f, args, names) {
+        Ok(a) => a,
+        Err(e) => return Some(Err(e)),
+    };
+    let args = args.as_slice();
     Some(match f {
         "clean" | "get_string" => one_arg(args, name, 0, pos, sc).map(|_| -> ExprFn {
             if f == "clean" {

@@ -128,7 +128,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             None => {}
         }
     }
-    if let Some(f) = super::cookie::call(name, args, pos, sc) {
+    if let Some(f) = super::cookie::call(name, args, names, pos, sc) {
         return f;
     }
     if let Some(f) = super::vmod::call(name, args, names, pos, sc) {
