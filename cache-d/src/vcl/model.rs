@@ -582,6 +582,9 @@ pub struct Task<'a> {
     /// Set by a runtime error (logged as VCL_Error): the subroutine stops
     /// and returns fail.
     pub failed: Option<String>,
+    /// vmod_cookie's jar where there is neither a request nor a fetch
+    /// (vcl_init, vcl_fini: the task is the subroutine's call).
+    pub cookies: Vec<(String, String)>,
 }
 
 impl<'a> Task<'a> {
@@ -600,6 +603,7 @@ impl<'a> Task<'a> {
             tls: None,
             env,
             failed: None,
+            cookies: Vec::new(),
         }
     }
     /// Log a record to the transaction (VCL_Log, VCL_Error).

@@ -15,11 +15,12 @@ use crate::vcl::diag::{err, VclError};
 use crate::vcl::model::Task;
 
 /// A task's jar: the client request's where there is one (vcl_pipe too),
-/// else the fetch's; None in vcl_init and vcl_fini.
+/// else the fetch's, else (vcl_init, vcl_fini) the call's own.
 fn jar<'a>(t: &'a mut Task<'_>) -> Option<&'a mut Vec<(String, String)>> {
-    match t.req.as_deref_mut() {
-        Some(r) => Some(&mut r.cookies),
-        None => t.bereq.as_deref_mut().map(|b| &mut b.cookies),
+    match (t.req.as_deref_mut(), t.bereq.as_deref_mut()) {
+        (Some(r), _) => Some(&mut r.cookies),
+        (None, Some(b)) => Some(&mut b.cookies),
+        (None, None) => Some(&mut t.cookies),
     }
 }
 
