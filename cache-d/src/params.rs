@@ -53,10 +53,12 @@ fn parse_bool(v: &str) -> Result<bool, ParamError> {
 /// A value as a number in the parameter's own unit.
 fn number(d: &ParamDef, v: &str) -> Result<f64, ParamError> {
     match d.kind {
-        Kind::Seconds => v.trim().parse::<f64>().map_err(|_| ParamError::NotSeconds(v.to_string())),
-        Kind::Bytes => parse_size(v).map(|n| n as f64),
+        Kind::Seconds | Kind::Float => v.trim().parse::<f64>().map_err(|_| ParamError::NotFinite(v.to_string())),
+        Kind::Bytes => match parse_size(v) {
+            Err(ParamError::NotASize(v)) => Err(ParamError::NotBytes(v)),
+            n => n.map(|n| n as f64),
+        },
         Kind::Uint => parse_uint(v),
-        Kind::Float => v.trim().parse::<f64>().map_err(|_| ParamError::NotFinite(v.to_string())),
         Kind::Bool => parse_bool(v).map(|b| b as u8 as f64),
         Kind::Bits => bits::of(d.name).parse(v, bits::of(d.name).parse(d.default, 0)?).map(|b| b as f64),
         Kind::TagMask => parse_mask(v, &TagMask::default()).map(|_| 0.0),
@@ -70,7 +72,14 @@ fn parse_uint(v: &str) -> Result<f64, ParamError> {
     if v.trim().eq_ignore_ascii_case("unlimited") {
         return Ok(u32::MAX as f64);
     }
-    v.trim().parse::<u32>().map(|n| n as f64).map_err(|_| ParamError::NotAWholeNumber(v.to_string()))
+    // As C's strtoul with base 0: 0x hexadecimal, a leading 0 octal.
+    let t = v.trim();
+    let n = match (t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")), t.strip_prefix('0')) {
+        (Some(hex), _) => u32::from_str_radix(hex, 16),
+        (None, Some(oct)) if !oct.is_empty() => u32::from_str_radix(oct, 8),
+        _ => t.parse::<u32>(),
+    };
+    n.map(|n| n as f64).map_err(|_| ParamError::NotAWholeNumber(v.to_string()))
 }
 
 /// `min_pool,max_pool,max_age` (`pool_req`...): two counts within the
@@ -88,7 +97,7 @@ pub fn parse_pool(d: &ParamDef, v: &str) -> Result<(u32, u32, f64), ParamError> 
     let (min, max) = (count(min)?, count(max)?);
     let age: f64 = age.parse().map_err(|_| ParamError::NotFinite(age.to_string()))?;
     if !(0.0..=1_000_000.0).contains(&age) {
-        return Err(if age < 0.0 { ParamError::BelowMinimum("0") } else { ParamError::AboveMaximum("1000000") });
+        return Err(if age < 0.0 { ParamError::NotGreaterOrEqual("0") } else { ParamError::NotLessOrEqual("1000000") });
     }
     if min > max {
         return Err(ParamError::PoolOrder);
@@ -156,14 +165,20 @@ pub fn validate(d: &ParamDef, v: &str) -> Result<f64, ParamError> {
 fn check_limits(d: &ParamDef, n: f64) -> Result<(), ParamError> {
     // A pool's limits bound each of its counts.
     let limit = |s| if d.kind == Kind::Pool { parse_uint(s) } else { number(d, s) };
+    // In varnishd's words for each kind.
+    let decimal = matches!(d.kind, Kind::Seconds | Kind::Float);
     if let Some(min) = d.min {
         if n < limit(min)? {
-            return Err(ParamError::BelowMinimum(min));
+            return Err(if decimal { ParamError::NotGreaterOrEqual(min) } else { ParamError::BelowMinimum(min) });
         }
     }
     if let Some(max) = d.max {
         if n > limit(max)? {
-            return Err(ParamError::AboveMaximum(max));
+            return Err(match d.kind {
+                _ if decimal => ParamError::NotLessOrEqual(max),
+                Kind::Bytes => ParamError::SizeAboveMaximum(max),
+                _ => ParamError::AboveMaximum(max),
+            });
         }
     }
     Ok(())
@@ -543,6 +558,8 @@ mod tests {
         p.set("feature", "default").unwrap();
         assert_eq!(p.get("feature"), Some("+validate_headers"));
         assert_eq!(p.set("feature", "+bogus").unwrap_err().to_string(), "Unknown feature bit (+bogus)");
+        assert_eq!(p.set("feature", "http2").unwrap_err().to_string(), "Missing '+' or '-' (http2)");
+        assert_eq!(p.set("debug", "default").unwrap_err().to_string(), "Missing '+' or '-' (default)");
         assert_eq!(p.get("feature"), Some("+validate_headers"), "a refused value changes nothing");
     }
 

@@ -76,14 +76,16 @@ impl BitSet {
     pub fn parse(&self, v: &str, current: u32) -> Result<u32, ParamError> {
         let mut bits = current;
         for tok in v.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            // As varnishd: `default` where the default is not none, and a
+            // sign on every name.
             match tok {
                 "none" => bits = 0,
-                "default" => bits = self.default,
+                "default" if self.default != 0 => bits = self.default,
                 _ => {
                     let (on, name) = match tok.as_bytes()[0] {
                         b'-' => (false, &tok[1..]),
                         b'+' => (true, &tok[1..]),
-                        _ => (true, tok),
+                        _ => return Err(ParamError::MissingSign(tok.to_string())),
                     };
                     let b = self.bit(name);
                     if b == 0 {

@@ -67,13 +67,14 @@ pub enum ParamError {
     NotASize(String),
     #[error("size \"{0}\" is out of range")]
     SizeOutOfRange(String),
-    #[error("\"{0}\" is not a boolean (use on or off)")]
+    // The texts from here on are varnishd's.
+    #[error("use \"on\" or \"off\"")]
     NotABoolean(String),
-    #[error("\"{0}\" is not a number of seconds")]
-    NotSeconds(String),
-    #[error("\"{0}\" is not a whole number")]
+    #[error("Could not convert to bytes.\nInvalid number\n  Try something like '80k' or '120M'")]
+    NotBytes(String),
+    #[error("Not a number ({0})")]
     NotAWholeNumber(String),
-    #[error("\"{0}\" is not a finite number")]
+    #[error("Invalid number ({0})")]
     NotFinite(String),
     #[error("Must be no more than {MAX_SECONDS:.0} seconds")]
     TooLong,
@@ -81,6 +82,14 @@ pub enum ParamError {
     BelowMinimum(&'static str),
     #[error("Must be no more than {0}")]
     AboveMaximum(&'static str),
+    /// A size's (varnishd says it with one more newline).
+    #[error("Must be no more than {0}\n")]
+    SizeAboveMaximum(&'static str),
+    /// Seconds' and fractions'.
+    #[error("Must be greater or equal to {0}")]
+    NotGreaterOrEqual(&'static str),
+    #[error("Must be less than or equal to {0}")]
+    NotLessOrEqual(&'static str),
     #[error("Unknown {0} ({1})")]
     UnknownBit(&'static str, String),
     #[error("Three fields required: min_pool, max_pool and max_age")]

@@ -58,7 +58,7 @@ fn the_real_varnishadm_drives_cache_d() {
     // Bad input: each a clear status, the daemon unharmed.
     let (rc, out) = adm(&t, &s, &["param.set", "default_ttl", "-5"]);
     assert_eq!(rc, 1);
-    assert!(out.contains("Must be at least") && out.contains("106"), "{out}");
+    assert!(out.contains("Must be greater or equal to 0.000") && out.contains("106"), "{out}");
     let (rc, out) = adm(&t, &s, &["param.set", "no_such", "1"]);
     assert!(rc == 1 && out.contains("Unknown parameter"), "{out}");
     let (rc, out) = adm(&t, &s, &["frobnicate"]);

@@ -175,6 +175,38 @@ fn param_show_lines_and_set_as_varnishd() {
             differ.push(format!("after param.set, varnishd: {:?}\ncache-d:  {:?}", their_lines.get(name), our_lines.get(name)));
         }
     }
+    // Refused values: the same words and status.
+    let bad = [
+        "default_ttl -5",
+        "default_ttl abc",
+        "acceptor_sleep_decay 2",
+        "ban_dups maybe",
+        "thread_pools abc",
+        "thread_pools 0",
+        "http_max_hdr 010",
+        "http_req_size lots",
+        "http_req_size 1",
+        "workspace_thread 1M",
+        "pool_req 1,2",
+        "pool_req a,2,3",
+        "pool_req 1,2,x",
+        "pool_req 3,2,1",
+        "feature bogus",
+        "debug +x",
+        "vsl_mask -Foo",
+        "no_such_param 1",
+    ];
+    for words in bad {
+        let args: Vec<&str> = std::iter::once("param.set").chain(words.split(' ')).collect();
+        let said = |tool: &str, dir: &Path| {
+            let o = Command::new(tool).arg("-n").arg(dir).args(&args).output().unwrap();
+            format!("{}{}", stdout(&o), stderr(&o)).replace("cache-adm: ", "")
+        };
+        let (t, o) = (said("varnishadm", &v.dir), said(adm.to_str().unwrap(), &d.dir));
+        if t != o {
+            differ.push(format!("param.set {words}: varnishd says {t:?}\ncache-d says {o:?}"));
+        }
+    }
     assert!(differ.is_empty(), "{}", differ.join("\n"));
     // accept_filter is known but not available on Linux, in both.
     for (tool, dir) in [("varnishadm", &v.dir), (adm.to_str().unwrap(), &d.dir)] {

@@ -50,7 +50,10 @@ fn param_set(mgr: &Mgr, name: &str, value: &str) -> Reply {
     }
     let mut p = mgr.params();
     if let Err(e) = p.set(name, value) {
-        return (status::PARAM, format!("{e}\n(attempting to set param '{name}' to '{value}')"));
+        if let params::ParamError::Unknown(_) = e {
+            return (status::PARAM, e.to_string());
+        }
+        return (status::PARAM, format!("{e}\n\n(attempting to set param '{name}' to '{value}')"));
     }
     let restart = params::def(name).is_some_and(|d| d.effect == Effect::Restart);
     drop(p);
