@@ -131,6 +131,9 @@ class Origin:
             def log_message(self, *args):
                 pass
 
+            def version_string(self):
+                return "recording-origin"  # not Python's version: recordings travel
+
             def __getattr__(self, name):
                 if name.startswith("do_"):
                     return self.serve
@@ -141,6 +144,7 @@ class Origin:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
+        self.server.handle_error = lambda request, address: None  # a proxy closing is no news
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -169,6 +173,20 @@ class Origin:
         h.end_headers()
         if h.command != "HEAD" and status not in (204, 304):
             h.wfile.write(out)
+
+    def settle(self, quiet=0.05, limit=2.0):
+        """Wait until the origin has had no request for `quiet` seconds:
+        a background fetch (grace, soft purge) belongs to the request that
+        caused it, whichever server's timing."""
+        deadline = time.monotonic() + limit
+        seen = -1
+        while time.monotonic() < deadline:
+            with self.lock:
+                now = sum(self.counts.values())
+            if now == seen:
+                return
+            seen = now
+            time.sleep(quiet)
 
     def take(self):
         with self.lock:
@@ -270,8 +288,13 @@ def observe(resp, received):
             raw = b"bad gzip: " + raw
         # Two compressors need not make the same bytes: compare the content.
         headers = [[k, "<gzip length>" if k == "content-length" else v] for k, v in headers]
+    body = raw.decode("latin-1")
+    masked = re.sub(r"XID: \d+", "XID: N", body)
+    masked = re.sub(r"(Varnish|cachekit) cache server", "<proxy> cache server", masked)
+    if masked != body:  # a synthetic page's ids and product name: lengths differ too
+        headers = [[k, "<masked length>" if k == "content-length" else v] for k, v in headers]
     return {"status": resp["status"], "reason": resp["reason"], "hit": hit,
-            "headers": headers, "body": raw.decode("latin-1"), "origin": received}
+            "headers": headers, "body": masked, "origin": received}
 
 
 # ---------------------------------------------------------------- battery
@@ -409,6 +432,7 @@ def run_one(kind, bindir, policy_text, workdir):
         out = []
         for req in battery():
             resp = send(server.port, req)
+            origin.settle()
             obs = observe(resp, origin.take())
             obs["request"] = req["name"]
             out.append(obs)
@@ -499,7 +523,8 @@ def main():
             if args.record:
                 rec = mine if args.server == "both" else theirs
                 Path(args.record).mkdir(parents=True, exist_ok=True)
-                (Path(args.record) / f"{name}.json").write_text(json.dumps(rec, indent=1) + "\n")
+                lines = ",\n".join(json.dumps(o, separators=(",", ":")) for o in rec)
+                (Path(args.record) / f"{name}.json").write_text("[\n" + lines + "\n]\n")
             if mine is None:
                 continue
             diffs = compare(mine, theirs, labels)
@@ -531,17 +556,24 @@ def report(results, errors, as_json):
             print(f"{r['policy']:28} {r['total'] - r['different']:9} {r['different']:9} {delib:10}")
     for e in errors:
         print(f"{e['policy']:28} ERROR: {e['error']}")
+    # The same difference seen for many requests is printed once, with
+    # where it was seen.
+    groups = {}
     for r in results:
         if r.get("summary"):
             continue
         a, b = r["labels"]
         tag = f" (deliberate: {r['deliberate']})" if r["deliberate"] else ""
-        print(f"\n== {r['policy']} / {r['request']}{tag}")
         for field, (x, y) in r["fields"].items():
             if field.endswith("headers"):
-                print(f"  {field} only {a}: {x}\n  {field} only {b}: {y}")
+                text = f"  {field} only {a}: {x}\n  {field} only {b}: {y}"
             else:
-                print(f"  {field}:\n    {a}: {json.dumps(x)}\n    {b}: {json.dumps(y)}")
+                text = f"  {field}:\n    {a}: {json.dumps(x)}\n    {b}: {json.dumps(y)}"
+            groups.setdefault(text, []).append(f"{r['policy']}/{r['request']}{tag}")
+    for text, where in groups.items():
+        more = f", and {len(where) - 12} more (--json lists all)" if len(where) > 12 else ""
+        print(f"\n== {len(where)} x: " + ", ".join(where[:12]) + more)
+        print(text)
 
 
 if __name__ == "__main__":
