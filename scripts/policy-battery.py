@@ -446,7 +446,7 @@ def run_one(kind, bindir, policy_text, workdir):
 # ---------------------------------------------------------------- compare
 
 
-def compare(a, b, names):
+def compare(a, b):
     """Per request, the fields that differ with both sides' values."""
     diffs = {}
     for x, y in zip(a, b):
@@ -527,7 +527,7 @@ def main():
                 (Path(args.record) / f"{name}.json").write_text("[\n" + lines + "\n]\n")
             if mine is None:
                 continue
-            diffs = compare(mine, theirs, labels)
+            diffs = compare(mine, theirs)
             for req, fields in diffs.items():
                 why = known.get((name, req)) or known.get(("*", req))
                 results.append({"policy": name, "request": req, "deliberate": why,
