@@ -159,6 +159,9 @@ async fn send_synth<T: Transport>(s: &mut Sess, conn: &mut T, log: &mut Batch, r
     let mut wire = std::mem::take(&mut s.wire);
     let mut headers = resp.headers.clone();
     headers.unset("content-length");
+    // A 1xx, 204 or 304 has neither body nor length (RFC 9110 §8.6, as
+    // Varnish's cnt_transmit).
+    let bodyless = resp.status < 200 || resp.status == 204 || resp.status == 304;
     // Connection follows `close` (set from the page's own header).
     headers.unset("connection");
     let head = RespHead {
@@ -166,7 +169,7 @@ async fn send_synth<T: Transport>(s: &mut Sess, conn: &mut T, log: &mut Batch, r
         reason: &resp.reason,
         headers: &headers,
         obj_vxid: None,
-        framing: Some((b"Content-Length", body.len().to_string())),
+        framing: (!bodyless).then(|| (&b"Content-Length"[..], body.len().to_string())),
         keep: !close,
         accept_ranges: false,
     };
@@ -175,7 +178,7 @@ async fn send_synth<T: Transport>(s: &mut Sess, conn: &mut T, log: &mut Batch, r
         wire.clear();
     }
     let hdr = wire.len() as u64;
-    let body = if head_only { &[][..] } else { body };
+    let body = if head_only || bodyless { &[][..] } else { body };
     wire.extend_from_slice(body);
     let p = s.sh.params();
     conn.arm_send(p.send_timeout, p.idle_send_timeout);
