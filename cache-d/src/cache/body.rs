@@ -237,6 +237,20 @@ pub trait Blocks: Send + Sync {
 }
 
 impl ObjBody {
+    /// Every piece once the body is whole (waiting for one still
+    /// streaming in); None if it fails.
+    pub async fn pieces(&self) -> Option<Vec<Bytes>> {
+        let mut reader = self.reader();
+        let mut pieces = Vec::new();
+        loop {
+            match reader.next().await {
+                Ok(Some(c)) => pieces.push(c),
+                Ok(None) => return Some(pieces),
+                Err(()) => return None,
+            }
+        }
+    }
+
     pub fn progress(&self) -> Progress {
         match self {
             ObjBody::Whole(b) => Progress { len: b.len() as u64, done: Done::Complete },

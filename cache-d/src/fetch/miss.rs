@@ -245,7 +245,7 @@ async fn kept_body(
         _ => return Ok((fetched, None)),
     };
     if let Some(b) = body.as_ref().filter(|b| matches!(b, ObjBody::Live(_))) {
-        if !whole(b).await {
+        if b.pieces().await.is_none() {
             if let Fetched::Resp { resp, .. } = fetched {
                 f.release(resp);
             }
@@ -485,18 +485,6 @@ fn got(sh: &Shared, f: &mut Fetch, fetched: Fetched, stale: Option<(&ObjRef, Opt
             })
         }
         Fetched::Abandoned(e) | Fetched::Client(e) => Err((e, false)),
-    }
-}
-
-/// Wait for a body still streaming in to end: false if it failed.
-async fn whole(body: &ObjBody) -> bool {
-    let mut r = body.reader();
-    loop {
-        match r.next().await {
-            Ok(Some(_)) => {}
-            Ok(None) => return true,
-            Err(()) => return false,
-        }
     }
 }
 

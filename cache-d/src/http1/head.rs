@@ -455,6 +455,12 @@ pub fn is_listed(tokens: &[&[u8]], name: &[u8]) -> bool {
     tokens.iter().any(|t| t.eq_ignore_ascii_case(name))
 }
 
+/// A status whose response has neither body nor length: 1xx, 204, 304
+/// (RFC 9110 §6.4.1).
+pub fn bodyless(status: u16) -> bool {
+    (100..200).contains(&status) || status == 204 || status == 304
+}
+
 /// Body framing of a response to `method`.
 pub fn response_framing(h: &Head, method: &[u8]) -> Result<Framing, &'static str> {
     // A 204 announcing a body is refused, as Varnish's V1F_FetchRespHdr
@@ -465,7 +471,7 @@ pub fn response_framing(h: &Head, method: &[u8]) -> Result<Framing, &'static str
     {
         return Err("204 response with a body");
     }
-    if method == b"HEAD" || (100..200).contains(&h.status) || h.status == 204 || h.status == 304 {
+    if method == b"HEAD" || bodyless(h.status) {
         return Ok(Framing::None);
     }
     if let Some(te) = h.get("transfer-encoding") {

@@ -339,7 +339,7 @@ async fn forms<'o, T: Transport>(
         None => None,
         Some(c) => {
             // Its instructions are there once it is whole.
-            let pieces = whole(body).await?;
+            let pieces = body.pieces().await?;
             c.esi_data.get().cloned().map(|d| (d, pieces))
         }
     };
@@ -348,7 +348,7 @@ async fn forms<'o, T: Transport>(
     // ESI that held none is one too) is spliced into a gzip page.
     let gzip_obj = obj.coding().is_some_and(|c| c.gzip);
     if esi.is_none() && gzip_obj && r.conn.esi_gzip().is_some() {
-        spliced = whole(body).await;
+        spliced = body.pieces().await;
         if spliced.is_none() || obj.coding().is_some_and(|c| c.info.get().is_none()) {
             (spliced, rep) = (None, Rep::Gunzip);
         }
@@ -364,20 +364,6 @@ fn gunzip_record<T: Transport>(r: &mut Request<'_, T>, obj: &Meta, z: &Zstream) 
     };
     let rec = crate::gzip::record("U D -", z.total_in(), z.total_out(), bits);
     r.log.rec(Tag::Gzip, LogSide::Client, r.rxid, rec.as_bytes());
-}
-
-/// A body's chunks once it is complete (waiting for the fetch); None if
-/// it failed.
-async fn whole(body: &ObjBody) -> Option<Vec<Bytes>> {
-    let mut reader = body.reader();
-    let mut pieces = Vec::new();
-    loop {
-        match reader.next().await {
-            Ok(Some(c)) => pieces.push(c),
-            Ok(None) => return Some(pieces),
-            Err(()) => return None,
-        }
-    }
 }
 
 /// Status, headers and framing: 304 for a matching conditional, 206 or

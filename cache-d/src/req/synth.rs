@@ -159,9 +159,8 @@ async fn send_synth<T: Transport>(s: &mut Sess, conn: &mut T, log: &mut Batch, r
     let mut wire = std::mem::take(&mut s.wire);
     let mut headers = resp.headers.clone();
     headers.unset("content-length");
-    // A 1xx, 204 or 304 has neither body nor length (RFC 9110 §8.6, as
-    // Varnish's cnt_transmit).
-    let bodyless = resp.status < 200 || resp.status == 204 || resp.status == 304;
+    // As Varnish's cnt_transmit.
+    let bodyless = crate::http1::head::bodyless(resp.status);
     // Connection follows `close` (set from the page's own header).
     headers.unset("connection");
     let head = RespHead {
