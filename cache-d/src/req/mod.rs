@@ -140,6 +140,7 @@ async fn proxy_header<T: Transport>(s: &mut Sess, conn: &mut T) -> Result<(), Re
             if let Some((client, server)) = h.addrs {
                 s.ends.client = client;
                 s.ends.server = server;
+                s.ends.proxy_tlvs = Some(h.tlvs.into());
             }
             Ok(())
         }

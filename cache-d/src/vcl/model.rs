@@ -528,20 +528,35 @@ pub struct Ends {
     /// A Unix socket listener's path (local.endpoint; a TCP one's is
     /// `local`).
     pub path: Option<std::sync::Arc<str>>,
+    /// The peer's (uid, gid) on a Unix socket (SO_PEERCRED; vmod unix).
+    pub peer_cred: Option<(u32, u32)>,
+    /// A PROXY version 2 header's TLVs, as sent (vmod proxy).
+    pub proxy_tlvs: Option<std::sync::Arc<[u8]>>,
 }
 
 impl Ends {
     /// A connection with no PROXY header: client and server are its ends.
     pub fn direct(remote: std::net::SocketAddr, local: std::net::SocketAddr) -> Ends {
-        Ends { client: remote, server: local, remote, local, xid: 0, socket: None, path: None }
+        Ends { client: remote, server: local, remote, local, xid: 0, socket: None, path: None, peer_cred: None, proxy_tlvs: None }
     }
     /// A session's ends: `direct`, with the session's vxid, its listener's
     /// name and, on a Unix socket (`fd`'s local name), the socket's path.
     pub fn open(remote: std::net::SocketAddr, local: std::net::SocketAddr, xid: u32, socket: std::sync::Arc<str>, fd: i32) -> Ends {
         let unix = local.ip().is_unspecified() && local.port() == 0;
         let path = if unix { unix_path(fd).map(std::sync::Arc::from) } else { None };
-        Ends { xid, socket: Some(socket), path, ..Ends::direct(remote, local) }
+        let peer_cred = if path.is_some() { peer_cred(fd) } else { None };
+        Ends { xid, socket: Some(socket), path, peer_cred, ..Ends::direct(remote, local) }
     }
+}
+
+/// The (uid, gid) of the process at the other end of a Unix socket
+/// (None: not one, or the kernel would not say).
+fn peer_cred(fd: i32) -> Option<(u32, u32)> {
+    // SAFETY: ucred is plain data; getsockopt writes at most `len` bytes.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut cred as *mut libc::ucred).cast(), &mut len) };
+    (rc == 0).then_some((cred.uid, cred.gid))
 }
 
 /// The path a Unix socket descriptor is bound to (None: not one, or

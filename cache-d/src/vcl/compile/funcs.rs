@@ -91,6 +91,21 @@ pub const FUNCTIONS: &[&str] = &[
     "cookie.isset",
     "cookie.parse",
     "cookie.set",
+    "proxy.alpn",
+    "proxy.authority",
+    "proxy.is_ssl",
+    "proxy.client_has_cert_sess",
+    "proxy.client_has_cert_conn",
+    "proxy.ssl_verify_result",
+    "proxy.ssl_version",
+    "proxy.client_cert_cn",
+    "proxy.ssl_cipher",
+    "proxy.cert_sign",
+    "proxy.cert_key",
+    "unix.user",
+    "unix.group",
+    "unix.uid",
+    "unix.gid",
 ];
 
 /// Every variable a program can name (headers as `req.http.`), for the
@@ -129,6 +144,9 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
         }
     }
     if let Some(f) = super::cookie::call(name, args, names, pos, sc) {
+        return f;
+    }
+    if let Some(f) = super::proxy::call(name, args, pos, sc).or_else(|| super::unixmod::call(name, args, pos, sc)) {
         return f;
     }
     if let Some(f) = super::vmod::call(name, args, names, pos, sc) {

@@ -24,9 +24,11 @@ mod decls;
 mod dynamic;
 mod funcs;
 mod program;
+mod proxy;
 mod re;
 #[cfg(test)]
 mod tests;
+mod unixmod;
 mod vars;
 mod vmod;
 
