@@ -91,6 +91,10 @@ pub const FUNCTIONS: &[&str] = &[
     "cookie.isset",
     "cookie.parse",
     "cookie.set",
+    "vsthrottle.is_denied",
+    "vsthrottle.return_token",
+    "vsthrottle.remaining",
+    "vsthrottle.blocked",
     "proxy.alpn",
     "proxy.authority",
     "proxy.is_ssl",
@@ -144,6 +148,9 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
         }
     }
     if let Some(f) = super::cookie::call(name, args, names, pos, sc) {
+        return f;
+    }
+    if let Some(f) = super::vsthrottle::call(name, args, names, pos, sc) {
         return f;
     }
     if let Some(f) = super::proxy::call(name, args, pos, sc).or_else(|| super::unixmod::call(name, args, pos, sc)) {

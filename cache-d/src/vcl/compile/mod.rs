@@ -31,6 +31,7 @@ mod tests;
 mod unixmod;
 mod vars;
 mod vmod;
+mod vsthrottle;
 
 pub use decls::BackendSpec;
 use decls::*;

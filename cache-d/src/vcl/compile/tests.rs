@@ -468,6 +468,7 @@ fn every_listed_function_compiles() {
         "cookie.format_date" | "cookie.format_rfc1123" => "now, 1m",
         f if f.starts_with("tls.") || f.starts_with("purge.") || f == "cookie.clean" || f == "cookie.get_string" => "",
         f if f.starts_with("proxy.") || f.starts_with("unix.") => "",
+        f if f.starts_with("vsthrottle.") => "\"k\", 1, 1s, 1s",
         _ => "\"x\"",
     };
     for &f in FUNCTIONS {
@@ -478,7 +479,7 @@ fn every_listed_function_compiles() {
             _ => "vcl_recv",
         };
         let src = format!(
-            "vcl 4.1;\nimport std;\nimport tls;\nimport xkey;\nimport purge;\nimport blob;\nimport directors;\nimport cookie;\nimport proxy;\nimport unix;\nsub {sub} {{ {f}({}); }}",
+            "vcl 4.1;\nimport std;\nimport tls;\nimport xkey;\nimport purge;\nimport blob;\nimport directors;\nimport cookie;\nimport proxy;\nimport unix;\nimport vsthrottle;\nsub {sub} {{ {f}({}); }}",
             arity(f)
         );
         let p = parse_source("t.vcl", &src).unwrap();
