@@ -140,6 +140,21 @@ pub struct Req {
     /// vmod_cookie's jar for this request (its PRIV_TASK: kept across
     /// restarts, not shared with ESI includes or the fetch).
     pub cookies: Vec<(String, String)>,
+    /// vmod_var's variables for this request (PRIV_TASK, as the jar).
+    pub vars: Vec<(String, TaskVar)>,
+}
+
+/// A value vmod_var keeps for a task: each variable has the type it was
+/// last set with (var.get_int of a STRING is 0).
+#[derive(Clone, Debug, PartialEq)]
+pub enum TaskVar {
+    Str(String),
+    Int(i64),
+    Real(f64),
+    Dur(f64),
+    Ip(std::net::IpAddr, u16),
+    /// None: a NULL backend.
+    Backend(Option<String>),
 }
 
 /// The request an ESI include was made for (VCL's `req_top`).
@@ -196,6 +211,8 @@ pub struct Bereq {
     pub rolled_back: bool,
     /// vmod_cookie's jar for this fetch (kept across retries).
     pub cookies: Vec<(String, String)>,
+    /// vmod_var's variables for this fetch (kept across retries).
+    pub vars: Vec<(String, TaskVar)>,
 }
 
 impl Bereq {
@@ -600,6 +617,8 @@ pub struct Task<'a> {
     /// vmod_cookie's jar where there is neither a request nor a fetch
     /// (vcl_init, vcl_fini: the task is the subroutine's call).
     pub cookies: Vec<(String, String)>,
+    /// vmod_var's variables there.
+    pub vars: Vec<(String, TaskVar)>,
 }
 
 impl<'a> Task<'a> {
@@ -619,6 +638,7 @@ impl<'a> Task<'a> {
             env,
             failed: None,
             cookies: Vec::new(),
+            vars: Vec::new(),
         }
     }
     /// Log a record to the transaction (VCL_Log, VCL_Error).

@@ -77,6 +77,23 @@ pub const FUNCTIONS: &[&str] = &[
     "xkey.softpurge",
     "purge.hard",
     "purge.soft",
+    "var.set",
+    "var.get",
+    "var.global_set",
+    "var.global_get",
+    "var.set_int",
+    "var.get_int",
+    "var.set_string",
+    "var.get_string",
+    "var.set_real",
+    "var.get_real",
+    "var.set_duration",
+    "var.get_duration",
+    "var.set_ip",
+    "var.get_ip",
+    "var.set_backend",
+    "var.get_backend",
+    "var.clear",
     "cookie.clean",
     "cookie.delete",
     "cookie.filter",
@@ -136,6 +153,9 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             }
         }))
     };
+    if let Some(f) = super::var::call(name, args, names, pos, sc) {
+        return f;
+    }
     if let Some((obj, method)) = name.split_once('.') {
         match sc.objects.get(obj) {
             Some(ObjKind::Director(crate::backend::director::Kind::Shard)) if method == "backend" => {

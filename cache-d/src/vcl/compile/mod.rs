@@ -29,6 +29,7 @@ mod re;
 #[cfg(test)]
 mod tests;
 mod unixmod;
+mod var;
 mod vars;
 mod vmod;
 mod vsthrottle;
@@ -631,6 +632,7 @@ impl Policy for VclPolicy {
         if matches!(action, Action::Fail) && !matches!(sub, Sub::Synth) && !sub.is_backend() {
             if let Some(r) = t.req.as_deref_mut() {
                 r.cookies.clear();
+                r.vars.clear();
             }
         }
         action

@@ -456,6 +456,13 @@ fn every_listed_function_compiles() {
         "std.random" => "1, 2",
         "std.real2time" | "std.real2integer" | "std.time2real" | "std.time2integer" => "1.5, now",
         "std.rollback" => "req",
+        "var.set" | "var.set_string" | "var.global_set" => "\"a\", \"1\"",
+        "var.set_int" => "\"a\", 1",
+        "var.set_real" => "\"a\", 1.5",
+        "var.set_duration" => "\"a\", 1s",
+        "var.set_ip" => "\"a\", client.ip",
+        "var.set_backend" => "\"a\", req.backend_hint",
+        "var.clear" => "",
         "blob.encode" => "HEX, blob=std.blobread(\"x\")",
         "std.collect" => "req.http.x",
         "std.healthy" => "req.backend_hint",
@@ -479,7 +486,7 @@ fn every_listed_function_compiles() {
             _ => "vcl_recv",
         };
         let src = format!(
-            "vcl 4.1;\nimport std;\nimport tls;\nimport xkey;\nimport purge;\nimport blob;\nimport directors;\nimport cookie;\nimport proxy;\nimport unix;\nimport vsthrottle;\nsub {sub} {{ {f}({}); }}",
+            "vcl 4.1;\nimport std;\nimport tls;\nimport xkey;\nimport purge;\nimport blob;\nimport directors;\nimport cookie;\nimport proxy;\nimport unix;\nimport vsthrottle;\nimport var;\nsub {sub} {{ {f}({}); }}",
             arity(f)
         );
         let p = parse_source("t.vcl", &src).unwrap();

@@ -270,6 +270,7 @@ fn rollback(args: &[Expr], pos: Pos) -> Result<ExprFn, VclError> {
                 }
                 // The task's vmod state goes too (Varnish's Req_Rollback).
                 r.cookies.clear();
+                r.vars.clear();
             }
             Val::None
         })),
@@ -277,6 +278,7 @@ fn rollback(args: &[Expr], pos: Pos) -> Result<ExprFn, VclError> {
             if let Some(b) = t.bereq.as_deref_mut() {
                 b.rollback();
                 b.cookies.clear();
+                b.vars.clear();
             }
             Val::None
         })),
