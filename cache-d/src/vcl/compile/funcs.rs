@@ -127,6 +127,13 @@ pub const FUNCTIONS: &[&str] = &[
     "unix.group",
     "unix.uid",
     "unix.gid",
+    "std.round",
+    "std.strstr",
+    "std.fnmatch",
+    "std.file_exists",
+    "std.getenv",
+    "std.strftime",
+    "std.bytes",
 ];
 
 /// Every variable a program can name (headers as `req.http.`), for the
@@ -173,7 +180,10 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
     if let Some(f) = super::vsthrottle::call(name, args, names, pos, sc) {
         return f;
     }
-    if let Some(f) = super::proxy::call(name, args, pos, sc).or_else(|| super::unixmod::call(name, args, pos, sc)) {
+    if let Some(f) = super::proxy::call(name, args, pos, sc)
+        .or_else(|| super::unixmod::call(name, args, pos, sc))
+        .or_else(|| super::stdx::call(name, args, names, pos, sc))
+    {
         return f;
     }
     if let Some(f) = super::vmod::call(name, args, names, pos, sc) {

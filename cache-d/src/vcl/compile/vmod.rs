@@ -247,9 +247,10 @@ fn conversion(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<Exp
     let to: fn(f64) -> Option<Val> = match name {
         "std.real2time" => |r| Some(Val::Time(r)),
         "std.time2real" => |r| Some(Val::Real(r)),
+        // round(3), within VCL's INT range (VRT_INTEGER_MAX).
         _ => |r| {
-            let i = r.floor();
-            (i.abs() < 9.0e15).then_some(Val::Int(i as i64))
+            let i = r.round();
+            (i.abs() <= 999_999_999_999_999.0).then_some(Val::Int(i as i64))
         },
     };
     Ok(Box::new(move |t, c| match x(t, c).num().filter(|n| n.is_finite()).and_then(to) {
