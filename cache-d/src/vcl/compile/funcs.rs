@@ -94,6 +94,13 @@ pub const FUNCTIONS: &[&str] = &[
     "var.set_backend",
     "var.get_backend",
     "var.clear",
+    "str.count",
+    "str.startswith",
+    "str.endswith",
+    "str.contains",
+    "str.take",
+    "str.reverse",
+    "str.split",
     "cookie.clean",
     "cookie.delete",
     "cookie.filter",
@@ -160,7 +167,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             }
         }))
     };
-    if let Some(f) = super::var::call(name, args, names, pos, sc) {
+    if let Some(f) = super::var::call(name, args, names, pos, sc).or_else(|| super::strmod::call(name, args, names, pos, sc)) {
         return f;
     }
     if let Some((obj, method)) = name.split_once('.') {

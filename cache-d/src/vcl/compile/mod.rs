@@ -26,6 +26,7 @@ mod funcs;
 mod program;
 mod proxy;
 mod re;
+mod strmod;
 mod stdx;
 #[cfg(test)]
 mod tests;

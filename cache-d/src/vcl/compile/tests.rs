@@ -463,6 +463,8 @@ fn every_listed_function_compiles() {
         "var.set_ip" => "\"a\", client.ip",
         "var.set_backend" => "\"a\", req.backend_hint",
         "var.clear" => "",
+        "str.startswith" | "str.endswith" | "str.contains" => "\"abc\", \"b\"",
+        "str.take" | "str.split" => "\"abc\", 1",
         "blob.encode" => "HEX, blob=std.blobread(\"x\")",
         "std.collect" => "req.http.x",
         "std.healthy" => "req.backend_hint",
@@ -489,7 +491,7 @@ fn every_listed_function_compiles() {
             _ => "vcl_recv",
         };
         let src = format!(
-            "vcl 4.1;\nimport std;\nimport tls;\nimport xkey;\nimport purge;\nimport blob;\nimport directors;\nimport cookie;\nimport proxy;\nimport unix;\nimport vsthrottle;\nimport var;\nsub {sub} {{ {f}({}); }}",
+            "vcl 4.1;\nimport std;\nimport tls;\nimport xkey;\nimport purge;\nimport blob;\nimport directors;\nimport cookie;\nimport proxy;\nimport unix;\nimport vsthrottle;\nimport var;\nimport str;\nsub {sub} {{ {f}({}); }}",
             arity(f)
         );
         let p = parse_source("t.vcl", &src).unwrap();
