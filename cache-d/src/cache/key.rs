@@ -18,6 +18,9 @@ pub struct Key(pub(super) u64, pub(super) u64);
 static SECRET: OnceLock<(u64, u64)> = OnceLock::new();
 
 impl Key {
+    /// A private object's (a pass's page): in no index.
+    pub const PRIVATE: Key = Key(0, 0);
+
     pub fn of(data: &[u8]) -> Key {
         let (k0, k1) = Key::secret();
         let mut h = siphasher::sip128::SipHasher13::new_with_keys(k0, k1);

@@ -588,7 +588,7 @@ impl Cache {
     /// (uncacheable responses, passes through the fetch path).
     pub fn private(&self, obj: Object) -> ObjRef {
         let stv = self.inner.stvs.transient;
-        ObjRef::new(obj, object::Start { key: Key(0, 0), ban_id: u64::MAX, stored: false, stv, disk: None }).0
+        ObjRef::new(obj, object::Start { key: Key::PRIVATE, ban_id: u64::MAX, stored: false, stv, disk: None }).0
     }
 
     /// Charge body bytes as they arrive (`so_far` the body's length with

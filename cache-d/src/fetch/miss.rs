@@ -595,7 +595,8 @@ fn object(bxid: u32, got: &mut Got, bereq: &crate::vcl::model::Headers) -> Objec
             .collect();
         Box::new(names.into_iter().map(|n| (n.clone(), vary_value(bereq.iter(), &n))).collect::<Vec<_>>())
     });
-    let pairs = headers.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"content-length"));
+    let drop = if beresp.uncacheable { super::steps::not_passed } else { super::steps::not_stored };
+    let pairs = headers.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"content-length") && !drop(n));
     let (headers, body) = match &got.inline {
         Some(b) => {
             let (h, b) = ObjHeaders::with_body(&beresp.reason, pairs, b);

@@ -420,8 +420,9 @@ fn next_store(sh: &Shared) -> String {
     stores.get(stores.next()).name.clone()
 }
 
-/// The response headers an object keeps (hop-by-hop ones dropped), as
-/// slices of the response head; [`crate::cache::object::ObjHeaders`] packs them when stored.
+/// The response headers vcl_backend_response sees (hop-by-hop ones
+/// dropped), as slices of the response head; [`not_stored`] says which of
+/// them an object does not keep.
 pub fn stored_headers(h: &head::Head) -> Vec<(Bytes, Bytes)> {
     let hop = head::connection_tokens(h.iter());
     h.headers
@@ -429,6 +430,19 @@ pub fn stored_headers(h: &head::Head) -> Vec<(Bytes, Bytes)> {
         .filter(|(n, _)| !head::is_hop_by_hop(&h.raw[n.clone()]) && !head::is_listed(&hop, &h.raw[n.clone()]))
         .map(|(n, v)| (h.raw.slice(n.clone()), h.raw.slice(v.clone())))
         .collect()
+}
+
+/// Response headers a cached object does not keep (Varnish's HTTPH_A_INS;
+/// the hop-by-hop ones go before).
+pub fn not_stored(name: &[u8]) -> bool {
+    const NOT: [&str; 6] = ["age", "accept-ranges", "content-range", "proxy-authenticate", "proxy-authorization", "range"];
+    not_passed(name) || NOT.iter().any(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+}
+
+/// Response headers a pass's (or an uncacheable) object does not keep
+/// (Varnish's HTTPH_A_PASS): Age, Varnish's own is added on delivery.
+pub fn not_passed(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"age") || name.eq_ignore_ascii_case(b"http2-settings")
 }
 
 /// A 304 refreshes the stale object, as Varnish's HTTP_Merge: the 304's

@@ -50,6 +50,9 @@ pub struct Fetch {
     pub(crate) close_after: bool,
     /// A pipe of an HTTP/1.0 request: the request line says HTTP/1.0.
     pub(crate) pipe_http10: bool,
+    /// A pipe: the request goes with its headers as vcl_pipe left them
+    /// (X-Varnish and Connection: close were put there before it).
+    pub(crate) piped: bool,
     sh: Arc<Shared>,
     /// The transaction's End has been logged.
     ended: bool,
@@ -123,6 +126,7 @@ impl Fetch {
             replayable: false,
             close_after: false,
             pipe_http10: false,
+            piped: false,
             sh: sh.clone(),
             ended: false,
             errored: false,
@@ -232,8 +236,8 @@ impl Fetch {
 
     /// Build the backend request head into `wire` (and the log): `method`
     /// and the request's URL and headers (X-Forwarded-For was set before
-    /// vcl_recv), hop-by-hop headers dropped, plus Via, X-Varnish and the
-    /// body framing.
+    /// vcl_recv), hop-by-hop headers dropped, plus X-Varnish and the body
+    /// framing (no Via: Varnish sends none to the backend).
     pub fn build_request(&mut self, method: &[u8], req: &Bereq, framing: Framing, wire: &mut Vec<u8>) {
         let (v, side) = (self.vxid, LogSide::Backend);
         self.is_head = method == b"HEAD";
@@ -251,9 +255,16 @@ impl Fetch {
         self.log.rec(Tag::BereqUrl, side, v, &req.url);
         self.log.rec(Tag::BereqProtocol, side, v, proto);
         let mut out = HeadOut { wire, log: &mut self.log, tag: Tag::BereqHeader, side, vxid: v };
+        if self.piped {
+            for (n, val) in req.headers.iter() {
+                out.header(n, val);
+            }
+            out.wire.extend_from_slice(b"\r\n");
+            return;
+        }
         for (n, val) in req.headers.iter() {
-            // The headers the client's Connection named went before
-            // vcl_recv (a header the policy set since is sent).
+            // The headers the client's Connection named are not in
+            // `req` (see Bereq::from_req).
             if head::is_hop_by_hop(n) || n.eq_ignore_ascii_case(b"x-varnish") {
                 continue;
             }
@@ -265,7 +276,6 @@ impl Fetch {
         if self.close_after {
             out.header(b"Connection", b"close");
         }
-        out.header(b"Via", self.sh.via.as_bytes());
         out.header(b"X-Varnish", v.to_string().as_bytes());
         match framing {
             Framing::Length(n) => out.header(b"Content-Length", n.to_string().as_bytes()),

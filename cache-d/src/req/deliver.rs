@@ -220,8 +220,8 @@ async fn parts<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef) -> Option<(cra
 }
 
 /// Send `oc`'s object to the client. `hit` adds the object's vxid to
-/// X-Varnish.
-pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: bool) -> Step {
+/// X-Varnish; a pass's object (`pass`) gets no Accept-Ranges.
+pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: bool, pass: bool) -> Step {
     let obj = &oc.obj;
     let Some((headers, body)) = parts(r, oc).await else {
         return Step::Synth { status: 503, reason: "Backend fetch failed".into() };
@@ -242,8 +242,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
         do_esi: esi.is_some() && !r.req.disable_esi,
         ..Resp::default()
     };
-    let age = (t - obj.life().t_origin).max(0.0) as u64;
-    resp.headers.set("Age", Bytes::from(age.to_string()));
+    r.resp_setup(&mut resp.headers, hit.then_some(obj.vxid), obj.life().t_origin, ranges && obj.status == 200 && !pass);
     rep.mark(&mut resp.headers);
     let view = r.active.policy.defines(Sub::Deliver).then(|| ObjView { can_esi: esi.is_some(), ..obj_view(oc, t, false) });
     let action = r.call(Sub::Deliver, With { resp: Some(&mut resp), obj: view.as_ref(), ..With::default() });
@@ -282,10 +281,8 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
         status: plan.status,
         reason: plan.reason,
         headers: &plan.headers,
-        obj_vxid: hit.then_some(obj.vxid),
         framing: plan.framing.clone(),
         keep: plan.keep,
-        accept_ranges: ranges && obj.status == 200,
     };
     r.write_head(&mut wire, &head);
     let hdr_tx = wire.len() as u64;
@@ -569,16 +566,15 @@ async fn send_parts<W: tokio::io::AsyncWrite + Unpin>(
 }
 
 /// A response with more header lines than http_max_hdr allows (five of
-/// its slots hold the first line in Varnish; X-Varnish and Via are still
-/// to come) is not delivered: the header is lost, the workspace marked
-/// overflowed, and the client gets 500 as from Varnish.
+/// its slots hold the first line in Varnish) is not delivered: the header
+/// is lost, the workspace marked overflowed, and the client gets 500 as
+/// from Varnish.
 fn too_many_headers<T: Transport>(r: &mut Request<'_, T>, h: &Headers) -> Option<Step> {
     let room = r.sh.params().http_max_hdr.saturating_sub(5);
-    let n = h.0.len() + 2;
-    if n <= room {
+    if h.0.len() <= room {
         return None;
     }
-    let lost = h.0.get(room.saturating_sub(2)).map(|(n, v)| [&n[..], b": ", &v[..]].concat()).unwrap_or_default();
+    let lost = h.0.get(room).map(|(n, v)| [&n[..], b": ", &v[..]].concat()).unwrap_or_default();
     r.sh.seg.add(C::LostHdr, 1);
     r.log.rec(Tag::LostHeader, LogSide::Client, r.rxid, &lost);
     r.log.rec(Tag::Error, LogSide::Client, r.rxid, b"out of workspace (req)");

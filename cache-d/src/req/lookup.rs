@@ -156,7 +156,7 @@ pub fn hit<T: Transport>(r: &mut Request<'_, T>, oc: ObjRef, guard: Option<BusyG
             if let Some(guard) = guard {
                 background_fetch(r, guard, oc.clone());
             }
-            Step::Deliver { oc, hit: true }
+            Step::Deliver { oc, hit: true, pass: false }
         }
         Action::Miss => {
             sh.seg.add(C::CacheMiss, 1);
@@ -232,7 +232,7 @@ pub async fn miss<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stale:
         Ok((oc, body)) => {
             r.stamp("Fetch");
             r.loaded = body.map(|b| (oc.clone(), b));
-            Step::Deliver { oc, hit: false }
+            Step::Deliver { oc, hit: false, pass: false }
         }
         Err(_) => fetch_failed(),
     }

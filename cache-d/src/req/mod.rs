@@ -323,7 +323,7 @@ pub async fn run<T: Transport>(r: &mut Request<'_, T>) -> Option<Reason> {
             Step::Pass => pass::vcl_pass(r),
             Step::PassFetch => pass::fetch(r).await,
             Step::Pipe => pipe::pipe(r).await,
-            Step::Deliver { oc, hit } => deliver::deliver(r, &oc, hit).await,
+            Step::Deliver { oc, hit, pass } => deliver::deliver(r, &oc, hit, pass).await,
             Step::DeliverSynthetic { resp, body } => synth::deliver_synthetic(r, resp, body).await,
             Step::Synth { status, reason } => synth::vcl_synth(r, status, &reason).await,
             Step::Restart => {

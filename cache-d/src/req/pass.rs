@@ -101,7 +101,7 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
         };
     };
     match fetched {
-        Fetched::Resp { resp, beresp, .. } => deliver(r, fetch, resp, beresp).await,
+        Fetched::Resp { resp, beresp, life, .. } => deliver(r, fetch, resp, beresp, life.t_origin).await,
         Fetched::Synthetic { beresp, body, .. } => {
             fetch.done(Some(body.len() as u64), None);
             r.stamp("Fetch");
@@ -275,7 +275,7 @@ fn esi_page<T: Transport>(
         beresp.headers.set("Content-Encoding", bytes::Bytes::from_static(b"gzip"));
         crate::gzip::vary_ae(&mut beresp.headers);
     }
-    let pairs = beresp.headers.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"content-length"));
+    let pairs = beresp.headers.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"content-length") && !crate::fetch::steps::not_passed(n));
     let obj = Object {
         vxid: bxid,
         status: beresp.status,
@@ -287,13 +287,13 @@ fn esi_page<T: Transport>(
         coding: Some(Box::new(coding)),
     };
     r.stamp("Fetch");
-    Step::Deliver { oc: r.sh.cache.private(obj), hit: false }
+    Step::Deliver { oc: r.sh.cache.private(obj), hit: false, pass: true }
 }
 
 /// vcl_deliver on the backend's response, then its body streamed through.
 /// Every exit ends the backend transaction (`fetch` is dropped, or done
 /// with what was delivered).
-async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: Response, mut beresp: Beresp) -> Step {
+async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: Response, mut beresp: Beresp, t_origin: f64) -> Step {
     let mut keep = r.keep && r.framing == Framing::None;
     r.stamp("Fetch");
     let backend_close = crate::http1::head::backend_closes(&resp.head);
@@ -308,6 +308,9 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     let view = r.active.policy.defines(Sub::Deliver).then(|| private_view(&beresp));
     let mut out = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: true, ..Resp::default() };
     out.headers.unset("x-varnish");
+    out.headers.0.retain(|(n, _)| !crate::fetch::steps::not_passed(n));
+    // A pass vcl_hit chose shows its fetch's vxid, as Varnish does.
+    r.resp_setup(&mut out.headers, r.hit_pass.then_some(fetch.vxid), t_origin, false);
     let action = r.call(Sub::Deliver, With { resp: Some(&mut out), obj: view.as_ref(), ..With::default() });
     if action != Action::Deliver {
         drop(fetch);
@@ -318,10 +321,10 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     }
     // The client's copy is current (If-None-Match, If-Modified-Since on
     // the response as vcl_deliver left it): 304, and the backend's body
-    // is not read, as Varnish does on a pass. A 1xx or 204 (one VCL set
-    // too) goes out without body or length as well.
+    // is not read, as Varnish does on a pass. A 1xx, 204 or 304 (the
+    // backend's, or one VCL set) goes out without body or length as well.
     let current = r.req.esi_level == 0 && crate::req::deliver::not_modified(&r.req, &out);
-    if current || out.status < 200 || out.status == 204 {
+    if current || crate::http1::head::bodyless(out.status) {
         if current {
             (out.status, out.reason) = (304, bytes::Bytes::from_static(b"Not Modified"));
         }
@@ -336,9 +339,7 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
         Framing::Chunked | Framing::Eof if chunk_out => Some((&b"Transfer-Encoding"[..], "chunked".to_string())),
         _ => None,
     };
-    // A pass vcl_hit chose shows its fetch's vxid, as Varnish does.
-    let obj_vxid = r.hit_pass.then_some(fetch.vxid);
-    let head = RespHead { status: out.status, reason: &out.reason, headers: &out.headers, obj_vxid, framing, keep, accept_ranges: false };
+    let head = RespHead { status: out.status, reason: &out.reason, headers: &out.headers, framing, keep };
     r.write_head(&mut wire, &head);
     r.stamp("Process");
     let hdr_tx = wire.len() as u64;
@@ -417,7 +418,6 @@ fn private_view(beresp: &Beresp) -> ObjView {
 /// 1xx or 204; no length, the backend's body left unread.
 async fn no_body<T: Transport>(r: &mut Request<'_, T>, fetch: Fetch, resp: Response, out: &mut Resp, keep: bool) -> Step {
     out.headers.unset("content-length");
-    let obj_vxid = r.hit_pass.then_some(fetch.vxid);
     // A backend response without a body keeps its connection; dropping
     // the fetch closes one whose body was not read.
     match resp.framing {
@@ -428,8 +428,7 @@ async fn no_body<T: Transport>(r: &mut Request<'_, T>, fetch: Fetch, resp: Respo
         _ => drop(fetch),
     }
     let mut wire = std::mem::take(&mut r.sess.wire);
-    let head =
-        RespHead { status: out.status, reason: &out.reason, headers: &out.headers, obj_vxid, framing: None, keep, accept_ranges: false };
+    let head = RespHead { status: out.status, reason: &out.reason, headers: &out.headers, framing: None, keep };
     r.write_head(&mut wire, &head);
     r.stamp("Process");
     let hdr_tx = wire.len() as u64;

@@ -77,7 +77,13 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
     let (rxid, side) = (r.rxid, LogSide::Client);
     let bxid = sh.next_vxid();
     // The body, if any, is relayed raw: keep the client's framing headers.
+    // As Varnish's cnt_pipe, before vcl_pipe: X-Varnish with the client
+    // request's vxid, and Connection: close in place of the client's.
     let mut bereq = Bereq::from_req(&r.req, bxid);
+    bereq.headers.unset("x-varnish");
+    bereq.headers.0.push((bytes::Bytes::from_static(b"X-Varnish"), bytes::Bytes::from(rxid.to_string())));
+    bereq.headers.unset("connection");
+    bereq.headers.0.push((bytes::Bytes::from_static(b"Connection"), bytes::Bytes::from_static(b"close")));
     let action = r.call(Sub::Pipe, With { bereq: Some(&mut bereq), ..With::default() });
     if action != Action::Pipe {
         let (status, reason) = match action {
@@ -105,11 +111,11 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
         bereq.headers.set("Content-Length", bytes::Bytes::from(b.len().to_string()));
     }
     let framing = framing_of(&bereq);
-    bereq.headers.set("Connection", bytes::Bytes::from_static(b"close"));
     let mut wire = std::mem::take(&mut r.sess.wire);
-    // build_request sends the Connection: close set above, and the
-    // client's HTTP version.
+    // build_request sends the headers as they are, in the client's HTTP
+    // version.
     f.pipe_http10 = r.req.minor == 0;
+    f.piped = true;
     f.build_request(&bereq.method.clone(), &bereq, framing, &mut wire);
     // A named backend that picks none is "No backend"; as Varnish does, the
     // client's connection is closed without a response.

@@ -160,16 +160,12 @@ fn request_of(head: &Head, log: &mut common::log::vsl::Batch, rxid: u32, s: &Ses
 /// X-Forwarded-For, so the policy sees what the backend will get.
 fn prep<T: Transport>(r: &mut Request<'_, T>) {
     let (side, rxid) = (LogSide::Client, r.rxid);
-    // The headers the client's Connection names are for this hop only.
-    let listed: Vec<Vec<u8>> = head::connection_tokens(r.req.headers.iter()).into_iter().map(<[u8]>::to_ascii_lowercase).collect();
-    for name in listed.iter().filter(|n| n.as_slice() != b"connection") {
-        if let Ok(name) = std::str::from_utf8(name) {
-            if let Some(v) = r.req.headers.get(name).cloned() {
-                r.log.rec_parts(Tag::ReqUnset, side, rxid, &[name.as_bytes(), b": ", &v]);
-                r.req.headers.unset(name);
-            }
-        }
-    }
+    // The headers the client's Connection names are for this hop only:
+    // VCL sees them, no backend request gets them (Varnish's
+    // http_DoConnection marks them).
+    let listed = head::connection_tokens(r.req.headers.iter());
+    let hop = r.req.headers.0.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"connection") && head::is_listed(&listed, n));
+    r.req.hop = hop.cloned().collect();
     let ip = r.req.client_ip.map(|ip| ip.to_string()).unwrap_or_default();
     for name in ["X-Forwarded-For", "Cache-Control"] {
         if let Some((old, joined)) = r.req.headers.collect(name, ", ") {

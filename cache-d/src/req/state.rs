@@ -142,7 +142,8 @@ pub enum Step {
     Pipe,
     /// vcl_deliver and the object's delivery; `hit` when it came from the
     /// cache (X-Varnish shows its vxid).
-    Deliver { oc: ObjRef, hit: bool },
+    /// `pass`: a pass's private object (no Accept-Ranges).
+    Deliver { oc: ObjRef, hit: bool, pass: bool },
     /// A pass's vcl_backend_error page, through vcl_deliver.
     DeliverSynthetic { resp: Resp, body: Vec<u8> },
     /// vcl_synth and the synthetic response.
@@ -219,12 +220,9 @@ pub struct RespHead<'h> {
     pub status: u16,
     pub reason: &'h [u8],
     pub headers: &'h Headers,
-    /// The object's vxid, on hits (X-Varnish shows both).
-    pub obj_vxid: Option<u32>,
     /// Content-Length or Transfer-Encoding.
     pub framing: Option<(&'h [u8], String)>,
     pub keep: bool,
-    pub accept_ranges: bool,
 }
 
 impl<T: Transport> Request<'_, T> {
@@ -315,7 +313,7 @@ impl<T: Transport> Request<'_, T> {
 
     /// Write a response head into `wire` and log it.
     pub fn write_head(&mut self, wire: &mut Vec<u8>, head: &RespHead<'_>) {
-        write_head(wire, &mut self.log, self.rxid, &self.sh.via, self.sess.minor, head);
+        write_head(wire, &mut self.log, self.rxid, self.sess.minor, head);
         // An ESI include's head is logged, never sent: its body goes into
         // the page.
         if self.req.esi_level > 0 {
@@ -328,6 +326,25 @@ impl<T: Transport> Request<'_, T> {
         self.body_stamp();
         let rx = (self.hdr_rx, self.body_rx);
         if self.req.esi_level == 0 {
+    /// The headers a delivery has before vcl_deliver sees it, as Varnish's
+    /// Resp_Setup_Deliver: X-Varnish (with the object's vxid on a hit),
+    /// Age (whole seconds since `t_origin`), Via; on a 200 from the cache
+    /// (not a pass's private object) with range support, Accept-Ranges.
+    pub fn resp_setup(&self, h: &mut Headers, obj_vxid: Option<u32>, t_origin: f64, ranges: bool) {
+        let xv = match obj_vxid {
+            Some(o) => format!("{} {o}", self.rxid),
+            None => self.rxid.to_string(),
+        };
+        h.0.push((bytes::Bytes::from_static(b"X-Varnish"), bytes::Bytes::from(xv)));
+        let age = (crate::util::now() - t_origin).max(0.0).floor() as u64;
+        h.0.push((bytes::Bytes::from_static(b"Age"), bytes::Bytes::from(age.to_string())));
+        h.0.push((bytes::Bytes::from_static(b"Via"), bytes::Bytes::copy_from_slice(self.sh.via.as_bytes())));
+        if ranges {
+            h.unset("accept-ranges");
+            h.0.push((bytes::Bytes::from_static(b"Accept-Ranges"), bytes::Bytes::from_static(b"bytes")));
+        }
+    }
+
             return end_log(&self.sh, &mut self.log, &mut self.clock, self.rxid, rx, tx);
         }
         // An include's bytes are its page's too: only the top request
@@ -367,9 +384,9 @@ impl<T: Transport> Request<'_, T> {
 }
 
 /// Write a response head into `wire` (cleared first) and log it: status
-/// line, `headers`, then X-Varnish (with the object's vxid on hits), Via,
-/// Accept-Ranges, the framing header, and Connection as needed.
-pub fn write_head(wire: &mut Vec<u8>, log: &mut Batch, rxid: u32, via: &str, minor: u8, h: &RespHead<'_>) {
+/// line, `headers` (X-Varnish, Age and Via are among them since before
+/// vcl_deliver or vcl_synth), the framing header, and Connection as needed.
+pub fn write_head(wire: &mut Vec<u8>, log: &mut Batch, rxid: u32, minor: u8, h: &RespHead<'_>) {
     use std::io::Write as _;
     let side = LogSide::Client;
     wire.clear();
@@ -384,15 +401,6 @@ pub fn write_head(wire: &mut Vec<u8>, log: &mut Batch, rxid: u32, via: &str, min
     let mut out = HeadOut { wire, log, tag: Tag::RespHeader, side, vxid: rxid };
     for (n, v) in h.headers.iter() {
         out.header(n, v);
-    }
-    let xv = match h.obj_vxid {
-        Some(o) => format!("{rxid} {o}"),
-        None => rxid.to_string(),
-    };
-    out.header(b"X-Varnish", xv.as_bytes());
-    out.header(b"Via", via.as_bytes());
-    if h.accept_ranges {
-        out.header(b"Accept-Ranges", b"bytes");
     }
     if let Some((n, v)) = &h.framing {
         out.header(n, v.as_bytes());

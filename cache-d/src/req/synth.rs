@@ -14,14 +14,16 @@ use crate::util::{http_date, now};
 use crate::vcl::model::{Action, Headers, NoEnv, Req, Resp, Sub, Task};
 use crate::vcl::policy::{run_sub, Builtin};
 
-/// A synthetic response's start: status, reason, Date and Server.
-fn synthetic(status: u16, reason: &str) -> Resp {
+/// A synthetic response's start: status, reason, Date, Server and
+/// X-Varnish (Varnish's Resp_Setup_Synth: no Via, no Age).
+fn synthetic(status: u16, reason: &str, rxid: u32) -> Resp {
     Resp {
         status,
         reason: Bytes::copy_from_slice(reason.as_bytes()),
         headers: Headers(vec![
             (Bytes::from_static(b"Date"), Bytes::from(http_date(now()))),
             (Bytes::from_static(b"Server"), Bytes::from_static(b"cachekit")),
+            (Bytes::from_static(b"X-Varnish"), Bytes::from(rxid.to_string())),
         ]),
         ..Resp::default()
     }
@@ -31,7 +33,7 @@ fn synthetic(status: u16, reason: &str) -> Resp {
 /// if the request's body (if any) has been read.
 pub async fn vcl_synth<T: Transport>(r: &mut Request<'_, T>, status: u16, reason: &str) -> Step {
     r.sh.seg.add(C::SSynth, 1);
-    let mut resp = synthetic(crate::vcl::builtin::wire_status(status), reason);
+    let mut resp = synthetic(crate::vcl::builtin::wire_status(status), reason, r.rxid);
     // VCL sees the status as synth() gave it (above 999 too).
     resp.vcl_status = status;
     // A 100 Continue still owed: the page suggests closing, neither
@@ -65,6 +67,8 @@ pub async fn vcl_synth<T: Transport>(r: &mut Request<'_, T>, status: u16, reason
 
 /// Deliver vcl_backend_error's page to a pass: through vcl_deliver.
 pub async fn deliver_synthetic<T: Transport>(r: &mut Request<'_, T>, mut resp: Resp, body: Vec<u8>) -> Step {
+    resp.headers.0.retain(|(n, _)| !crate::fetch::steps::not_passed(n));
+    r.resp_setup(&mut resp.headers, None, now(), false);
     let action = r.call(Sub::Deliver, With { resp: Some(&mut resp), ..With::default() });
     r.stamp("Process");
     if action != Action::Deliver {
@@ -126,7 +130,7 @@ async fn send<T: Transport>(r: &mut Request<'_, T>, resp: &Resp, body: &[u8]) ->
 /// malformed for it), closing the connection; returns the (header, body)
 /// bytes written, zeros if the client was gone.
 pub async fn refuse<T: Transport>(s: &mut Sess, conn: &mut T, log: &mut Batch, rxid: u32, status: u16, reason: &str) -> (u64, u64) {
-    let mut resp = synthetic(status, reason);
+    let mut resp = synthetic(status, reason, rxid);
     let mut body = Vec::new();
     let mut r = Req { xid: rxid, ..Req::default() };
     {
@@ -167,12 +171,10 @@ async fn send_synth<T: Transport>(s: &mut Sess, conn: &mut T, log: &mut Batch, r
         status: resp.status,
         reason: &resp.reason,
         headers: &headers,
-        obj_vxid: None,
         framing: (!bodyless).then(|| (&b"Content-Length"[..], body.len().to_string())),
         keep: !close,
-        accept_ranges: false,
     };
-    write_head(&mut wire, log, rxid, &s.sh.via, s.minor, &head);
+    write_head(&mut wire, log, rxid, s.minor, &head);
     if include {
         wire.clear();
     }

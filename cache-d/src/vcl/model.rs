@@ -133,6 +133,9 @@ pub struct Req {
     pub client_identity: Option<String>,
     /// When the request arrived (req.time; kept across restarts).
     pub time: f64,
+    /// The headers the client's Connection named, as they came: VCL sees
+    /// them, a backend request does not get them (see [`same_slot`]).
+    pub hop: Vec<(Bytes, Bytes)>,
     /// sess.timeout_idle in seconds: the session's, and whether VCL set it
     /// (the session keeps it for its next requests).
     pub timeout_idle: f64,
@@ -231,9 +234,13 @@ impl Bereq {
 
     /// The backend request for a client request.
     pub fn from_req(req: &Req, xid: u32) -> Bereq {
-        // The headers the client's Connection named went before vcl_recv;
-        // one the policy set since goes to the backend (Varnish).
-        let headers = req.headers.clone();
+        // The headers the client's Connection named stay for this hop;
+        // one the policy set since goes to the backend (Varnish's
+        // HDF_FILTER marks the header's slot, not its name).
+        let headers = match req.hop.is_empty() {
+            true => req.headers.clone(),
+            false => Headers(req.headers.0.iter().filter(|h| !req.hop.iter().any(|m| same_slot(m, h))).cloned().collect()),
+        };
         Bereq {
             method: req.method.clone(),
             url: req.url.clone(),
@@ -249,6 +256,12 @@ impl Bereq {
             ..Bereq::default()
         }
     }
+}
+
+/// Is `h` the header `m` as it came, not one VCL has set since (the same
+/// bytes, not just an equal value)?
+fn same_slot(m: &(Bytes, Bytes), h: &(Bytes, Bytes)) -> bool {
+    m.0.eq_ignore_ascii_case(&h.0) && m.1.as_ptr() == h.1.as_ptr() && m.1.len() == h.1.len()
 }
 
 /// The backend response (VCL's `beresp`), and the synthetic one that

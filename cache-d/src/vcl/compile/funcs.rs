@@ -141,6 +141,11 @@ pub const FUNCTIONS: &[&str] = &[
     "std.getenv",
     "std.strftime",
     "std.bytes",
+    "blob.decode",
+    "blob.transcode",
+    "blob.equal",
+    "blob.length",
+    "blob.sub",
 ];
 
 /// Every variable a program can name (headers as `req.http.`), for the
@@ -190,6 +195,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
     if let Some(f) = super::proxy::call(name, args, pos, sc)
         .or_else(|| super::unixmod::call(name, args, pos, sc))
         .or_else(|| super::stdx::call(name, args, names, pos, sc))
+        .or_else(|| super::blob::call(name, args, names, pos, sc))
     {
         return f;
     }

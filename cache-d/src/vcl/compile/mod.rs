@@ -19,6 +19,7 @@ use crate::vcl::builtin;
 use crate::vcl::model::{Action, NoEnv, Sub, Task};
 use crate::vcl::policy::Policy;
 
+mod blob;
 mod cookie;
 mod decls;
 mod dynamic;

@@ -480,6 +480,10 @@ fn every_listed_function_compiles() {
         "std.strstr" | "std.fnmatch" => "\"a\", \"b\"",
         "std.strftime" => "now, \"%Y\"",
         "std.round" => "1.5",
+        "blob.decode" | "blob.transcode" => "HEX, encoded=\"ab\"",
+        "blob.equal" => "std.blobread(\"x\"), std.blobread(\"y\")",
+        "blob.length" => "std.blobread(\"x\")",
+        "blob.sub" => "std.blobread(\"x\"), 1B",
         f if f.starts_with("vsthrottle.") => "\"k\", 1, 1s, 1s",
         _ => "\"x\"",
     };

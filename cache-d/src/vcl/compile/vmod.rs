@@ -31,7 +31,7 @@ pub(super) fn base64(b: &[u8]) -> String {
 }
 
 /// The bytes of standard base64 (padding optional); None if it is not.
-fn unbase64(s: &str) -> Option<Vec<u8>> {
+pub(super) fn unbase64(s: &str) -> Option<Vec<u8>> {
     let s = s.trim_end_matches('=');
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
     let (mut acc, mut bits) = (0u32, 0);
@@ -61,7 +61,7 @@ pub(super) fn blob(b: &[u8]) -> Val {
 }
 
 /// The bytes of a BLOB value (a string that is not one: its own bytes).
-fn blob_bytes(v: &Val) -> Vec<u8> {
+pub(super) fn blob_bytes(v: &Val) -> Vec<u8> {
     let s = v.text();
     match s.strip_prefix(':').and_then(|x| x.strip_suffix(':')).and_then(unbase64) {
         Some(b) => b,
@@ -70,7 +70,7 @@ fn blob_bytes(v: &Val) -> Vec<u8> {
 }
 
 /// An enum argument (`HEX`, `LOWER`): a bare name from `allowed`.
-fn enum_arg(e: &Expr, allowed: &[&str], what: &str) -> Result<String, VclError> {
+pub(super) fn enum_arg(e: &Expr, allowed: &[&str], what: &str) -> Result<String, VclError> {
     match e {
         Expr::Name(n, _) if allowed.contains(&n.as_str()) => Ok(n.clone()),
         other => err(format!("{what} must be one of {}", allowed.join(", ")), other.pos()),
@@ -90,23 +90,25 @@ fn blob_encode(args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>
         }
     }
     let Some(arg) = arg else { return err("blob.encode() needs blob=", pos) };
-    Ok(Box::new(move |t, c| {
-        let b = blob_bytes(&arg(t, c));
-        Val::Str(match enc.as_str() {
-            "HEX" if upper => b.iter().map(|x| format!("{x:02X}")).collect(),
-            "HEX" => b.iter().map(|x| format!("{x:02x}")).collect(),
-            "BASE64" => base64(&b),
-            "BASE64URL" | "BASE64URLNOPAD" => {
-                let s = base64(&b).replace('+', "-").replace('/', "_");
-                if enc == "BASE64URLNOPAD" {
-                    s.trim_end_matches('=').to_string()
-                } else {
-                    s
-                }
+    Ok(Box::new(move |t, c| Val::Str(encode_as(&enc, upper, &blob_bytes(&arg(t, c))))))
+}
+
+/// Bytes as text in one of vmod_blob's encodings.
+pub(super) fn encode_as(enc: &str, upper: bool, b: &[u8]) -> String {
+    match enc {
+        "HEX" if upper => b.iter().map(|x| format!("{x:02X}")).collect(),
+        "HEX" => b.iter().map(|x| format!("{x:02x}")).collect(),
+        "BASE64" => base64(b),
+        "BASE64URL" | "BASE64URLNOPAD" => {
+            let s = base64(b).replace('+', "-").replace('/', "_");
+            if enc == "BASE64URLNOPAD" {
+                s.trim_end_matches('=').to_string()
+            } else {
+                s
             }
-            _ => String::from_utf8_lossy(&b).into_owned(),
-        })
-    }))
+        }
+        _ => String::from_utf8_lossy(b).into_owned(),
+    }
 }
 
 /// An address with an optional port (`1.2.3.4`, `1.2.3.4:8000`,
