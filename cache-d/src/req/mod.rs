@@ -15,6 +15,7 @@
 //!       └─ Synth                 any step ── Restart ──▶ Recv
 //! ```
 
+pub mod cached;
 pub mod contain;
 pub mod deliver;
 pub mod gather;
@@ -296,6 +297,7 @@ impl<T: Transport> Request<'_, T> {
                 hit_pass: false,
                 continue_pending: false,
                 cached_body: None,
+                body_error: None,
                 loaded: None,
             };
             let reason = run(&mut sub).await;

@@ -105,6 +105,7 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
         hit_pass: false,
         continue_pending,
         cached_body: None,
+        body_error: None,
         loaded: None,
     })
 }
@@ -210,7 +211,12 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
         return Step::Done(Some(Reason::TxError));
     }
     if let Some(limit) = r.req.cache_body.filter(|_| r.cached_body.is_none() && r.framing != Framing::None) {
-        if let Err(e) = cache_body(r, limit).await {
+        // A read vmod bodyaccess made in vcl_recv may have failed already.
+        let read = match r.body_error.take() {
+            Some(e) => Err(e),
+            None => cache_body(r, limit).await,
+        };
+        if let Err(e) = read {
             return match e.side {
                 // Over std.cache_req_body's limit: closed without a
                 // response, as Varnish does.

@@ -200,6 +200,9 @@ pub struct Request<'a, T> {
     pub continue_pending: bool,
     /// The body, read into memory by std.cache_req_body().
     pub cached_body: Option<bytes::Bytes>,
+    /// Reading it for vmod bodyaccess in vcl_recv failed: answered when
+    /// vcl_recv is over, as a failed std.cache_req_body() read.
+    pub body_error: Option<crate::error::Error>,
     /// A disk object's body its lookup read back (delivered from here
     /// even if the memory tier lets it go meanwhile).
     pub loaded: Option<(ObjRef, crate::cache::body::ObjBody)>,
@@ -228,7 +231,19 @@ pub struct RespHead<'h> {
 impl<T: Transport> Request<'_, T> {
     /// Run a client-side subroutine of the request's program.
     pub fn call(&mut self, sub: Sub, with: With<'_>) -> Action {
+        // vmod bodyaccess may have the body read in vcl_recv (req::cached).
+        let mut body = crate::req::cached::Source {
+            conn: &mut *self.conn,
+            sh: &self.sh,
+            framing: &mut self.framing,
+            cached: &mut self.cached_body,
+            body_rx: &mut self.body_rx,
+            continue_pending: &mut self.continue_pending,
+            error: &mut self.body_error,
+            may_read: sub == Sub::Recv && self.sess.minor != 2 && self.req.esi_level == 0,
+        };
         let mut t = Task::new(&*self.sh);
+        t.req_body = Some(&mut body);
         t.log = Some((&mut self.log, self.rxid, LogSide::Client));
         t.ends = Some(self.sess.ends.clone());
         t.tls = self.sess.tls.clone();

@@ -524,6 +524,15 @@ pub trait Env: Sync {
     }
 }
 
+/// The client request's body as vmod bodyaccess reads it: kept in memory
+/// by std.cache_req_body() (varnishd reads it inside that call; cache-d
+/// after vcl_recv, or here, when a bodyaccess function asks in vcl_recv).
+pub trait BodyAccess {
+    /// The body, read now (at most `limit` bytes) if it is not in memory
+    /// yet; None if there is none or it could not be read.
+    fn cached(&mut self, limit: u64) -> Option<bytes::Bytes>;
+}
+
 /// An engine that lends nothing (unit tests, benchmarks, vcl_init).
 pub struct NoEnv;
 impl Env for NoEnv {}
@@ -623,6 +632,9 @@ pub struct Task<'a> {
     pub ends: Option<Ends>,
     /// The client connection's TLS parameters (None: not TLS).
     pub tls: Option<std::sync::Arc<TlsInfo>>,
+    /// The client request's body for vmod bodyaccess (client
+    /// subroutines only): what std.cache_req_body() kept.
+    pub req_body: Option<&'a mut dyn BodyAccess>,
     pub env: &'a dyn Env,
     /// Set by a runtime error (logged as VCL_Error): the subroutine stops
     /// and returns fail.
@@ -648,6 +660,7 @@ impl<'a> Task<'a> {
             log: None,
             ends: None,
             tls: None,
+            req_body: None,
             env,
             failed: None,
             cookies: Vec::new(),

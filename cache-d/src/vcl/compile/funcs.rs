@@ -119,6 +119,10 @@ pub const FUNCTIONS: &[&str] = &[
     "vsthrottle.return_token",
     "vsthrottle.remaining",
     "vsthrottle.blocked",
+    "bodyaccess.hash_req_body",
+    "bodyaccess.len_req_body",
+    "bodyaccess.rematch_req_body",
+    "bodyaccess.log_req_body",
     "proxy.alpn",
     "proxy.authority",
     "proxy.is_ssl",
@@ -190,6 +194,9 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
         return f;
     }
     if let Some(f) = super::vsthrottle::call(name, args, names, pos, sc) {
+        return f;
+    }
+    if let Some(f) = super::bodyaccess::call(name, args, names, pos, sc) {
         return f;
     }
     if let Some(f) = super::proxy::call(name, args, pos, sc)

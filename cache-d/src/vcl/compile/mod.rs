@@ -20,6 +20,7 @@ use crate::vcl::model::{Action, NoEnv, Sub, Task};
 use crate::vcl::policy::Policy;
 
 mod blob;
+mod bodyaccess;
 mod cookie;
 mod decls;
 mod dynamic;

@@ -485,6 +485,8 @@ fn every_listed_function_compiles() {
         "blob.length" => "std.blobread(\"x\")",
         "blob.sub" => "std.blobread(\"x\"), 1B",
         f if f.starts_with("vsthrottle.") => "\"k\", 1, 1s, 1s",
+        "bodyaccess.hash_req_body" | "bodyaccess.len_req_body" => "",
+        "bodyaccess.log_req_body" => "\"p\", 3",
         _ => "\"x\"",
     };
     for &f in FUNCTIONS {
@@ -495,7 +497,7 @@ fn every_listed_function_compiles() {
             _ => "vcl_recv",
         };
         let src = format!(
-            "vcl 4.1;\nimport std;\nimport tls;\nimport xkey;\nimport purge;\nimport blob;\nimport directors;\nimport cookie;\nimport proxy;\nimport unix;\nimport vsthrottle;\nimport var;\nimport str;\nsub {sub} {{ {f}({}); }}",
+            "vcl 4.1;\nimport std;\nimport tls;\nimport xkey;\nimport purge;\nimport blob;\nimport directors;\nimport cookie;\nimport proxy;\nimport unix;\nimport vsthrottle;\nimport bodyaccess;\nimport var;\nimport str;\nsub {sub} {{ {f}({}); }}",
             arity(f)
         );
         let p = parse_source("t.vcl", &src).unwrap();
