@@ -326,21 +326,6 @@ impl<T: Transport> Request<'_, T> {
         self.conn.arm_send(p.send_timeout, p.idle_send_timeout);
     }
 
-    /// Write a response head into `wire` and log it.
-    pub fn write_head(&mut self, wire: &mut Vec<u8>, head: &RespHead<'_>) {
-        write_head(wire, &mut self.log, self.rxid, self.sess.minor, head);
-        // An ESI include's head is logged, never sent: its body goes into
-        // the page.
-        if self.req.esi_level > 0 {
-            wire.clear();
-        }
-    }
-
-    /// The request is over: Resp timestamp, ReqAcct, End, byte counters.
-    pub fn end(&mut self, tx: (u64, u64)) {
-        self.body_stamp();
-        let rx = (self.hdr_rx, self.body_rx);
-        if self.req.esi_level == 0 {
     /// The headers a delivery has before vcl_deliver sees it, as Varnish's
     /// Resp_Setup_Deliver: X-Varnish (with the object's vxid on a hit),
     /// Age (whole seconds since `t_origin`), Via; on a 200 from the cache
@@ -360,6 +345,21 @@ impl<T: Transport> Request<'_, T> {
         }
     }
 
+    /// Write a response head into `wire` and log it.
+    pub fn write_head(&mut self, wire: &mut Vec<u8>, head: &RespHead<'_>) {
+        write_head(wire, &mut self.log, self.rxid, self.sess.minor, head);
+        // An ESI include's head is logged, never sent: its body goes into
+        // the page.
+        if self.req.esi_level > 0 {
+            wire.clear();
+        }
+    }
+
+    /// The request is over: Resp timestamp, ReqAcct, End, byte counters.
+    pub fn end(&mut self, tx: (u64, u64)) {
+        self.body_stamp();
+        let rx = (self.hdr_rx, self.body_rx);
+        if self.req.esi_level == 0 {
             return end_log(&self.sh, &mut self.log, &mut self.clock, self.rxid, rx, tx);
         }
         // An include's bytes are its page's too: only the top request
