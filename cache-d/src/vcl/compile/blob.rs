@@ -1,11 +1,13 @@
-//! vmod_blob's decoding side: blob.decode, blob.transcode, blob.equal,
-//! blob.length and blob.sub (blob.encode is in the vmod module, which
-//! also says how a BLOB is carried). Decoding follows vmod_blob: HEX
+//! vmod_blob's decoding side: blob.decode, blob.transcode, blob.same,
+//! blob.equal, blob.length, blob.sub and the blob.blob() object (its
+//! bytes kept on the program when vcl_init makes it); blob.encode is in
+//! the vmod module, which also says how a BLOB is carried. Decoding follows vmod_blob: HEX
 //! takes an odd digit count as if a 0 led it, `length` (when positive)
 //! reads only that many characters of the input, input that is not of
 //! the encoding fails the task ("vmod blob error: cannot decode, illegal
 //! encoding beginning with ...").
 
+use super::decls::ObjKind;
 use super::program::*;
 use super::vmod::{blob, blob_bytes, encode_as, enum_arg, unbase64};
 use crate::vcl::ast::*;
@@ -127,6 +129,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             })
         }),
         "blob.sub" => sub(args, names, pos, sc),
+        "blob.same" => same(args, pos, sc),
         _ => return None,
     })
 }
@@ -153,6 +156,61 @@ fn sub(args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Res
         }
         blob(&bytes[off as usize..(off + n) as usize])
     }))
+}
+
+/// blob.same(BLOB, BLOB): whether both are the same object, as Varnish
+/// compares pointers: two unset BLOBs, or one blob object's .get() twice
+/// (a BLOB made by a call is a new one each time, however alike).
+fn same(args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+    let [x, y] = args else { return err(format!("blob.same() takes 2 argument(s), not {}", args.len()), pos) };
+    let getter = |e: &Expr| match e {
+        Expr::Call { name, args, .. } if args.is_empty() => {
+            name.strip_suffix(".get").filter(|o| sc.objects.get(*o) == Some(&ObjKind::Blob)).map(str::to_string)
+        }
+        _ => None,
+    };
+    let one_object = matches!((getter(x), getter(y)), (Some(a), Some(b)) if a == b);
+    let (x, y) = (sc.expr(x)?, sc.expr(y)?);
+    Ok(Box::new(move |t, c| {
+        let both_unset = matches!((x(t, c), y(t, c)), (Val::None, Val::None));
+        Val::Bool(one_object || both_unset)
+    }))
+}
+
+/// `new b = blob.blob(decoding, encoded)` in vcl_init: the text decoded
+/// once; text not of the encoding fails vcl_init.
+pub(super) fn object_new(obj: &str, args: &[Expr], names: &[Option<String>], sc: &Scope<'_>) -> Result<StmtFn, VclError> {
+    let a = by_name("blob.blob", &["decoding", "encoded"], args, names)?;
+    let dec = a[0].map_or(Ok("IDENTITY".to_string()), |e| enum_arg(e, &DECODINGS, "decoding"))?;
+    let Some(encoded) = a[1] else { return err("blob.blob() needs encoded=", Pos::default()) };
+    let encoded = sc.expr(encoded)?;
+    let obj = obj.to_string();
+    Ok(Box::new(move |t, c| {
+        let s = encoded(t, c).text();
+        match decode(&dec, &s, 0) {
+            Some(b) => {
+                c.blobs.lock().unwrap_or_else(|e| e.into_inner()).insert(obj.clone(), std::sync::Arc::new(b));
+            }
+            None => fail(t, format!("vmod blob error: cannot create blob {obj}, illegal encoding beginning with \"{s}\"")),
+        }
+        Flow::Next
+    }))
+}
+
+/// A blob object's .get() and .encode(encoding = IDENTITY, case = DEFAULT).
+pub(super) fn object_call(obj: &str, method: &str, args: &[Expr], names: &[Option<String>], pos: Pos) -> Result<ExprFn, VclError> {
+    let obj = obj.to_string();
+    let bytes = move |c: &Compiled| c.blobs.lock().unwrap_or_else(|e| e.into_inner()).get(&obj).cloned().unwrap_or_default();
+    match method {
+        "get" if args.is_empty() => Ok(Box::new(move |_, c| blob(&bytes(c)))),
+        "encode" => {
+            let a = by_name("encode", &["encoding", "case"], args, names)?;
+            let enc = a[0].map_or(Ok("IDENTITY".to_string()), |e| enum_arg(e, &DECODINGS, "encoding"))?;
+            let upper = a[1].map_or(Ok("DEFAULT".to_string()), |e| enum_arg(e, &["LOWER", "UPPER", "DEFAULT"], "case"))? == "UPPER";
+            Ok(Box::new(move |_, c| Val::Str(encode_as(&enc, upper, &bytes(c)))))
+        }
+        m => err(format!("Symbol not found: '{m}' (a blob object has .get() and .encode())"), pos),
+    }
 }
 
 #[cfg(test)]
