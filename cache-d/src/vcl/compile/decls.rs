@@ -295,6 +295,8 @@ pub(super) enum ObjKind {
     Dynamic,
     /// dynamic.resolver()
     Resolver,
+    /// blob.blob()
+    Blob,
 }
 
 /// The objects `new` makes, with their kind; anything else `new` is
@@ -313,6 +315,7 @@ pub(super) fn collect_objects(body: &[Stmt], out: &mut HashMap<String, ObjKind>)
                 let kind = match ctor_name.as_str() {
                     "dynamic.director" => ObjKind::Dynamic,
                     "dynamic.resolver" => ObjKind::Resolver,
+                    "blob.blob" => ObjKind::Blob,
                     c => match crate::backend::director::Kind::from_ctor(c, sticky) {
                         Some(k) => ObjKind::Director(k),
                         None => return unsupported(&format!("Object {ctor_name}()"), *cpos),

@@ -150,6 +150,7 @@ pub const FUNCTIONS: &[&str] = &[
     "blob.equal",
     "blob.length",
     "blob.sub",
+    "blob.same",
 ];
 
 /// Every variable a program can name (headers as `req.http.`), for the
@@ -187,6 +188,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             Some(ObjKind::Director(kind)) => return director_call(obj, *kind, method, args, pos, sc),
             Some(ObjKind::Dynamic) => return super::dynamic::director_call(obj, method, args, names, pos, sc),
             Some(ObjKind::Resolver) => return super::dynamic::resolver_call(obj, method, args, pos, sc),
+            Some(ObjKind::Blob) => return super::blob::object_call(obj, method, args, names, pos),
             None => {}
         }
     }

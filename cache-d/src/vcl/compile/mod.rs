@@ -28,8 +28,8 @@ mod funcs;
 mod program;
 mod proxy;
 mod re;
-mod strmod;
 mod stdx;
+mod strmod;
 #[cfg(test)]
 mod tests;
 mod unixmod;
@@ -105,7 +105,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
             collect_objects(body, &mut objects)?;
         }
     }
-    c.declares_directors = objects.values().any(|k| *k != ObjKind::Resolver);
+    c.declares_directors = objects.values().any(|k| !matches!(k, ObjKind::Resolver | ObjKind::Blob));
     for item in &p.items {
         if let Item::Sub { name, body, .. } = item {
             let scope = Scope {
@@ -271,6 +271,7 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
             }
             (ObjKind::Dynamic, Expr::Call { args, names, .. }) => dynamic::director_new(name, args, names, sc)?,
             (ObjKind::Resolver, Expr::Call { args, names, .. }) => dynamic::resolver_new(name, args, names)?,
+            (ObjKind::Blob, Expr::Call { args, names, .. }) => blob::object_new(name, args, names, sc)?,
             (_, other) => return err("\"new\" takes a constructor", other.pos()),
         },
     })

@@ -139,6 +139,8 @@ pub struct Compiled {
     pub(super) dynamics: std::sync::Mutex<HashMap<String, Arc<crate::backend::dynamic::Dynamic>>>,
     /// dynamic.resolver() objects: what vcl_init configured.
     pub(super) resolvers: std::sync::Mutex<HashMap<String, common::resolve::ResolverSpec>>,
+    /// blob.blob() objects: the bytes vcl_init decoded.
+    pub(super) blobs: std::sync::Mutex<HashMap<String, Arc<Vec<u8>>>>,
     /// The program's name (set when it is loaded, before vcl_init).
     pub(super) vcl_name: std::sync::OnceLock<String>,
     /// The default backend's host and port (the one named `default`,
@@ -165,6 +167,7 @@ impl Compiled {
             directors: std::sync::Mutex::new(HashMap::new()),
             dynamics: std::sync::Mutex::new(HashMap::new()),
             resolvers: std::sync::Mutex::new(HashMap::new()),
+            blobs: std::sync::Mutex::new(HashMap::new()),
             vcl_name: std::sync::OnceLock::new(),
             backend: None,
             declares_directors: false,

@@ -481,7 +481,7 @@ fn every_listed_function_compiles() {
         "std.strftime" => "now, \"%Y\"",
         "std.round" => "1.5",
         "blob.decode" | "blob.transcode" => "HEX, encoded=\"ab\"",
-        "blob.equal" => "std.blobread(\"x\"), std.blobread(\"y\")",
+        "blob.equal" | "blob.same" => "std.blobread(\"x\"), std.blobread(\"y\")",
         "blob.length" => "std.blobread(\"x\")",
         "blob.sub" => "std.blobread(\"x\"), 1B",
         f if f.starts_with("vsthrottle.") => "\"k\", 1, 1s, 1s",
