@@ -101,6 +101,12 @@ pub const FUNCTIONS: &[&str] = &[
     "str.take",
     "str.reverse",
     "str.split",
+    "header.append",
+    "header.copy",
+    "header.get",
+    "header.remove",
+    "header.regsub",
+    "header.dyn",
     "cookie.clean",
     "cookie.delete",
     "cookie.filter",
@@ -177,7 +183,10 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             }
         }))
     };
-    if let Some(f) = super::var::call(name, args, names, pos, sc).or_else(|| super::strmod::call(name, args, names, pos, sc)) {
+    if let Some(f) = super::var::call(name, args, names, pos, sc)
+        .or_else(|| super::strmod::call(name, args, names, pos, sc))
+        .or_else(|| super::header::call(name, args, names, pos, sc))
+    {
         return f;
     }
     if let Some((obj, method)) = name.split_once('.') {

@@ -25,6 +25,7 @@ mod cookie;
 mod decls;
 mod dynamic;
 mod funcs;
+mod header;
 mod program;
 mod proxy;
 mod re;

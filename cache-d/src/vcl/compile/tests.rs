@@ -465,6 +465,10 @@ fn every_listed_function_compiles() {
         "var.clear" => "",
         "str.startswith" | "str.endswith" | "str.contains" => "\"abc\", \"b\"",
         "str.take" | "str.split" => "\"abc\", 1",
+        "header.append" | "header.get" | "header.remove" => "req.http.a, \"b\"",
+        "header.copy" => "req.http.a, req.http.b",
+        "header.regsub" => "req, \"a\", \"b\"",
+        "header.dyn" => "req, \"a\"",
         "blob.encode" => "HEX, blob=std.blobread(\"x\")",
         "std.collect" => "req.http.x",
         "std.healthy" => "req.backend_hint",
@@ -497,7 +501,7 @@ fn every_listed_function_compiles() {
             _ => "vcl_recv",
         };
         let src = format!(
-            "vcl 4.1;\nimport std;\nimport tls;\nimport xkey;\nimport purge;\nimport blob;\nimport directors;\nimport cookie;\nimport proxy;\nimport unix;\nimport vsthrottle;\nimport bodyaccess;\nimport var;\nimport str;\nsub {sub} {{ {f}({}); }}",
+            "vcl 4.1;\nimport std;\nimport tls;\nimport xkey;\nimport purge;\nimport blob;\nimport directors;\nimport cookie;\nimport proxy;\nimport unix;\nimport vsthrottle;\nimport bodyaccess;\nimport var;\nimport str;\nimport header;\nsub {sub} {{ {f}({}); }}",
             arity(f)
         );
         let p = parse_source("t.vcl", &src).unwrap();

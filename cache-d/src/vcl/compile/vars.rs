@@ -174,7 +174,7 @@ pub(super) enum Hdrs {
     Resp,
 }
 
-fn headers<'t>(t: &'t Task<'_>, w: Hdrs) -> Option<&'t Headers> {
+pub(super) fn headers<'t>(t: &'t Task<'_>, w: Hdrs) -> Option<&'t Headers> {
     match w {
         Hdrs::Req => t.req.as_deref().map(|r| &r.headers),
         Hdrs::ReqTop => t.req.as_deref().map(|r| r.top.as_ref().map_or(&r.headers, |top| &top.headers)),
