@@ -117,6 +117,7 @@ impl<'a, B> BeTxn<'a, B> {
     fn call(&mut self, sub: Sub, beresp: Option<&mut Beresp>, body: Option<&mut Vec<u8>>) -> Action {
         let mut task = Task::new(self.sh);
         task.log = Some((&mut self.f.log, self.f.vxid, LogSide::Backend));
+        task.clock = Some(&mut self.f.clock);
         task.bereq = Some(self.bereq);
         task.ends = Some(self.addrs.clone());
         task.beresp = beresp;

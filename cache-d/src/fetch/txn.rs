@@ -26,7 +26,7 @@ const MAX_INTERIM: usize = 16;
 pub struct Fetch {
     pub vxid: u32,
     pub log: Batch,
-    clock: Clock,
+    pub(super) clock: Clock,
     pub hdr_tx: u64,
     pub body_tx: u64,
     pub hdr_rx: u64,

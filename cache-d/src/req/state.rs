@@ -245,6 +245,7 @@ impl<T: Transport> Request<'_, T> {
         let mut t = Task::new(&*self.sh);
         t.req_body = Some(&mut body);
         t.log = Some((&mut self.log, self.rxid, LogSide::Client));
+        t.clock = Some(&mut self.clock);
         t.ends = Some(self.sess.ends.clone());
         t.tls = self.sess.tls.clone();
         t.req = Some(&mut self.req);

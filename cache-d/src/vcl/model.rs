@@ -567,6 +567,8 @@ pub struct Ends {
     /// A Unix socket listener's path (local.endpoint; a TCP one's is
     /// `local`).
     pub path: Option<std::sync::Arc<str>>,
+    /// The client connection's descriptor (std.set_ip_tos).
+    pub fd: Option<i32>,
     /// The peer's (uid, gid) on a Unix socket (SO_PEERCRED; vmod unix).
     pub peer_cred: Option<(u32, u32)>,
     /// A PROXY version 2 header's TLVs, as sent (vmod proxy).
@@ -576,7 +578,7 @@ pub struct Ends {
 impl Ends {
     /// A connection with no PROXY header: client and server are its ends.
     pub fn direct(remote: std::net::SocketAddr, local: std::net::SocketAddr) -> Ends {
-        Ends { client: remote, server: local, remote, local, xid: 0, socket: None, path: None, peer_cred: None, proxy_tlvs: None }
+        Ends { client: remote, server: local, remote, local, xid: 0, socket: None, path: None, fd: None, peer_cred: None, proxy_tlvs: None }
     }
     /// A session's ends: `direct`, with the session's vxid, its listener's
     /// name and, on a Unix socket (`fd`'s local name), the socket's path.
@@ -584,7 +586,7 @@ impl Ends {
         let unix = local.ip().is_unspecified() && local.port() == 0;
         let path = if unix { unix_path(fd).map(std::sync::Arc::from) } else { None };
         let peer_cred = if path.is_some() { peer_cred(fd) } else { None };
-        Ends { xid, socket: Some(socket), path, peer_cred, ..Ends::direct(remote, local) }
+        Ends { xid, socket: Some(socket), path, fd: Some(fd), peer_cred, ..Ends::direct(remote, local) }
     }
 }
 
@@ -628,6 +630,8 @@ pub struct Task<'a> {
     pub body: Option<&'a mut Vec<u8>>,
     /// Where std.log and runtime VCL errors go: the transaction's log.
     pub log: Option<(&'a mut Batch, u32, Side)>,
+    /// The transaction's timestamps (std.timestamp adds one to `log`).
+    pub clock: Option<&'a mut crate::util::Clock>,
     /// The connection's addresses (client.ip, server.ip, remote.ip, local.ip).
     pub ends: Option<Ends>,
     /// The client connection's TLS parameters (None: not TLS).
@@ -658,6 +662,7 @@ impl<'a> Task<'a> {
             key: None,
             body: None,
             log: None,
+            clock: None,
             ends: None,
             tls: None,
             req_body: None,

@@ -151,6 +151,8 @@ pub const FUNCTIONS: &[&str] = &[
     "std.getenv",
     "std.strftime",
     "std.bytes",
+    "std.timestamp",
+    "std.set_ip_tos",
     "blob.decode",
     "blob.transcode",
     "blob.equal",

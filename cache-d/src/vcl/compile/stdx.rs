@@ -1,12 +1,13 @@
-//! vmod_std's string, file, environment and rounding helpers that the
-//! others leave out: std.round, std.strstr, std.fnmatch, std.file_exists,
-//! std.getenv, std.strftime and std.bytes, each with vmod_std's rules
-//! (see each function).
+//! vmod_std's string, file, environment, rounding and connection helpers
+//! that the others leave out: std.round, std.strstr, std.fnmatch,
+//! std.file_exists, std.getenv, std.strftime, std.bytes, std.timestamp
+//! and std.set_ip_tos, each with vmod_std's rules (see each function).
 
 use super::program::*;
 use super::vmod::one_arg;
 use crate::vcl::ast::*;
 use crate::vcl::diag::{err, VclError};
+use crate::vcl::model::Task;
 
 /// Bytes as Varnish's VNUM_2bytes reads them: a number (up to fifteen
 /// integer digits, up to three decimals), optional spaces, then a unit
@@ -228,8 +229,42 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
                 Val::Str(strftime(when, &fmt(t, c).text()))
             })
         }),
+        // A Timestamp record with that label, now (an empty label: none).
+        "std.timestamp" => one(1).map(|mut a| -> ExprFn {
+            let x = a.remove(0);
+            Box::new(move |t, c| {
+                let label = x(t, c).text();
+                if let (false, Some(clock), Some((log, vxid, _))) = (label.is_empty(), t.clock.as_deref_mut(), t.log.as_mut()) {
+                    clock.stamp(log, *vxid, &label);
+                }
+                Val::None
+            })
+        }),
+        "std.set_ip_tos" => one(1).map(|mut a| -> ExprFn {
+            let x = a.remove(0);
+            Box::new(move |t, c| {
+                let tos = x(t, c).num().unwrap_or(0.0) as i32;
+                set_ip_tos(t, tos);
+                Val::None
+            })
+        }),
         _ => return None,
     })
+}
+
+/// The client connection's IP TOS (IPv6: traffic class) byte; nothing
+/// on a Unix socket, as Varnish ignores it there.
+fn set_ip_tos(t: &Task<'_>, tos: i32) {
+    if t.req.is_none() {
+        return;
+    }
+    let Some(ends) = t.ends.as_ref() else { return };
+    let (Some(fd), None) = (ends.fd, ends.path.as_ref()) else { return };
+    let (level, opt) = if ends.local.is_ipv4() { (libc::IPPROTO_IP, libc::IP_TOS) } else { (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) };
+    // SAFETY: the option's value is an int, passed with its size.
+    unsafe {
+        libc::setsockopt(fd, level, opt, (&tos as *const i32).cast(), std::mem::size_of::<i32>() as libc::socklen_t);
+    }
 }
 
 #[cfg(test)]
