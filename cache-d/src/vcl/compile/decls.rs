@@ -295,6 +295,8 @@ pub(super) enum ObjKind {
     Dynamic,
     /// dynamic.resolver()
     Resolver,
+    /// saintmode.saintmode()
+    Saintmode,
     /// blob.blob()
     Blob,
 }
@@ -315,6 +317,7 @@ pub(super) fn collect_objects(body: &[Stmt], out: &mut HashMap<String, ObjKind>)
                 let kind = match ctor_name.as_str() {
                     "dynamic.director" => ObjKind::Dynamic,
                     "dynamic.resolver" => ObjKind::Resolver,
+                    "saintmode.saintmode" => ObjKind::Saintmode,
                     "blob.blob" => ObjKind::Blob,
                     c => match crate::backend::director::Kind::from_ctor(c, sticky) {
                         Some(k) => ObjKind::Director(k),

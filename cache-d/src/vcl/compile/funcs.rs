@@ -129,6 +129,8 @@ pub const FUNCTIONS: &[&str] = &[
     "bodyaccess.len_req_body",
     "bodyaccess.rematch_req_body",
     "bodyaccess.log_req_body",
+    "saintmode.blacklist",
+    "saintmode.status",
     "proxy.alpn",
     "proxy.authority",
     "proxy.is_ssl",
@@ -199,6 +201,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             Some(ObjKind::Director(kind)) => return director_call(obj, *kind, method, args, pos, sc),
             Some(ObjKind::Dynamic) => return super::dynamic::director_call(obj, method, args, names, pos, sc),
             Some(ObjKind::Resolver) => return super::dynamic::resolver_call(obj, method, args, pos, sc),
+            Some(ObjKind::Saintmode) => return super::saintmode::method(obj, method, args, pos, sc),
             Some(ObjKind::Blob) => return super::blob::object_call(obj, method, args, names, pos),
             None => {}
         }
@@ -210,6 +213,9 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
         return f;
     }
     if let Some(f) = super::bodyaccess::call(name, args, names, pos, sc) {
+        return f;
+    }
+    if let Some(f) = super::saintmode::call(name, args, pos, sc) {
         return f;
     }
     if let Some(f) = super::proxy::call(name, args, pos, sc)
@@ -366,7 +372,10 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
                 };
                 match name {
                     Some(n)
-                        if c.runtime.get().is_some_and(|r| r.contains_key(n)) || c.directors().contains_key(n) || c.domain(n).is_some() =>
+                        if c.runtime.get().is_some_and(|r| r.contains_key(n))
+                            || c.directors().contains_key(n)
+                            || c.domain(n).is_some()
+                            || c.saint(n).is_some() =>
                     {
                         Val::Bool(c.usable(n, 0))
                     }

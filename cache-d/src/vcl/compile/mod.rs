@@ -29,6 +29,7 @@ mod header;
 mod program;
 mod proxy;
 mod re;
+mod saintmode;
 mod stdx;
 mod strmod;
 #[cfg(test)]
@@ -272,6 +273,7 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
             }
             (ObjKind::Dynamic, Expr::Call { args, names, .. }) => dynamic::director_new(name, args, names, sc)?,
             (ObjKind::Resolver, Expr::Call { args, names, .. }) => dynamic::resolver_new(name, args, names)?,
+            (ObjKind::Saintmode, Expr::Call { args, names, .. }) => saintmode::object_new(name, args, names, sc)?,
             (ObjKind::Blob, Expr::Call { args, names, .. }) => blob::object_new(name, args, names, sc)?,
             (_, other) => return err("\"new\" takes a constructor", other.pos()),
         },

@@ -141,6 +141,8 @@ pub struct Compiled {
     pub(super) resolvers: std::sync::Mutex<HashMap<String, common::resolve::ResolverSpec>>,
     /// blob.blob() objects: the bytes vcl_init decoded.
     pub(super) blobs: std::sync::Mutex<HashMap<String, Arc<Vec<u8>>>>,
+    /// saintmode.saintmode() objects, in the order vcl_init made them.
+    pub(super) saints: std::sync::Mutex<Vec<Arc<super::saintmode::Saint>>>,
     /// The program's name (set when it is loaded, before vcl_init).
     pub(super) vcl_name: std::sync::OnceLock<String>,
     /// The default backend's host and port (the one named `default`,
@@ -168,6 +170,7 @@ impl Compiled {
             dynamics: std::sync::Mutex::new(HashMap::new()),
             resolvers: std::sync::Mutex::new(HashMap::new()),
             blobs: std::sync::Mutex::new(HashMap::new()),
+            saints: std::sync::Mutex::new(Vec::new()),
             vcl_name: std::sync::OnceLock::new(),
             backend: None,
             declares_directors: false,
@@ -187,6 +190,15 @@ impl Compiled {
 
     pub(super) fn dynamics(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<crate::backend::dynamic::Dynamic>>> {
         self.dynamics.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn saints(&self) -> std::sync::MutexGuard<'_, Vec<Arc<super::saintmode::Saint>>> {
+        self.saints.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The saintmode director of that name.
+    pub(super) fn saint(&self, name: &str) -> Option<Arc<super::saintmode::Saint>> {
+        self.saints().iter().find(|s| s.name == name).cloned()
     }
 
     pub(super) fn resolvers(&self) -> std::sync::MutexGuard<'_, HashMap<String, common::resolve::ResolverSpec>> {
@@ -218,6 +230,12 @@ impl Compiled {
         if let Some((d, dom)) = self.domain(name) {
             return d.pick(&dom, true);
         }
+        // A saintmode director: its backend, unless the object (`key`) is
+        // on its list or the list is full (then no backend, as the vmod).
+        if let Some(s) = self.saint(name) {
+            let ok = depth <= 8 && s.healthy(Some(key), crate::util::now()) == super::saintmode::Health::Healthy;
+            return if ok { self.resolve(&s.backend, depth + 1, key) } else { None };
+        }
         let d = self.directors().get(name).cloned()?;
         if depth > 8 {
             return None;
@@ -226,7 +244,7 @@ impl Compiled {
             crate::backend::director::Kind::Shard => {
                 self.shard_pick(&d, crate::backend::director::digest_point(key), Default::default(), depth + 1)?
             }
-            _ => d.pick(None, &|m| self.usable(m, depth + 1))?,
+            _ => d.pick(None, &|m| self.usable_for(m, depth + 1, Some(key)))?,
         };
         self.resolve(&picked, depth + 1, key)
     }
@@ -250,14 +268,24 @@ impl Compiled {
     /// Could `name` take a request now? (A director: could one of its
     /// members; asking changes no director's state.)
     pub(super) fn usable(&self, name: &str, depth: usize) -> bool {
+        self.usable_for(name, depth, None)
+    }
+
+    /// [`usable`] for the object `key` names, where a saintmode director
+    /// may have it on its list.
+    pub(super) fn usable_for(&self, name: &str, depth: usize, key: Option<&[u8]>) -> bool {
         if let Some(b) = self.runtime.get().and_then(|r| r.get(name)) {
             return b.healthy();
         }
         if let Some((_, dom)) = self.domain(name) {
             return dom.usable();
         }
+        if let Some(s) = self.saint(name) {
+            let ok = s.healthy(key, crate::util::now()) == super::saintmode::Health::Healthy;
+            return depth <= 8 && ok && self.usable_for(&s.backend, depth + 1, key);
+        }
         let Some(d) = self.directors().get(name).cloned() else { return false };
-        depth <= 8 && d.member_names().iter().any(|m| self.usable(m, depth + 1))
+        depth <= 8 && d.member_names().iter().any(|m| self.usable_for(m, depth + 1, key))
     }
 
     /// Like [`resolve`], but a backend is returned even when sick (so the

@@ -1,0 +1,257 @@
+//! `import saintmode;`: varnish-modules' vmod_saintmode. `new sm =
+//! saintmode.saintmode(backend, threshold)` makes a director standing for
+//! one backend; saintmode.blacklist(DURATION) in vcl_backend_response
+//! marks the object being fetched (its hash) as troubled on the backend
+//! that answered, for that long. The director is sick for a troubled
+//! object, and for every object once `threshold` are troubled; expired
+//! entries leave the list only when a health check walks it, as in the
+//! vmod (so blacklist_count() counts them until then). The objects live
+//! on the program ([`Compiled::saints`]), in the order vcl_init made them.
+
+use std::sync::{Arc, Mutex};
+
+use common::log::vsl::Tag;
+
+use super::program::*;
+use super::vmod::one_arg;
+use crate::vcl::ast::*;
+use crate::vcl::diag::{err, VclError};
+use crate::vcl::model::Sub;
+
+/// One saintmode director.
+pub(crate) struct Saint {
+    /// The object's name (the director's).
+    pub(crate) name: String,
+    /// The backend it stands for.
+    pub(crate) backend: String,
+    /// The vmod keeps it unsigned: a negative one never trips.
+    threshold: u32,
+    /// (object hash, until when), newest first.
+    troubles: Mutex<Vec<(Vec<u8>, f64)>>,
+}
+
+/// What a health check found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Health {
+    Healthy,
+    /// This object is on the list.
+    Blacklisted,
+    /// The list holds `threshold` objects or more.
+    Threshold,
+}
+
+impl Saint {
+    pub(crate) fn new(name: &str, backend: &str, threshold: i64) -> Saint {
+        Saint { name: name.to_string(), backend: backend.to_string(), threshold: threshold as u32, troubles: Mutex::new(Vec::new()) }
+    }
+
+    fn list(&self) -> std::sync::MutexGuard<'_, Vec<(Vec<u8>, f64)>> {
+        self.troubles.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Put an object on the list until `until`.
+    pub(crate) fn blacklist(&self, digest: &[u8], until: f64) {
+        self.list().insert(0, (digest.to_vec(), until));
+    }
+
+    pub(crate) fn count(&self) -> usize {
+        self.list().len()
+    }
+
+    /// The vmod's is_digest_healthy: entries expired at `now` leave the
+    /// list (up to the first entry for `digest`, where the walk stops).
+    pub(crate) fn check(&self, digest: Option<&[u8]>, now: f64) -> Health {
+        let mut list = self.list();
+        let mut listed = false;
+        let mut i = 0;
+        while i < list.len() {
+            if list[i].1 < now {
+                list.remove(i);
+                continue;
+            }
+            if digest.is_some_and(|d| d == list[i].0.as_slice()) {
+                listed = true;
+                break;
+            }
+            i += 1;
+        }
+        match (listed, self.threshold as usize <= list.len()) {
+            (true, _) => Health::Blacklisted,
+            (false, true) => Health::Threshold,
+            _ => Health::Healthy,
+        }
+    }
+
+    /// The director's healthy(): with no list (or no threshold) only the
+    /// backend's own health counts (the caller checks it).
+    pub(crate) fn healthy(&self, digest: Option<&[u8]>, now: f64) -> Health {
+        if self.threshold == 0 || self.count() == 0 {
+            return Health::Healthy;
+        }
+        self.check(digest, now)
+    }
+}
+
+/// The key a fetch resolves its backend with (the object's hash, else
+/// the URL), as fetch::steps hands it to the program.
+fn fetch_key(t: &crate::vcl::model::Task<'_>) -> Option<Vec<u8>> {
+    let b = t.bereq.as_deref()?;
+    Some(b.hash.as_deref().unwrap_or(&b.url).to_vec())
+}
+
+/// `new NAME = saintmode.saintmode(backend, threshold)`.
+pub(super) fn object_new(name: &str, args: &[Expr], names: &[Option<String>], sc: &Scope<'_>) -> Result<StmtFn, VclError> {
+    let mut parts: [Option<&Expr>; 2] = [None, None];
+    for (i, (a, n)) in args.iter().zip(names.iter().chain(std::iter::repeat(&None))).enumerate() {
+        let at = match n.as_deref().or_else(|| ["backend", "threshold"].get(i).copied()) {
+            Some("backend") => 0,
+            Some("threshold") => 1,
+            Some(other) => return err(format!("Unknown argument '{other}'"), a.pos()),
+            None => return err("saintmode.saintmode() takes 2 arguments", a.pos()),
+        };
+        parts[at] = Some(a);
+    }
+    let (Some(be), Some(th)) = (parts[0], parts[1]) else {
+        return err("saintmode.saintmode() takes a backend and a threshold", args.first().map_or(Pos::default(), Expr::pos));
+    };
+    let (be, th) = (sc.expr(be)?, sc.expr(th)?);
+    let name = name.to_string();
+    Ok(Box::new(move |t, c| {
+        let threshold = th(t, c).num().unwrap_or(0.0) as i64;
+        match be(t, c) {
+            Val::Backend(b) => c.saints().push(Arc::new(Saint::new(&name, &b, threshold))),
+            _ => fail(t, format!("saintmode.saintmode(): {name} needs a backend")),
+        }
+        Flow::Next
+    }))
+}
+
+/// `sm.backend()`, `sm.blacklist_count()`, `sm.is_healthy()`.
+pub(super) fn method(obj: &str, method: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+    one_arg(args, &format!("{obj}.{method}"), 0, pos, sc)?;
+    let obj = obj.to_string();
+    // The client side looks for the request's object except in vcl_recv
+    // and vcl_hash, where there is none yet.
+    let early = sc.ctx.iter().all(|s| matches!(s, Sub::Recv | Sub::Hash));
+    Ok(match method {
+        "backend" => Box::new(move |_, _| Val::Backend(obj.clone())),
+        "blacklist_count" => Box::new(move |_, c| Val::Int(c.saint(&obj).map_or(0, |s| s.count() as i64))),
+        "is_healthy" => Box::new(move |t, c| {
+            let Some(s) = c.saint(&obj) else { return Val::Bool(false) };
+            let now = crate::util::now();
+            let ok = match t.req.as_deref() {
+                Some(r) => {
+                    let digest = if early { None } else { r.hash.as_deref() };
+                    s.check(digest, now) == Health::Healthy
+                }
+                None => s.healthy(fetch_key(t).as_deref(), now) == Health::Healthy && c.usable(&s.backend, 1),
+            };
+            Val::Bool(ok)
+        }),
+        m => return err(format!("Symbol not found: '{obj}.{m}'"), pos),
+    })
+}
+
+/// saintmode.blacklist(DURATION) and saintmode.status().
+pub(super) fn call(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Option<Result<ExprFn, VclError>> {
+    let f = name.strip_prefix("saintmode.")?;
+    Some(match f {
+        "blacklist" => {
+            let in_response = sc.ctx.contains(&Sub::BackendResponse);
+            one_arg(args, name, 1, pos, sc).map(|mut a| -> ExprFn {
+                let d = a.remove(0);
+                Box::new(move |t, c| {
+                    let expires = d(t, c).num().unwrap_or(0.0);
+                    blacklist(t, c, expires, in_response);
+                    Val::None
+                })
+            })
+        }
+        "status" => one_arg(args, name, 0, pos, sc).map(|_| -> ExprFn { Box::new(|_, c| Val::Str(status(&c.saints()))) }),
+        _ => err(format!("Symbol not found: '{name}'"), pos),
+    })
+}
+
+/// The object being fetched goes on the list of the saintmode director
+/// whose backend answered (the vmod's errors otherwise).
+fn blacklist(t: &mut crate::vcl::model::Task<'_>, c: &Compiled, expires: f64, in_response: bool) {
+    if c.saints().is_empty() {
+        t.record(Tag::VclError, b"saintmode.blacklist(): Saintmode is not configured");
+        return;
+    }
+    if !in_response || t.beresp.is_none() {
+        t.record(Tag::VclError, b"saintmode.blacklist() called outside of vcl_backend_response");
+        return;
+    }
+    let answered = t.beresp.as_deref().map(|b| b.backend.clone()).unwrap_or_default();
+    let sm = c.saints().iter().find(|s| s.backend == answered).cloned();
+    let (Some(sm), Some(key)) = (sm, fetch_key(t)) else {
+        t.record(Tag::VclError, b"Error: saintmode.blacklist(): Saintmode not configured for this backend.");
+        return;
+    };
+    sm.blacklist(&key, crate::util::now() + expires);
+    let line = format!("saintmode: object put on blacklist for backend {} for {expires:.2} seconds", sm.backend);
+    t.record(Tag::VclLog, line.as_bytes());
+}
+
+/// saintmode.status(): the vmod's JSON, one line per object.
+pub(crate) fn status(saints: &[Arc<Saint>]) -> String {
+    let mut out = String::from("{\n\t\"saintmode\": [\n");
+    for (i, s) in saints.iter().enumerate() {
+        out.push_str(&format!(
+            "\t\t{{ \"name\": \"{}\", \"backend\": \"{}\", \"count\": \"{}\", \"threshold\": \"{}\" }}",
+            s.name,
+            s.backend,
+            s.count(),
+            s.threshold
+        ));
+        if i + 1 < saints.len() {
+            out.push(',');
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_object_is_sick_while_listed_and_all_past_the_threshold() {
+        let s = Saint::new("sm", "b", 2);
+        assert_eq!(s.healthy(Some(b"a"), 0.0), Health::Healthy);
+        s.blacklist(b"a", 10.0);
+        assert_eq!(s.healthy(Some(b"a"), 5.0), Health::Blacklisted);
+        assert_eq!(s.healthy(Some(b"b"), 5.0), Health::Healthy);
+        s.blacklist(b"b", 10.0);
+        assert_eq!(s.healthy(Some(b"c"), 5.0), Health::Threshold);
+        // Expired entries stay counted until a check walks past them.
+        assert_eq!(s.count(), 2);
+        assert_eq!(s.healthy(Some(b"c"), 11.0), Health::Healthy);
+        assert_eq!(s.count(), 0);
+    }
+
+    #[test]
+    fn a_negative_threshold_never_trips_and_zero_disables() {
+        let s = Saint::new("sm", "b", -1);
+        s.blacklist(b"a", 10.0);
+        assert_eq!(s.healthy(Some(b"x"), 0.0), Health::Healthy);
+        let z = Saint::new("sm", "b", 0);
+        z.blacklist(b"a", 10.0);
+        assert_eq!(z.healthy(Some(b"a"), 0.0), Health::Healthy);
+        // The client-side check has no such shortcut.
+        assert_eq!(z.check(None, 0.0), Health::Threshold);
+    }
+
+    #[test]
+    fn status_is_the_vmods_json() {
+        let a = Arc::new(Saint::new("sm1", "foo", 10));
+        a.blacklist(b"x", 1e18);
+        let b = Arc::new(Saint::new("sm2", "bar", 5));
+        assert_eq!(
+            status(&[a, b]),
+            "{\n\t\"saintmode\": [\n\t\t{ \"name\": \"sm1\", \"backend\": \"foo\", \"count\": \"1\", \"threshold\": \"10\" },\n\t\t{ \"name\": \"sm2\", \"backend\": \"bar\", \"count\": \"0\", \"threshold\": \"5\" }\n"
+        );
+    }
+}
