@@ -503,6 +503,15 @@ fn director_call(
                 Val::Bool(true)
             })
         }
+        // clear(): every member out (as remove_backend() each); debug(INT)
+        // only changes what Varnish logs for the ring.
+        ("clear", 0) if kind == Kind::Shard => Box::new(move |_, c| {
+            if let Some(d) = with(c) {
+                d.member_names().iter().for_each(|m| d.remove(m));
+            }
+            Val::Bool(true)
+        }),
+        ("debug", 1) if kind == Kind::Shard => Box::new(|_, _| Val::None),
         ("set_warmup", 1) if kind == Kind::Shard => {
             let x = a.into_iter().next().expect("1 arg");
             Box::new(move |t, c| {
