@@ -131,6 +131,10 @@ pub const FUNCTIONS: &[&str] = &[
     "bodyaccess.log_req_body",
     "saintmode.blacklist",
     "saintmode.status",
+    "tcp.dump_info",
+    "tcp.get_estimated_rtt",
+    "tcp.congestion_algorithm",
+    "tcp.set_socket_pace",
     "proxy.alpn",
     "proxy.authority",
     "proxy.is_ssl",
@@ -216,6 +220,9 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
         return f;
     }
     if let Some(f) = super::saintmode::call(name, args, pos, sc) {
+        return f;
+    }
+    if let Some(f) = super::tcp::call(name, args, pos, sc) {
         return f;
     }
     if let Some(f) = super::proxy::call(name, args, pos, sc)

@@ -30,6 +30,7 @@ mod program;
 mod proxy;
 mod re;
 mod saintmode;
+mod tcp;
 mod stdx;
 mod strmod;
 #[cfg(test)]

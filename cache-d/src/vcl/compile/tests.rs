@@ -492,7 +492,8 @@ fn every_listed_function_compiles() {
         "bodyaccess.hash_req_body" | "bodyaccess.len_req_body" => "",
         "bodyaccess.log_req_body" => "\"p\", 3",
         "saintmode.blacklist" => "10s",
-        "saintmode.status" => "",
+        "saintmode.status" | "tcp.dump_info" | "tcp.get_estimated_rtt" => "",
+        "tcp.set_socket_pace" => "1000",
         _ => "\"x\"",
     };
     for &f in FUNCTIONS {
@@ -503,7 +504,7 @@ fn every_listed_function_compiles() {
             _ => "vcl_recv",
         };
         let src = format!(
-            "vcl 4.1;\nimport std;\nimport tls;\nimport xkey;\nimport purge;\nimport blob;\nimport directors;\nimport cookie;\nimport proxy;\nimport unix;\nimport vsthrottle;\nimport bodyaccess;\nimport saintmode;\nimport var;\nimport str;\nimport header;\nsub {sub} {{ {f}({}); }}",
+            "vcl 4.1;\nimport std;\nimport tls;\nimport xkey;\nimport purge;\nimport blob;\nimport directors;\nimport cookie;\nimport proxy;\nimport unix;\nimport vsthrottle;\nimport bodyaccess;\nimport saintmode;\nimport tcp;\nimport var;\nimport str;\nimport header;\nsub {sub} {{ {f}({}); }}",
             arity(f)
         );
         let p = parse_source("t.vcl", &src).unwrap();
