@@ -12,7 +12,7 @@ use crate::vcl::model::Sub;
 
 /// The modules `import` accepts (another is refused when the program
 /// loads, as varnishd refuses a vmod it cannot find).
-pub const VMODS: &[&str] = &["std", "directors", "blob", "cookie", "purge", "tls", "xkey", "dynamic", "proxy", "unix", "vsthrottle", "bodyaccess", "saintmode", "tcp", "var", "str", "header"];
+pub const VMODS: &[&str] = &["std", "directors", "blob", "cookie", "purge", "tls", "xkey", "dynamic", "proxy", "unix", "vsthrottle", "bodyaccess", "saintmode", "tcp", "var", "str", "header", "accept"];
 
 /// The built-in subroutines and the actions each may return (VCL 4.1).
 pub const BUILTIN_SUBS: &[(&str, &[&str])] = &[

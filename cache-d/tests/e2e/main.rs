@@ -26,4 +26,5 @@ mod storage;
 mod tls;
 mod util;
 mod vcl;
+mod vmod_tcp;
 mod xkey;

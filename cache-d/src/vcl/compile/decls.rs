@@ -299,6 +299,8 @@ pub(super) enum ObjKind {
     Saintmode,
     /// blob.blob()
     Blob,
+    /// accept.rule()
+    Accept,
 }
 
 /// The objects `new` makes, with their kind; anything else `new` is
@@ -319,6 +321,7 @@ pub(super) fn collect_objects(body: &[Stmt], out: &mut HashMap<String, ObjKind>)
                     "dynamic.resolver" => ObjKind::Resolver,
                     "saintmode.saintmode" => ObjKind::Saintmode,
                     "blob.blob" => ObjKind::Blob,
+                    "accept.rule" => ObjKind::Accept,
                     c => match crate::backend::director::Kind::from_ctor(c, sticky) {
                         Some(k) => ObjKind::Director(k),
                         None => return unsupported(&format!("Object {ctor_name}()"), *cpos),

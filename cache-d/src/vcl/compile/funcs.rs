@@ -207,6 +207,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             Some(ObjKind::Resolver) => return super::dynamic::resolver_call(obj, method, args, pos, sc),
             Some(ObjKind::Saintmode) => return super::saintmode::method(obj, method, args, pos, sc),
             Some(ObjKind::Blob) => return super::blob::object_call(obj, method, args, names, pos),
+            Some(ObjKind::Accept) => return super::accept::method(obj, method, args, names, pos, sc),
             None => {}
         }
     }

@@ -19,6 +19,7 @@ use crate::vcl::builtin;
 use crate::vcl::model::{Action, NoEnv, Sub, Task};
 use crate::vcl::policy::Policy;
 
+mod accept;
 mod blob;
 mod bodyaccess;
 mod cookie;
@@ -108,7 +109,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
             collect_objects(body, &mut objects)?;
         }
     }
-    c.declares_directors = objects.values().any(|k| !matches!(k, ObjKind::Resolver | ObjKind::Blob));
+    c.declares_directors = objects.values().any(|k| !matches!(k, ObjKind::Resolver | ObjKind::Blob | ObjKind::Accept));
     for item in &p.items {
         if let Item::Sub { name, body, .. } = item {
             let scope = Scope {
@@ -276,6 +277,7 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
             (ObjKind::Resolver, Expr::Call { args, names, .. }) => dynamic::resolver_new(name, args, names)?,
             (ObjKind::Saintmode, Expr::Call { args, names, .. }) => saintmode::object_new(name, args, names, sc)?,
             (ObjKind::Blob, Expr::Call { args, names, .. }) => blob::object_new(name, args, names, sc)?,
+            (ObjKind::Accept, Expr::Call { args, names, pos, .. }) => accept::object_new(name, args, names, *pos, sc)?,
             (_, other) => return err("\"new\" takes a constructor", other.pos()),
         },
     })

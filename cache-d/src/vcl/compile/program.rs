@@ -141,6 +141,8 @@ pub struct Compiled {
     pub(super) resolvers: std::sync::Mutex<HashMap<String, common::resolve::ResolverSpec>>,
     /// blob.blob() objects: the bytes vcl_init decoded.
     pub(super) blobs: std::sync::Mutex<HashMap<String, Arc<Vec<u8>>>>,
+    /// accept.rule() objects: each one's fallback and values.
+    pub(super) accept_rules: std::sync::Mutex<HashMap<String, (String, Vec<String>)>>,
     /// saintmode.saintmode() objects, in the order vcl_init made them.
     pub(super) saints: std::sync::Mutex<Vec<Arc<super::saintmode::Saint>>>,
     /// The program's name (set when it is loaded, before vcl_init).
@@ -170,6 +172,7 @@ impl Compiled {
             dynamics: std::sync::Mutex::new(HashMap::new()),
             resolvers: std::sync::Mutex::new(HashMap::new()),
             blobs: std::sync::Mutex::new(HashMap::new()),
+            accept_rules: std::sync::Mutex::new(HashMap::new()),
             saints: std::sync::Mutex::new(Vec::new()),
             vcl_name: std::sync::OnceLock::new(),
             backend: None,
