@@ -8,4 +8,5 @@ pub mod dynamic;
 pub mod health;
 pub mod pool;
 pub mod probe;
+pub mod saintmode;
 pub mod tls;

@@ -144,7 +144,7 @@ pub struct Compiled {
     /// accept.rule() objects: each one's fallback and values.
     pub(super) accept_rules: std::sync::Mutex<HashMap<String, (String, Vec<String>)>>,
     /// saintmode.saintmode() objects, in the order vcl_init made them.
-    pub(super) saints: std::sync::Mutex<Vec<Arc<super::saintmode::Saint>>>,
+    pub(super) saints: std::sync::Mutex<Vec<Arc<crate::backend::saintmode::Saint>>>,
     /// The program's name (set when it is loaded, before vcl_init).
     pub(super) vcl_name: std::sync::OnceLock<String>,
     /// The default backend's host and port (the one named `default`,
@@ -195,12 +195,12 @@ impl Compiled {
         self.dynamics.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(super) fn saints(&self) -> std::sync::MutexGuard<'_, Vec<Arc<super::saintmode::Saint>>> {
+    pub(super) fn saints(&self) -> std::sync::MutexGuard<'_, Vec<Arc<crate::backend::saintmode::Saint>>> {
         self.saints.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The saintmode director of that name.
-    pub(super) fn saint(&self, name: &str) -> Option<Arc<super::saintmode::Saint>> {
+    pub(super) fn saint(&self, name: &str) -> Option<Arc<crate::backend::saintmode::Saint>> {
         self.saints().iter().find(|s| s.name == name).cloned()
     }
 
@@ -236,7 +236,7 @@ impl Compiled {
         // A saintmode director: its backend, unless the object (`key`) is
         // on its list or the list is full (then no backend, as the vmod).
         if let Some(s) = self.saint(name) {
-            let ok = depth <= 8 && s.healthy(Some(key), crate::util::now()) == super::saintmode::Health::Healthy;
+            let ok = depth <= 8 && s.healthy(Some(key), crate::util::now()) == crate::backend::saintmode::Health::Healthy;
             return if ok { self.resolve(&s.backend, depth + 1, key) } else { None };
         }
         let d = self.directors().get(name).cloned()?;
@@ -284,7 +284,7 @@ impl Compiled {
             return dom.usable();
         }
         if let Some(s) = self.saint(name) {
-            let ok = s.healthy(key, crate::util::now()) == super::saintmode::Health::Healthy;
+            let ok = s.healthy(key, crate::util::now()) == crate::backend::saintmode::Health::Healthy;
             return depth <= 8 && ok && self.usable_for(&s.backend, depth + 1, key);
         }
         let Some(d) = self.directors().get(name).cloned() else { return false };

@@ -2,95 +2,20 @@
 //! saintmode.saintmode(backend, threshold)` makes a director standing for
 //! one backend; saintmode.blacklist(DURATION) in vcl_backend_response
 //! marks the object being fetched (its hash) as troubled on the backend
-//! that answered, for that long. The director is sick for a troubled
-//! object, and for every object once `threshold` are troubled; expired
-//! entries leave the list only when a health check walks it, as in the
-//! vmod (so blacklist_count() counts them until then). The objects live
-//! on the program ([`Compiled::saints`]), in the order vcl_init made them.
+//! that answered, for that long (the lists: crate::backend::saintmode).
+//! The objects live on the program ([`Compiled::saints`]), in the order
+//! vcl_init made them.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use common::log::vsl::Tag;
 
 use super::program::*;
 use super::vmod::one_arg;
+use crate::backend::saintmode::{Health, Saint};
 use crate::vcl::ast::*;
 use crate::vcl::diag::{err, VclError};
 use crate::vcl::model::Sub;
-
-/// One saintmode director.
-pub(crate) struct Saint {
-    /// The object's name (the director's).
-    pub(crate) name: String,
-    /// The backend it stands for.
-    pub(crate) backend: String,
-    /// The vmod keeps it unsigned: a negative one never trips.
-    threshold: u32,
-    /// (object hash, until when), newest first.
-    troubles: Mutex<Vec<(Vec<u8>, f64)>>,
-}
-
-/// What a health check found.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Health {
-    Healthy,
-    /// This object is on the list.
-    Blacklisted,
-    /// The list holds `threshold` objects or more.
-    Threshold,
-}
-
-impl Saint {
-    pub(crate) fn new(name: &str, backend: &str, threshold: i64) -> Saint {
-        Saint { name: name.to_string(), backend: backend.to_string(), threshold: threshold as u32, troubles: Mutex::new(Vec::new()) }
-    }
-
-    fn list(&self) -> std::sync::MutexGuard<'_, Vec<(Vec<u8>, f64)>> {
-        self.troubles.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Put an object on the list until `until`.
-    pub(crate) fn blacklist(&self, digest: &[u8], until: f64) {
-        self.list().insert(0, (digest.to_vec(), until));
-    }
-
-    pub(crate) fn count(&self) -> usize {
-        self.list().len()
-    }
-
-    /// The vmod's is_digest_healthy: entries expired at `now` leave the
-    /// list (up to the first entry for `digest`, where the walk stops).
-    pub(crate) fn check(&self, digest: Option<&[u8]>, now: f64) -> Health {
-        let mut list = self.list();
-        let mut listed = false;
-        let mut i = 0;
-        while i < list.len() {
-            if list[i].1 < now {
-                list.remove(i);
-                continue;
-            }
-            if digest.is_some_and(|d| d == list[i].0.as_slice()) {
-                listed = true;
-                break;
-            }
-            i += 1;
-        }
-        match (listed, self.threshold as usize <= list.len()) {
-            (true, _) => Health::Blacklisted,
-            (false, true) => Health::Threshold,
-            _ => Health::Healthy,
-        }
-    }
-
-    /// The director's healthy(): with no list (or no threshold) only the
-    /// backend's own health counts (the caller checks it).
-    pub(crate) fn healthy(&self, digest: Option<&[u8]>, now: f64) -> Health {
-        if self.threshold == 0 || self.count() == 0 {
-            return Health::Healthy;
-        }
-        self.check(digest, now)
-    }
-}
 
 /// The key a fetch resolves its backend with (the object's hash, else
 /// the URL), as fetch::steps hands it to the program.
@@ -216,33 +141,6 @@ pub(crate) fn status(saints: &[Arc<Saint>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_object_is_sick_while_listed_and_all_past_the_threshold() {
-        let s = Saint::new("sm", "b", 2);
-        assert_eq!(s.healthy(Some(b"a"), 0.0), Health::Healthy);
-        s.blacklist(b"a", 10.0);
-        assert_eq!(s.healthy(Some(b"a"), 5.0), Health::Blacklisted);
-        assert_eq!(s.healthy(Some(b"b"), 5.0), Health::Healthy);
-        s.blacklist(b"b", 10.0);
-        assert_eq!(s.healthy(Some(b"c"), 5.0), Health::Threshold);
-        // Expired entries stay counted until a check walks past them.
-        assert_eq!(s.count(), 2);
-        assert_eq!(s.healthy(Some(b"c"), 11.0), Health::Healthy);
-        assert_eq!(s.count(), 0);
-    }
-
-    #[test]
-    fn a_negative_threshold_never_trips_and_zero_disables() {
-        let s = Saint::new("sm", "b", -1);
-        s.blacklist(b"a", 10.0);
-        assert_eq!(s.healthy(Some(b"x"), 0.0), Health::Healthy);
-        let z = Saint::new("sm", "b", 0);
-        z.blacklist(b"a", 10.0);
-        assert_eq!(z.healthy(Some(b"a"), 0.0), Health::Healthy);
-        // The client-side check has no such shortcut.
-        assert_eq!(z.check(None, 0.0), Health::Threshold);
-    }
 
     #[test]
     fn status_is_the_vmods_json() {
