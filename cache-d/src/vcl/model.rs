@@ -216,6 +216,20 @@ pub struct Bereq {
     pub cookies: Vec<(String, String)>,
     /// vmod_var's variables for this fetch (kept across retries).
     pub vars: Vec<(String, TaskVar)>,
+    /// directors.shard_param() sets changed for this fetch, by object.
+    pub shard_params: Vec<(String, ShardParamSet)>,
+}
+
+/// A directors.shard_param() set: the arguments given (None: not given,
+/// taken from the set it falls back to); `by` carries the key of by=KEY
+/// and by=BLOB.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ShardParamSet {
+    pub by: Option<(&'static str, u32)>,
+    pub alt: Option<i64>,
+    pub warmup: Option<f64>,
+    pub rampup: Option<bool>,
+    pub healthy: Option<&'static str>,
 }
 
 impl Bereq {

@@ -299,6 +299,8 @@ pub(super) enum ObjKind {
     Saintmode,
     /// blob.blob()
     Blob,
+    /// directors.shard_param()
+    ShardParam,
     /// accept.rule()
     Accept,
 }
@@ -321,6 +323,7 @@ pub(super) fn collect_objects(body: &[Stmt], out: &mut HashMap<String, ObjKind>)
                     "dynamic.resolver" => ObjKind::Resolver,
                     "saintmode.saintmode" => ObjKind::Saintmode,
                     "blob.blob" => ObjKind::Blob,
+                    "directors.shard_param" => ObjKind::ShardParam,
                     "accept.rule" => ObjKind::Accept,
                     c => match crate::backend::director::Kind::from_ctor(c, sticky) {
                         Some(k) => ObjKind::Director(k),

@@ -200,13 +200,17 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
     if let Some((obj, method)) = name.split_once('.') {
         match sc.objects.get(obj) {
             Some(ObjKind::Director(crate::backend::director::Kind::Shard)) if method == "backend" => {
-                return shard_backend(obj, args, names, pos, sc);
+                return super::shardparam::shard_backend(obj, args, names, pos, sc);
+            }
+            Some(ObjKind::Director(crate::backend::director::Kind::Shard)) if method == "associate" => {
+                return super::shardparam::associate(obj, args, sc);
             }
             Some(ObjKind::Director(kind)) => return director_call(obj, *kind, method, args, pos, sc),
             Some(ObjKind::Dynamic) => return super::dynamic::director_call(obj, method, args, names, pos, sc),
             Some(ObjKind::Resolver) => return super::dynamic::resolver_call(obj, method, args, pos, sc),
             Some(ObjKind::Saintmode) => return super::saintmode::method(obj, method, args, pos, sc),
             Some(ObjKind::Blob) => return super::blob::object_call(obj, method, args, names, pos),
+            Some(ObjKind::ShardParam) => return super::shardparam::method(obj, method, args, names, pos, sc),
             Some(ObjKind::Accept) => return super::accept::method(obj, method, args, names, pos, sc),
             None => {}
         }
@@ -568,81 +572,6 @@ fn director_call(
         ("backend", 0) => Box::new(move |_, _| Val::Backend(obj_name.clone())),
         (m, n) => return unsupported(&format!("Method {m}() with {n} argument(s) on this director"), pos),
     })
-}
-
-/// `sh.backend(by=, key=, alt=, warmup=, rampup=, resolve=)` on a shard
-/// director, picking now (as Varnish outside vcl_init): by=HASH (the
-/// default) keys on the object's digest on the backend side and on the URL
-/// on the client side; by=URL on the URL, by=KEY on `key=` (an INT, e.g.
-/// `sh.key(req.http.X-User)`), by=BLOB on `key=`'s text. resolve=LAZY, and
-/// any call in vcl_init, returns the director to pick when the fetch
-/// starts, by the digest.
-fn shard_backend(obj: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
-    use crate::backend::director::ShardOpts;
-    const POSITIONAL: [&str; 9] = ["by", "key", "key_blob", "alt", "warmup", "rampup", "healthy", "param", "resolve"];
-    let enum_arg = |e: &Expr, allowed: &[&str], what: &str| -> Result<String, VclError> {
-        match e {
-            Expr::Name(n, _) if allowed.contains(&n.as_str()) => Ok(n.clone()),
-            other => err(format!("{what} must be one of {}", allowed.join(", ")), other.pos()),
-        }
-    };
-    let (mut by, mut key, mut alt, mut warmup, mut rampup, mut lazy) = ("HASH".to_string(), None, None, None, None, false);
-    for (i, (a, n)) in args.iter().zip(names).enumerate() {
-        let n = n.as_deref().or_else(|| POSITIONAL.get(i).copied()).unwrap_or("");
-        match n {
-            "by" => by = enum_arg(a, &["HASH", "URL", "KEY", "BLOB"], "by")?,
-            "key" | "key_blob" => key = Some(sc.expr(a)?),
-            "alt" => alt = Some(sc.expr(a)?),
-            "warmup" => warmup = Some(sc.expr(a)?),
-            "rampup" => rampup = Some(sc.expr(a)?),
-            // Sick members are always skipped (healthy=CHOSEN is the default).
-            "healthy" => drop(enum_arg(a, &["CHOSEN", "IGNORE", "ALL"], "healthy")?),
-            "resolve" => lazy = enum_arg(a, &["NOW", "LAZY"], "resolve")? == "LAZY",
-            "param" => return unsupported("The shard director's param= argument", a.pos()),
-            other => return err(format!("{obj}.backend() has no argument '{other}'"), a.pos()),
-        }
-    }
-    if matches!(by.as_str(), "KEY" | "BLOB") && key.is_none() {
-        return err(format!("{obj}.backend(by={by}) needs key="), pos);
-    }
-    let obj = obj.to_string();
-    Ok(Box::new(move |t, c| {
-        // resolve=LAZY, or in vcl_init: the director itself, to pick when
-        // the fetch starts.
-        if lazy || (t.req.is_none() && t.bereq.is_none()) {
-            return Val::Backend(obj.clone());
-        }
-        let p = match by.as_str() {
-            // On the backend side the object's digest; on the client side
-            // (vcl_recv...) the URL, as Varnish.
-            "HASH" => match t.bereq.as_deref() {
-                Some(b) => match &b.hash {
-                    Some(h) => crate::backend::director::digest_point(h),
-                    None => crate::backend::director::point(&b.url),
-                },
-                None => crate::backend::director::point(t.req.as_deref().map(|r| r.url.clone()).unwrap_or_default()),
-            },
-            "URL" => {
-                let u = t.bereq.as_deref().map(|b| b.url.clone()).or_else(|| t.req.as_deref().map(|r| r.url.clone()));
-                crate::backend::director::point(u.unwrap_or_default())
-            }
-            _ => match key.as_ref().map(|k| k(t, c)) {
-                Some(Val::Int(n)) => n as u32,
-                Some(v) => crate::backend::director::point(v.text()),
-                None => 0,
-            },
-        };
-        let opts = ShardOpts {
-            alt: alt.as_ref().and_then(|a| a(t, c).num()).map_or(0, |n| n.max(0.0) as usize),
-            warmup: warmup.as_ref().and_then(|w| w(t, c).num()).filter(|w| *w >= 0.0),
-            rampup: rampup.as_ref().is_none_or(|r| r(t, c).truthy()),
-        };
-        let Some(d) = c.directors().get(&obj).cloned() else { return Val::None };
-        match c.shard_pick(&d, p, opts, 1) {
-            Some(m) => Val::Backend(m),
-            None => Val::Backend(obj.clone()),
-        }
-    }))
 }
 
 /// Remember why this task's last std.ban() failed (std.ban_error()).

@@ -30,6 +30,7 @@ mod header;
 mod program;
 mod proxy;
 mod re;
+mod shardparam;
 mod saintmode;
 mod tcp;
 mod stdx;
@@ -109,7 +110,7 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
             collect_objects(body, &mut objects)?;
         }
     }
-    c.declares_directors = objects.values().any(|k| !matches!(k, ObjKind::Resolver | ObjKind::Blob | ObjKind::Accept));
+    c.declares_directors = objects.values().any(|k| !matches!(k, ObjKind::Resolver | ObjKind::Blob | ObjKind::Accept | ObjKind::ShardParam));
     for item in &p.items {
         if let Item::Sub { name, body, .. } = item {
             let scope = Scope {
@@ -277,6 +278,7 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
             (ObjKind::Resolver, Expr::Call { args, names, .. }) => dynamic::resolver_new(name, args, names)?,
             (ObjKind::Saintmode, Expr::Call { args, names, .. }) => saintmode::object_new(name, args, names, sc)?,
             (ObjKind::Blob, Expr::Call { args, names, .. }) => blob::object_new(name, args, names, sc)?,
+            (ObjKind::ShardParam, _) => shardparam::object_new(name),
             (ObjKind::Accept, Expr::Call { args, names, pos, .. }) => accept::object_new(name, args, names, *pos, sc)?,
             (_, other) => return err("\"new\" takes a constructor", other.pos()),
         },

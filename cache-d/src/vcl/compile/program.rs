@@ -139,6 +139,8 @@ pub struct Compiled {
     pub(super) dynamics: std::sync::Mutex<HashMap<String, Arc<crate::backend::dynamic::Dynamic>>>,
     /// dynamic.resolver() objects: what vcl_init configured.
     pub(super) resolvers: std::sync::Mutex<HashMap<String, common::resolve::ResolverSpec>>,
+    /// directors.shard_param() sets and shard directors' associations.
+    pub(super) shard_params: std::sync::Mutex<ShardParams>,
     /// blob.blob() objects: the bytes vcl_init decoded.
     pub(super) blobs: std::sync::Mutex<HashMap<String, Arc<Vec<u8>>>>,
     /// accept.rule() objects: each one's fallback and values.
@@ -158,6 +160,14 @@ pub struct Compiled {
     pub may_esi: bool,
 }
 
+/// directors.shard_param() sets as the program made them (by object) and
+/// each shard director's associated set.
+#[derive(Default)]
+pub(super) struct ShardParams {
+    pub(super) sets: HashMap<String, crate::vcl::model::ShardParamSet>,
+    pub(super) assoc: HashMap<String, String>,
+}
+
 impl Compiled {
     /// A program with nothing in it yet.
     pub(super) fn new(may_esi: bool) -> Compiled {
@@ -172,6 +182,7 @@ impl Compiled {
             dynamics: std::sync::Mutex::new(HashMap::new()),
             resolvers: std::sync::Mutex::new(HashMap::new()),
             blobs: std::sync::Mutex::new(HashMap::new()),
+            shard_params: std::sync::Mutex::default(),
             accept_rules: std::sync::Mutex::new(HashMap::new()),
             saints: std::sync::Mutex::new(Vec::new()),
             vcl_name: std::sync::OnceLock::new(),
