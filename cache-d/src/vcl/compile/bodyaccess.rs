@@ -8,7 +8,7 @@ use bytes::Bytes;
 use common::log::vsl::Tag;
 
 use super::program::*;
-use super::re::regex_arg;
+use super::re::{regex_arg, Re};
 use super::vmod::one_arg;
 use crate::vcl::ast::*;
 use crate::vcl::diag::{err, VclError};
@@ -38,6 +38,15 @@ fn kept(t: &mut Task<'_>) -> Option<Bytes> {
 pub(crate) fn log_lines(body: &[u8], prefix: &str, length: i64) -> Vec<Vec<u8>> {
     let step = if length > 0 { usize::try_from(length).unwrap_or(usize::MAX) } else { body.len().max(1) };
     body.chunks(step).map(|c| [prefix.as_bytes(), c].concat()).collect()
+}
+
+/// Does the body match? On its bytes (a binary body too); a pattern
+/// only the backtracking engine takes sees invalid UTF-8 as U+FFFD.
+fn matches(re: &Re, body: &[u8]) -> bool {
+    match re {
+        Re::Fast(r) => r.is_match(body),
+        Re::Fancy(_) => re.is_match(&String::from_utf8_lossy(body)),
+    }
 }
 
 /// A function of vmod_bodyaccess; None for a name that is not one.
@@ -80,7 +89,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
                         t.record(Tag::VclError, b"rematch_req_body can be used only in vcl_recv{}");
                         return Val::Int(-1);
                     }
-                    Val::Int(i64::from(re.is_match(&String::from_utf8_lossy(&body))))
+                    Val::Int(i64::from(matches(&re, &body)))
                 })
             })
         }
@@ -118,6 +127,13 @@ fn log_req_body(args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_binary_body_matches_on_its_bytes() {
+        let re = Re::new("\\x00\\xff+A").unwrap();
+        assert!(matches(&re, b"x\x00\xff\xffAy"));
+        assert!(!matches(&re, b"x\x00A"));
+    }
 
     #[test]
     fn the_body_logs_in_lines_of_length_with_the_prefix() {
