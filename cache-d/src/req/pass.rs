@@ -306,11 +306,7 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     // An HTTP/1.0 client's body ends at the close.
     keep &= !streamed || chunk_out;
     let view = r.active.policy.defines(Sub::Deliver).then(|| private_view(&beresp));
-    let mut out = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: true, ..Resp::default() };
-    out.headers.unset("x-varnish");
-    out.headers.0.retain(|(n, _)| !crate::fetch::steps::not_passed(n));
-    // A pass vcl_hit chose shows its fetch's vxid, as Varnish does.
-    r.resp_setup(&mut out.headers, r.hit_pass.then_some(fetch.vxid), t_origin, false);
+    let mut out = pass_resp(r, beresp, fetch.vxid, t_origin);
     let action = r.call(Sub::Deliver, With { resp: Some(&mut out), obj: view.as_ref(), ..With::default() });
     if action != Action::Deliver {
         drop(fetch);
@@ -393,6 +389,16 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
             Step::Done(Some(if e.side == Side::Backend { Reason::RespClose } else { Reason::TxError }))
         }
     }
+}
+
+/// The pass's response as vcl_deliver gets it: the backend's headers but
+/// Age and X-Varnish, then Varnish's own (see [`Request::resp_setup`]).
+fn pass_resp<T: Transport>(r: &Request<'_, T>, beresp: Beresp, fetch_vxid: u32, t_origin: f64) -> Resp {
+    let mut out = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: true, ..Resp::default() };
+    out.headers.0.retain(|(n, _)| !n.eq_ignore_ascii_case(b"x-varnish") && !crate::fetch::steps::not_passed(n));
+    // A pass vcl_hit chose shows its fetch's vxid, as Varnish does.
+    r.resp_setup(&mut out.headers, r.hit_pass.then_some(fetch_vxid), t_origin, false);
+    out
 }
 
 /// The pass's private object, as vcl_deliver sees it (never hit): it

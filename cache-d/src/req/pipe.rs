@@ -71,19 +71,25 @@ async fn connect(sh: &crate::shared::Shared, f: &mut Fetch) -> Option<(crate::ba
     }
 }
 
+/// The pipe's backend request as vcl_pipe gets it (Varnish's cnt_pipe):
+/// the client's headers, framing ones too (the body is relayed raw), then
+/// X-Varnish with the client request's vxid and Connection: close in
+/// place of the client's.
+fn pipe_bereq(req: &crate::vcl::model::Req, rxid: u32, bxid: u32) -> Bereq {
+    let mut bereq = Bereq::from_req(req, bxid);
+    bereq.headers.unset("x-varnish");
+    bereq.headers.0.push((bytes::Bytes::from_static(b"X-Varnish"), bytes::Bytes::from(rxid.to_string())));
+    bereq.headers.unset("connection");
+    bereq.headers.0.push((bytes::Bytes::from_static(b"Connection"), bytes::Bytes::from_static(b"close")));
+    bereq
+}
+
 /// vcl_pipe, then the pipe; the session ends with it.
 pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
     let sh = r.sh.clone();
     let (rxid, side) = (r.rxid, LogSide::Client);
     let bxid = sh.next_vxid();
-    // The body, if any, is relayed raw: keep the client's framing headers.
-    // As Varnish's cnt_pipe, before vcl_pipe: X-Varnish with the client
-    // request's vxid, and Connection: close in place of the client's.
-    let mut bereq = Bereq::from_req(&r.req, bxid);
-    bereq.headers.unset("x-varnish");
-    bereq.headers.0.push((bytes::Bytes::from_static(b"X-Varnish"), bytes::Bytes::from(rxid.to_string())));
-    bereq.headers.unset("connection");
-    bereq.headers.0.push((bytes::Bytes::from_static(b"Connection"), bytes::Bytes::from_static(b"close")));
+    let mut bereq = pipe_bereq(&r.req, rxid, bxid);
     let action = r.call(Sub::Pipe, With { bereq: Some(&mut bereq), ..With::default() });
     if action != Action::Pipe {
         let (status, reason) = match action {

@@ -77,7 +77,10 @@ impl Re {
         let mut offset = 0;
         let mut first = true;
         let bytes = s.as_bytes();
-        while let Some(groups) = self.captures_at(s, offset, !first) {
+        // Without a group reference the match alone will do (the regex
+        // crate finds one much faster than it fills in groups).
+        let refs = has_group_ref(rep.as_bytes());
+        while let Some(groups) = self.captures_at(s, offset, !first, refs) {
             out.extend_from_slice(&bytes[offset..groups[0].0]);
             expand(&mut out, bytes, &groups, rep.as_bytes());
             offset = groups[0].1;
@@ -94,14 +97,22 @@ impl Re {
     }
 
     /// The leftmost match at or after `at` (a non-empty one if
-    /// `not_empty`), as the byte ranges of its groups (None: unset).
-    fn captures_at(&self, s: &str, mut at: usize, not_empty: bool) -> Option<Vec<(usize, usize)>> {
+    /// `not_empty`), as the byte ranges of its groups (None: unset; with
+    /// `refs` false, the whole match's only).
+    fn captures_at(&self, s: &str, mut at: usize, not_empty: bool, refs: bool) -> Option<Vec<(usize, usize)>> {
         loop {
             if at > s.len() {
                 return None;
             }
             let groups: Vec<Option<(usize, usize)>> = match self {
+                Re::Fast(re) if !refs => {
+                    let m = re.find_at(s.as_bytes(), at)?;
+                    vec![Some((m.start(), m.end()))]
+                }
                 Re::Fast(re) => {
+                    // A subject without a match (the usual case) is
+                    // turned down by the fast search alone.
+                    re.find_at(s.as_bytes(), at)?;
                     let c = re.captures_at(s.as_bytes(), at)?;
                     c.iter().map(|m| m.map(|m| (m.start(), m.end()))).collect()
                 }
@@ -124,6 +135,22 @@ impl Re {
             return Some(groups.into_iter().map(|g| g.unwrap_or((0, 0))).collect());
         }
     }
+}
+
+/// Does a replacement refer to a group (`\0`..`\9`)?
+fn has_group_ref(rep: &[u8]) -> bool {
+    let mut i = 0;
+    while i + 1 < rep.len() {
+        if rep[i] == b'\\' {
+            if rep[i + 1].is_ascii_digit() {
+                return true;
+            }
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    false
 }
 
 /// Append `rep` to `out` with its group references filled in.
