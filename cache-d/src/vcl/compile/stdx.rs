@@ -180,9 +180,69 @@ fn std_bytes(args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) 
     }))
 }
 
+/// std.integer, std.real, std.duration and std.time given a typed value
+/// by name (`std.integer(real = 1.5)`, `std.time(integer = 0)`): exactly
+/// one value (else the task fails: "std.integer: too many arguments");
+/// INT from a REAL, DURATION or TIME truncated, within VCL's range; a
+/// value that does not convert gives the fallback, else fails the task.
+fn typed_conversion(name: &str, args: &[Expr], names: &[Option<String>], sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+    let f = name.trim_start_matches("std.").to_string();
+    let allowed: &[&str] = match name {
+        "std.integer" => &["s", "fallback", "bool", "bytes", "duration", "real", "time"],
+        "std.real" => &["s", "fallback", "integer", "bool", "bytes", "duration", "time"],
+        _ => &["s", "fallback", "real", "integer"],
+    };
+    let mut given: Vec<(String, ExprFn)> = Vec::new();
+    for (i, (a, n)) in args.iter().zip(names.iter().chain(std::iter::repeat(&None))).enumerate() {
+        let n = n.as_deref().or_else(|| allowed.get(i).copied()).unwrap_or("");
+        if !allowed.contains(&n) {
+            return err(format!("{name}() has no argument '{n}'"), a.pos());
+        }
+        given.push((n.to_string(), sc.expr(a)?));
+    }
+    Ok(Box::new(move |t, c| {
+        let values: Vec<(&str, Val)> = given.iter().filter(|(n, _)| n != "fallback").map(|(n, e)| (n.as_str(), e(t, c))).collect();
+        if values.len() != 1 {
+            let many = if values.len() > 1 { "too many" } else { "not enough" };
+            fail(t, format!("std.{f}: {many} arguments"));
+            return Val::None;
+        }
+        let (kind, v) = &values[0];
+        let num = match (kind, v) {
+            (&"bool", v) => Some(if v.truthy() { 1.0 } else { 0.0 }),
+            (&"s", v) => v.text().trim().parse::<f64>().ok(),
+            (_, v) => v.num(),
+        };
+        let out = match (f.as_str(), num) {
+            ("integer", Some(r)) => {
+                let r = r.trunc();
+                (r.abs() <= 999_999_999_999_999.0).then_some(Val::Int(r as i64))
+            }
+            ("real", Some(r)) => Some(Val::Real(r)),
+            ("duration", Some(r)) => Some(Val::Dur(r)),
+            ("time", Some(r)) => Some(Val::Time(r)),
+            _ => None,
+        };
+        match (out, given.iter().find(|(n, _)| n == "fallback")) {
+            (Some(v), _) => v,
+            (None, Some((_, fb))) => fb(t, c),
+            (None, None) => {
+                fail(t, format!("std.{f}: conversion failed"));
+                Val::None
+            }
+        }
+    }))
+}
+
 /// The functions of this module; None for a name it does not know.
 pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Option<Result<ExprFn, VclError>> {
     let one = |n| one_arg(args, name, n, pos, sc);
+    let typed = ["bool", "bytes", "duration", "real", "integer", "time"];
+    if matches!(name, "std.integer" | "std.real" | "std.duration" | "std.time")
+        && names.iter().flatten().any(|n| typed.contains(&n.as_str()))
+    {
+        return Some(typed_conversion(name, args, names, sc));
+    }
     Some(match name {
         "std.fnmatch" => std_fnmatch(args, names, pos, sc),
         "std.bytes" => std_bytes(args, names, pos, sc),

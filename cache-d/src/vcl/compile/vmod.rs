@@ -282,6 +282,7 @@ fn rollback(args: &[Expr], pos: Pos) -> Result<ExprFn, VclError> {
                 b.rollback();
                 b.cookies.clear();
                 b.vars.clear();
+                b.shard_params.clear();
             }
             Val::None
         })),
