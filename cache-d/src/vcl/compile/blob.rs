@@ -13,7 +13,7 @@ use super::vmod::{blob, blob_bytes, encode_as, enum_arg, unbase64};
 use crate::vcl::ast::*;
 use crate::vcl::diag::{err, VclError};
 
-const DECODINGS: [&str; 6] = ["IDENTITY", "BASE64", "BASE64URL", "BASE64URLNOPAD", "HEX", "URL"];
+const DECODINGS: [&str; 7] = ["IDENTITY", "BASE64", "BASE64URL", "BASE64URLNOPAD", "BASE64CF", "HEX", "URL"];
 
 /// The text of `s` (its first `length` characters when positive) decoded;
 /// None when it is not of the encoding.
@@ -37,6 +37,13 @@ pub(super) fn decode(dec: &str, s: &str, length: i64) -> Option<Vec<u8>> {
                 return None;
             }
             unbase64(&s.replace('-', "+").replace('_', "/"))
+        }
+        // '-' and '~' for 62 and 63, '_' the padding.
+        "BASE64CF" => {
+            if s.contains(['+', '/', '=']) {
+                return None;
+            }
+            unbase64(&s.replace('-', "+").replace('~', "/").replace('_', "="))
         }
         "URL" => {
             let b = s.as_bytes();
@@ -82,12 +89,12 @@ fn decoder(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &S
     let a = by_name(name, params, args, names)?;
     let get = |p: &str| a[params.iter().position(|x| *x == p).unwrap_or(0)];
     let dec = get("decoding").map_or(Ok("IDENTITY".to_string()), |e| enum_arg(e, &DECODINGS, "decoding"))?;
-    let (enc, upper) = if trans {
+    let (enc, case) = if trans {
         let enc = get("encoding").map_or(Ok("IDENTITY".to_string()), |e| enum_arg(e, &DECODINGS, "encoding"))?;
         let case = get("case").map_or(Ok("DEFAULT".to_string()), |e| enum_arg(e, &["LOWER", "UPPER", "DEFAULT"], "case"))?;
-        (enc, case == "UPPER")
+        (enc, case)
     } else {
-        (String::new(), false)
+        (String::new(), String::new())
     };
     let length = get("length").map(|e| sc.expr(e)).transpose()?;
     let Some(encoded) = get("encoded") else { return err(format!("{name}() needs encoded="), pos) };
@@ -96,7 +103,13 @@ fn decoder(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &S
         let n = length.as_ref().map_or(0, |l| l(t, c).num().unwrap_or(0.0) as i64);
         let s = encoded(t, c).text();
         match decode(&dec, &s, n) {
-            Some(b) if trans => Val::Str(encode_as(&enc, upper, &b)),
+            Some(b) if trans => match encode_as(&enc, &case, &b) {
+                Ok(s) => Val::Str(s),
+                Err(why) => {
+                    fail(t, why);
+                    Val::None
+                }
+            },
             Some(b) => blob(&b),
             None => {
                 let head: String = s.chars().take(40).collect();
@@ -206,8 +219,14 @@ pub(super) fn object_call(obj: &str, method: &str, args: &[Expr], names: &[Optio
         "encode" => {
             let a = by_name("encode", &["encoding", "case"], args, names)?;
             let enc = a[0].map_or(Ok("IDENTITY".to_string()), |e| enum_arg(e, &DECODINGS, "encoding"))?;
-            let upper = a[1].map_or(Ok("DEFAULT".to_string()), |e| enum_arg(e, &["LOWER", "UPPER", "DEFAULT"], "case"))? == "UPPER";
-            Ok(Box::new(move |_, c| Val::Str(encode_as(&enc, upper, &bytes(c)))))
+            let case = a[1].map_or(Ok("DEFAULT".to_string()), |e| enum_arg(e, &["LOWER", "UPPER", "DEFAULT"], "case"))?;
+            Ok(Box::new(move |t, c| match encode_as(&enc, &case, &bytes(c)) {
+                Ok(s) => Val::Str(s),
+                Err(why) => {
+                    fail(t, why);
+                    Val::None
+                }
+            }))
         }
         m => err(format!("Symbol not found: '{m}' (a blob object has .get() and .encode())"), pos),
     }

@@ -79,26 +79,49 @@ pub(super) fn enum_arg(e: &Expr, allowed: &[&str], what: &str) -> Result<String,
 
 /// blob.encode(encoding=IDENTITY, case=DEFAULT, blob): a BLOB as text.
 fn blob_encode(args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
-    const ENCODINGS: [&str; 5] = ["IDENTITY", "BASE64", "BASE64URL", "BASE64URLNOPAD", "HEX"];
-    let (mut enc, mut upper, mut arg) = ("IDENTITY".to_string(), false, None);
+    const ENCODINGS: [&str; 7] = ["IDENTITY", "BASE64", "BASE64URL", "BASE64URLNOPAD", "BASE64CF", "HEX", "URL"];
+    let (mut enc, mut case, mut arg) = ("IDENTITY".to_string(), "DEFAULT".to_string(), None);
     for (i, (a, n)) in args.iter().zip(names).enumerate() {
         match n.as_deref().or_else(|| ["encoding", "case", "blob"].get(i).copied()) {
             Some("encoding") => enc = enum_arg(a, &ENCODINGS, "encoding")?,
-            Some("case") => upper = enum_arg(a, &["LOWER", "UPPER", "DEFAULT"], "case")? == "UPPER",
+            Some("case") => case = enum_arg(a, &["LOWER", "UPPER", "DEFAULT"], "case")?,
             Some("blob") => arg = Some(sc.expr(a)?),
             _ => return err("blob.encode() takes encoding, case and blob", a.pos()),
         }
     }
     let Some(arg) = arg else { return err("blob.encode() needs blob=", pos) };
-    Ok(Box::new(move |t, c| Val::Str(encode_as(&enc, upper, &blob_bytes(&arg(t, c))))))
+    Ok(Box::new(move |t, c| match encode_as(&enc, &case, &blob_bytes(&arg(t, c))) {
+        Ok(s) => Val::Str(s),
+        Err(why) => {
+            fail(t, why);
+            Val::None
+        }
+    }))
 }
 
-/// Bytes as text in one of vmod_blob's encodings.
-pub(super) fn encode_as(enc: &str, upper: bool, b: &[u8]) -> String {
-    match enc {
-        "HEX" if upper => b.iter().map(|x| format!("{x:02X}")).collect(),
-        "HEX" => b.iter().map(|x| format!("{x:02x}")).collect(),
+/// Bytes as text in one of vmod_blob's encodings; a case other than
+/// DEFAULT is for HEX and URL only (else vmod_blob's error).
+pub(super) fn encode_as(enc: &str, case: &str, b: &[u8]) -> Result<String, String> {
+    if case != "DEFAULT" && !matches!(enc, "HEX" | "URL") {
+        return Err(format!("vmod blob error: case {case} is illegal with encoding {enc}"));
+    }
+    let hex: &[u8; 16] = if case == "UPPER" { b"0123456789ABCDEF" } else { b"0123456789abcdef" };
+    Ok(match enc {
+        "HEX" => b.iter().flat_map(|x| [hex[usize::from(x >> 4)] as char, hex[usize::from(x & 15)] as char]).collect(),
+        // RFC 3986's unreserved characters as they are, the rest %XX.
+        "URL" => {
+            let mut out = String::with_capacity(b.len() * 3);
+            for &x in b {
+                if x.is_ascii_alphanumeric() || matches!(x, b'-' | b'.' | b'_' | b'~') {
+                    out.push(x as char);
+                } else {
+                    out.extend(['%', hex[usize::from(x >> 4)] as char, hex[usize::from(x & 15)] as char]);
+                }
+            }
+            out
+        }
         "BASE64" => base64(b),
+        "BASE64CF" => base64(b).replace('+', "-").replace('/', "~").replace('=', "_"),
         "BASE64URL" | "BASE64URLNOPAD" => {
             let s = base64(b).replace('+', "-").replace('/', "_");
             if enc == "BASE64URLNOPAD" {
@@ -108,7 +131,7 @@ pub(super) fn encode_as(enc: &str, upper: bool, b: &[u8]) -> String {
             }
         }
         _ => String::from_utf8_lossy(b).into_owned(),
-    }
+    })
 }
 
 /// An address with an optional port (`1.2.3.4`, `1.2.3.4:8000`,
