@@ -9,7 +9,7 @@ use common::log::vsl::Tag;
 
 use super::program::*;
 use super::re::{regex_arg, Re};
-use super::vmod::one_arg;
+use super::vmodargs::vcc_args;
 use crate::vcl::ast::*;
 use crate::vcl::diag::{err, VclError};
 use crate::vcl::model::{Sub, Task};
@@ -56,7 +56,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
     // subroutine called from vcl_recv counts as vcl_recv.
     let in_recv = sc.ctx.contains(&Sub::Recv);
     Some(match f {
-        "hash_req_body" => one_arg(args, name, 0, pos, sc).map(|_| -> ExprFn {
+        "hash_req_body" => vcc_args(&[], 0, args, names, pos).map(|_| -> ExprFn {
             Box::new(|t, _| {
                 let Some(body) = kept(t) else { return Val::None };
                 if t.key.is_none() {
@@ -70,7 +70,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
                 Val::None
             })
         }),
-        "len_req_body" => one_arg(args, name, 0, pos, sc).map(|_| -> ExprFn {
+        "len_req_body" => vcc_args(&[], 0, args, names, pos).map(|_| -> ExprFn {
             Box::new(move |t, _| {
                 let Some(body) = kept(t) else { return Val::Int(-1) };
                 if !in_recv {
@@ -81,8 +81,11 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             })
         }),
         "rematch_req_body" => {
-            let [arg] = args else { return Some(err(format!("{name}() takes 1 argument(s), not {}", args.len()), pos)) };
-            regex_arg(arg).map(|re| -> ExprFn {
+            let arg = match vcc_args(&["re"], 1, args, names, pos) {
+                Ok(a) => a.into_iter().flatten().next(),
+                Err(e) => return Some(Err(e)),
+            };
+            arg.map_or_else(|| err("bodyaccess.rematch_req_body() takes a REGEX", pos), regex_arg).map(|re| -> ExprFn {
                 Box::new(move |t, _| {
                     let Some(body) = kept(t) else { return Val::Int(-1) };
                     if !in_recv {
@@ -100,19 +103,11 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
 
 /// log_req_body(STRING prefix = "", INT length = 200).
 fn log_req_body(args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
-    let mut parts: [Option<ExprFn>; 2] = [None, None];
-    for (i, (a, n)) in args.iter().zip(names.iter().chain(std::iter::repeat(&None))).enumerate() {
-        let at = match n.as_deref().or_else(|| ["prefix", "length"].get(i).copied()) {
-            Some("prefix") => 0,
-            Some("length") => 1,
-            Some(other) => return err(format!("Unknown argument '{other}'"), a.pos()),
-            None => return err("bodyaccess.log_req_body() takes at most 2 arguments", pos),
-        };
-        if parts[at].replace(sc.expr(a)?).is_some() {
-            return err(format!("Argument '{}' already used", ["prefix", "length"][at]), a.pos());
-        }
-    }
-    let [prefix, length] = parts;
+    let given = vcc_args(&["prefix", "length"], 0, args, names, pos)?;
+    let (prefix, length) = match given.as_slice() {
+        [p, l] => (p.map(|p| sc.expr(p)).transpose()?, l.map(|l| sc.expr(l)).transpose()?),
+        _ => (None, None),
+    };
     Ok(Box::new(move |t, c| {
         let prefix = prefix.as_ref().map_or_else(String::new, |p| p(t, c).text());
         let length = length.as_ref().map_or(200, |l| l(t, c).num().unwrap_or(0.0) as i64);

@@ -208,7 +208,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             Some(ObjKind::Director(kind)) => return director_call(obj, *kind, method, args, pos, sc),
             Some(ObjKind::Dynamic) => return super::dynamic::director_call(obj, method, args, names, pos, sc),
             Some(ObjKind::Resolver) => return super::dynamic::resolver_call(obj, method, args, pos, sc),
-            Some(ObjKind::Saintmode) => return super::saintmode::method(obj, method, args, pos, sc),
+            Some(ObjKind::Saintmode) => return super::saintmode::method(obj, method, args, names, pos, sc),
             Some(ObjKind::Blob) => return super::blob::object_call(obj, method, args, names, pos),
             Some(ObjKind::ShardParam) => return super::shardparam::method(obj, method, args, names, pos, sc),
             Some(ObjKind::Accept) => return super::accept::method(obj, method, args, names, pos, sc),
@@ -224,10 +224,10 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
     if let Some(f) = super::bodyaccess::call(name, args, names, pos, sc) {
         return f;
     }
-    if let Some(f) = super::saintmode::call(name, args, pos, sc) {
+    if let Some(f) = super::saintmode::call(name, args, names, pos, sc) {
         return f;
     }
-    if let Some(f) = super::tcp::call(name, args, pos, sc) {
+    if let Some(f) = super::tcp::call(name, args, names, pos, sc) {
         return f;
     }
     if let Some(f) = super::proxy::call(name, args, pos, sc)

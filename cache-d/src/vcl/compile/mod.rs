@@ -41,6 +41,7 @@ mod unixmod;
 mod var;
 mod vars;
 mod vmod;
+mod vmodargs;
 mod vsthrottle;
 
 pub use decls::BackendSpec;
@@ -276,7 +277,7 @@ fn stmt(s: &Stmt, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
             }
             (ObjKind::Dynamic, Expr::Call { args, names, .. }) => dynamic::director_new(name, args, names, sc)?,
             (ObjKind::Resolver, Expr::Call { args, names, .. }) => dynamic::resolver_new(name, args, names)?,
-            (ObjKind::Saintmode, Expr::Call { args, names, .. }) => saintmode::object_new(name, args, names, sc)?,
+            (ObjKind::Saintmode, Expr::Call { args, names, pos, .. }) => saintmode::object_new(name, args, names, *pos, sc)?,
             (ObjKind::Blob, Expr::Call { args, names, .. }) => blob::object_new(name, args, names, sc)?,
             (ObjKind::ShardParam, _) => shardparam::object_new(name),
             (ObjKind::Accept, Expr::Call { args, names, pos, .. }) => accept::object_new(name, args, names, *pos, sc)?,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use common::log::vsl::Tag;
 
 use super::program::*;
-use super::vmod::one_arg;
+use super::vmodargs::vcc_args;
 use crate::backend::saintmode::{Health, Saint};
 use crate::vcl::ast::*;
 use crate::vcl::diag::{err, VclError};
@@ -25,20 +25,9 @@ fn fetch_key(t: &crate::vcl::model::Task<'_>) -> Option<Vec<u8>> {
 }
 
 /// `new NAME = saintmode.saintmode(backend, threshold)`.
-pub(super) fn object_new(name: &str, args: &[Expr], names: &[Option<String>], sc: &Scope<'_>) -> Result<StmtFn, VclError> {
-    let mut parts: [Option<&Expr>; 2] = [None, None];
-    for (i, (a, n)) in args.iter().zip(names.iter().chain(std::iter::repeat(&None))).enumerate() {
-        let at = match n.as_deref().or_else(|| ["backend", "threshold"].get(i).copied()) {
-            Some("backend") => 0,
-            Some("threshold") => 1,
-            Some(other) => return err(format!("Unknown argument '{other}'"), a.pos()),
-            None => return err("saintmode.saintmode() takes 2 arguments", a.pos()),
-        };
-        parts[at] = Some(a);
-    }
-    let (Some(be), Some(th)) = (parts[0], parts[1]) else {
-        return err("saintmode.saintmode() takes a backend and a threshold", args.first().map_or(Pos::default(), Expr::pos));
-    };
+pub(super) fn object_new(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<StmtFn, VclError> {
+    let given = vcc_args(&["backend", "threshold"], 2, args, names, pos)?;
+    let [Some(be), Some(th)] = given[..] else { return err("saintmode.saintmode() takes a backend and a threshold", pos) };
     let (be, th) = (sc.expr(be)?, sc.expr(th)?);
     let name = name.to_string();
     Ok(Box::new(move |t, c| {
@@ -52,8 +41,15 @@ pub(super) fn object_new(name: &str, args: &[Expr], names: &[Option<String>], sc
 }
 
 /// `sm.backend()`, `sm.blacklist_count()`, `sm.is_healthy()`.
-pub(super) fn method(obj: &str, method: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
-    one_arg(args, &format!("{obj}.{method}"), 0, pos, sc)?;
+pub(super) fn method(
+    obj: &str,
+    method: &str,
+    args: &[Expr],
+    names: &[Option<String>],
+    pos: Pos,
+    sc: &Scope<'_>,
+) -> Result<ExprFn, VclError> {
+    vcc_args(&[], 0, args, names, pos)?;
     let obj = obj.to_string();
     // The client side looks for the request's object except in vcl_recv
     // and vcl_hash, where there is none yet.
@@ -78,12 +74,13 @@ pub(super) fn method(obj: &str, method: &str, args: &[Expr], pos: Pos, sc: &Scop
 }
 
 /// saintmode.blacklist(DURATION) and saintmode.status().
-pub(super) fn call(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Option<Result<ExprFn, VclError>> {
+pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Option<Result<ExprFn, VclError>> {
     let f = name.strip_prefix("saintmode.")?;
     Some(match f {
         "blacklist" => {
             let in_response = sc.ctx.contains(&Sub::BackendResponse);
-            one_arg(args, name, 1, pos, sc).map(|mut a| -> ExprFn {
+            let given = vcc_args(&["expires"], 1, args, names, pos).and_then(|a| a.into_iter().flatten().map(|e| sc.expr(e)).collect());
+            given.map(|mut a: Vec<ExprFn>| -> ExprFn {
                 let d = a.remove(0);
                 Box::new(move |t, c| {
                     let expires = d(t, c).num().unwrap_or(0.0);
@@ -92,7 +89,7 @@ pub(super) fn call(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Optio
                 })
             })
         }
-        "status" => one_arg(args, name, 0, pos, sc).map(|_| -> ExprFn { Box::new(|_, c| Val::Str(status(&c.saints()))) }),
+        "status" => vcc_args(&[], 0, args, names, pos).map(|_| -> ExprFn { Box::new(|_, c| Val::Str(status(&c.saints()))) }),
         _ => err(format!("Symbol not found: '{name}'"), pos),
     })
 }

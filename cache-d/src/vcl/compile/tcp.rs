@@ -7,7 +7,7 @@
 use common::log::vsl::Tag;
 
 use super::program::*;
-use super::vmod::one_arg;
+use super::vmodargs::vcc_args;
 use crate::vcl::ast::*;
 use crate::vcl::diag::{err, VclError};
 use crate::vcl::model::Task;
@@ -85,12 +85,17 @@ pub(crate) fn pace(fd: i32) -> (i32, u32) {
     (rc, rate)
 }
 
+/// The one argument of a function that takes one, compiled.
+fn one(params: &[&str], args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<Vec<ExprFn>, VclError> {
+    vcc_args(params, 1, args, names, pos)?.into_iter().flatten().map(|e| sc.expr(e)).collect()
+}
+
 /// A function of vmod_tcp; None for a name that is not one.
-pub(super) fn call(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Option<Result<ExprFn, VclError>> {
+pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Option<Result<ExprFn, VclError>> {
     let f = name.strip_prefix("tcp.")?;
     Some(match f {
-        "dump_info" => one_arg(args, name, 0, pos, sc).map(|_| -> ExprFn { Box::new(|t, _| dump_info(t)) }),
-        "get_estimated_rtt" => one_arg(args, name, 0, pos, sc).map(|_| -> ExprFn {
+        "dump_info" => vcc_args(&[], 0, args, names, pos).map(|_| -> ExprFn { Box::new(|t, _| dump_info(t)) }),
+        "get_estimated_rtt" => vcc_args(&[], 0, args, names, pos).map(|_| -> ExprFn {
             Box::new(|t, _| {
                 let Some(fd) = client_fd(t) else { return Val::Real(0.0) };
                 match tcp_info(fd) {
@@ -103,7 +108,7 @@ pub(super) fn call(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Optio
                 }
             })
         }),
-        "congestion_algorithm" => one_arg(args, name, 1, pos, sc).map(|mut a| -> ExprFn {
+        "congestion_algorithm" => one(&["algorithm"], args, names, pos, sc).map(|mut a| -> ExprFn {
             let x = a.remove(0);
             Box::new(move |t, c| {
                 let algo = x(t, c).text();
@@ -121,7 +126,7 @@ pub(super) fn call(name: &str, args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Optio
                 }
             })
         }),
-        "set_socket_pace" => one_arg(args, name, 1, pos, sc).map(|mut a| -> ExprFn {
+        "set_socket_pace" => one(&[""], args, names, pos, sc).map(|mut a| -> ExprFn {
             let x = a.remove(0);
             Box::new(move |t, c| {
                 let rate = x(t, c).num().unwrap_or(0.0) as i64;

@@ -11,6 +11,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use super::program::*;
+use super::vmodargs::vcc_args;
 use crate::vcl::ast::*;
 use crate::vcl::diag::{err, VclError};
 
@@ -148,26 +149,9 @@ const PARAMS: [&str; 4] = ["key", "limit", "period", "block"];
 /// The four arguments, by position or by name (block = 0s when left
 /// out, except in blocked(), where it is required).
 fn arguments(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<Vec<ExprFn>, VclError> {
-    let mut out: [Option<&Expr>; 4] = [None; 4];
-    for (i, (a, n)) in args.iter().zip(names.iter().chain(std::iter::repeat(&None))).enumerate() {
-        let at = match n {
-            Some(n) => match PARAMS.iter().position(|p| p == n) {
-                Some(at) => at,
-                None => return err(format!("Unknown argument '{n}'"), a.pos()),
-            },
-            None if i < PARAMS.len() => i,
-            None => return err(format!("{name}() takes at most 4 arguments"), a.pos()),
-        };
-        if out[at].replace(a).is_some() {
-            return err(format!("Argument '{}' already used", PARAMS[at]), a.pos());
-        }
-    }
     let needed = if name == "vsthrottle.blocked" { 4 } else { 3 };
-    if let Some(missing) = out.iter().take(needed).position(Option::is_none) {
-        return err(format!("Argument '{}' missing", PARAMS[missing]), pos);
-    }
     let mut fns = Vec::with_capacity(4);
-    for e in out.into_iter().flatten() {
+    for e in vcc_args(&PARAMS, needed, args, names, pos)?.into_iter().flatten() {
         fns.push(sc.expr(e)?);
     }
     Ok(fns)
