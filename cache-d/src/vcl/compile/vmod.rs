@@ -219,7 +219,7 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
     Some(match name {
         "blob.encode" => blob_encode(args, names, pos, sc),
         "std.fileread" | "std.blobread" => file_reader(name, args, pos, sc),
-        "std.ip" => std_ip(args, pos, sc),
+        "std.ip" => std_ip(args, names, pos, sc),
         "std.port" => one_arg(args, name, 1, pos, sc).map(|mut a| {
             let x = a.remove(0);
             let f: ExprFn = Box::new(move |t, c| match as_ip(&x(t, c)) {
@@ -244,24 +244,52 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
     })
 }
 
-/// std.ip(s, fallback, resolve = true, p = "80"): `s` as an IP, else the
-/// fallback (names are not resolved).
-fn std_ip(args: &[Expr], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
-    if !(2..=4).contains(&args.len()) {
-        return err("std.ip() takes 2 to 4 arguments", pos);
+/// std.ip(s, fallback, resolve = true, p = "80"): `s` as an address, a
+/// name resolved to its first address unless resolve is false (numeric
+/// ports only), port `p` where it names none; else the fallback; without
+/// one the task fails ("std.ip: conversion failed").
+fn std_ip(args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
+    const PARAMS: [&str; 4] = ["s", "fallback", "resolve", "p"];
+    let mut parts: [Option<ExprFn>; 4] = Default::default();
+    for (i, (a, n)) in args.iter().zip(names.iter().chain(std::iter::repeat(&None))).enumerate() {
+        let at = match n {
+            Some(n) => PARAMS.iter().position(|p| p == n),
+            None => (i < PARAMS.len()).then_some(i),
+        };
+        let Some(at) = at else { return err(format!("std.ip() has no argument '{}'", n.as_deref().unwrap_or("")), a.pos()) };
+        parts[at] = Some(sc.expr(a)?);
     }
-    let (x, fb) = (sc.expr(&args[0])?, sc.expr(&args[1])?);
-    let port = match args.get(3) {
-        Some(p) => Some(sc.expr(p)?),
-        None => None,
-    };
+    let [Some(x), fb, resolve, port] = parts else { return err("std.ip() needs an address", pos) };
     Ok(Box::new(move |t, c| {
         let default = port.as_ref().map_or(80, |p| p(t, c).text().trim().parse().unwrap_or(80));
-        match parse_addr(&x(t, c).text(), default) {
-            Some((ip, p)) => Val::Ip(ip, p),
-            None => as_ip(&fb(t, c)).unwrap_or(Val::None),
+        let text = x(t, c).text();
+        let names_too = resolve.as_ref().is_none_or(|r| r(t, c).truthy());
+        let found = parse_addr(&text, default).or_else(|| if names_too { resolve_first(&text, default) } else { None });
+        match (found, &fb) {
+            (Some((ip, p)), _) => Val::Ip(ip, p),
+            (None, Some(fb)) => as_ip(&fb(t, c)).unwrap_or(Val::None),
+            (None, None) => {
+                fail(t, "std.ip: conversion failed".into());
+                Val::Ip(IpAddr::from([0, 0, 0, 0]), 0)
+            }
         }
     }))
+}
+
+/// A host name (with an optional numeric port, as [`parse_addr`] reads
+/// one) resolved: its first address, as getaddrinfo orders them.
+fn resolve_first(s: &str, default: u16) -> Option<(IpAddr, u16)> {
+    use std::net::ToSocketAddrs;
+    let s = s.trim();
+    let (host, port) = match s.split_once([' ', ':']) {
+        Some((h, p)) => (h, p.trim().parse().ok()?),
+        None => (s, default),
+    };
+    if host.is_empty() {
+        return None;
+    }
+    let a = (host, port).to_socket_addrs().ok()?.next()?;
+    Some((a.ip(), a.port()))
 }
 
 /// std.real2time(r, fallback), std.real2integer(r, fallback),
