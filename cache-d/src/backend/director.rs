@@ -53,6 +53,9 @@ pub struct Director {
     pub name: String,
     pub kind: Kind,
     members: Mutex<Vec<(String, f64)>>,
+    /// Shard: each member's ident (its name on the ring; None: the
+    /// backend's name) and its own rampup, in the members' order.
+    meta: Mutex<Vec<(Option<String>, Option<f64>)>>,
     next: AtomicUsize,
     /// Shard: (point, member index), sorted; built by reconfigure().
     ring: Mutex<Vec<(u32, usize)>>,
@@ -117,6 +120,7 @@ impl Director {
             name: name.to_string(),
             kind,
             members: Mutex::new(Vec::new()),
+            meta: Mutex::new(Vec::new()),
             next: AtomicUsize::new(0),
             ring: Mutex::new(Vec::new()),
             replicas: Mutex::new((REPLICAS, std::collections::HashMap::new())),
@@ -150,7 +154,23 @@ impl Director {
     }
 
     pub fn add(&self, member: &str, weight: f64) {
-        self.members().push((member.to_string(), if weight > 0.0 { weight } else { 1.0 }));
+        self.add_shard(member, None, if weight > 0.0 { weight } else { 1.0 }, None);
+    }
+
+    /// Add a member; on a shard director with its ident (its name on the
+    /// ring, the backend's name by default) and its own rampup. A shard
+    /// member whose ident is there already is skipped, as Varnish.
+    pub fn add_shard(&self, member: &str, ident: Option<&str>, weight: f64, rampup: Option<f64>) {
+        {
+            let (mut ms, mut meta) = (self.members(), self.meta());
+            let id = ident.unwrap_or(member);
+            let dup = ms.iter().zip(meta.iter()).any(|((m, _), (i, _))| i.as_deref().unwrap_or(m) == id);
+            if self.kind == Kind::Shard && dup {
+                return;
+            }
+            ms.push((member.to_string(), weight));
+            meta.push((ident.map(str::to_string), rampup));
+        }
         if self.kind != Kind::Shard {
             return;
         }
@@ -160,10 +180,34 @@ impl Director {
     }
 
     pub fn remove(&self, member: &str) {
-        self.members().retain(|(m, _)| m != member);
+        self.remove_shard(Some(member), None);
+    }
+
+    /// Remove the members with that ident (on a shard director: its name
+    /// on the ring), or else every one of that backend.
+    pub fn remove_shard(&self, member: Option<&str>, ident: Option<&str>) {
+        {
+            let (mut ms, mut meta) = (self.members(), self.meta());
+            let keep: Vec<bool> = ms
+                .iter()
+                .zip(meta.iter())
+                .map(|((m, _), (i, _))| match ident {
+                    Some(id) => i.as_deref().unwrap_or(m) != id,
+                    None => Some(m.as_str()) != member,
+                })
+                .collect();
+            let mut k = keep.iter();
+            ms.retain(|_| *k.next().unwrap_or(&true));
+            let mut k = keep.iter();
+            meta.retain(|_| *k.next().unwrap_or(&true));
+        }
         if self.kind == Kind::Shard {
             self.rebuild(None, false);
         }
+    }
+
+    fn meta(&self) -> std::sync::MutexGuard<'_, Vec<(Option<String>, Option<f64>)>> {
+        self.meta.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Shard: rebuild the ring from the members. A member gets `replicas`
@@ -177,27 +221,30 @@ impl Director {
     /// that joined since the last reconfigure() (add/remove without one
     /// keep the ring current without deciding them).
     fn rebuild(&self, replicas: Option<u32>, commit: bool) {
-        let members = self.members().clone();
+        let (members, meta) = (self.members().clone(), self.meta().clone());
+        // Each member's name on the ring: its ident, else its backend's.
+        let ids: Vec<&str> =
+            members.iter().enumerate().map(|(i, (m, _))| meta.get(i).and_then(|(id, _)| id.as_deref()).unwrap_or(m)).collect();
         let mut reps = self.replicas.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(r) = replicas {
             reps.0 = r.max(1);
         }
         let per = reps.0;
-        reps.1.retain(|m, _| members.iter().any(|(n, _)| n == m));
+        reps.1.retain(|m, _| ids.contains(&m.as_str()));
         // As Varnish: no member may have more than its share of u32 points.
         let rmax = (u32::MAX - 1) / (members.len().max(1) as u32);
         let mut ring: Vec<(u32, usize)> = Vec::new();
-        for (i, (m, w)) in members.iter().enumerate() {
+        for (i, ((_, w), id)) in members.iter().zip(&ids).enumerate() {
             let fresh = (f64::from(per) * w).clamp(1.0, f64::from(u32::MAX)) as u32;
-            let n = match reps.1.get(m) {
+            let n = match reps.1.get(*id) {
                 Some(n) => *n,
-                None if commit => *reps.1.entry(m.clone()).or_insert(fresh),
+                None if commit => *reps.1.entry(id.to_string()).or_insert(fresh),
                 None => fresh,
             };
             // Each point is the hash of the member's name and the replica's
             // number.
             for r in 0..n.min(rmax).min(1 << 20) {
-                ring.push((point(format!("{m}{r}")), i));
+                ring.push((point(format!("{id}{r}")), i));
             }
         }
         ring.sort_unstable();
@@ -290,6 +337,9 @@ impl Director {
             (usable.get(at)?, usable.get((at + 1) % usable.len()).map(|(m, _)| *m).filter(|m| *m != usable[at].0));
         let mut chosen = first;
         if let Some(next) = next {
+            // A member's own rampup (add_backend(rampup=)) over the director's.
+            let own = self.meta().get(first).and_then(|(_, r)| *r);
+            let rampup = if opts.rampup { own.unwrap_or(rampup) } else { 0.0 };
             let ramping = rampup > 0.0 && since < rampup && random_unit() >= since / rampup;
             if ramping || (warmup > 0.0 && random_unit() < warmup) {
                 chosen = next;

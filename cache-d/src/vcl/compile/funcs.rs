@@ -205,6 +205,9 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             Some(ObjKind::Director(crate::backend::director::Kind::Shard)) if method == "associate" => {
                 return super::shardparam::associate(obj, args, sc);
             }
+            Some(ObjKind::Director(crate::backend::director::Kind::Shard)) if matches!(method, "add_backend" | "remove_backend") => {
+                return super::shardparam::members(obj, method, args, names, pos, sc);
+            }
             Some(ObjKind::Director(kind)) => return director_call(obj, *kind, method, args, pos, sc),
             Some(ObjKind::Dynamic) => return super::dynamic::director_call(obj, method, args, names, pos, sc),
             Some(ObjKind::Resolver) => return super::dynamic::resolver_call(obj, method, args, pos, sc),

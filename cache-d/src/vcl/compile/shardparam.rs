@@ -311,6 +311,66 @@ pub(super) fn shard_backend(obj: &str, args: &[Expr], names: &[Option<String>], 
     }))
 }
 
+/// A shard director's `add_backend(backend, ident, rampup, weight)` (in
+/// vcl_init; a weight under 1 counts as 1, as Varnish) and
+/// `remove_backend(backend, ident)` (with an ident, the member of that
+/// name on the ring; else every member of that backend).
+pub(super) fn members(
+    obj: &str,
+    method: &str,
+    args: &[Expr],
+    names: &[Option<String>],
+    pos: Pos,
+    sc: &Scope<'_>,
+) -> Result<ExprFn, VclError> {
+    let add = method == "add_backend";
+    let params: &[&str] = if add { &["backend", "ident", "rampup", "weight"] } else { &["backend", "ident"] };
+    if let Some(s) = sc.ctx.iter().find(|s| add && **s != crate::vcl::model::Sub::Init) {
+        return err(format!("{method}() cannot be used in {} (it can be in: vcl_init)", s.name()), pos);
+    }
+    let mut parts: Vec<Option<ExprFn>> = params.iter().map(|_| None).collect();
+    for (i, (a, n)) in args.iter().zip(names.iter().chain(std::iter::repeat(&None))).enumerate() {
+        let at = match n {
+            Some(n) => params.iter().position(|p| p == n),
+            None => (i < params.len()).then_some(i),
+        };
+        let Some(at) = at else { return err(format!("{obj}.{method}() has no argument '{}'", n.as_deref().unwrap_or("")), a.pos()) };
+        parts[at] = Some(sc.expr(a)?);
+    }
+    let mut parts = parts.into_iter();
+    let (backend, ident) = (parts.next().flatten(), parts.next().flatten());
+    let (rampup, weight) = (parts.next().flatten(), parts.next().flatten());
+    if add && backend.is_none() {
+        return err(format!("{obj}.add_backend() needs a backend"), pos);
+    }
+    let obj = obj.to_string();
+    Ok(Box::new(move |t, c| {
+        let b = backend.as_ref().map(|b| b(t, c));
+        let id = ident.as_ref().map(|i| i(t, c).text()).filter(|i| !i.is_empty());
+        let Some(d) = c.directors().get(&obj).cloned() else { return Val::Bool(false) };
+        if add {
+            let Some(Val::Backend(m)) = b else {
+                fail(t, format!("vmod_directors: shard {obj}: None backend cannot be added"));
+                return Val::Bool(false);
+            };
+            let w = weight.as_ref().and_then(|w| w(t, c).num()).filter(|w| *w >= 1.0).unwrap_or(1.0);
+            let r = rampup.as_ref().and_then(|r| r(t, c).num());
+            d.add_shard(&m, id.as_deref(), w, r);
+        } else {
+            let m = match b {
+                Some(Val::Backend(m)) => Some(m),
+                _ => None,
+            };
+            if m.is_none() && id.is_none() {
+                fail(t, format!("vmod_directors: shard {obj}: .remove_backend(): either backend or ident are required"));
+                return Val::Bool(false);
+            }
+            d.remove_shard(m.as_deref(), id.as_deref());
+        }
+        Val::Bool(true)
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
