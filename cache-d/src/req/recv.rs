@@ -211,12 +211,7 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
         return Step::Done(Some(Reason::TxError));
     }
     if let Some(limit) = r.req.cache_body.filter(|_| r.cached_body.is_none() && r.framing != Framing::None) {
-        // A read vmod bodyaccess made in vcl_recv may have failed already.
-        let read = match r.body_error.take() {
-            Some(e) => Err(e),
-            None => cache_body(r, limit).await,
-        };
-        if let Err(e) = read {
+        if let Err(e) = cache_body(r, limit).await {
             return match e.side {
                 // Over std.cache_req_body's limit: closed without a
                 // response, as Varnish does.
@@ -326,6 +321,10 @@ pub fn purge<T: Transport>(r: &mut Request<'_, T>, key: &[u8]) -> Step {
 /// (retries, restarts) can send it; more than `limit` bytes (known from
 /// Content-Length or met while reading) fails with Side::Internal.
 async fn cache_body<T: Transport>(r: &mut Request<'_, T>, limit: u64) -> Result<(), Error> {
+    // A read vmod bodyaccess made in vcl_recv may have failed already.
+    if let Some(e) = r.body_error.take() {
+        return Err(e);
+    }
     let too_big = || Error::new(Side::Internal, "Request body too big to cache");
     if r.req.body_size.flatten().is_some_and(|n| n > limit) {
         return Err(too_big());
