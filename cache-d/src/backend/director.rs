@@ -88,11 +88,24 @@ pub struct ShardOpts {
     pub warmup: Option<f64>,
     /// Whether members back from sick ramp up (`set_rampup`).
     pub rampup: bool,
+    /// Which members' health counts (`healthy=`).
+    pub healthy: Healthy,
+}
+
+/// A shard pick's `healthy=`: CHOSEN (the member picked must be healthy,
+/// `alt` counts every member), ALL (`alt` counts healthy members only)
+/// or IGNORE (health does not count).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Healthy {
+    #[default]
+    Chosen,
+    All,
+    Ignore,
 }
 
 impl Default for ShardOpts {
     fn default() -> ShardOpts {
-        ShardOpts { alt: 0, warmup: None, rampup: true }
+        ShardOpts { alt: 0, warmup: None, rampup: true, healthy: Healthy::Chosen }
     }
 }
 
@@ -307,11 +320,15 @@ impl Director {
         }
     }
 
-    /// Shard for the key at point `p`: `state` also says how long a
-    /// member has been healthy. The first usable member clockwise from the
-    /// point (or the `alt`-th after it); one still ramping up takes the
-    /// key with the probability of how far along it is, else the next
-    /// does; with warmup, that share of keys go to the next member anyway.
+    /// Shard for the key at point `p`, as Varnish's sharddir_pick_be: the
+    /// members in ring order from the key's point, each once; `alt`
+    /// (capped at the members less one) skips that many (only healthy ones
+    /// count with healthy=ALL), then the first usable one is taken (any
+    /// with IGNORE); none: the last healthy one skipped. With alt 0, a
+    /// pick still ramping up (`state` says for how long it has been
+    /// healthy) yields to the next healthy member with the odds of how
+    /// far along it is (unless that one ramps up too), and one that does
+    /// not gives the warmup share of keys to the next.
     pub fn pick_shard(&self, members: &[(String, f64)], p: u32, opts: ShardOpts, state: &dyn Fn(&str) -> MemberState) -> Option<String> {
         let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if ring.is_empty() || members.is_empty() {
@@ -320,9 +337,6 @@ impl Director {
         // The first point at or after the key; past the last point, the
         // last one (Varnish's shard_lookup does not wrap there).
         let start = ring.partition_point(|(q, _)| *q < p).min(ring.len() - 1);
-        let warmup = opts.warmup.unwrap_or_else(|| *self.warmup.lock().unwrap_or_else(|e| e.into_inner())).clamp(0.0, 1.0);
-        let rampup = if opts.rampup { *self.rampup.lock().unwrap_or_else(|e| e.into_inner()) } else { 0.0 };
-        // Usable members in ring order from the key, each once.
         let mut order: Vec<usize> = Vec::new();
         for i in 0..ring.len() {
             let m = ring[(start + i) % ring.len()].1;
@@ -330,22 +344,49 @@ impl Director {
                 order.push(m);
             }
         }
-        let usable: Vec<(usize, f64)> =
-            order.into_iter().filter_map(|m| Some(state(&members[m].0)).filter(|s| s.usable).map(|s| (m, s.healthy_for))).collect();
-        let at = opts.alt % usable.len().max(1);
-        let (&(first, since), next) =
-            (usable.get(at)?, usable.get((at + 1) % usable.len()).map(|(m, _)| *m).filter(|m| *m != usable[at].0));
-        let mut chosen = first;
-        if let Some(next) = next {
-            // A member's own rampup (add_backend(rampup=)) over the director's.
-            let own = self.meta().get(first).and_then(|(_, r)| *r);
-            let rampup = if opts.rampup { own.unwrap_or(rampup) } else { 0.0 };
-            let ramping = rampup > 0.0 && since < rampup && random_unit() >= since / rampup;
-            if ramping || (warmup > 0.0 && random_unit() < warmup) {
-                chosen = next;
+        let states: Vec<MemberState> = order.iter().map(|&m| state(&members[m].0)).collect();
+        let alt = opts.alt.min(order.len().saturating_sub(1));
+        let (mut at, mut previous) = (0, None);
+        // shard_next(): from `at`, the member after skipping `skip` (of the
+        // healthy ones only when `healthy`), remembering the last healthy
+        // one passed over.
+        let next = |at: &mut usize, mut skip: usize, healthy: bool, previous: &mut Option<usize>| -> Option<usize> {
+            while *at < order.len() {
+                let i = *at;
+                *at += 1;
+                if states[i].usable || !healthy {
+                    if skip == 0 {
+                        return Some(i);
+                    }
+                    skip -= 1;
+                    if states[i].usable {
+                        *previous = Some(i);
+                    }
+                }
             }
+            None
+        };
+        if alt > 0 && next(&mut at, alt - 1, opts.healthy == Healthy::All, &mut previous).is_none() {
+            return previous.map(|i| members[order[i]].0.clone());
         }
-        Some(members[chosen].0.clone())
+        let Some(chosen) = next(&mut at, 0, opts.healthy != Healthy::Ignore, &mut previous) else {
+            return previous.map(|i| members[order[i]].0.clone());
+        };
+        let warmup = opts.warmup.unwrap_or_else(|| *self.warmup.lock().unwrap_or_else(|e| e.into_inner())).clamp(0.0, 1.0);
+        if alt > 0 || opts.healthy == Healthy::Ignore || (!opts.rampup && warmup == 0.0) {
+            return Some(members[order[chosen]].0.clone());
+        }
+        let Some(other) = next(&mut at, 0, true, &mut previous) else { return Some(members[order[chosen]].0.clone()) };
+        let global = *self.rampup.lock().unwrap_or_else(|e| e.into_inner());
+        let rampup_of = |i: usize| self.meta().get(order[i]).and_then(|(_, r)| *r).unwrap_or(global);
+        let (chosen_r, other_r) = (rampup_of(chosen), rampup_of(other));
+        let since = states[chosen].healthy_for;
+        let moved = if since < chosen_r {
+            opts.rampup && states[other].healthy_for >= other_r && random_unit() * chosen_r >= since
+        } else {
+            warmup > 0.0 && random_unit() <= warmup
+        };
+        Some(members[order[if moved { other } else { chosen }]].0.clone())
     }
 }
 

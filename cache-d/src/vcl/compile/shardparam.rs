@@ -15,7 +15,7 @@
 use super::decls::ObjKind;
 use super::program::*;
 use super::vmod::{blob, blob_bytes, enum_arg};
-use crate::backend::director::{digest_point, point, ShardOpts};
+use crate::backend::director::{digest_point, point, Healthy, ShardOpts};
 use crate::vcl::ast::*;
 use crate::vcl::diag::{err, VclError};
 use crate::vcl::model::{ShardParamSet, Task};
@@ -264,7 +264,7 @@ pub(super) fn method(obj: &str, m: &str, args: &[Expr], names: &[Option<String>]
 /// URL, by=KEY on `key=` (e.g. `sh.key(req.http.X-User)`), by=BLOB on
 /// `key_blob=`'s first four bytes. resolve=LAZY, and any call in
 /// vcl_init, returns the director to pick when the fetch starts, by the
-/// digest. Sick members are always skipped (healthy= is accepted).
+/// digest.
 pub(super) fn shard_backend(obj: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
     const POSITIONAL: [&str; 9] = ["by", "key", "key_blob", "alt", "warmup", "rampup", "healthy", "param", "resolve"];
     let (mut set, mut set_names, mut lazy, mut param) = (Vec::new(), Vec::new(), false, None);
@@ -300,8 +300,16 @@ pub(super) fn shard_backend(obj: &str, args: &[Expr], names: &[Option<String>], 
             }
         };
         let s = merge(&merge(&given, &base(t, c, &obj, param.as_deref())), &ShardParamSet::default());
-        let opts =
-            ShardOpts { alt: s.alt.unwrap_or(0).max(0) as usize, warmup: s.warmup.filter(|w| *w >= 0.0), rampup: s.rampup.unwrap_or(true) };
+        let opts = ShardOpts {
+            alt: s.alt.unwrap_or(0).max(0) as usize,
+            warmup: s.warmup.filter(|w| *w >= 0.0),
+            rampup: s.rampup.unwrap_or(true),
+            healthy: match s.healthy {
+                Some("IGNORE") => Healthy::Ignore,
+                Some("ALL") => Healthy::All,
+                _ => Healthy::Chosen,
+            },
+        };
         let p = key_of(t, &s);
         let Some(d) = c.directors().get(&obj).cloned() else { return Val::None };
         match c.shard_pick(&d, p, opts, 1) {
