@@ -401,7 +401,8 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>
         do_stream: true,
         backend: f.be.name.clone(),
         age: (t - life.t_origin).max(0.0),
-        uncacheable: false,
+        // bo->uncacheable, which bereq.uncacheable reads too: set on a pass.
+        uncacheable: pass,
         storage: if pass { crate::cache::spec::TRANSIENT.into() } else { next_store(sh) },
         ..Beresp::default()
     };

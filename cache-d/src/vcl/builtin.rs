@@ -28,6 +28,30 @@ pub fn split_method(name: &str) -> Option<Sub> {
     SPLIT_SUBS.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
 }
 
+/// Varnish 7's `vcl_builtin_*` subroutines: the built-in half of each
+/// method (its vcl_recv is `call vcl_builtin_recv; return (hash);`). A
+/// program's own definition is concatenated in front of the built-in body,
+/// as libvcc does with every subroutine builtin.vcl defines too.
+pub const BUILTIN_PARTS: [(&str, Sub); 12] = [
+    ("vcl_builtin_recv", Sub::Recv),
+    ("vcl_builtin_pipe", Sub::Pipe),
+    ("vcl_builtin_pass", Sub::Pass),
+    ("vcl_builtin_hash", Sub::Hash),
+    ("vcl_builtin_purge", Sub::Purge),
+    ("vcl_builtin_hit", Sub::Hit),
+    ("vcl_builtin_miss", Sub::Miss),
+    ("vcl_builtin_deliver", Sub::Deliver),
+    ("vcl_builtin_synth", Sub::Synth),
+    ("vcl_builtin_backend_fetch", Sub::BackendFetch),
+    ("vcl_builtin_backend_response", Sub::BackendResponse),
+    ("vcl_builtin_backend_error", Sub::BackendError),
+];
+
+/// The method whose built-in half `name` is (`vcl_builtin_deliver`).
+pub fn builtin_part(name: &str) -> Option<Sub> {
+    BUILTIN_PARTS.iter().find(|(n, _)| *n == name).map(|(_, s)| *s)
+}
+
 /// What a program's own version of a split subroutine did. It runs before
 /// the built-in body (Varnish concatenates the two definitions).
 pub enum Split {
@@ -47,8 +71,17 @@ pub fn builtin(sub: Sub, t: &mut Task<'_>) -> Action {
     builtin_with(sub, t, &|_, _| Split::Builtin)
 }
 
-/// [`builtin`], with the program's own split subroutines run by `hook`.
+/// [`builtin`], with the program's own `vcl_builtin_*` and split
+/// subroutines run by `hook` before the built-in bodies.
 pub fn builtin_with(sub: Sub, t: &mut Task<'_>, hook: Hook<'_>) -> Action {
+    if let Some((name, _)) = BUILTIN_PARTS.iter().find(|(_, s)| *s == sub) {
+        match hook(name, t) {
+            Split::Return(a) => return a,
+            // `return;` leaves vcl_builtin_*; the method's final return follows.
+            Split::Done => return fallthrough(sub),
+            Split::Builtin => {}
+        }
+    }
     match sub {
         Sub::Recv => {
             let parts = ["vcl_req_host", "vcl_req_method", "vcl_req_authorization", "vcl_req_cookie"];
@@ -371,6 +404,21 @@ mod tests {
         t.req = Some(&mut r);
         let cookie_done = |n: &str, _: &mut Task<'_>| if n == "vcl_req_cookie" { Split::Done } else { Split::Builtin };
         assert_eq!(builtin_with(Sub::Recv, &mut t, &cookie_done), Action::Hash);
+    }
+
+    #[test]
+    fn builtin_parts_run_first_and_may_end_or_skip_the_method() {
+        let mut r = req("POST", &[("Host", "a")]);
+        let mut t = Task::new(&NoEnv);
+        t.req = Some(&mut r);
+        // vcl_builtin_recv { return; }: the parts are skipped, return (hash) follows.
+        let done = |n: &str, _: &mut Task<'_>| if n == "vcl_builtin_recv" { Split::Done } else { Split::Builtin };
+        assert_eq!(builtin_with(Sub::Recv, &mut t, &done), Action::Hash);
+        let piped = |n: &str, _: &mut Task<'_>| if n == "vcl_builtin_recv" { Split::Return(Action::Pipe) } else { Split::Builtin };
+        assert_eq!(builtin_with(Sub::Recv, &mut t, &piped), Action::Pipe);
+        assert_eq!(builtin_with(Sub::Recv, &mut t, &|_, _| Split::Builtin), Action::Pass);
+        assert_eq!(builtin_part("vcl_builtin_backend_error"), Some(Sub::BackendError));
+        assert_eq!(builtin_part("vcl_builtin_init"), None);
     }
 
     #[test]

@@ -7,12 +7,31 @@ use std::collections::{HashMap, HashSet};
 
 use super::ast::*;
 use super::diag::VclError;
-use crate::vcl::builtin::{split_method, SPLIT_SUBS};
+use crate::vcl::builtin::{split_method, BUILTIN_PARTS, SPLIT_SUBS};
 use crate::vcl::model::Sub;
 
 /// The modules `import` accepts (another is refused when the program
 /// loads, as varnishd refuses a vmod it cannot find).
-pub const VMODS: &[&str] = &["std", "directors", "blob", "cookie", "purge", "tls", "xkey", "dynamic", "proxy", "unix", "vsthrottle", "bodyaccess", "saintmode", "tcp", "var", "str", "header", "accept"];
+pub const VMODS: &[&str] = &[
+    "std",
+    "directors",
+    "blob",
+    "cookie",
+    "purge",
+    "tls",
+    "xkey",
+    "dynamic",
+    "proxy",
+    "unix",
+    "vsthrottle",
+    "bodyaccess",
+    "saintmode",
+    "tcp",
+    "var",
+    "str",
+    "header",
+    "accept",
+];
 
 /// The built-in subroutines and the actions each may return (VCL 4.1).
 pub const BUILTIN_SUBS: &[(&str, &[&str])] = &[
@@ -47,9 +66,7 @@ const LEGACY_VARS: &[(&str, &str)] = &[
 
 /// `vcl_builtin_recv` and friends (Varnish 7): the built-in half of a
 /// subroutine, callable from that subroutine.
-pub fn builtin_part(name: &str) -> Option<Sub> {
-    Sub::from_name(&format!("vcl_{}", name.strip_prefix("vcl_builtin_")?)).filter(|s| !matches!(s, Sub::Init | Sub::Fini))
-}
+pub use crate::vcl::builtin::builtin_part;
 
 fn legal(sub: &str) -> Option<&'static [&'static str]> {
     BUILTIN_SUBS.iter().find(|(n, _)| *n == sub).map(|(_, a)| *a)
@@ -121,10 +138,7 @@ pub fn check(p: &Program) -> Result<Contexts, VclError> {
     let mut subs: HashMap<&str, (&[Stmt], Pos)> = HashMap::new();
     for item in &p.items {
         if let Item::Sub { name, body, pos } = item {
-            if builtin_part(name).is_some() {
-                return Err(VclError { msg: format!("'{name}' is the built-in policy's and cannot be redefined"), pos: *pos });
-            }
-            if name.starts_with("vcl_") && legal(name).is_none() && split_method(name).is_none() {
+            if name.starts_with("vcl_") && legal(name).is_none() && split_method(name).is_none() && builtin_part(name).is_none() {
                 return Err(VclError { msg: format!("Unknown VCL subroutine '{name}' (the vcl_ prefix is reserved)"), pos: *pos });
             }
             // Varnish concatenates repeated definitions of a sub; so do we
@@ -219,7 +233,7 @@ pub fn check(p: &Program) -> Result<Contexts, VclError> {
         }
         // The built-in body calls the split subroutines (its own or the
         // program's).
-        for (split, m) in SPLIT_SUBS.iter().filter(|(_, m)| m.name() == *root) {
+        for (split, m) in SPLIT_SUBS.iter().chain(&BUILTIN_PARTS).filter(|(_, m)| m.name() == *root) {
             if let Some((body, _)) = subs.get(*split) {
                 reached.entry(split.to_string()).or_default().insert(m.name());
                 stack.push((vec![root.to_string(), split.to_string()], body));

@@ -30,11 +30,11 @@ mod header;
 mod program;
 mod proxy;
 mod re;
-mod shardparam;
 mod saintmode;
-mod tcp;
+mod shardparam;
 mod stdx;
 mod strmod;
+mod tcp;
 #[cfg(test)]
 mod tests;
 mod unixmod;
@@ -111,7 +111,8 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
             collect_objects(body, &mut objects)?;
         }
     }
-    c.declares_directors = objects.values().any(|k| !matches!(k, ObjKind::Resolver | ObjKind::Blob | ObjKind::Accept | ObjKind::ShardParam));
+    c.declares_directors =
+        objects.values().any(|k| !matches!(k, ObjKind::Resolver | ObjKind::Blob | ObjKind::Accept | ObjKind::ShardParam));
     for item in &p.items {
         if let Item::Sub { name, body, .. } = item {
             let scope = Scope {
@@ -125,7 +126,8 @@ pub fn compile(p: &Program) -> Result<Compiled, VclError> {
             };
             let mut stmts = block(body, &scope)?;
             c.subs.entry(name.clone()).or_default().append(&mut stmts);
-            if let Some(s) = Sub::from_name(name) {
+            // A method's own vcl_builtin_* is code of the program's in it too.
+            if let Some(s) = Sub::from_name(name).or_else(|| builtin::builtin_part(name)) {
                 c.defined[s as usize] = true;
             }
         }
@@ -636,10 +638,9 @@ impl Policy for VclPolicy {
         if !self.prog.defined[sub as usize] {
             return builtin::builtin_with(sub, t, &hook);
         }
-        let body = &self.prog.subs[sub.name()];
-        let action = match run(body, t, &self.prog) {
-            Flow::Return(a) => a,
-            Flow::Next | Flow::Leave => builtin::builtin_with(sub, t, &hook),
+        let action = match self.prog.subs.get(sub.name()).map(|body| run(body, t, &self.prog)) {
+            Some(Flow::Return(a)) => a,
+            _ => builtin::builtin_with(sub, t, &hook),
         };
         // A client subroutine's failure ends the request's task state
         // (Varnish's Req_Rollback before vcl_synth): the cookie jar.
