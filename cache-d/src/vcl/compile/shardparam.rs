@@ -267,10 +267,10 @@ pub(super) fn method(obj: &str, m: &str, args: &[Expr], names: &[Option<String>]
 /// digest.
 pub(super) fn shard_backend(obj: &str, args: &[Expr], names: &[Option<String>], pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, VclError> {
     const POSITIONAL: [&str; 9] = ["by", "key", "key_blob", "alt", "warmup", "rampup", "healthy", "param", "resolve"];
-    let (mut set, mut set_names, mut lazy, mut param) = (Vec::new(), Vec::new(), false, None);
+    let (mut set, mut set_names, mut resolve, mut param) = (Vec::new(), Vec::new(), None, None);
     for (i, (a, n)) in args.iter().zip(names.iter().chain(std::iter::repeat(&None))).enumerate() {
         match n.as_deref().or_else(|| POSITIONAL.get(i).copied()).unwrap_or("") {
-            "resolve" => lazy = enum_arg(a, &["NOW", "LAZY"], "resolve")? == "LAZY",
+            "resolve" => resolve = Some(enum_arg(a, &["NOW", "LAZY"], "resolve")? == "LAZY"),
             "param" => param = Some(param_obj(a, sc)?),
             n if SET_ARGS.contains(&n) => {
                 set.push(a.clone());
@@ -286,11 +286,24 @@ pub(super) fn shard_backend(obj: &str, args: &[Expr], names: &[Option<String>], 
         }
     }
     let obj = obj.to_string();
+    let more = !set.is_empty() || param.is_some();
     Ok(Box::new(move |t, c| {
-        // resolve=LAZY, or in vcl_init: the director itself, to pick when
-        // the fetch starts.
-        if lazy || (t.req.is_none() && t.bereq.is_none()) {
-            return Val::Backend(obj.clone());
+        // resolve=LAZY (the default in vcl_init): the director itself, to
+        // pick when the fetch starts. With other arguments Varnish keeps
+        // them for the fetch, which only a backend subroutine may do.
+        let init = t.req.is_none() && t.bereq.is_none();
+        match resolve.unwrap_or(init) {
+            false if init => {
+                fail(t, format!("vmod_directors: shard {obj}: .backend(resolve=NOW) can not be used in vcl_init{{}}/vcl_fini{{}}"));
+                return Val::None;
+            }
+            true if more && t.bereq.is_none() => {
+                let why = ".backend(resolve=LAZY) with other parameters can only be used in backend/pipe context";
+                fail(t, format!("vmod_directors: shard {obj}: {why}"));
+                return Val::None;
+            }
+            true => return Val::Backend(obj.clone()),
+            false => {}
         }
         let given = match make(t, c, &a, "shard.backend()") {
             Ok(s) => s,

@@ -532,7 +532,7 @@ fn shard_director_keys_and_options() {
             if (req.http.X-Mode == "key") { set req.backend_hint = sh.backend(by=KEY, key=sh.key(req.http.X-User)); }
             elsif (req.http.X-Mode == "url") { set req.backend_hint = sh.backend(by=URL); }
             elsif (req.http.X-Mode == "alt") { set req.backend_hint = sh.backend(by=URL, alt=1, warmup=0.0, rampup=false); }
-            elsif (req.http.X-Mode == "lazy") { set req.backend_hint = sh.backend(by=URL, resolve=LAZY); }
+            elsif (req.http.X-Mode == "lazy") { set req.backend_hint = sh.backend(resolve=LAZY); }
             else { set req.backend_hint = sh.backend(); }
         }"#,
     );
