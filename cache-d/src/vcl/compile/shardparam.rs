@@ -302,6 +302,10 @@ pub(super) fn shard_backend(obj: &str, args: &[Expr], names: &[Option<String>], 
                 fail(t, format!("vmod_directors: shard {obj}: {why}"));
                 return Val::None;
             }
+            // With arguments on the backend side Varnish keeps them for
+            // the pick when the fetch starts, right after this
+            // subroutine: the same member, so it is picked now.
+            true if more => {}
             true => return Val::Backend(obj.clone()),
             false => {}
         }
