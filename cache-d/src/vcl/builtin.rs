@@ -278,7 +278,7 @@ fn req_host(req: &mut Req) -> Option<Action> {
             req.headers.set("host", lower);
         }
     }
-    if !req.headers.has("host") && req.esi_level == 0 && req.minor == 1 {
+    if !req.headers.has("host") && req.esi_level == 0 && req.proto() == b"HTTP/1.1" {
         return Some(Action::Synth(400, "Bad Request".into()));
     }
     None

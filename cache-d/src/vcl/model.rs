@@ -145,6 +145,20 @@ pub struct Req {
     pub cookies: Vec<(String, String)>,
     /// vmod_var's variables for this request (PRIV_TASK, as the jar).
     pub vars: Vec<(String, TaskVar)>,
+    /// req.proto as VCL 4.0 set it (None: the request's own, from minor).
+    pub proto: Option<Bytes>,
+}
+
+impl Req {
+    /// req.proto: what VCL 4.0 set, else the request's protocol.
+    pub fn proto(&self) -> &[u8] {
+        match (&self.proto, self.minor) {
+            (Some(p), _) => p,
+            (None, 0) => b"HTTP/1.0",
+            (None, 1) => b"HTTP/1.1",
+            (None, _) => b"HTTP/2.0",
+        }
+    }
 }
 
 /// A value vmod_var keeps for a task: each variable has the type it was
@@ -313,6 +327,8 @@ pub struct Beresp {
     /// The store it goes to (a name from -s; empty: the round robin's
     /// next, as it is before vcl_backend_response when nothing set it).
     pub storage: String,
+    /// beresp.proto as VCL 4.0 set it (None: HTTP/1.1).
+    pub proto: Option<Bytes>,
 }
 
 /// A cached object as vcl_hit and vcl_deliver see it (VCL's `obj`).
@@ -372,6 +388,8 @@ pub struct Resp {
     /// resp.filters as VCL set it (None: the list Varnish would run);
     /// once set, resp.do_esi is fixed.
     pub filters: Option<String>,
+    /// resp.proto as VCL 4.0 set it (None: HTTP/1.1).
+    pub proto: Option<Bytes>,
 }
 
 /// The subroutines: where the engine calls into the policy.

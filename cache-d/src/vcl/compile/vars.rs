@@ -44,7 +44,7 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("req.method", CLIENT, CLIENT),
     ("req.url", CLIENT, CLIENT),
     // Read only, as in Varnish 7.1.
-    ("req.proto", CLIENT, 0),
+    ("req.proto", CLIENT, CLIENT),
     ("req.http.", CLIENT, CLIENT),
     ("req.xid", CLIENT, 0),
     ("req.time", CLIENT, 0),
@@ -87,7 +87,7 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("bereq.backend", BEREQ, BEREQ),
     ("beresp.status", BERESP, BERESP),
     ("beresp.reason", BERESP, BERESP),
-    ("beresp.proto", BERESP, 0),
+    ("beresp.proto", BERESP, BERESP),
     ("beresp.time", BERESP, 0),
     ("beresp.http.", BERESP, BERESP),
     ("beresp.ttl", BERESP, BERESP),
@@ -124,7 +124,7 @@ pub(super) const ACCESS: &[(&str, u32, u32)] = &[
     ("obj.can_esi", HIT | mask(&[Sub::Deliver]), 0),
     ("resp.status", RESP, RESP),
     ("resp.reason", RESP, RESP),
-    ("resp.proto", RESP, 0),
+    ("resp.proto", RESP, RESP),
     ("resp.filters", mask(&[Sub::Deliver]), mask(&[Sub::Deliver])),
     ("resp.time", RESP, 0),
     ("resp.http.", RESP, RESP),
@@ -151,7 +151,8 @@ pub(super) fn access(name: &str, write: bool, pos: Pos, sc: &Scope<'_>) -> Resul
         return err(format!("Unknown variable '{name}'"), pos);
     };
     let m = if write { *w } else { *r };
-    if write && (m == 0 || (name == "bereq.proto" && sc.version >= 4.1)) {
+    // The *.proto variables are writable in VCL 4.0 only (vcl-var(7)).
+    if write && (m == 0 || (name.ends_with(".proto") && sc.version >= 4.1)) {
         return err(format!("Variable '{name}' is read only"), pos);
     }
     for s in &sc.ctx {
@@ -270,6 +271,17 @@ fn wire_token(t: &mut Task<'_>, what: &str, v: &Val) -> Option<Bytes> {
     let b = wire_text(t, what, v)?;
     if b.is_empty() || b.iter().any(|c| c.is_ascii_whitespace()) {
         fail(t, format!("{what}: the value is empty or contains white space"));
+        return None;
+    }
+    Some(b)
+}
+
+/// A protocol VCL 4.0 sets (req.proto and the like): not empty (Varnish's
+/// "Setting req.proto to empty string").
+fn proto_val(t: &mut Task<'_>, what: &str, v: &Val) -> Option<Bytes> {
+    let b = wire_text(t, what, v)?;
+    if b.is_empty() {
+        fail(t, format!("Setting {what} to empty string"));
         return None;
     }
     Some(b)
@@ -518,7 +530,7 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
     Ok(match name {
         "req.method" => get!(req, |r| text(&r.method)),
         "req.url" => get!(req, |r| text(&r.url)),
-        "req.proto" => get!(req, |r| proto(r.minor)),
+        "req.proto" => get!(req, |r| Val::Str(String::from_utf8_lossy(r.proto()).into_owned())),
         "req.xid" => get!(req, |r| Val::Int(r.xid as i64)),
         "req.restarts" => get!(req, |r| Val::Int(r.restarts as i64)),
         "req.esi_level" => get!(req, |r| Val::Int(r.esi_level as i64)),
@@ -561,7 +573,7 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         }
         "beresp.status" => get!(beresp, |b| Val::Int(vcl_status(b.status, b.vcl_status) as i64)),
         "beresp.reason" => get!(beresp, |b| text(&b.reason)),
-        "beresp.proto" => Box::new(|_, _| Val::Str("HTTP/1.1".into())),
+        "beresp.proto" => get!(beresp, |b| b.proto.as_ref().map_or(Val::Str("HTTP/1.1".into()), text)),
         "beresp.ttl" => get!(beresp, |b| Val::Dur(b.ttl)),
         "beresp.grace" => get!(beresp, |b| Val::Dur(b.grace)),
         "beresp.keep" => get!(beresp, |b| Val::Dur(b.keep)),
@@ -575,7 +587,7 @@ pub(super) fn var_get(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<ExprFn, Vc
         "beresp.backend.name" | "beresp.backend" => get!(beresp, |b| Val::Str(b.backend.clone())),
         "resp.status" => get!(resp, |r| Val::Int(vcl_status(r.status, r.vcl_status) as i64)),
         "resp.reason" => get!(resp, |r| text(&r.reason)),
-        "resp.proto" => Box::new(|_, _| Val::Str("HTTP/1.1".into())),
+        "resp.proto" => get!(resp, |r| r.proto.as_ref().map_or(Val::Str("HTTP/1.1".into()), text)),
         "resp.is_streaming" => get!(resp, |r| Val::Bool(r.is_streaming)),
         _ => return unsupported(&format!("Reading '{name}'"), pos),
     })
@@ -619,7 +631,18 @@ pub(super) fn var_set(name: &str, pos: Pos, sc: &Scope<'_>) -> Result<SetFn, Vcl
             r.url = b
         }),
         "bereq.backend" => set!(bereq, |t, r, v| r.backend = Some(v.text())),
-        "bereq.proto" => set!(bereq, |t, r, v| r.minor = if v.text() == "HTTP/1.0" { 0 } else { 1 }),
+        "bereq.proto" => set!(bereq, |t, r, v| if proto_val(t, "bereq.proto", &v).is_some() {
+            r.minor = if v.text() == "HTTP/1.0" { 0 } else { 1 }
+        }),
+        "req.proto" => set!(req, |t, r, v| if let Some(p) = proto_val(t, "req.proto", &v) {
+            r.proto = Some(p)
+        }),
+        "beresp.proto" => set!(beresp, |t, b, v| if let Some(p) = proto_val(t, "beresp.proto", &v) {
+            b.proto = Some(p)
+        }),
+        "resp.proto" => set!(resp, |t, r, v| if let Some(p) = proto_val(t, "resp.proto", &v) {
+            r.proto = Some(p)
+        }),
         "bereq.connect_timeout" => set!(bereq, |t, r, v| r.connect_timeout = dur(&v).map(|d| d.max(0.0))),
         "bereq.first_byte_timeout" => set!(bereq, |t, r, v| r.first_byte_timeout = dur(&v).map(|d| d.max(0.0))),
         "bereq.between_bytes_timeout" => set!(bereq, |t, r, v| r.between_bytes_timeout = dur(&v).map(|d| d.max(0.0))),
