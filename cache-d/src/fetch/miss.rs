@@ -521,6 +521,11 @@ fn filters(sh: &Shared, beresp: &mut Beresp, expected: Option<u64>) -> (Plan, Op
         (beresp.do_gunzip, beresp.do_gzip, beresp.do_brotli, beresp.do_stream) = (true, false, false, false);
     }
     let plan = crate::gzip::fetch::plan(beresp, expected != Some(0), params.http_gzip_support || esi, params.http_brotli_support);
+    // A filter that changes the body takes its length away (Varnish's
+    // gzip, gunzip and ESI fetch filters unset Content-Length).
+    if plan.changes_length() || esi {
+        beresp.headers.unset("content-length");
+    }
     if gz_esi {
         let h = &mut beresp.headers;
         crate::gzip::weaken_etag(h);
@@ -596,7 +601,7 @@ fn object(bxid: u32, got: &mut Got, bereq: &crate::vcl::model::Headers) -> Objec
         Box::new(names.into_iter().map(|n| (n.clone(), vary_value(bereq.iter(), &n))).collect::<Vec<_>>())
     });
     let drop = if beresp.uncacheable { super::steps::not_passed } else { super::steps::not_stored };
-    let pairs = headers.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"content-length") && !drop(n));
+    let pairs = headers.iter().filter(|(n, _)| !drop(n));
     let (headers, body) = match &got.inline {
         Some(b) => {
             let (h, b) = ObjHeaders::with_body(&beresp.reason, pairs, b);
@@ -642,6 +647,7 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got, d
             (sh.cache.private(obj), None)
         }
         Some((kind, ttl)) => {
+            let mut obj = obj;
             sh.seg.add(C::BerespUncacheable, 1);
             // A hit-for-miss keeps its grace and keep (Varnish's "grace
             // HFM": expired, it still makes misses private); a
@@ -650,13 +656,19 @@ fn store(sh: &Shared, f: &mut Fetch, guard: BusyGuard, obj: Object, got: &Got, d
             let marker_life = crate::cache::ttl::Life { t_origin: t, ttl, grace, keep };
             if kind == Kind::HitForPass {
                 f.log.recf(Tag::Ttl, side, v, format_args!("HFP {ttl:.0} 0 0 {t:.0} uncacheable"));
+                // The object this request gets has none either (obj.grace
+                // and obj.keep read 0 in vcl_deliver, as in Varnish).
+                (obj.life.grace, obj.life.keep) = (0.0, 0.0);
             } else {
                 f.log.recf(Tag::Ttl, side, v, format_args!("VCL {ttl:.0} {grace:.0} {keep:.0} {t:.0} uncacheable"));
             }
+            // The marker keeps the response's headers (a copy: not the
+            // body that may share their buffer), so xkey indexes it and a
+            // ban can match it, as Varnish's marker is the object itself.
             let marker = Object {
                 vxid: v,
                 status: obj.status,
-                headers: ObjHeaders::from_pairs(&obj.reason(), std::iter::empty()),
+                headers: ObjHeaders::from_pairs(&obj.reason(), obj.headers.iter()),
                 body: ObjBody::Whole(Bytes::new()),
                 life: marker_life,
                 kind,

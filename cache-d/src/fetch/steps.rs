@@ -342,8 +342,10 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>
         }
         None => {
             let mut h = fresh;
-            // A response to HEAD (a pass) keeps its Content-Length.
-            if resp.framing == Framing::None {
+            // The backend's Content-Length is beresp's (VCL reads it, the
+            // object keeps it unless a filter changes the body), when it
+            // frames the body, or on an answer to HEAD (a pass).
+            if matches!(resp.framing, Framing::None | Framing::Length(_)) {
                 if let Some((n, v)) = resp.head.iter().find(|(n, _)| n.eq_ignore_ascii_case(b"content-length")) {
                     h.push((Bytes::copy_from_slice(n), Bytes::copy_from_slice(v)));
                 }

@@ -239,7 +239,9 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
         reason: headers.reason(),
         headers: headers.to_headers(),
         is_streaming: body.progress().done == Done::Streaming,
-        do_esi: esi.is_some() && !r.req.disable_esi,
+        // Whether or not the object has ESI to process (Varnish's
+        // VRT_r_resp_do_esi reads !req->disable_esi).
+        do_esi: !r.req.disable_esi,
         ..Resp::default()
     };
     r.resp_setup(&mut resp.headers, hit.then_some(obj.vxid), obj.life().t_origin, ranges && obj.status == 200 && !pass);
@@ -253,6 +255,9 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
     if let Some(step) = too_many_headers(r, &resp.headers) {
         return step;
     }
+    // The length that goes out is the body's (Varnish's cnt_transmit
+    // replaces a Content-Length that does not match it).
+    resp.headers.unset("content-length");
     // The gunzip filter takes Content-Encoding away after vcl_deliver, as
     // Varnish's does; the length is the plain one once the object is whole.
     // An assembled page has no length known in advance, and its ETag is
@@ -277,13 +282,8 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
     let len = if esi.is_some() { None } else { len };
     let plan = plan(&r.req, len, &mut resp, r.head_only, keep, ranges);
     let mut wire = std::mem::take(&mut r.sess.wire);
-    let head = RespHead {
-        status: plan.status,
-        reason: plan.reason,
-        headers: &plan.headers,
-        framing: plan.framing.clone(),
-        keep: plan.keep,
-    };
+    let head =
+        RespHead { status: plan.status, reason: plan.reason, headers: &plan.headers, framing: plan.framing.clone(), keep: plan.keep };
     r.write_head(&mut wire, &head);
     let hdr_tx = wire.len() as u64;
     // send_timeout bounds the whole response, as in Varnish.

@@ -312,9 +312,7 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
         drop(fetch);
         return divert(action);
     }
-    if gunzip_out {
-        out.headers.unset("content-encoding");
-    }
+    after_deliver(&mut out.headers, gunzip_out, resp.framing);
     // The client's copy is current (If-None-Match, If-Modified-Since on
     // the response as vcl_deliver left it): 304, and the backend's body
     // is not read, as Varnish does on a pass. A 1xx, 204 or 304 (the
@@ -394,23 +392,37 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
 /// The pass's response as vcl_deliver gets it: the backend's headers but
 /// Age and X-Varnish, then Varnish's own (see [`Request::resp_setup`]).
 fn pass_resp<T: Transport>(r: &Request<'_, T>, beresp: Beresp, fetch_vxid: u32, t_origin: f64) -> Resp {
-    let mut out = Resp { status: beresp.status, reason: beresp.reason, headers: beresp.headers, is_streaming: true, ..Resp::default() };
+    let (status, reason, headers, do_esi) = (beresp.status, beresp.reason, beresp.headers, !r.req.disable_esi);
+    let mut out = Resp { status, reason, headers, is_streaming: true, do_esi, ..Resp::default() };
     out.headers.0.retain(|(n, _)| !n.eq_ignore_ascii_case(b"x-varnish") && !crate::fetch::steps::not_passed(n));
     // A pass vcl_hit chose shows its fetch's vxid, as Varnish does.
     r.resp_setup(&mut out.headers, r.hit_pass.then_some(fetch_vxid), t_origin, false);
     out
 }
 
-/// The pass's private object, as vcl_deliver sees it (never hit): it
-/// expires as it is delivered (ttl, grace and keep 0, as in Varnish).
+/// What goes after vcl_deliver: the gunzip filter takes Content-Encoding
+/// away; the length that goes out is the body's, but an answer to HEAD
+/// keeps the backend's (Varnish leaves it alone).
+fn after_deliver(h: &mut Headers, gunzip_out: bool, framing: Framing) {
+    if gunzip_out {
+        h.unset("content-encoding");
+    }
+    if framing != Framing::None {
+        h.unset("content-length");
+    }
+}
+
+/// The pass's private object, as vcl_deliver sees it (never hit): its
+/// ttl, grace and keep are what vcl_backend_response left on beresp, as
+/// in Varnish (a pass starts with none).
 fn private_view(beresp: &Beresp) -> ObjView {
     ObjView {
         status: beresp.status,
         reason: beresp.reason.clone(),
         headers: Headers::default(),
-        ttl: 0.0,
-        grace: 0.0,
-        keep: 0.0,
+        ttl: beresp.ttl,
+        grace: beresp.grace,
+        keep: beresp.keep,
         age: 0.0,
         hits: 0,
         uncacheable: true,

@@ -66,7 +66,9 @@ pub fn beresp_set(b: &mut Beresp, list: &str) {
 pub fn resp_default(t: &Task<'_>) -> String {
     let mut out: Vec<&str> = Vec::new();
     let (Some(resp), Some(req)) = (t.resp.as_deref(), t.req.as_deref()) else { return String::new() };
-    if resp.do_esi {
+    // resp.do_esi reads true for any object ESI is not disabled for; the
+    // filter is there only for one with ESI to process.
+    if resp.do_esi && t.obj.is_some_and(|o| o.can_esi) {
         out.push("esi");
     }
     if t.obj.is_some_and(|o| o.gzip) && !crate::gzip::can_gzip(&req.headers) {

@@ -382,8 +382,8 @@ pub struct Resp {
     pub reason: Bytes,
     pub headers: Headers,
     pub is_streaming: bool,
-    /// resp.do_esi: the object's ESI instructions are followed (set when
-    /// it has some; vcl_deliver may turn it off).
+    /// resp.do_esi: ESI instructions, if the object has any, are followed
+    /// (true unless req.esi turned it off; vcl_deliver may turn it off).
     pub do_esi: bool,
     /// resp.filters as VCL set it (None: the list Varnish would run);
     /// once set, resp.do_esi is fixed.

@@ -23,6 +23,7 @@ pub enum Ty {
     Ip,
     Backend,
     Acl,
+    Blob,
     Unknown,
 }
 
@@ -39,6 +40,7 @@ impl Ty {
             Ty::Ip => "IP",
             Ty::Backend => "BACKEND",
             Ty::Acl => "ACL",
+            Ty::Blob => "BLOB",
             Ty::Unknown => "?",
         }
     }
@@ -136,6 +138,7 @@ const FUNCS: &[(Ty, &[&str])] = &[
     (Ty::Time, &["std.time", "std.real2time"]),
     (Ty::Bool, &["std.healthy", "std.file_exists", "cookie.isset"]),
     (Ty::Ip, &["std.ip"]),
+    (Ty::Blob, &["blob.decode", "blob.sub"]),
 ];
 
 /// Functions that return nothing (VCC: "Function returns VOID" where one
