@@ -136,7 +136,7 @@ impl crate::vcl::model::Env for Shared {
         self.backend.healthy()
     }
     fn ban(&self, spec: &str) -> Result<(), String> {
-        let args = common::adm::tokenize(spec).map_err(|e| e.to_string())?;
+        let args = crate::cache::ban::expr::vcl_args(spec)?;
         self.cache.ban(&args, crate::util::now(), self.params().ban_dups).map(|_| ()).map_err(|e| e.to_string())
     }
     fn xkey_purge(&self, keys: &str, soft: bool) -> i64 {

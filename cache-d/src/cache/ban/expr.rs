@@ -154,8 +154,8 @@ pub fn parse(args: &[String]) -> Result<(Vec<Cond>, String), BanError> {
             ("<=", true) => Op::Le,
             (">", true) => Op::Gt,
             (">=", true) => Op::Ge,
-            (o, false) => return Err(err(i + 2, format!("expected conditional (~, !~, == or !=) got \"{o}\""))),
-            (o, true) => return Err(err(i + 2, format!("expected conditional (==, !=, <, <=, > or >=) got \"{o}\""))),
+            (o, false) => return Err(err(i + 2, format!("expected conditional (==, !=, ~ or !~) got \"{o}\""))),
+            (o, true) => return Err(err(i + 2, format!("expected conditional (==, !=, >, >=, < or <=) got \"{o}\""))),
         };
         let raw = &args[i + 2];
         let (arg, shown) = if dur {
@@ -179,6 +179,30 @@ pub fn parse(args: &[String]) -> Result<(Vec<Cond>, String), BanError> {
         i += 1;
     }
     Ok((conds, spec.join(" && ")))
+}
+
+/// The arguments of a ban from VCL (ban(), std.ban()), by Varnish's
+/// VRT_ban_string rules and in its words: split at white space only
+/// (quotes and backslashes are kept as they are: VAV_Parse with
+/// ARGV_NOESC), each triplet checked (as BAN_AddTest) before the next.
+pub fn vcl_args(spec: &str) -> Result<Vec<String>, String> {
+    // C's isspace in the "C" locale.
+    let av: Vec<&str> = spec.split([' ', '\t', '\n', '\x0b', '\x0c', '\r']).filter(|a| !a.is_empty()).collect();
+    let mut i = 0;
+    loop {
+        let triplet = match av.get(i..i + 3) {
+            Some(t) => t,
+            None if av.len() <= i => return Err("No ban conditions found.".into()),
+            None if av.len() == i + 1 => return Err("Expected comparison operator.".into()),
+            None => return Err("Expected second operand.".into()),
+        };
+        parse(&triplet.iter().map(|a| a.to_string()).collect::<Vec<_>>()).map_err(|e| e.msg)?;
+        match av.get(i + 3) {
+            None => return Ok(av.iter().map(|a| a.to_string()).collect()),
+            Some(&"&&") => i += 4,
+            Some(other) => return Err(format!("Expected && between conditions, found \"{other}\"")),
+        }
+    }
 }
 
 /// Does any condition look at the request (so the lurker cannot test it)?
@@ -266,5 +290,22 @@ mod tests {
         assert_eq!(e("req.url ~ /a &&").arg, 5);
         assert!(e("req.url ~ (").msg.starts_with("Regex compile error"));
         assert_eq!(e("req.url").arg, 2);
+    }
+
+    #[test]
+    fn vcl_bans_split_at_white_space_only_and_say_so_as_varnish() {
+        let e = |s: &str| vcl_args(s).unwrap_err();
+        assert_eq!(
+            vcl_args("req.url ~ \\.css$ && obj.http.x == \"a").unwrap(),
+            ["req.url", "~", "\\.css$", "&&", "obj.http.x", "==", "\"a"]
+        );
+        assert_eq!(e(" \t"), "No ban conditions found.");
+        assert_eq!(e("req.url ~ /a &&"), "No ban conditions found.");
+        assert_eq!(e("req.url"), "Expected comparison operator.");
+        assert_eq!(e("req.url ~"), "Expected second operand.");
+        assert_eq!(e("req.url ~ /a || req.url ~ /b"), "Expected && between conditions, found \"||\"");
+        // Each triplet is tested before what follows it is looked at.
+        assert_eq!(e("req.foo ~ /a ||"), "Unknown or unsupported field \"req.foo\"");
+        assert_eq!(e("req.url ~ /a && obj.ttl > 3600"), "expected duration <n.nn>[ms|s|m|h|d|w|y] got \"3600\"");
     }
 }

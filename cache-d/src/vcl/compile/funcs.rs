@@ -276,21 +276,25 @@ pub(super) fn call(name: &str, args: &[Expr], names: &[Option<String>], pos: Pos
             let x = one_arg(args, name, 1, pos, sc)?.remove(0);
             let returns = name == "std.ban";
             Box::new(move |t, c| {
-                let spec = x(t, c).text();
-                match t.env.ban(&spec) {
-                    Ok(()) => {
+                // An unset string is VRT_ban_string's NULL.
+                let done = match x(t, c) {
+                    Val::None => Err("Null argument".to_string()),
+                    spec => t.env.ban(&spec.text()),
+                };
+                // A bad ban is logged and the subroutine goes on; only
+                // std.ban() leaves what std.ban_error() reads.
+                if let Err(e) = &done {
+                    t.record(Tag::VclError, format!("ban(): {e}").as_bytes());
+                }
+                match (done, returns) {
+                    (_, false) => Val::None,
+                    (Ok(()), true) => {
                         set_ban_error(t, String::new());
                         Val::Bool(true)
                     }
-                    Err(e) => {
-                        // A bad ban is logged and the subroutine goes on.
-                        t.record(Tag::VclError, format!("ban(): {e}").as_bytes());
+                    (Err(e), true) => {
                         set_ban_error(t, e);
-                        if returns {
-                            Val::Bool(false)
-                        } else {
-                            Val::None
-                        }
+                        Val::Bool(false)
                     }
                 }
             })
