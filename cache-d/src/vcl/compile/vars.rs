@@ -425,7 +425,15 @@ fn conn_var(name: &str) -> Option<ExprFn> {
         "req.time" => get!(req, |r| Val::Time(r.time)),
         "sess.timeout_idle" => get!(req, |r| Val::Dur(r.timeout_idle)),
         "req_top.time" => get!(req, |r| Val::Time(r.top.as_ref().map_or(r.time, |t| t.time))),
-        "req.transport" => get!(req, |r| Val::Str(if r.minor == 2 { "HTTP/2" } else { "HTTP/1" }.into())),
+        // The name of the request's transport: an ESI include has its own.
+        "req.transport" => get!(req, |r| Val::Str(
+            match (r.esi_level, r.minor) {
+                (1.., _) => "ESI_INCLUDE",
+                (_, 2) => "HTTP/2",
+                _ => "HTTP/1",
+            }
+            .into()
+        )),
         "req.hash" => get!(req, |r| r.hash.as_ref().map_or(Val::None, |h| digest(h))),
         "bereq.hash" => get!(bereq, |r| r.hash.as_ref().map_or(Val::None, |h| digest(h))),
         "bereq.time" => get!(bereq, |r| Val::Time(r.time)),
