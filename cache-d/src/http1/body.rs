@@ -289,3 +289,41 @@ async fn chunk_line<S: AsyncRead + AsyncWrite + Unpin>(src: &mut BufConn<S>, t: 
         u64::from_str_radix(std::str::from_utf8(hex).unwrap_or("x"), 16).map_err(|_| Error::new(t.src_side, "invalid chunk size"))?;
     Ok((size, wire))
 }
+
+/// A writer that passes on only bytes `skip..skip + take` of what it is
+/// given and takes the rest as written (a range cut from a pass's body
+/// as it streams through).
+pub struct Window<'w, W> {
+    pub inner: &'w mut W,
+    pub skip: u64,
+    pub take: u64,
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for Window<'_, W> {
+    fn poll_write(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        let len = buf.len() as u64;
+        if this.take == 0 || this.skip >= len {
+            this.skip = this.skip.saturating_sub(len);
+            return Poll::Ready(Ok(buf.len()));
+        }
+        let start = this.skip as usize;
+        let end = (this.skip + this.take).min(len) as usize;
+        match std::pin::Pin::new(&mut *this.inner).poll_write(cx, &buf[start..end]) {
+            Poll::Ready(Ok(n)) => {
+                this.skip = 0;
+                this.take -= n as u64;
+                // Past the window, the rest of `buf` is dropped.
+                Poll::Ready(Ok(if this.take == 0 { buf.len() } else { start + n }))
+            }
+            other => other,
+        }
+    }
+    fn poll_flush(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut *self.get_mut().inner).poll_flush(cx)
+    }
+    fn poll_shutdown(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut *self.get_mut().inner).poll_shutdown(cx)
+    }
+}

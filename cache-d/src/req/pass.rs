@@ -325,12 +325,13 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
         let keep = r.keep && r.framing == Framing::None;
         return no_body(r, fetch, resp, &mut out, keep).await;
     }
+    let span = if coded { None } else { span(r, &mut out, resp.framing) };
     let mut wire = std::mem::take(&mut r.sess.wire);
-    let framing = match resp.framing {
+    let framing = match (span, resp.framing) {
+        (Some((a, b)), _) => Some((&b"Content-Length"[..], (b - a + 1).to_string())),
         _ if reframed && chunk_out => Some((&b"Transfer-Encoding"[..], "chunked".to_string())),
-        _ if reframed => None,
-        Framing::Length(n) => Some((&b"Content-Length"[..], n.to_string())),
-        Framing::Chunked | Framing::Eof if chunk_out => Some((&b"Transfer-Encoding"[..], "chunked".to_string())),
+        (_, Framing::Length(n)) if !reframed => Some((&b"Content-Length"[..], n.to_string())),
+        (_, Framing::Chunked | Framing::Eof) if chunk_out => Some((&b"Transfer-Encoding"[..], "chunked".to_string())),
         _ => None,
     };
     let head = RespHead { status: out.status, reason: &out.reason, headers: &out.headers, framing, keep };
@@ -339,7 +340,7 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     let hdr_tx = wire.len() as u64;
     let mut be = resp.conn;
     let inline = match resp.framing {
-        Framing::Length(n) if !coded && n <= INLINE && be.buf.len() as u64 >= n => n,
+        Framing::Length(n) if !coded && span.is_none() && n <= INLINE && be.buf.len() as u64 >= n => n,
         _ => 0,
     };
     wire.extend_from_slice(&be.buf.split_to(inline as usize));
@@ -347,10 +348,7 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     let head_sent = r.conn.out().write_all(&wire).await;
     r.sess.wire = wire;
     if head_sent.is_err() {
-        fetch.error(&Error::new(Side::Client, "client closed before the response head was sent"));
-        drop(fetch);
-        r.end((0, 0));
-        return Step::Done(Some(Reason::TxError));
+        return head_not_sent(r, fetch);
     }
     let t = Transfer {
         framing: if inline > 0 { Framing::Length(0) } else { resp.framing },
@@ -362,6 +360,12 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     };
     let moved = if coded {
         coded_transfer(r, &mut fetch, &mut be, t, filters, gunzip_out, coding).await
+    } else if let Some((a, b)) = span {
+        let mut window = body::Window { inner: r.conn.out(), skip: a, take: b - a + 1 };
+        body::transfer(&mut be, &mut window, &t, &mut r.sess.scratch).await.map(|mut m| {
+            m.tx = b - a + 1;
+            m
+        })
     } else {
         body::transfer(&mut be, r.conn.out(), &t, &mut r.sess.scratch).await.map(|mut m| {
             m.rx += inline;
@@ -398,6 +402,36 @@ fn pass_resp<T: Transport>(r: &Request<'_, T>, beresp: Beresp, fetch_vxid: u32, 
     // A pass vcl_hit chose shows its fetch's vxid, as Varnish does.
     r.resp_setup(&mut out.headers, r.hit_pass.then_some(fetch_vxid), t_origin, false);
     out
+}
+
+/// The client went before the response head was out: the fetch ends
+/// with the error, the request with nothing sent.
+fn head_not_sent<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch) -> Step {
+    fetch.error(&Error::new(Side::Client, "client closed before the response head was sent"));
+    drop(fetch);
+    r.end((0, 0));
+    Step::Done(Some(Reason::TxError))
+}
+
+/// A Range on a 200 of known length (the backend sent it whole): the
+/// bytes to send, the response made a 206, as Varnish's range filter cuts
+/// any delivery. None: the whole body (no range, or one not satisfiable,
+/// which goes out whole).
+fn span<T: Transport>(r: &Request<'_, T>, out: &mut Resp, framing: Framing) -> Option<(u64, u64)> {
+    use crate::req::deliver::{if_range_ok, parse_range, RangeReq};
+    let Framing::Length(n) = framing else { return None };
+    let v = r.req.headers.get("range").filter(|_| out.status == 200 && r.req.esi_level == 0 && r.sh.params().http_range_support)?;
+    if !if_range_ok(&r.req, out) {
+        return None;
+    }
+    let range = parse_range(v, n);
+    let RangeReq::Part(a, b) = range else { return None };
+    let (status, reason, content_range) = range.answer(Some(n))?;
+    (out.status, out.reason) = (status, bytes::Bytes::from_static(reason));
+    if let Some(v) = content_range {
+        out.headers.set("Content-Range", v);
+    }
+    Some((a, b))
 }
 
 /// What goes after vcl_deliver: the gunzip filter takes Content-Encoding
