@@ -26,3 +26,11 @@ if command -v varnishtest >/dev/null; then
 else
     echo "test.sh: varnishtest not installed (apt-get install varnish): conformance scenarios skipped" >&2
 fi
+# The policy battery (issue 34): real-world-shaped policies, each on
+# varnishd and cache-d in front of a recording origin, the same requests,
+# compared; without varnishd, cache-d against varnishd's recorded answers.
+if command -v varnishd >/dev/null; then
+    python3 scripts/policy-battery.py --retry
+else
+    python3 scripts/policy-battery.py --retry --server cache-d --expect tests/policies/expected
+fi
