@@ -398,6 +398,9 @@ fn arith_unchecked(op: &str, a: Val, b: Val) -> Result<Val, String> {
                 _ => Real(x / y),
             }
         }
+        // No arithmetic for these types (BOOL + INT, INT + DURATION):
+        // in a string, VCC joins them as text ("false9", "90.000").
+        ("+", _, _) => Str(a.text() + &b.text()),
         _ => return Err(format!("cannot compute {a:?} {op} {b:?}")),
     })
 }
