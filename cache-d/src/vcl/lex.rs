@@ -186,6 +186,15 @@ pub fn lex(src: &str) -> Result<Vec<Token>, LexError> {
                 j += 1;
             }
             let num = &src[i..j];
+            // RFC 8941's limits, as VCC lexes numbers (units aside): at
+            // most 15 digits in an integer, 12 before and 3 after a point.
+            let too_many = match num.split_once('.') {
+                None => (num.len() > 15).then_some("Too many digits for integer."),
+                Some((int, frac)) => (int.len() > 12 || frac.len() > 3).then_some("Too many digits for real."),
+            };
+            if let Some(msg) = too_many {
+                return Err(LexError { at: start, len: j - start, msg: msg.to_string() });
+            }
             let mut k = j;
             while k < b.len() && b[k].is_ascii_alphabetic() {
                 k += 1;
