@@ -309,7 +309,9 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     let mut out = pass_resp(r, beresp, fetch.vxid, t_origin);
     let action = r.call(Sub::Deliver, With { resp: Some(&mut out), obj: view.as_ref(), ..With::default() });
     if action != Action::Deliver {
-        drop(fetch);
+        // A restart sends its request on the same backend connection if
+        // this answer had no body to read (as Varnish).
+        end_unread(fetch, resp);
         return divert(action);
     }
     after_deliver(&mut out.headers, gunzip_out, resp.framing);
@@ -466,12 +468,10 @@ fn private_view(beresp: &Beresp) -> ObjView {
     }
 }
 
-/// A pass answered without a body: a 304 (the client already has it), a
-/// 1xx or 204; no length, the backend's body left unread.
-async fn no_body<T: Transport>(r: &mut Request<'_, T>, fetch: Fetch, resp: Response, out: &mut Resp, keep: bool) -> Step {
-    out.headers.unset("content-length");
-    // A backend response without a body keeps its connection; dropping
-    // the fetch closes one whose body was not read.
+/// The fetch ends with its body unread: a backend response without a
+/// body keeps its connection; dropping the fetch closes one whose body
+/// was not read.
+fn end_unread(fetch: Fetch, resp: Response) {
     match resp.framing {
         Framing::None | Framing::Length(0) => {
             let reusable = !crate::http1::head::backend_closes(&resp.head);
@@ -479,6 +479,13 @@ async fn no_body<T: Transport>(r: &mut Request<'_, T>, fetch: Fetch, resp: Respo
         }
         _ => drop(fetch),
     }
+}
+
+/// A pass answered without a body: a 304 (the client already has it), a
+/// 1xx or 204; no length, the backend's body left unread.
+async fn no_body<T: Transport>(r: &mut Request<'_, T>, fetch: Fetch, resp: Response, out: &mut Resp, keep: bool) -> Step {
+    out.headers.unset("content-length");
+    end_unread(fetch, resp);
     let mut wire = std::mem::take(&mut r.sess.wire);
     let head = RespHead { status: out.status, reason: &out.reason, headers: &out.headers, framing: None, keep };
     r.write_head(&mut wire, &head);
