@@ -309,8 +309,6 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     let mut out = pass_resp(r, beresp, fetch.vxid, t_origin);
     let action = r.call(Sub::Deliver, With { resp: Some(&mut out), obj: view.as_ref(), ..With::default() });
     if action != Action::Deliver {
-        // A restart sends its request on the same backend connection if
-        // this answer had no body to read (as Varnish).
         end_unread(fetch, resp);
         return divert(action);
     }
@@ -469,7 +467,8 @@ fn private_view(beresp: &Beresp) -> ObjView {
 }
 
 /// The fetch ends with its body unread: a backend response without a
-/// body keeps its connection; dropping the fetch closes one whose body
+/// body keeps its connection (a restart from vcl_deliver sends its
+/// request on it, as Varnish); dropping the fetch closes one whose body
 /// was not read.
 fn end_unread(fetch: Fetch, resp: Response) {
     match resp.framing {
