@@ -72,7 +72,7 @@ fn the_real_varnishadm_drives_cache_d() {
     assert!(out.starts_with("Present bans:\n") && out.contains(" -  req.url ~ ^/old"), "{out}");
     let (rc, out) = adm(&t, &s, &["ban", "req.url", "=~", "x"]);
     // varnishd's words, without an argument number.
-    assert!(rc == 1 && out.contains("expected conditional (~, !~, == or !=) got \"=~\""), "{out}");
+    assert!(rc == 1 && out.contains("expected conditional (==, !=, ~ or !~) got \"=~\""), "{out}");
     let bad = tmp.path().join("bad-secret");
     std::fs::write(&bad, "not the secret\n").unwrap();
     let (rc, _) = adm(&t, bad.to_str().unwrap(), &["ping"]);
