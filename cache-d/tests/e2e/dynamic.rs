@@ -253,3 +253,55 @@ fn an_answer_of_thousands_of_addresses_takes_64() {
     assert!(counter(&stat(&d.dir), &format!("VBE.boot.d(127.0.0.1:{}).req", origin.port)).is_some());
     assert_eq!(counter(&stat(&d.dir), "MGT.child_start"), Some(1));
 }
+
+/// A resolver's clear_nameservers() drops the name servers added before
+/// it (r1 asks only the server added after; r2, cleared of that one, asks
+/// only the other, which does not know the name: no backend, 503), and a
+/// director's debug(true) is accepted in vcl_init.
+#[test]
+fn clear_nameservers_drops_the_ones_added_before() {
+    let (known, unknown) = (Dns::start(), Dns::start());
+    known.set("a.test", &["127.0.0.1"]);
+    let origin = Origin::start();
+    let src = r#"vcl 4.1;
+import dynamic;
+sub vcl_init {
+    new r1 = dynamic.resolver(set_from_os = false);
+    r1.add_nameserver("127.0.0.1:UNKNOWN");
+    r1.clear_nameservers();
+    r1.add_nameserver("127.0.0.1:KNOWN");
+    r1.set_timeout(1s);
+    new r2 = dynamic.resolver(set_from_os = false);
+    r2.add_nameserver("127.0.0.1:KNOWN");
+    r2.clear_nameservers();
+    r2.add_nameserver("127.0.0.1:UNKNOWN");
+    r2.set_timeout(1s);
+    new d1 = dynamic.director(port = "ORIGIN_PORT", first_lookup_timeout = 2s, resolver = r1.use());
+    new d2 = dynamic.director(port = "ORIGIN_PORT", first_lookup_timeout = 2s, resolver = r2.use());
+    d1.debug(true);
+}
+sub vcl_recv {
+    if (req.http.x-d == "2") {
+        set req.backend_hint = d2.backend("a.test");
+    } else {
+        set req.backend_hint = d1.backend("a.test");
+    }
+    return (pass);
+}
+"#;
+    let src = src.replace("UNKNOWN", &unknown.port.to_string()).replace("KNOWN", &known.port.to_string());
+    let tmp = tempfile::tempdir().unwrap();
+    let vcl = vcl_src(tmp.path(), "clear.vcl", &src, origin.port);
+    let d = Daemon::start_args(&tmp.path().join("n"), &["-f", vcl.to_str().unwrap()]);
+    let get = |which: &str| {
+        let mut c = Client::connect(d.port);
+        c.send_raw(format!("GET /c HTTP/1.1\r\nHost: x\r\nX-D: {which}\r\n\r\n").as_bytes());
+        c.read_response(false).expect("a response").status
+    };
+    assert_eq!(get("1"), 200);
+    assert_eq!(unknown.queries(), 0, "r1 asked the name server it cleared");
+    let asked = known.queries();
+    assert_eq!(get("2"), 503, "r2 asked only the server that does not know a.test");
+    assert!(unknown.queries() > 0);
+    assert_eq!(known.queries(), asked, "r2 asked the name server it cleared");
+}

@@ -307,3 +307,56 @@ fn the_vcl_page_documents_every_subroutine_variable_and_function() {
         assert!(page.contains(&format!("{f}(")), "cache-vcl(7) does not document {f}()");
     }
 }
+
+/// tests/conformance/vmods.tsv (vmod, function, signature, scenarios)
+/// stays true to cache-d: every vmod function cache-d knows has a row,
+/// every vmod `import` accepts has rows, a row for a plain function names
+/// one cache-d knows, and every row names scenarios that exist — a
+/// conformance scenario in tests/conformance/, or an e2e test as
+/// `cache-d/tests/e2e/FILE.rs::test_name` (for vmods varnishd lacks); a
+/// "(partial: ...)" note after them is not read.
+#[test]
+fn the_vmods_table_lists_every_vmod_function_with_scenarios_that_exist() {
+    use cache_d::vcl::compile::{FUNCTIONS, VMODS};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let table = std::fs::read_to_string(root.join("tests/conformance/vmods.tsv")).unwrap();
+    let (mut functions, mut vmods) = (std::collections::HashSet::new(), std::collections::HashSet::new());
+    for (i, line) in table.lines().enumerate().skip(1) {
+        let at = format!("vmods.tsv:{}", i + 1);
+        let cols: Vec<&str> = line.split('\t').collect();
+        let [vmod, function, signature, scenarios] = cols[..] else { panic!("{at}: 4 tab-separated columns, not {}", cols.len()) };
+        assert!(VMODS.contains(&vmod), "{at}: import does not accept vmod {vmod}");
+        vmods.insert(vmod);
+        functions.insert(function);
+        // `TYPE vmod.name(...)` is a function; objects (`new OBJ = ...`)
+        // and their methods (`TYPE <obj>.name(...)`) are not in FUNCTIONS:
+        // a method is found through its object's kind, so their rows are
+        // checked for their scenarios only.
+        if signature.split_once(' ').is_some_and(|(_, s)| s.starts_with(&format!("{function}("))) {
+            assert!(FUNCTIONS.contains(&function), "{at}: cache-d has no function {function}");
+        }
+        let named: Vec<&str> = scenarios.split(" (").next().unwrap_or_default().split_whitespace().collect();
+        assert!(!named.is_empty(), "{at}: {function} names no scenario");
+        for s in named {
+            match s.split_once("::") {
+                Some((file, test)) => {
+                    let src = std::fs::read_to_string(root.join(file)).unwrap_or_default();
+                    assert!(
+                        file.starts_with("cache-d/tests/e2e/") && src.contains(&format!("fn {test}()")),
+                        "{at}: {function}: no e2e test {test} in {file}"
+                    );
+                }
+                None => assert!(
+                    s.ends_with(".vtc") && root.join("tests/conformance").join(s).is_file(),
+                    "{at}: {function}: no scenario tests/conformance/{s}"
+                ),
+            }
+        }
+    }
+    for f in FUNCTIONS.iter().filter(|f| f.contains('.')) {
+        assert!(functions.contains(f), "vmods.tsv has no row for {f}");
+    }
+    for m in VMODS {
+        assert!(vmods.contains(m), "vmods.tsv has no rows for vmod {m}");
+    }
+}
