@@ -637,17 +637,21 @@ impl Cache {
 
     /// xkey.purge (`soft`: xkey.softpurge): the objects under any of the
     /// keys in `keys` are removed (made stale at `now`, grace and keep
-    /// kept); how many. Costs the objects touched, not a walk.
+    /// kept); how many, counted as vmod_xkey counts: key by key, a hard
+    /// purge every object it finds (one under two keys named counts
+    /// twice), a soft one only those still fresh. Costs the objects
+    /// touched, not a walk.
     pub fn xkey_purge(&self, keys: &[u8], soft: bool, now: f64) -> usize {
         let list: Vec<&[u8]> = xkey::split(keys).collect();
         let mut n = 0;
-        for oc in self.inner.xkeys.objects(&list) {
+        for oc in self.inner.xkeys.objects(&list).into_iter().flatten() {
             if soft {
-                if !oc.is_dead() {
+                if !oc.is_dead() && oc.obj.life().ttl_left(now) > 0.0 {
                     self.rearm(&oc, now, 0.0, None, None);
                     n += 1;
                 }
-            } else if self.inner.remove(&oc) {
+            } else {
+                self.inner.remove(&oc);
                 n += 1;
             }
         }

@@ -449,9 +449,11 @@ fn the_xkey_index_follows_objects_in_and_out() {
     assert!(matches!(c.lookup(b"d", no_headers(), NOW + 2.0), Lookup::Grace(..)));
     assert_eq!(c.xkey_purge(b"k6", false, NOW + 2.0), 1);
     assert!(matches!(c.lookup(b"d", no_headers(), NOW + 2.0), Lookup::Miss { .. }));
-    // What is left goes by its keys, and the index is empty with it.
-    let objects = c.objects();
-    assert_eq!(c.xkey_purge(b"k2 k3 k4 k5", false, NOW + 2.0), objects);
+    // What is left goes by its keys, and the index is empty with it; the
+    // count is vmod_xkey's, key by key (b, if still here, under k2 and k3).
+    let pairs: usize = c.inner.xkeys.objects(&[b"k2", b"k3", b"k4", b"k5"]).iter().map(Vec::len).sum();
+    assert!(pairs >= c.objects());
+    assert_eq!(c.xkey_purge(b"k2 k3 k4 k5", false, NOW + 2.0), pairs);
     assert_eq!((c.xkeys(), c.objects()), (0, 0));
 }
 

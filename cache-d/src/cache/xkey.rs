@@ -2,9 +2,10 @@
 //! under the keys its response listed, so a purge by key costs the
 //! objects it touches, never a walk of the cache.
 //!
-//! The keys are read from the object's `xkey` header (varnish-modules'
-//! name) and its `Surrogate-Key` header (Fastly's), both when present;
-//! they are separated by white space or commas, as xkey splits them.
+//! The keys are read from the object's `xkey` and `X-HashTwo` headers
+//! (varnish-modules' names) and its `Surrogate-Key` header (Fastly's, our
+//! addition), all when present; they are separated by white space or
+//! commas, as xkey splits them.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -14,7 +15,7 @@ use super::object::{ObjCore, ObjRef};
 const SHARDS: usize = 64;
 
 /// The headers that carry an object's keys.
-pub const HEADERS: [&str; 2] = ["xkey", "surrogate-key"];
+pub const HEADERS: [&str; 3] = ["xkey", "x-hashtwo", "surrogate-key"];
 
 /// One shard of the index: each key's objects by their address.
 type Shard = HashMap<Box<[u8]>, HashMap<usize, ObjRef>>;
@@ -98,17 +99,11 @@ impl Xkeys {
         gone
     }
 
-    /// The objects under any of `keys`, each once.
-    pub fn objects(&self, keys: &[&[u8]]) -> Vec<ObjRef> {
-        let mut out: HashMap<usize, ObjRef> = HashMap::new();
-        for k in keys {
-            if let Some(objs) = self.shard(k).get(*k) {
-                for (a, oc) in objs {
-                    out.entry(*a).or_insert_with(|| oc.clone());
-                }
-            }
-        }
-        out.into_values().collect()
+    /// The objects under each of `keys`, key by key (a key named twice,
+    /// twice; an object under two keys named, under each), as
+    /// vmod_xkey's purge walks them.
+    pub fn objects(&self, keys: &[&[u8]]) -> Vec<Vec<ObjRef>> {
+        keys.iter().map(|k| self.shard(k).get(*k).map(|objs| objs.values().cloned().collect()).unwrap_or_default()).collect()
     }
 
     /// How many keys are indexed.
