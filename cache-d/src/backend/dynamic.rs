@@ -319,6 +319,12 @@ impl Dynamic {
             let wait = match answer {
                 Ok(a) => {
                     let wait = self.ttl(&a);
+                    if self.debug.load(Ordering::Relaxed) {
+                        let addrs: Vec<String> = a.addrs.iter().map(|ip| ip.to_string()).collect();
+                        let ttl = a.ttl.map_or_else(|| "none".to_string(), |t| format!("{:.0}s", t.as_secs_f64()));
+                        let next = wait.as_secs_f64();
+                        self.log(Tag::Debug, dom, &format!("lookup: {} (dns ttl {ttl}, next in {next:.0}s)", addrs.join(" ")));
+                    }
                     self.update(dom, &a);
                     wait
                 }

@@ -257,7 +257,8 @@ fn an_answer_of_thousands_of_addresses_takes_64() {
 /// A resolver's clear_nameservers() drops the name servers added before
 /// it (r1 asks only the server added after; r2, cleared of that one, asks
 /// only the other, which does not know the name: no backend, 503), and a
-/// director's debug(true) is accepted in vcl_init.
+/// director's debug(true) logs its lookups as Debug records (d2's, not
+/// turned on, none).
 #[test]
 fn clear_nameservers_drops_the_ones_added_before() {
     let (known, unknown) = (Dns::start(), Dns::start());
@@ -304,4 +305,8 @@ sub vcl_recv {
     assert_eq!(get("2"), 503, "r2 asked only the server that does not know a.test");
     assert!(unknown.queries() > 0);
     assert_eq!(known.queries(), asked, "r2 asked the name server it cleared");
+    let ds = d.dir.to_str().unwrap();
+    let log = stdout(&run("cache-log", &["-n", ds, "-d", "-g", "raw", "-i", "Debug"]));
+    assert!(log.lines().any(|l| l.contains("d1 a.test:") && l.contains("lookup: 127.0.0.1")), "{log}");
+    assert!(!log.contains("d2 a.test"), "{log}");
 }
