@@ -1,8 +1,27 @@
 #!/usr/bin/env bash
 # Run every test: build the whole workspace once (the end-to-end tests run
 # the real binaries of every member), then all unit and integration tests.
+#
+# Tests that compare with Varnish or drive other tools need them installed
+# (scripts/needs.sh lists them, the same list .ci/run installs). Run as
+# root with apt-get, this installs what is missing first; otherwise it
+# ends listing what went untested and the command that installs it, and
+# exits 1. `--quick` (or CACHEKIT_TEST_QUICK=1): install nothing, and a
+# run that passes without those tools exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=${CACHEKIT_TEST_QUICK:-}
+case ${1:-} in
+    --quick) quick=1 ;;
+    "") ;;
+    *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
+. scripts/needs.sh
+if [ -z "$quick" ] && [ -n "$(needs_missing)" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "test.sh: installing what the tests need: $(needs_packages)" >&2
+    # shellcheck disable=SC2046 # one word a package
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(needs_packages) >/dev/null
+fi
 cargo build --workspace --locked --all-targets
 cargo test --workspace --locked
 # A short smoke of the fault-injection soak (issue 32): 20 s of load
@@ -33,4 +52,20 @@ if command -v varnishd >/dev/null; then
     python3 scripts/policy-battery.py --retry
 else
     python3 scripts/policy-battery.py --retry --server cache-d --expect tests/policies/expected
+fi
+# What went untested, and how to test it.
+missing=$(needs_missing)
+if [ -n "$missing" ]; then
+    {
+        echo
+        echo "test.sh: every test above passed, but these went untested for want of a tool:"
+        while IFS='|' read -r what pkg why; do
+            echo "  - $why: needs $what (package $pkg)"
+        done <<<"$missing"
+        echo "  install them with: sudo apt-get install $(needs_packages)"
+    } >&2
+    if [ -z "$quick" ]; then
+        echo "test.sh: exit 1 (run with --quick, or CACHEKIT_TEST_QUICK=1, to accept a run without them)" >&2
+        exit 1
+    fi
 fi

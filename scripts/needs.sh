@@ -1,0 +1,32 @@
+# What the tests need from the system, one list for .ci/run and
+# scripts/test.sh (sourced by both). Each line: what to look for (a
+# command, or a file's path), the Debian package that gives it, and what
+# goes untested without it.
+NEEDS=(
+    "curl|curl|the demo and the end-to-end tests that fetch with curl (7 tests)"
+    "varnishadm|varnish|every comparison with Varnish: the conformance scenarios on both servers, the regex corpus, the policy battery against live varnishd, and 20 end-to-end checks with the real varnishd, varnishadm and varnishlog"
+    "/usr/lib/x86_64-linux-gnu/varnish/vmods/libvmod_var.so|varnish-modules|the varnish-modules scenarios (var, str, header, accept, vsthrottle, bodyaccess, saintmode, tcp, xkey) on varnishd"
+    "tmux|tmux|cache-adm's interactive shell and cache-stat's screen (2 tests)"
+    "wrk|wrk|the no-line-lost load test (1 test)"
+    "nghttp|nghttp2-client|the HTTP/2 tests with nghttp and h2load (1 test)"
+    "dpkg-shlibdeps|dpkg-dev|the package's library dependencies (2 tests)"
+    "zsh|zsh|the package's zsh completions (1 test)"
+    "fish|fish|the package's fish completions (1 test)"
+)
+
+# The entries whose command or file is missing, one a line.
+needs_missing() {
+    local entry what
+    for entry in "${NEEDS[@]}"; do
+        what=${entry%%|*}
+        case $what in
+            /*) [ -e "$what" ] || echo "$entry" ;;
+            *) command -v "$what" >/dev/null || echo "$entry" ;;
+        esac
+    done
+}
+
+# The packages of the missing entries, space separated.
+needs_packages() {
+    needs_missing | cut -d'|' -f2 | sort -u | tr '\n' ' '
+}
