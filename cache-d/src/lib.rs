@@ -40,6 +40,9 @@ pub fn run(args: Args) -> Result<(), StartError> {
                 cache::disk::check(&s.name, path, size, persistent, wipe).map_err(StartError::Config)?;
             }
         }
+        if let Some(note) = cache::spec::placement_note(&stores) {
+            eprintln!("cache-d: {note}");
+        }
     }
     if args.check {
         vcl::load::load_policy(&args)?;

@@ -182,6 +182,43 @@ pub fn render(s: &Spec) -> String {
     }
 }
 
+/// The stores objects VCL does not place go to, round robin (indexes
+/// into resolved `specs`). Varnish's rule, every store but Transient,
+/// unless a store is persistent: then the persistent ones only, so a
+/// cache of `-s mem=malloc -s disk=persistent` is all on disk (and
+/// survives a restart), the malloc store its memory tier in front, not
+/// half of it in memory. VCL that sets beresp.storage decides itself.
+pub fn unplaced(specs: &[Spec]) -> Vec<usize> {
+    let others = || specs.iter().enumerate().filter(|(_, s)| s.name != TRANSIENT);
+    let disk: Vec<usize> = others().filter(|(_, s)| matches!(s.kind, Kind::Persistent { .. })).map(|(i, _)| i).collect();
+    if !disk.is_empty() {
+        return disk;
+    }
+    let all: Vec<usize> = others().map(|(i, _)| i).collect();
+    if all.is_empty() {
+        specs.iter().position(|s| s.name == TRANSIENT).into_iter().collect()
+    } else {
+        all
+    }
+}
+
+/// The line the manager logs at start when [`unplaced`] departs from
+/// Varnish's round robin (a persistent store beside other stores).
+pub fn placement_note(specs: &[Spec]) -> Option<String> {
+    let others = specs.iter().filter(|s| s.name != TRANSIENT).count();
+    let to = unplaced(specs);
+    if to.len() == others || !matches!(specs.get(*to.first()?)?.kind, Kind::Persistent { .. }) {
+        return None;
+    }
+    let names: Vec<&str> = to.iter().map(|&i| specs[i].name.as_str()).collect();
+    Some(format!(
+        "objects VCL does not place (no beresp.storage) go to the persistent store{} {}, not round robin over all stores \
+         as in Varnish; set beresp.storage in vcl_backend_response to choose",
+        if names.len() > 1 { "s" } else { "" },
+        names.join(", ")
+    ))
+}
+
 static NAMES: OnceLock<Vec<String>> = OnceLock::new();
 
 /// Tell the VCL compiler which stores this process has (once, at start).
@@ -234,5 +271,22 @@ mod tests {
         for a in ["malloc,1048576", "d=file,/tmp/a,2147483648", "p=persistent,/tmp/p,2147483648,wipe"] {
             assert_eq!(render(&parse(a).unwrap()), a);
         }
+    }
+
+    #[test]
+    fn unplaced_objects_go_to_persistent_stores_when_there_are_any() {
+        let r = |a: &[&str]| resolve(&a.iter().map(|s| parse(s).unwrap()).collect::<Vec<_>>()).unwrap();
+        // Varnish's round robin: every store but Transient.
+        let two = r(&["a=malloc", "Transient=malloc,1M", "b=file,/tmp/x,2G"]);
+        assert_eq!(unplaced(&two), [0, 2]);
+        assert_eq!(placement_note(&two), None);
+        // A persistent store: unplaced objects go there (both, in turn).
+        let tier = r(&["mem=malloc", "d1=persistent,/tmp/d1,2G", "f=file,/tmp/f,2G", "d2=persistent,/tmp/d2,2G"]);
+        assert_eq!(unplaced(&tier), [1, 3]);
+        assert!(placement_note(&tier).unwrap().contains("persistent stores d1, d2,"));
+        // Persistent stores only: round robin over them, as Varnish's.
+        let disks = r(&["d1=persistent,/tmp/d1,2G", "d2=persistent,/tmp/d2,2G"]);
+        assert_eq!((unplaced(&disks), placement_note(&disks)), (vec![0, 1], None));
+        assert_eq!(unplaced(&r(&["Transient=malloc,1M"])), [0]);
     }
 }

@@ -106,8 +106,10 @@ pub struct Stvs {
     pub all: Vec<Stv>,
     pub transient: u8,
     pub tier: Option<u8>,
-    /// Round robin over the stores that are not Transient, for objects
-    /// VCL does not give a store (Varnish's default).
+    /// The stores objects VCL does not place go to, round robin
+    /// ([`crate::cache::spec::unplaced`]: Varnish's, all but Transient,
+    /// unless some are persistent) and the turn.
+    unplaced: Vec<u8>,
     next: std::sync::atomic::AtomicUsize,
 }
 
@@ -141,7 +143,8 @@ impl Stvs {
         if let Some(t) = tier {
             all[t as usize].store().tier = true;
         }
-        Ok((Stvs { all, transient, tier, next: Default::default() }, found))
+        let unplaced = crate::cache::spec::unplaced(specs).into_iter().map(|i| i as u8).collect();
+        Ok((Stvs { all, transient, tier, unplaced, next: Default::default() }, found))
     }
 
     pub fn get(&self, i: u8) -> &Stv {
@@ -153,17 +156,11 @@ impl Stvs {
         self.all.iter().position(|s| s.name == name).map(|i| i as u8)
     }
 
-    /// The next store in the round robin (never Transient, unless it is
-    /// the only one).
+    /// The next store in the round robin for objects VCL does not place
+    /// (never Transient, unless it is the only one).
     pub fn next(&self) -> u8 {
-        let n = self.all.len();
-        for _ in 0..n {
-            let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % n;
-            if i != self.transient as usize {
-                return i as u8;
-            }
-        }
-        self.transient
+        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.unplaced.get(i % self.unplaced.len().max(1)).copied().unwrap_or(self.transient)
     }
 
     /// The store a disk object's memory copy is charged to.

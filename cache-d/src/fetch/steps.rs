@@ -418,7 +418,8 @@ fn vcl_ttl(life: &ttl::Lifetime, now: f64) -> f64 {
 }
 
 /// The store an object goes to unless VCL says otherwise (Varnish's
-/// STV_next(): round robin over the stores but Transient).
+/// STV_next(): round robin over the stores but Transient; over the
+/// persistent ones when there are any, see [`crate::cache::spec::unplaced`]).
 fn next_store(sh: &Shared) -> String {
     let stores = sh.cache.stores();
     stores.get(stores.next()).name.clone()

@@ -91,6 +91,35 @@ fn persistent_objects_survive_a_stop_and_the_bans_made_before_it() {
     assert_eq!(o.requests(), 56);
 }
 
+/// Issue 35: with a malloc and a persistent store and a policy that does
+/// not set beresp.storage, objects went round robin (Varnish's rule) and
+/// the half in memory was lost at a restart. Now they all go to the
+/// persistent store, the malloc store their memory tier in front;
+/// short-lived ones still go to Transient.
+#[test]
+fn unplaced_objects_go_to_the_persistent_store_and_all_survive_a_stop() {
+    let o = Origin::start();
+    let t = tempfile::tempdir().unwrap();
+    let p = persistent(t.path(), "64M");
+    let stores = ["mem=malloc,16M", p.as_str()];
+    let short = ["-p", "shortlived=20"];
+    let mut d = daemon_with(t.path(), &o, &stores, None, &short);
+    get_all(d.port, 0..20);
+    assert_eq!(Client::connect(d.port).get("/size/100?max_age=2", "").status, 200);
+    let s = stat(&d.dir);
+    assert_eq!(counter(&s, "SMP.disk.g_alloc"), Some(20), "{s}");
+    assert_eq!(counter(&s, "SMA.Transient.g_alloc"), Some(1), "short-lived: {s}");
+    assert!(counter(&s, "SMA.mem.g_bytes").unwrap() > 20 * 2000, "copies in memory: {s}");
+    let log = stdout(&run("cache-log", &["-d", "-g", "request", "-n", d.dir.to_str().unwrap()]));
+    assert!(log.contains("Storage        persistent disk") && !log.contains("Storage        malloc mem"), "{log}");
+    assert_eq!(d.stop(), Some(0));
+    let d = daemon_with(t.path(), &o, &stores, None, &short);
+    get_all(d.port, 0..20);
+    assert_eq!(o.requests(), 21, "every object came back from disk");
+    let s = stat(&d.dir);
+    assert_eq!((counter(&s, "SMP.disk.c_recovered"), counter(&s, "MAIN.cache_hit")), (Some(20), Some(20)), "{s}");
+}
+
 /// The child's process id (the manager's child named --child).
 pub(crate) fn child_pid(dir: &Path) -> Option<i32> {
     let want = dir.to_str()?;
