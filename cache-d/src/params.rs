@@ -252,6 +252,9 @@ pub struct Params {
     pub timeout_idle: Duration,
     pub timeout_req: Duration,
     pub timeout_reqbody: Duration,
+    /// Seconds before a live certificate's end when it is counted and
+    /// warned about (0: never).
+    pub tls_cert_warn: f64,
     pub transit_buffer: u64,
     /// The `vsl_mask` tags (a bit per tag number).
     pub vsl_mask: TagMask,
@@ -312,6 +315,7 @@ impl Default for Params {
             timeout_idle: Duration::ZERO,
             timeout_req: Duration::ZERO,
             timeout_reqbody: Duration::ZERO,
+            tls_cert_warn: 0.0,
             transit_buffer: 0,
             vsl_mask: TagMask::default(),
             vsl_reclen: 0,
@@ -421,6 +425,7 @@ impl Params {
             "timeout_idle" => self.timeout_idle = secs(),
             "timeout_req" => self.timeout_req = secs(),
             "timeout_reqbody" => self.timeout_reqbody = secs(),
+            "tls_cert_warn" => self.tls_cert_warn = n,
             "transit_buffer" => self.transit_buffer = n as u64,
             "vcc_err_unref" => crate::vcl::xref::set_err_unref(n != 0.0),
             "vcc_unsafe_path" => crate::vcl::paths::set_unsafe_path(n != 0.0),

@@ -233,6 +233,7 @@ counter_table! {
     NBrotli => "MAIN.n_brotli", Counter, Info, Integer, "Brotli copies made (cachekit)";
     TlsHandshakes => "MAIN.tls_handshakes", Counter, Info, Integer, "TLS handshakes completed (cachekit)";
     TlsHandshakeFail => "MAIN.tls_handshake_fail", Counter, Info, Integer, "TLS handshakes failed or timed out (cachekit)";
+    TlsCertExpiring => "MAIN.tls_cert_expiring", Gauge, Info, Integer, "Live certificates within tls_cert_warn of their end (cachekit)";
 }
 
 /// The counters every backend carries, named `VBE.<vcl>.<backend>.<field>`
@@ -367,7 +368,7 @@ mod tests {
             assert!(seen.insert(d.name), "duplicate {}", d.name);
         }
         assert_eq!(C::MainUptime.def().name, "MAIN.uptime");
-        assert_eq!(C::TlsHandshakeFail as usize, TABLE.len() - 1);
+        assert_eq!(C::TlsCertExpiring as usize, TABLE.len() - 1);
         assert_eq!(Stv::CCorrupt.def().name, "c_corrupt");
         assert_eq!(Vbe::Helddown as usize, VBE.len() - 1);
         assert_eq!(Vbe::Conn.def().name, "conn");

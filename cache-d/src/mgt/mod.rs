@@ -213,7 +213,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
         fleet,
         started: Instant::now(),
         listeners,
-        tls: Mutex::new(state::TlsCerts { staged: tls_certs.clone(), live: tls_certs }),
+        tls: Mutex::new(state::TlsCerts { staged: tls_certs.clone(), live: tls_certs, warned: Vec::new(), checked: None }),
         child: Mutex::new(ChildSlot { proc: None, ctl: None, state: ChildState::Stopped, wanted: true, last_start: None }),
         panic: Mutex::new(None),
         stopping: AtomicBool::new(false),

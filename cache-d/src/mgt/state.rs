@@ -80,6 +80,11 @@ pub struct PanicRecord {
 pub struct TlsCerts {
     pub live: Vec<(String, String)>,
     pub staged: Vec<(String, String)>,
+    /// The live ones last warned about as close to their end (warned
+    /// again when that list changes).
+    pub warned: Vec<String>,
+    /// When they were last looked at (a commit looks again at once).
+    pub checked: Option<std::time::Instant>,
 }
 
 /// `--fleet-secret`: the fleet's secret, from which the node secrets of
@@ -341,6 +346,39 @@ impl Mgr {
         }
     }
 
+    /// Once a minute (and at once after a commit): count the live
+    /// certificates within tls_cert_warn of their end in
+    /// MAIN.tls_cert_expiring, and name them in the log when that list
+    /// changes.
+    fn check_certs(&self) {
+        let warn = self.params().tls_cert_warn as i64;
+        let mut t = self.tls.lock().unwrap_or_else(|e| e.into_inner());
+        if t.checked.is_some_and(|at| at.elapsed() < Duration::from_secs(60)) {
+            return;
+        }
+        t.checked = Some(Instant::now());
+        let now = crate::tls::info::now();
+        let mut close: Vec<String> = Vec::new();
+        for (id, pem) in &t.live {
+            if let Some(i) = crate::tls::info::of_pem(pem.as_bytes()).filter(|i| i.close_to_end(now, warn)) {
+                let when = if i.not_after <= now { "expired" } else { "expires" };
+                close.push(format!("{id} ({when} {})", crate::tls::info::utc(i.not_after)));
+            }
+        }
+        self.seg.set(C::TlsCertExpiring, close.len() as u64);
+        if close != t.warned {
+            if !close.is_empty() {
+                self.log(&format!("Warning: certificate(s) within tls_cert_warn of their end: {}", close.join(", ")));
+            }
+            t.warned = close;
+        }
+    }
+
+    /// The https listeners' names (every certificate serves them all).
+    pub fn https_listeners(&self) -> Vec<&str> {
+        self.listeners.iter().filter(|l| l.proto == crate::listen::Proto::Https).map(|l| &*l.name).collect()
+    }
+
     /// Watch the child until SIGTERM: restart it when it dies, keep the
     /// uptime and heartbeat current.
     pub(super) fn supervise(&self) {
@@ -350,6 +388,7 @@ impl Mgr {
                 self.seg.set(C::MgtUptime, self.started.elapsed().as_secs());
                 self.seg.heartbeat();
                 last_tick = Instant::now();
+                self.check_certs();
             }
             self.reap();
             std::thread::sleep(Duration::from_millis(50));

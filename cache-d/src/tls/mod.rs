@@ -8,6 +8,7 @@
 //! handshakes use (connections already open keep theirs).
 
 pub mod config;
+pub mod info;
 
 use std::sync::{Arc, Mutex};
 

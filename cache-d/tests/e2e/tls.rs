@@ -133,3 +133,42 @@ fn a_certificate_committed_at_runtime_serves_new_connections_while_old_ones_go_o
     let raw = stdout(&run("cache-log", &["-d", "-g", "raw", "-n", ds]));
     assert!(!raw.contains("PRIVATE KEY"));
 }
+
+/// tls.cert.list shows what an operator needs of each certificate: when
+/// it expires, the days left (marked within tls_cert_warn of its end),
+/// the https listeners and the names it serves; `-j` the same for a
+/// script; MAIN.tls_cert_expiring counts the live ones close to their end.
+#[test]
+fn tls_cert_list_shows_names_expiry_and_listeners_and_counts_the_expiring() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut p = rcgen::CertificateParams::new(vec!["a.test".to_string(), "*.b.test".to_string()]).unwrap();
+    let end = std::time::SystemTime::now() + std::time::Duration::from_secs(10 * 86_400);
+    p.not_after = end.into();
+    p.distinguished_name = rcgen::DistinguishedName::new();
+    p.distinguished_name.push(rcgen::DnType::CommonName, "a.test");
+    let key = rcgen::KeyPair::generate().unwrap();
+    let c = p.self_signed(&key).unwrap();
+    let soon = tmp.path().join("soon.pem");
+    std::fs::write(&soon, format!("{}{}", c.pem(), key.serialize_pem())).unwrap();
+    let (d, _port) = tls_daemon(tmp.path(), &["-b", &format!("127.0.0.1:{}", origin.port)], &soon);
+    let (ok, list) = adm(&d.dir, &["tls.cert.list"]);
+    assert!(ok, "{list}");
+    let row = list.lines().find(|l| l.starts_with("soon ")).unwrap_or_else(|| panic!("{list}"));
+    assert!(row.contains(" live ") && row.contains("a.test,*.b.test") && row.contains(" tls "), "{row}");
+    assert!(row.contains("!9") || row.contains("!10"), "10 days left, within the 30 of tls_cert_warn: {row}");
+    let (ok, json) = adm(&d.dir, &["tls.cert.list", "-j"]);
+    assert!(ok, "{json}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    // Varnish's JSON frame: [2, [argv], time, the list].
+    let cert = v[3].as_array().and_then(|a| a.iter().find(|c| c["id"] == "soon")).unwrap_or_else(|| panic!("{json}"));
+    assert_eq!(cert["names"], serde_json::json!(["a.test", "*.b.test"]));
+    assert_eq!((cert["expiring"].as_bool(), cert["state"].as_str()), (Some(true), Some("live")), "{cert}");
+    assert_eq!(cert["listeners"], serde_json::json!(["tls"]));
+    assert!(cert["not_after"].as_str().is_some_and(|t| t.ends_with('Z')), "{cert}");
+    wait_for(10, "MAIN.tls_cert_expiring", || (counter(&stat(&d.dir), "MAIN.tls_cert_expiring") == Some(1)).then_some(()));
+    // Warned about 5 days before the end only: not yet.
+    assert!(adm(&d.dir, &["param.set", "tls_cert_warn", "432000"]).0);
+    let (_, list) = adm(&d.dir, &["tls.cert.list"]);
+    assert!(!list.contains('!'), "{list}");
+}

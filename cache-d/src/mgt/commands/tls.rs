@@ -64,7 +64,9 @@ pub fn commit(c: &Call) -> Reply {
         }
     }
     let n = staged.len();
-    certs(c.mgr).live = staged;
+    let mut t = certs(c.mgr);
+    t.live = staged;
+    t.checked = None;
     (status::OK, format!("{n} certificate(s) live."))
 }
 
@@ -76,29 +78,54 @@ pub fn rollback(c: &Call) -> Reply {
 
 /// Each certificate with its state: `live`, `staged` (loaded, not yet
 /// committed), `replaced` (a new bundle staged for a live id) or
-/// `discarded` (removed, not yet committed). The first live one is the
-/// default (a handshake whose name no certificate serves gets it).
+/// `discarded` (removed, not yet committed); when it expires and the
+/// days left (`!` within tls_cert_warn of its end), the https listeners
+/// it serves (every one: a set serves them all) and its names. The first
+/// live one is the default (a handshake whose name no certificate serves
+/// gets it).
 pub fn list(c: &Call) -> Reply {
+    let (now, warn) = (crate::tls::info::now(), c.mgr.params().tls_cert_warn as i64);
     let t = certs(c.mgr);
-    let mut rows: Vec<(String, &str)> = Vec::new();
+    let mut rows: Vec<(&str, &str, &str)> = Vec::new();
     for (id, pem) in &t.live {
-        let state = match t.staged.iter().find(|(i, _)| i == id) {
-            Some((_, p)) if p == pem => "live",
-            Some(_) => "replaced",
-            None => "discarded",
+        let (state, pem) = match t.staged.iter().find(|(i, _)| i == id) {
+            Some((_, p)) if p == pem => ("live", pem),
+            Some((_, p)) => ("replaced", p),
+            None => ("discarded", pem),
         };
-        rows.push((id.clone(), state));
+        rows.push((id, state, pem));
     }
-    for (id, _) in t.staged.iter().filter(|(i, _)| !t.live.iter().any(|(l, _)| l == i)) {
-        rows.push((id.clone(), "staged"));
+    for (id, pem) in t.staged.iter().filter(|(i, _)| !t.live.iter().any(|(l, _)| l == i)) {
+        rows.push((id, "staged", pem));
     }
+    let listeners: Vec<&str> = c.mgr.https_listeners();
     if c.json {
-        let v: Vec<_> = rows.iter().map(|(id, st)| serde_json::json!({"id": id, "state": st})).collect();
+        let v: Vec<_> = rows.iter().map(|(id, st, pem)| row_json(id, st, pem, &listeners, now, warn)).collect();
         return c.json_reply(serde_json::Value::Array(v));
     }
-    let mut out = format!("{:<24} {}\n", "ID", "STATE");
-    for (id, st) in rows {
-        out.push_str(&format!("{id:<24} {st}\n"));
+    let mut out = format!("{:<20} {:<10} {:<21} {:>6}  {:<12} {}\n", "ID", "STATE", "EXPIRES", "DAYS", "LISTENERS", "NAMES");
+    for (id, st, pem) in rows {
+        let (expires, days, names) = match crate::tls::info::of_pem(pem.as_bytes()) {
+            Some(i) => {
+                let mark = if i.close_to_end(now, warn) { "!" } else { "" };
+                (crate::tls::info::utc(i.not_after), format!("{mark}{}", i.days_left(now)), i.names.join(","))
+            }
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        out.push_str(&format!("{id:<20} {st:<10} {expires:<21} {days:>6}  {:<12} {names}\n", listeners.join(",")));
     }
     (status::OK, out)
+}
+
+fn row_json(id: &str, state: &str, pem: &str, listeners: &[&str], now: i64, warn: i64) -> serde_json::Value {
+    let info = crate::tls::info::of_pem(pem.as_bytes());
+    serde_json::json!({
+        "id": id,
+        "state": state,
+        "names": info.as_ref().map(|i| i.names.clone()).unwrap_or_default(),
+        "not_after": info.as_ref().map(|i| crate::tls::info::utc(i.not_after)),
+        "days_left": info.as_ref().map(|i| i.days_left(now)),
+        "expiring": info.as_ref().is_some_and(|i| i.close_to_end(now, warn)),
+        "listeners": listeners,
+    })
 }
