@@ -22,6 +22,7 @@ const OURS: &[&str] = &[
     "stale_if_error",
     "timeout_req",
     "timeout_reqbody",
+    "tls_cert_warn",
     "transit_buffer",
 ];
 
