@@ -110,9 +110,12 @@ pub struct RunArgs {
     pub expect_size: Option<u64>,
     /// https: trust the certificates in this PEM file (default: the
     /// system's bundle, SSL_CERT_FILE or /etc/ssl/certs/ca-certificates.crt).
+    /// A server certificate that is exactly one of them is taken too, as
+    /// curl does (openssl req -x509's self-signed CA:TRUE kind), if it
+    /// names the URL's host and is in its validity period.
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<String>,
-    /// https: accept any certificate (self-signed test setups).
+    /// https: accept any certificate (no name or validity check).
     #[arg(long, short = 'k')]
     pub insecure: bool,
     /// Connect to ADDRESS for HOST (the URL's name still goes in SNI and

@@ -1,13 +1,17 @@
 //! https for the load generator: a rustls client configuration (trusting
-//! `--cacert`, the system's bundle, or with `--insecure` anything) and the
-//! name handshakes send in SNI.
+//! `--cacert`, the system's bundle, or with `--insecure` anything), the
+//! verifier that also takes a server certificate found as-is in `--cacert`,
+//! and the name handshakes send in SNI.
 
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
-use rustls::{ClientConfig, RootCertStore};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::server::ParsedCertificate;
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 /// What each connection's handshake needs.
 #[derive(Clone)]
@@ -36,15 +40,20 @@ pub fn client(host: &str, cacert: Option<&str>, insecure: bool, mode: Mode) -> R
     } else {
         let file = common::tls::ca_file(cacert);
         let mut roots = RootCertStore::empty();
+        let mut pinned = Vec::new();
         let pem = std::fs::read(&file).with_context(|| format!("--cacert {file}"))?;
         for cert in CertificateDer::pem_slice_iter(&pem) {
             let cert = cert.map_err(|e| anyhow!("--cacert {file}: {e}"))?;
-            roots.add(cert).map_err(|e| anyhow!("--cacert {file}: {e}"))?;
+            roots.add(cert.clone()).map_err(|e| anyhow!("--cacert {file}: {e}"))?;
+            pinned.push(cert);
         }
         if roots.is_empty() {
             bail!("--cacert {file}: no certificate in it");
         }
-        builder.with_root_certificates(roots).with_no_client_auth()
+        let webpki =
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider).build().map_err(|e| anyhow!("--cacert {file}: {e}"))?;
+        let verifier = Arc::new(OrPinned { webpki, pinned });
+        builder.dangerous().with_custom_certificate_verifier(verifier).with_no_client_auth()
     };
     // ALPN: the protocol the run speaks (h2 with --h2).
     config.alpn_protocols = vec![if mode.h2 { b"h2".to_vec() } else { b"http/1.1".to_vec() }];
@@ -53,4 +62,67 @@ pub fn client(host: &str, cacert: Option<&str>, insecure: bool, mode: Mode) -> R
     }
     let name = ServerName::try_from(host.to_string()).map_err(|_| anyhow!("{host}: not a name for TLS"))?;
     Ok(TlsClient { config: Arc::new(config), name })
+}
+
+/// rustls's usual verification, and besides it a server certificate that is
+/// byte for byte one of the `--cacert` certificates, as curl, wrk and h2load
+/// (OpenSSL, which takes a trusted certificate as a chain of its own) accept
+/// it: `openssl req -x509` makes CA:TRUE certificates, which webpki refuses
+/// as a server's own (`CaUsedAsEndEntity`) even when trusted.
+///
+/// Such a certificate must still carry the name the handshake asked for
+/// (SNI: the URL's host, also with `--resolve`), as curl checks it, and be
+/// within its validity period: webpki checks the period (and the encoding)
+/// before the two refusals this verifier overrules, the unknown issuer and
+/// errors webpki has no rustls name for (CA used as end entity, path
+/// constraints), so an expired or misnamed certificate is still refused.
+/// Handshake signatures are checked by rustls's verifier in every case.
+#[derive(Debug)]
+struct OrPinned {
+    webpki: Arc<WebPkiServerVerifier>,
+    pinned: Vec<CertificateDer<'static>>,
+}
+
+impl ServerCertVerifier for OrPinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let refused = match self.webpki.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Ok(ok) => return Ok(ok),
+            Err(e) => e,
+        };
+        let overruled = matches!(refused, rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer | CertificateError::Other(_)));
+        if !overruled || !self.pinned.iter().any(|c| c.as_ref() == end_entity.as_ref()) {
+            return Err(refused);
+        }
+        rustls::client::verify_server_name(&ParsedCertificate::try_from(end_entity)?, server_name)?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
 }
