@@ -126,3 +126,43 @@ impl ServerCertVerifier for OrPinned {
         self.webpki.supported_verify_schemes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pinned certificate out of its validity period or under another
+    /// name is refused; in it, under its name, taken. `now` is passed in, so
+    /// no clock is waited on.
+    #[test]
+    fn a_pinned_certificate_still_needs_its_name_and_period() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (cert, key) = (tmp.path().join("c.pem"), tmp.path().join("k.pem"));
+        let o = std::process::Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost"])
+            .args(["-addext", "subjectAltName=DNS:localhost", "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .expect("openssl, which this test needs (apt-get install openssl)");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let der = CertificateDer::pem_file_iter(&cert).unwrap().next().unwrap().unwrap();
+        let mut roots = RootCertStore::empty();
+        roots.add(der.clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider).build().unwrap();
+        let v = OrPinned { webpki, pinned: vec![der.clone()] };
+        let check = |name: &str, now: UnixTime| v.verify_server_cert(&der, &[], &ServerName::try_from(name).unwrap(), &[], now);
+        let now = UnixTime::now();
+        assert!(check("localhost", now).is_ok());
+        let later = UnixTime::since_unix_epoch(std::time::Duration::from_secs(now.as_secs() + 10 * 86400));
+        let late = check("localhost", later).unwrap_err();
+        assert!(
+            matches!(late, rustls::Error::InvalidCertificate(CertificateError::ExpiredContext { .. } | CertificateError::Expired)),
+            "{late:?}"
+        );
+        let misnamed = check("elsewhere.test", now).unwrap_err();
+        assert!(matches!(misnamed, rustls::Error::InvalidCertificate(_)), "{misnamed:?}");
+    }
+}
