@@ -8,16 +8,7 @@ pub fn format(t: f64) -> String {
     let secs = t.max(0.0) as i64;
     let days = secs.div_euclid(86400);
     let rem = secs.rem_euclid(86400);
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = civil(days);
     format!(
         "{}, {:02} {} {} {:02}:{:02}:{:02} GMT",
         DAYS[days.rem_euclid(7) as usize],
@@ -28,6 +19,20 @@ pub fn format(t: f64) -> String {
         rem % 3600 / 60,
         rem % 60
     )
+}
+
+/// The civil date (year, month 1-12, day 1-31) of a day counted from
+/// 1970-01-01 (H. Hinnant's algorithm; days before it too).
+pub fn civil(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 #[cfg(test)]
