@@ -1,0 +1,397 @@
+#!/usr/bin/env python3
+"""The public HTTP cache test suite (cache-tests.fyi) against cache-d and varnishd (issue 36).
+
+The suite's published package, `http-cache-tests` 0.4.5 from the npm
+registry, is installed (pinned, once) into target/cache-tests/node_modules;
+its files are not copied into this repository. Its test server is started
+on a free loopback port; varnishd (when installed) and cache-d are started
+in front of it the way the suite's docker harness runs Varnish -- the
+built-in policy, `-p default_ttl=0 -p default_grace=0 -p default_keep=3600
+-s malloc,64M` -- and the suite's client runs through each in turn. Each
+raw result is kept in target/cache-tests/results/{varnishd,cache-d}.json,
+each server's log in target/cache-tests/logs/.
+
+Printed: one summary line per server, counted as cache-tests.fyi counts
+(the suite's lib/display.mjs, determineTestResult: a test whose
+`depends_on` test did not pass is a dependency failure, a `Setup` error a
+setup failure, then by kind: required, optimal, check); then every test
+cache-d does worse on than varnishd (varnishd passed, cache-d did not),
+and every test cache-d passes that varnishd does not.
+
+  cache-tests.py                        both servers (cache-d alone without varnishd)
+  cache-tests.py --server cache-d       one server, no comparison
+  cache-tests.py --cache-d-args "-p feature=+rfc"   extra cache-d flags
+  cache-tests.py -j                     the summary as JSON on stdout
+  cache-tests.py --server cache-d --id freshness-max-age
+                                        one test, the suite's dump of its
+                                        requests and responses
+
+Exit: 0 when no test is worse on cache-d than on varnishd (or one server
+ran), 1 when some are, 2 on bad usage or when a server, the suite or its
+installation failed. Progress goes to stderr. Only the npm install talks
+to anything but 127.0.0.1. CACHE_D names the cache-d binary (default
+${CARGO_TARGET_DIR:-target}/debug/cache-d). Stdlib only.
+"""
+import argparse
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = ROOT / os.environ.get("CARGO_TARGET_DIR", "target")
+WORK = TARGET / "cache-tests"
+PACKAGE, VERSION = "http-cache-tests", "0.4.5"
+SUITE = WORK / "node_modules" / PACKAGE
+# The docker harness's varnishd flags (the suite's docker/serve.sh).
+FLAGS = ["-p", "default_ttl=0", "-p", "default_grace=0", "-p", "default_keep=3600", "-s", "malloc,64M"]
+CLIENT_TIMEOUT = 900  # seconds for the whole suite against one server
+
+# The test server listens on every address (server.mjs: listen(port));
+# this preload binds it to loopback only.
+LOOPBACK = """import http from 'http'
+const listen = http.Server.prototype.listen
+http.Server.prototype.listen = function (port, ...rest) {
+  return listen.call(this, Number(port), '127.0.0.1', ...rest)
+}
+"""
+
+# The tests as the client runs them (cli.mjs adds the Surrogate-Control
+# suite to tests/index.mjs), with what the summary needs of each.
+LIST_TESTS = """import tests from './tests/index.mjs'
+import surrogate from './tests/surrogate-control.mjs'
+tests.push(surrogate)
+const out = []
+for (const suite of tests) {
+  for (const t of suite.tests) {
+    out.push({ id: t.id, name: t.name, kind: t.kind, depends_on: t.depends_on, suite: suite.id })
+  }
+}
+console.log(JSON.stringify(out))
+"""
+
+# The result kinds of the suite's lib/display.mjs, in summary order.
+KINDS = ["pass", "fail", "optional_fail", "no", "setup_fail", "dependency_fail",
+         "yes", "retry", "harness_fail", "untested"]
+LABELS = {"pass": "pass", "fail": "required fail", "optional_fail": "optional fail", "no": "check fail",
+          "setup_fail": "setup fail", "dependency_fail": "dependency", "yes": "check yes",
+          "retry": "retry", "harness_fail": "harness fail", "untested": "untested"}
+PASSED = ("pass", "yes")  # display.mjs's passTypes
+
+
+class Failure(Exception):
+    """Something other than a test failed: exit 2 with this message."""
+
+
+def log(msg):
+    print(f"cache-tests: {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- the suite
+
+
+def install():
+    """The pinned package, installed unless it already is."""
+    pkg = SUITE / "package.json"
+    if pkg.exists() and json.loads(pkg.read_text()).get("version") == VERSION:
+        return
+    if not shutil.which("npm"):
+        raise Failure("needs npm and node (apt-get install nodejs npm)")
+    log(f"installing {PACKAGE}@{VERSION} into {WORK.relative_to(ROOT)}")
+    WORK.mkdir(parents=True, exist_ok=True)
+    cmd = ["npm", "install", "--no-save", "--no-audit", "--no-fund", "--ignore-scripts",
+           "--prefix", str(WORK), f"{PACKAGE}@{VERSION}"]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0 or not pkg.exists():
+        raise Failure(f"{' '.join(cmd)} failed:\n{out.stdout}{out.stderr}")
+
+
+def list_tests():
+    """{id: test} for every test of the suite."""
+    out = subprocess.run(["node", "--input-type=module", "-e", LIST_TESTS], cwd=SUITE,
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise Failure(f"could not list the suite's tests:\n{out.stderr}")
+    return {t["id"]: t for t in json.loads(out.stdout)}
+
+
+def classify(tests, results, test_id, honor_dependencies=True):
+    """The suite's determineTestResult (lib/display.mjs), a kind name."""
+    test, result = tests[test_id], results.get(test_id)
+    if result is None:
+        return "untested"
+    if honor_dependencies:
+        for dep in test.get("depends_on") or []:
+            if classify(tests, results, dep) not in PASSED:
+                return "dependency_fail"
+    if isinstance(result, list) and result and result[0] == "Setup":
+        return "retry" if result[1:2] == ["retry"] else "setup_fail"
+    if result is False:
+        return "harness_fail"
+    passed = result is True
+    kind = test.get("kind")
+    if kind in ("required", None):
+        return "pass" if passed else "fail"
+    if kind == "optimal":
+        return "pass" if passed else "optional_fail"
+    if kind == "check":
+        return "yes" if passed else "no"
+    raise Failure(f"unrecognised test kind {kind!r} of {test_id}")
+
+
+def message(tests, results, test_id):
+    """Why a test did not pass, in one line."""
+    cls = classify(tests, results, test_id)
+    if cls == "dependency_fail":
+        bad = [d for d in tests[test_id]["depends_on"] if classify(tests, results, d) not in PASSED]
+        return f"dependency not passed: {', '.join(bad)}"
+    result = results.get(test_id)
+    if result is None:
+        return "not run"
+    if isinstance(result, list):
+        return " ".join(str(x) for x in result if x).replace("\n", " ")
+    return str(result)
+
+
+def summarize(tests, results):
+    counts = {k: 0 for k in KINDS}
+    for test_id in tests:
+        counts[classify(tests, results, test_id)] += 1
+    return counts
+
+
+def summary_line(name, counts):
+    main = "  ".join(f"{LABELS[k]} {counts[k]}" for k in KINDS[:6])
+    extra = ", ".join(f"{LABELS[k]} {counts[k]}" for k in KINDS[6:] if counts[k] or k == "yes")
+    return f"{name:<9} {main}  ({extra}; {sum(counts.values())} tests)"
+
+
+# ---------------------------------------------------------------- processes
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(proc, port, what, logfile, limit=20):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise Failure(f"{what} exited ({proc.returncode}) before listening on 127.0.0.1:{port}; "
+                          f"its log: {logfile}\n{Path(logfile).read_text()[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise Failure(f"{what} did not listen on 127.0.0.1:{port} within {limit} s; its log: {logfile}")
+
+
+def stop(proc):
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class Procs:
+    """Every process started, stopped at exit whatever happens."""
+
+    def __init__(self):
+        self.procs = []
+
+    def start(self, cmd, logfile, **kw):
+        out = open(logfile, "w")
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, **kw)
+        out.close()
+        self.procs.append(proc)
+        return proc
+
+    def stop_all(self):
+        for proc in reversed(self.procs):
+            stop(proc)
+        self.procs = []
+
+
+def start_origin(procs, tmp):
+    """The suite's test server on a free loopback port."""
+    port = free_port()
+    env = dict(os.environ, npm_config_protocol="http", npm_config_port=str(port),
+               npm_config_pidfile=str(Path(tmp) / "server.pid"))
+    preload = "data:text/javascript," + urllib.parse.quote(LOOPBACK)
+    logfile = WORK / "logs" / "server.log"
+    proc = procs.start(["node", "--import", preload, "server/server.mjs"], logfile, cwd=SUITE, env=env)
+    wait_listening(proc, port, "the suite's test server", logfile)
+    return port
+
+
+def proxy_command(kind, cache_d, port, origin_port, instance, extra):
+    common = ["-F", "-a", f"127.0.0.1:{port}", "-b", f"127.0.0.1:{origin_port}", "-n", instance,
+              "-T", "127.0.0.1:0"] + FLAGS
+    if kind == "varnishd":
+        return [varnishd_path(), "-j", "none"] + common
+    return [cache_d] + common + extra
+
+
+def run_client(port, test_id=None):
+    """The suite's client through 127.0.0.1:port; its stdout."""
+    # As `npm run cli` would set them: cli.mjs reads the id as
+    # npm_config_id || npm_package_config_id, and "" means every test.
+    env = dict(os.environ, npm_config_base=f"http://127.0.0.1:{port}", npm_config_id=test_id or "",
+               npm_package_config_id="")
+    try:
+        out = subprocess.run(["node", "--no-warnings", "cli.mjs"], cwd=SUITE, env=env, capture_output=True,
+                             text=True, timeout=CLIENT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise Failure(f"the suite's client did not finish within {CLIENT_TIMEOUT} s")
+    if out.returncode != 0 or out.stderr.strip():
+        raise Failure(f"the suite's client failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    return out.stdout
+
+
+def run_server(procs, kind, args, origin_port, tmp, tests):
+    """The suite against one server: its raw results, also saved."""
+    port = free_port()
+    instance = str(Path(tmp) / kind)
+    extra = shlex.split(args.cache_d_args)
+    cmd = proxy_command(kind, args.cache_d, port, origin_port, instance, extra)
+    logfile = WORK / "logs" / f"{kind}.log"
+    log(f"{kind}: starting on 127.0.0.1:{port} ({' '.join(cmd[1:])})")
+    started = time.monotonic()
+    proc = procs.start(cmd, logfile)
+    try:
+        wait_listening(proc, port, kind, logfile)
+        out = run_client(port, args.id)
+    finally:
+        stop(proc)
+    if args.id:
+        print(out, end="")
+        return None
+    try:
+        results = json.loads(out)
+    except json.JSONDecodeError:
+        raise Failure(f"the suite's client printed no JSON against {kind}:\n{out[-2000:]}")
+    dest = WORK / "results" / f"{kind}.json"
+    dest.write_text(json.dumps(results, indent=2) + "\n")
+    counts = summarize(tests, results)
+    log(f"{kind}: done in {time.monotonic() - started:.0f} s: pass {counts['pass']}, "
+        f"required fail {counts['fail']}; results in {dest.relative_to(ROOT)}")
+    return results
+
+
+def varnishd_path():
+    return shutil.which("varnishd") or shutil.which("varnishd", path="/usr/sbin:/usr/local/sbin")
+
+
+# ---------------------------------------------------------------- report
+
+
+def differences(tests, ours, theirs):
+    """Tests theirs passes and ours does not, as report rows."""
+    rows = []
+    for test_id, test in tests.items():
+        if classify(tests, theirs, test_id) in PASSED and classify(tests, ours, test_id) not in PASSED:
+            rows.append({"id": test_id, "name": test["name"], "kind": test.get("kind") or "required",
+                         "result": classify(tests, ours, test_id), "message": message(tests, ours, test_id)})
+    return rows
+
+
+def report(args, tests, runs):
+    summary = {kind: summarize(tests, res) for kind, res in runs.items()}
+    worse = better = None
+    if len(runs) == 2:
+        worse = differences(tests, runs["cache-d"], runs["varnishd"])
+        better = differences(tests, runs["varnishd"], runs["cache-d"])
+    if args.json:
+        doc = {"suite": f"{PACKAGE}@{VERSION}", "summary": summary,
+               "results": {k: str((WORK / "results" / f"{k}.json").relative_to(ROOT)) for k in runs}}
+        if worse is not None:
+            doc["worse_than_varnishd"] = worse
+            doc["better_than_varnishd"] = better
+        print(json.dumps(doc, indent=2))
+    else:
+        for kind, counts in summary.items():
+            print(summary_line(kind, counts))
+        if worse is not None:
+            print(f"\ncache-d worse than varnishd (varnishd passed, cache-d did not): {len(worse)}")
+            for row in worse:
+                print(f"  {row['id']} [{row['kind']}, {row['result']}]: {row['name']}\n      cache-d: {row['message']}")
+            print(f"\ncache-d better than varnishd (cache-d passed, varnishd did not): {len(better)}")
+            for row in better:
+                print(f"  {row['id']} [{row['kind']}]: {row['name']}\n      varnishd: {row['message']}")
+    return 1 if worse else 0
+
+
+# ---------------------------------------------------------------- main
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--server", choices=["both", "varnishd", "cache-d"],
+                    help="which servers (default: both when varnishd is installed, else cache-d)")
+    ap.add_argument("--cache-d-args", default="", help="extra cache-d flags, one shell-quoted string")
+    ap.add_argument("-j", "--json", action="store_true", help="the summary as JSON on stdout")
+    ap.add_argument("--id", help="run this one test, printing the suite's dump of it")
+    args = ap.parse_args()
+    have_varnishd = varnishd_path() is not None
+    if args.server is None:
+        args.server = "both" if have_varnishd else "cache-d"
+        if not have_varnishd:
+            log("varnishd not installed (apt-get install varnish): cache-d only, no comparison")
+    if args.server != "cache-d" and not have_varnishd:
+        ap.error("varnishd is not installed (apt-get install varnish)")
+    if args.id and args.json:
+        ap.error("--id prints the suite's dump, not a summary: no -j")
+    default_bin = TARGET / "debug" / "cache-d"
+    args.cache_d = os.environ.get("CACHE_D") or str(default_bin)
+    if args.server != "varnishd" and not os.access(args.cache_d, os.X_OK):
+        ap.error(f"no cache-d at {args.cache_d}: build first (cargo build -p cache-d) or set CACHE_D")
+    if not shutil.which("node"):
+        ap.error("needs node and npm (apt-get install nodejs npm)")
+    return args
+
+
+def main():
+    args = parse_args()
+    # A SIGTERM unwinds like Ctrl-C, through the finally that stops every process.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(2))
+    procs = Procs()
+    tmp = tempfile.mkdtemp(prefix="cache-tests.")
+    try:
+        install()
+        tests = list_tests()
+        if args.id and args.id not in tests:
+            raise Failure(f"no test {args.id!r} in {PACKAGE}@{VERSION}")
+        for sub in ("results", "logs"):
+            (WORK / sub).mkdir(parents=True, exist_ok=True)
+        origin_port = start_origin(procs, tmp)
+        kinds = ["varnishd", "cache-d"] if args.server == "both" else [args.server]
+        runs = {kind: run_server(procs, kind, args, origin_port, tmp, tests) for kind in kinds}
+        if args.id:
+            return 0
+        return report(args, tests, runs)
+    except Failure as e:
+        log(str(e))
+        return 2
+    except KeyboardInterrupt:
+        return 2
+    finally:
+        procs.stop_all()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
