@@ -13,6 +13,8 @@ NEEDS=(
     "dpkg-shlibdeps|dpkg-dev|the package's library dependencies (2 tests)"
     "zsh|zsh|the package's zsh completions (1 test)"
     "fish|fish|the package's fish completions (1 test)"
+    "node|nodejs|the public HTTP cache test suite (cache-tests.fyi) on cache-d and varnishd, scripts/cache-tests.py"
+    "npm|npm|installing that suite's package (http-cache-tests) for scripts/cache-tests.py"
 )
 
 # The entries whose command or file is missing, one a line.
