@@ -13,6 +13,8 @@ NEEDS=(
     "dpkg-shlibdeps|dpkg-dev|the package's library dependencies (2 tests)"
     "zsh|zsh|the package's zsh completions (1 test)"
     "fish|fish|the package's fish completions (1 test)"
+    "lintian|lintian|the package's lint check (scripts/install-test.py)"
+    "mmdebstrap|mmdebstrap|the package's install test in a clean Debian root (scripts/install-test.py, as root)"
     "node|nodejs|the public HTTP cache test suite (cache-tests.fyi) on cache-d and varnishd, scripts/cache-tests.py"
     "npm|npm|installing that suite's package (http-cache-tests) for scripts/cache-tests.py"
 )

@@ -24,6 +24,8 @@ fn the_package_holds_everything_and_runs_from_a_scratch_root() {
         .arg(workspace().join("scripts/package.sh"))
         .env("CACHEKIT_PACKAGE_PROFILE", &profile)
         .env("CACHEKIT_PACKAGE_OUT", tmp.path())
+        // The debug information's package is scripts/install-test.py's to check.
+        .env("CACHEKIT_PACKAGE_DBGSYM", "0")
         .output()
         .unwrap();
     assert!(out.status.success(), "package.sh: {}", String::from_utf8_lossy(&out.stderr));
@@ -73,6 +75,18 @@ fn the_package_holds_everything_and_runs_from_a_scratch_root() {
     let postinst = std::fs::read_to_string(control.join("postinst")).unwrap();
     assert!(postinst.contains("adduser --system") && postinst.contains("/var/lib/cachekit"), "{postinst}");
     let fields = stdout(&command("dpkg-deb", &["-f", &deb, "Package", "Version", "Architecture", "Depends"]));
+    // Its changelog's last entry is this version; its copyright has a notice.
+    let doc = tmp.path().join("doc");
+    assert!(command("dpkg-deb", &["-x", &deb, doc.to_str().unwrap()]).status.success());
+    let changelog =
+        command("sh", &["-c", "gzip -dc \"$1\" | head -1", "sh", doc.join("usr/share/doc/cachekit/changelog.gz").to_str().unwrap()]);
+    let version = fields.lines().find_map(|l| l.strip_prefix("Version: ")).unwrap_or_default().to_string();
+    assert!(stdout(&changelog).starts_with(&format!("cachekit ({version}) ")), "changelog: {}", stdout(&changelog));
+    let copyright = std::fs::read_to_string(doc.join("usr/share/doc/cachekit/copyright")).unwrap();
+    assert!(copyright.contains("\nCopyright: ") && copyright.contains("Redistribution and use"), "{copyright}");
+    // Stripped: the debug information is the dbgsym package's.
+    let sections = stdout(&command("readelf", &["-S", "-W", doc.join("usr/bin/cache-d").to_str().unwrap()]));
+    assert!(!sections.contains(".debug_info") && !sections.contains(".symtab"), "cache-d is not stripped");
     assert!(fields.contains("Package: cachekit"), "{fields}");
     // The libraries the binaries link, versioned by the symbols they use.
     if have("dpkg-shlibdeps") {
