@@ -81,6 +81,20 @@ echo "conformance: $bad failed; running each once more, alone:"
 again=$(mktemp)
 grep -E '^FAIL ' "$results" | awk '{print $2; print $3}' | tr '\n' '\0' |
     xargs -0 -n 2 -P 1 bash -c 'run_case "$@"' _ | tee "$again"
+# A scenario that fails again on varnishd, the reference, says nothing of
+# cache-d: a few of varnishd's HTTP/2 scenarios (c0164, c0666, c0766,
+# c0769, c0771, c0772, c0775) fail now and then under a busy machine and
+# pass alone. Those get two more tries; cache-d's failures do not.
+for _ in 1 2; do
+    grep -qE '^FAIL +varnishd ' "$again" || break
+    echo "conformance: failed again on varnishd; once more:"
+    retry=$(mktemp)
+    grep -E '^FAIL ' "$again" | awk '$2 == "varnishd" {print $2; print $3}' | tr '\n' '\0' |
+        xargs -0 -n 2 -P 1 bash -c 'run_case "$@"' _ | tee "$retry"
+    { grep -E '^FAIL +cache-d ' "$again" || true; cat "$retry"; } >"$again.new"
+    mv "$again.new" "$again"
+    rm -f "$retry"
+done
 still=$(grep -cE '^FAIL ' "$again" || true)
 if [ "$still" -gt 0 ]; then
     echo "conformance: $still failed again:"
