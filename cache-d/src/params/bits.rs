@@ -3,7 +3,9 @@
 
 use super::def::ParamError;
 
-/// Varnish 7.1's feature bits, in param.show order.
+/// Varnish 7.1's feature bits, in param.show order, then cachekit's own:
+/// rfc9111 (caching as RFC 9111/9110, 9213 and 5861 say, where Varnish's
+/// defaults differ: cache-vcl(7), RFC MODE).
 pub const FEATURES: &[&str] = &[
     "http2",
     "short_panic",
@@ -18,6 +20,7 @@ pub const FEATURES: &[&str] = &[
     "wait_silo",
     "validate_headers",
     "busy_stats_rate",
+    "rfc9111",
 ];
 
 /// Varnish 7.1's debug bits (accepted; none acts in cache-d).
