@@ -101,7 +101,7 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
         };
     };
     match fetched {
-        Fetched::Resp { resp, beresp, life, .. } => deliver(r, fetch, resp, beresp, life.t_origin).await,
+        Fetched::Resp { resp, beresp, life, .. } => invalidate_and_deliver(r, fetch, resp, beresp, life.t_origin).await,
         Fetched::Synthetic { beresp, body, .. } => {
             fetch.done(Some(body.len() as u64), None);
             r.stamp("Fetch");
@@ -126,6 +126,13 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
             bad_body(r, &e).await
         }
     }
+}
+
+/// RFC mode's invalidation after an unsafe method (req/invalidate.rs),
+/// then the delivery.
+async fn invalidate_and_deliver<T: Transport>(r: &mut Request<'_, T>, fetch: Fetch, resp: Response, beresp: Beresp, t_origin: f64) -> Step {
+    crate::req::invalidate::after_response(r, beresp.status, &beresp.headers);
+    deliver(r, fetch, resp, beresp, t_origin).await
 }
 
 /// The backend steps from vcl_backend_error after a body that failed
