@@ -20,14 +20,19 @@ and every test cache-d passes that varnishd does not.
 
   cache-tests.py                        both servers (cache-d alone without varnishd)
   cache-tests.py --server cache-d       one server, no comparison
-  cache-tests.py --cache-d-args "-p feature=+rfc"   extra cache-d flags
+  cache-tests.py --rfc                  also cache-d in RFC mode (-p feature=+rfc9111,
+                                        as "cache-d-rfc"), its required failures
+                                        listed, and the reverse proxies whose
+                                        results the package publishes
+  cache-tests.py --cache-d-args "-p ..." extra cache-d flags
   cache-tests.py -j                     the summary as JSON on stdout
   cache-tests.py --server cache-d --id freshness-max-age
                                         one test, the suite's dump of its
                                         requests and responses
 
 Exit: 0 when no test is worse on cache-d than on varnishd (or one server
-ran), 1 when some are, 2 on bad usage or when a server, the suite or its
+ran) and, with --rfc, RFC mode fails no required test; 1 otherwise,
+2 on bad usage or when a server, the suite or its
 installation failed. Progress goes to stderr. Only the npm install talks
 to anything but 127.0.0.1. CACHE_D names the cache-d binary (default
 ${CARGO_TARGET_DIR:-target}/debug/cache-d). Stdlib only.
@@ -43,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import re
 import urllib.parse
 from pathlib import Path
 
@@ -171,7 +177,7 @@ def summarize(tests, results):
 def summary_line(name, counts):
     main = "  ".join(f"{LABELS[k]} {counts[k]}" for k in KINDS[:6])
     extra = ", ".join(f"{LABELS[k]} {counts[k]}" for k in KINDS[6:] if counts[k] or k == "yes")
-    return f"{name:<9} {main}  ({extra}; {sum(counts.values())} tests)"
+    return f"{name:<11} {main}  ({extra}; {sum(counts.values())} tests)"
 
 
 # ---------------------------------------------------------------- processes
@@ -243,7 +249,8 @@ def proxy_command(kind, cache_d, port, origin_port, instance, extra):
               "-T", "127.0.0.1:0"] + FLAGS
     if kind == "varnishd":
         return [varnishd_path(), "-j", "none"] + common
-    return [cache_d] + common + extra
+    rfc = ["-p", "feature=+rfc9111"] if kind == "cache-d-rfc" else []
+    return [cache_d] + common + rfc + extra
 
 
 def run_client(port, test_id=None):
@@ -311,10 +318,41 @@ def differences(tests, ours, theirs):
     return rows
 
 
+def published(tests):
+    """The package's own results of reverse proxies (results/index.mjs
+    names each file's product, type and version), counted as ours."""
+    index = (SUITE / "results" / "index.mjs").read_text()
+    out = {}
+    for entry in index.split("{")[1:]:
+        fields = dict(re.findall(r"(\w+): '([^']*)'", entry))
+        if fields.get("type") == "rev-proxy" and (SUITE / "results" / fields.get("file", "-")).exists():
+            res = json.loads((SUITE / "results" / fields["file"]).read_text())
+            out[f"{fields['name']} {fields.get('version', '')}".strip()] = summarize(tests, res)
+    return out
+
+
+def rfc_report(tests, results, json_out):
+    """RFC mode's required failures, and the published reverse proxies."""
+    failed = [{"id": t, "name": tests[t]["name"], "message": message(tests, results, t)}
+              for t in tests if classify(tests, results, t) == "fail"]
+    pub = published(tests)
+    if not json_out:
+        print(f"\ncache-d in RFC mode (-p feature=+rfc9111): required failures: {len(failed)}")
+        for row in failed:
+            print(f"  {row['id']}: {row['name']}\n      {row['message']}")
+        print(f"\nreverse proxies as the package publishes them ({PACKAGE}@{VERSION} results/):")
+        for name, counts in sorted(pub.items(), key=lambda kv: -kv[1]["pass"]):
+            print("  " + summary_line(name, counts))
+    return failed, pub
+
+
 def report(args, tests, runs):
     summary = {kind: summarize(tests, res) for kind, res in runs.items()}
     worse = better = None
-    if len(runs) == 2:
+    rfc_failed, pub = ([], None)
+    if "cache-d-rfc" in runs:
+        rfc_failed, pub = rfc_report(tests, runs["cache-d-rfc"], args.json)
+    if "varnishd" in runs and "cache-d" in runs:
         worse = differences(tests, runs["cache-d"], runs["varnishd"])
         better = differences(tests, runs["varnishd"], runs["cache-d"])
     if args.json:
@@ -323,6 +361,9 @@ def report(args, tests, runs):
         if worse is not None:
             doc["worse_than_varnishd"] = worse
             doc["better_than_varnishd"] = better
+        if pub is not None:
+            doc["rfc_required_failures"] = rfc_failed
+            doc["published_reverse_proxies"] = pub
         print(json.dumps(doc, indent=2))
     else:
         for kind, counts in summary.items():
@@ -334,7 +375,7 @@ def report(args, tests, runs):
             print(f"\ncache-d better than varnishd (cache-d passed, varnishd did not): {len(better)}")
             for row in better:
                 print(f"  {row['id']} [{row['kind']}]: {row['name']}\n      varnishd: {row['message']}")
-    return 1 if worse else 0
+    return 1 if worse or rfc_failed else 0
 
 
 # ---------------------------------------------------------------- main
@@ -347,6 +388,8 @@ def parse_args():
     ap.add_argument("--cache-d-args", default="", help="extra cache-d flags, one shell-quoted string")
     ap.add_argument("-j", "--json", action="store_true", help="the summary as JSON on stdout")
     ap.add_argument("--id", help="run this one test, printing the suite's dump of it")
+    ap.add_argument("--rfc", action="store_true",
+                    help="also run cache-d in RFC mode (-p feature=+rfc9111); exit 1 on any required failure there")
     args = ap.parse_args()
     have_varnishd = varnishd_path() is not None
     if args.server is None:
@@ -381,6 +424,8 @@ def main():
             (WORK / sub).mkdir(parents=True, exist_ok=True)
         origin_port = start_origin(procs, tmp)
         kinds = ["varnishd", "cache-d"] if args.server == "both" else [args.server]
+        if args.rfc:
+            kinds.append("cache-d-rfc")
         runs = {kind: run_server(procs, kind, args, origin_port, tmp, tests) for kind in kinds}
         if args.id:
             return 0
