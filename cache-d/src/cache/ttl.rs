@@ -11,6 +11,17 @@ pub struct Defaults {
     pub keep: f64,
     /// Date headers within this many seconds of `now` count as our clock.
     pub clock_skew: f64,
+    /// Feature http_date_postel: Date and Expires may have a one-digit day.
+    pub postel: bool,
+}
+
+impl Defaults {
+    /// The parameters default_ttl, default_grace, default_keep and feature
+    /// http_date_postel; clock_skew at Varnish's default, 10 s (the
+    /// parameter has no effect in cache-d).
+    pub fn new(ttl: f64, grace: f64, keep: f64, postel: bool) -> Defaults {
+        Defaults { ttl, grace, keep, clock_skew: 10.0, postel }
+    }
 }
 
 /// Result of the computation, plus what the `TTL RFC` log record shows.
@@ -184,10 +195,39 @@ pub fn cc_value<'a>(headers: impl Iterator<Item = (&'a [u8], &'a [u8])>, directi
     None
 }
 
-/// Seconds in a delta-seconds directive; invalid values count as 0 (stale,
-/// as RFC 9111 §1.2.2 asks).
-fn delta(v: Option<String>) -> f64 {
-    v.and_then(|s| s.parse::<u64>().ok()).map(|n| n.min(1 << 31) as f64).unwrap_or(0.0)
+/// Seconds as Varnish 7.1 reads Age and the delta-seconds of max-age,
+/// s-maxage and stale-while-revalidate (`rfc2616_time` in
+/// cache_rfc2616.c): a leading `-` is 0; otherwise `strtoul`'s number
+/// (leading space and a sign allowed, no digits read as 0, at most
+/// u32::MAX), kept only when what follows it, after spaces and tabs, is
+/// the end, `,` or `.` — so `7200.0`, `7200,0` and `3600.5` are 7200,
+/// 7200 and 3600, and `abc`, `7200;foo=bar` and `7200 s` are 0.
+pub fn seconds(s: &[u8]) -> f64 {
+    if s.first() == Some(&b'-') {
+        return 0.0;
+    }
+    let mut i = s.iter().take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)).count();
+    let negative = s.get(i) == Some(&b'-');
+    if matches!(s.get(i), Some(b'+' | b'-')) {
+        i += 1;
+    }
+    let digits = s[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let val = s[i..i + digits].iter().fold(0u64, |v, &b| v.saturating_mul(10).saturating_add(u64::from(b - b'0')));
+    // strtoul negates a `-` number as unsigned: anything but 0 is huge.
+    let val = if negative && val != 0 { u64::MAX } else { val }.min(u64::from(u32::MAX));
+    // With no digits strtoul's end is the start of the string.
+    let rest = if digits == 0 { s } else { &s[i + digits..] };
+    match rest.iter().find(|b| !matches!(b, b' ' | b'\t')) {
+        None | Some(b',' | b'.') => val as f64,
+        Some(_) => 0.0,
+    }
+}
+
+/// A delta-seconds directive's value, read as Varnish reads it
+/// ([`seconds`]); a quoted value (`max-age="60"`, which Varnish reads as
+/// 0) counts as its contents, as RFC 9111 §5.2 asks recipients to accept.
+fn delta(v: &str) -> f64 {
+    seconds(v.as_bytes())
 }
 
 /// Compute the lifetime of a response with `status` and `headers` received
@@ -198,12 +238,15 @@ where
 {
     let get = |name: &str| headers.clone().find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes())).map(|(_, v)| v);
     let text = |v: &[u8]| String::from_utf8_lossy(v).trim().to_string();
-    let age = get("age").and_then(|v| text(v).parse::<u64>().ok()).unwrap_or(0) as f64;
-    let date = get("date").and_then(|v| common::httpdate::parse(&text(v))).unwrap_or(0.0);
+    let age = get("age").map_or(0.0, |v| seconds(text(v).as_bytes()));
+    // Dates as Varnish's VTIM_parse reads them; one that does not parse
+    // (and the epoch itself) is as if absent.
+    let date = get("date").and_then(|v| common::httpdate::parse_vtim(&text(v), d.postel)).unwrap_or(0.0);
     // A present but invalid Expires means "already expired" (RFC 9111 §5.3).
     // An Expires that does not parse (as Varnish's VTIM_parse reads dates:
-    // exact names, the weekday matching) is ignored, as Varnish ignores it.
-    let expires = get("expires").and_then(|v| common::httpdate::parse_strict(&text(v))).unwrap_or(0.0);
+    // exact names, the weekday matching) is ignored, as Varnish ignores it
+    // (c0109). One before 1970 is negative, not absent: expired.
+    let expires = get("expires").and_then(|v| common::httpdate::parse_vtim(&text(v), d.postel)).unwrap_or(0.0);
     let mut l = Lifetime { t_origin: now - age, ttl: d.ttl, grace: d.grace, keep: d.keep, date, expires, max_age: -1.0 };
     match status {
         302 | 307 => l.ttl = -1.0,
@@ -213,20 +256,23 @@ where
             return l;
         }
     }
-    if let Some(v) = cc_value(headers.clone(), "stale-while-revalidate") {
-        l.grace = delta(v);
-    }
-    if let Some(v) = cc_value(headers.clone(), "s-maxage").or_else(|| cc_value(headers.clone(), "max-age")) {
-        l.max_age = delta(v);
+    // As Varnish: s-maxage if present, else max-age; a directive without
+    // a value (`max-age` alone) leaves the lifetime to Expires or the default.
+    if let Some(Some(v)) = cc_value(headers.clone(), "s-maxage").or_else(|| cc_value(headers.clone(), "max-age")) {
+        l.max_age = delta(&v);
         l.ttl = l.max_age;
-    } else if expires > 0.0 {
-        l.ttl = if date > 0.0 && expires < date {
+    } else if expires != 0.0 {
+        l.ttl = if expires < date {
             0.0
         } else if date == 0.0 || (date - now).abs() < d.clock_skew {
             (expires - now).max(0.0)
         } else {
             expires - date
         };
+    }
+    // RFC 5861's stale-while-revalidate sets the grace of a cacheable response.
+    if let (true, Some(Some(v))) = (l.ttl >= 0.0, cc_value(headers.clone(), "stale-while-revalidate")) {
+        l.grace = delta(&v);
     }
     l
 }
@@ -235,7 +281,7 @@ where
 mod tests {
     use super::*;
 
-    const D: Defaults = Defaults { ttl: 120.0, grace: 10.0, keep: 0.0, clock_skew: 10.0 };
+    const D: Defaults = Defaults { ttl: 120.0, grace: 10.0, keep: 0.0, clock_skew: 10.0, postel: false };
     const NOW: f64 = 1_700_000_000.0;
 
     fn life(status: u16, hdrs: &[(&str, &str)]) -> Lifetime {
@@ -258,6 +304,43 @@ mod tests {
         // max-age beats Expires (§5.3).
         let l = life(200, &[("Cache-Control", "max-age=60"), ("Expires", &date(NOW + 3600.0))]);
         assert_eq!(l.ttl, 60.0);
+    }
+
+    #[test]
+    fn seconds_as_varnish_reads_them() {
+        // rfc2616_time: the leading number when the end, `,` or `.` follows.
+        for (v, n) in [("7200", 7200.0), ("7200.0", 7200.0), ("7200,0", 7200.0), ("3600.5", 3600.0), ("60 ", 60.0), ("+5", 5.0)] {
+            assert_eq!(seconds(v.as_bytes()), n, "{v}");
+        }
+        for v in ["abc", "-7200", "7200;foo=bar", "7200 s", "", "0x10", " -1x"] {
+            assert_eq!(seconds(v.as_bytes()), 0.0, "{v}");
+        }
+        // Large values stop at u32::MAX; strtoul's negation of a number
+        // after a space is huge too.
+        assert_eq!(seconds(b"99999999999999999999999"), u32::MAX as f64);
+        assert_eq!(seconds(b" -1"), u32::MAX as f64);
+        assert_eq!(seconds(b" -0"), 0.0);
+    }
+
+    #[test]
+    fn delta_seconds_and_age_as_varnish() {
+        assert_eq!(life(200, &[("Cache-Control", "max-age=3600.0")]).ttl, 3600.0);
+        assert_eq!(life(200, &[("Cache-Control", "max-age=3600.5, public")]).ttl, 3600.0);
+        assert_eq!(life(200, &[("Cache-Control", "max-age=3600;x")]).ttl, 0.0);
+        // A directive without a value leaves the lifetime to Expires or
+        // the default, and a bare s-maxage hides max-age, as in Varnish.
+        assert_eq!(life(200, &[("Cache-Control", "max-age")]).ttl, 120.0);
+        assert_eq!(life(200, &[("Cache-Control", "s-maxage, max-age=60")]).ttl, 120.0);
+        assert_eq!(life(200, &[("Cache-Control", "max-age"), ("Expires", &date(NOW + 50.0))]).ttl, 50.0);
+        // stale-while-revalidate: grace of a cacheable response only.
+        assert_eq!(life(200, &[("Cache-Control", "max-age=1, stale-while-revalidate=5.9")]).grace, 5.0);
+        assert_eq!(life(200, &[("Cache-Control", "max-age=1, stale-while-revalidate")]).grace, 10.0);
+        assert_eq!(life(302, &[("Cache-Control", "stale-while-revalidate=30")]).grace, 10.0);
+        // Age: the first line's leading number (age-parse-float, -suffix).
+        for (v, a) in [("7200.0", 7200.0), ("7200,0", 7200.0), ("0, 7200", 0.0), ("abc", 0.0), ("-7200", 0.0)] {
+            assert_eq!(life(200, &[("Age", v)]).t_origin, NOW - a, "{v}");
+        }
+        assert_eq!(life(200, &[("Age", "0"), ("Age", "7200")]).t_origin, NOW);
     }
 
     #[test]
@@ -287,6 +370,12 @@ mod tests {
         // default TTL applies (tests/conformance/c0109-expires-invalid.vtc).
         assert_eq!(life(200, &[("Expires", "0")]).ttl, life(200, &[]).ttl);
         assert_eq!(life(200, &[("Expires", "wed, 21 Oct 2015 07:28:00 GMT")]).ttl, life(200, &[]).ttl);
+        // Dates read as VTIM_parse reads them: an Expires before 1970 is
+        // expired, one that is not a date (a UTC zone) ignored; a Date
+        // that is not one counts as absent.
+        assert_eq!(life(200, &[("Expires", "Mon, 01 Jan 1900 00:00:00 GMT")]).ttl, 0.0);
+        assert_eq!(life(200, &[("Expires", "Thu, 18 Aug 2050 02:01:18 UTC")]).ttl, 120.0);
+        assert_eq!(life(200, &[("Date", "sun, 06 Nov 1994 08:49:37 GMT"), ("Expires", &date(NOW + 50.0))]).ttl_left(NOW), 50.0);
         // Expires without Date.
         assert_eq!(life(200, &[("Expires", &date(NOW + 50.0))]).ttl_left(NOW), 50.0);
         // Age counts against an Expires lifetime too (§4.2.3: current_age).

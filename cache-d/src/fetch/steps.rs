@@ -338,7 +338,7 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>
                 own.0.push((Bytes::from_static(b"Date"), Bytes::from(http_date(t))));
             }
             life_of = Some(own);
-            (s.obj.status, s.reason(), merge_304(s, &mut fresh))
+            (s.obj.status, s.reason(), merge_304(s, &mut fresh, sh.params().has_feature("rfc9111")))
         }
         None => {
             let mut h = fresh;
@@ -370,7 +370,7 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>
         h.0.push((Bytes::from_static(b"Date"), Bytes::from(http_date(t))));
     }
     let p = sh.params();
-    let defaults = ttl::Defaults { ttl: p.default_ttl, grace: p.default_grace, keep: p.default_keep, clock_skew: 10.0 };
+    let defaults = ttl::Defaults::new(p.default_ttl, p.default_grace, p.default_keep, p.has_feature("http_date_postel"));
     let mut life = match &life_of {
         Some(own) => ttl::compute(200, own.iter(), t, &defaults),
         None => ttl::compute(status, h.iter(), t, &defaults),
@@ -454,11 +454,18 @@ pub fn not_passed(name: &[u8]) -> bool {
 /// headers (every one, in order; never its Content-Encoding or
 /// Content-Length, which would relabel the stored body), then each stored
 /// header whose name the 304 does not have. When the fetch that made the
-/// object changed its encoding, a new ETag is weakened.
-fn merge_304(stale: &ObjRef, fresh: &mut Vec<(Bytes, Bytes)>) -> Vec<(Bytes, Bytes)> {
+/// object changed its encoding, a new ETag is weakened. In RFC mode the
+/// stored ETag and Content-MD5 stay too: the 304 validated the stored
+/// representation, which another ETag would relabel, and a digest
+/// describes the body the 304 does not carry.
+fn merge_304(stale: &ObjRef, fresh: &mut Vec<(Bytes, Bytes)>, rfc: bool) -> Vec<(Bytes, Bytes)> {
     let mut h = Headers(std::mem::take(fresh));
     h.unset("content-encoding");
     h.unset("content-length");
+    if rfc {
+        h.unset("etag");
+        h.unset("content-md5");
+    }
     if stale.obj.coding().is_some_and(|c| c.chgce) {
         crate::gzip::weaken_etag(&mut h);
     }
