@@ -20,7 +20,7 @@ pub mod contain;
 pub mod deliver;
 pub mod gather;
 pub mod include;
-pub mod invalidate;
+pub mod rfc;
 pub mod lookup;
 pub mod page;
 pub mod pass;

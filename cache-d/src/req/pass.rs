@@ -128,10 +128,10 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
     }
 }
 
-/// RFC mode's invalidation after an unsafe method (req/invalidate.rs),
+/// RFC mode's invalidation after an unsafe method (req/rfc.rs),
 /// then the delivery.
 async fn invalidate_and_deliver<T: Transport>(r: &mut Request<'_, T>, fetch: Fetch, resp: Response, beresp: Beresp, t_origin: f64) -> Step {
-    crate::req::invalidate::after_response(r, beresp.status, &beresp.headers);
+    crate::req::rfc::after_response(r, beresp.status, &beresp.headers);
     deliver(r, fetch, resp, beresp, t_origin).await
 }
 

@@ -225,16 +225,8 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
         }
     }
     r.head_only = &r.req.method[..] == b"HEAD";
-    // Accept-Encoding is washed for the sake of Vary before vcl_hash,
-    // except for pipe and pass (Varnish's http_gzip_support).
-    if r.sh.params().http_gzip_support && !matches!(action, Action::Pipe | Action::Pass) {
-        let (gone, set) = crate::gzip::wash(&mut r.req.headers, r.sh.params().http_brotli_support);
-        for (n, v) in &gone {
-            r.log.rec_parts(Tag::ReqUnset, LogSide::Client, r.rxid, &[n, b": ", v]);
-        }
-        if let Some(v) = set {
-            r.log.rec_parts(Tag::ReqHeader, LogSide::Client, r.rxid, &[b"Accept-Encoding: ", v]);
-        }
+    if !matches!(action, Action::Pipe | Action::Pass) {
+        wash(r);
     }
     // vcl_hash runs whatever vcl_recv chose (as in Varnish), except
     // after fail or restart; its fail fails the request.
@@ -291,6 +283,26 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
 /// starts vcl_recv again in the program the label names (its default
 /// backend, none of what the first vcl_recv set); what that one returns
 /// stands, a second switch included (which then fails the request).
+/// Before vcl_hash of a lookup: Accept-Encoding washed for the sake of
+/// Vary (Varnish's http_gzip_support); in RFC mode, Accept-Language
+/// normalised (RFC 9111 §4.1: values that mean the same select the same
+/// stored response).
+fn wash<T: Transport>(r: &mut Request<'_, T>) {
+    let p = r.sh.params();
+    if p.http_gzip_support {
+        let (gone, set) = crate::gzip::wash(&mut r.req.headers, p.http_brotli_support);
+        for (n, v) in &gone {
+            r.log.rec_parts(Tag::ReqUnset, LogSide::Client, r.rxid, &[n, b": ", v]);
+        }
+        if let Some(v) = set {
+            r.log.rec_parts(Tag::ReqHeader, LogSide::Client, r.rxid, &[b"Accept-Encoding: ", v]);
+        }
+    }
+    if p.has_feature("rfc9111") {
+        crate::req::rfc::normalise_accept_language(r);
+    }
+}
+
 fn switch_vcl<T: Transport>(r: &mut Request<'_, T>, label: &str, received: Req) -> Action {
     let Some(to) = r.sh.label(label) else {
         return Action::Vcl(label.to_string());

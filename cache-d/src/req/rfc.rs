@@ -1,4 +1,8 @@
-//! RFC mode (feature rfc9111), RFC 9111 §4.4: a non-error response to an
+//! RFC mode (feature rfc9111) on the request side. RFC 9111 §4.1:
+//! Accept-Language values that mean the same (order of equal
+//! preferences, case, spaces) select the same stored response.
+//!
+//! RFC 9111 §4.4: a non-error response to an
 //! unsafe method invalidates what the cache holds for the request's URL,
 //! and for the URLs its Location and Content-Location name on the same
 //! host. Varnish leaves that to each policy (a purge in vcl_recv); here it
@@ -47,6 +51,62 @@ pub fn after_response<T: Transport>(r: &mut Request<'_, T>, status: u16, headers
     }
     r.log.recf(Tag::Debug, LogSide::Client, r.rxid, format_args!("RFC 9111 invalidation: {n} objects"));
     r.sh.seg.add(C::NObjPurged, n as u64);
+}
+
+/// Accept-Language as one normal value: language ranges lowercased,
+/// spaces and empty members gone, `q=1` dropped, other qvalues written as
+/// given, ordered by preference and then by name (the order of equal
+/// preferences means nothing). Logged as the Accept-Encoding wash is.
+pub fn normalise_accept_language<T: Transport>(r: &mut Request<'_, T>) {
+    let values: Vec<&[u8]> =
+        r.req.headers.0.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"accept-language")).map(|(_, v)| &v[..]).collect();
+    if values.is_empty() {
+        return;
+    }
+    let normal = normal_language_list(&values);
+    if values.len() == 1 && values[0] == &normal[..] {
+        return;
+    }
+    for (n, v) in r.req.headers.0.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"accept-language")) {
+        r.log.rec_parts(Tag::ReqUnset, LogSide::Client, r.rxid, &[n, b": ", v]);
+    }
+    r.req.headers.unset("accept-language");
+    r.log.rec_parts(Tag::ReqHeader, LogSide::Client, r.rxid, &[b"Accept-Language: ", &normal]);
+    r.req.headers.set("Accept-Language", bytes::Bytes::from(normal));
+}
+
+/// The normal form of Accept-Language field lines (see above).
+pub fn normal_language_list(lines: &[&[u8]]) -> Vec<u8> {
+    let mut items: Vec<(f64, Vec<u8>, Vec<u8>)> = Vec::new();
+    for member in lines.iter().flat_map(|l| l.split(|&b| b == b',')) {
+        let mut parts = member.split(|&b| b == b';').map(|p| p.trim_ascii());
+        let tag = parts.next().unwrap_or_default().to_ascii_lowercase();
+        if tag.is_empty() {
+            continue;
+        }
+        let mut q = (1.0, Vec::new());
+        for param in parts {
+            let param: Vec<u8> = param.iter().filter(|b| !b.is_ascii_whitespace()).map(u8::to_ascii_lowercase).collect();
+            if let Some(v) = param.strip_prefix(b"q=") {
+                let value = std::str::from_utf8(v).ok().and_then(|t| t.parse::<f64>().ok()).unwrap_or(1.0);
+                q = (value, if value == 1.0 { Vec::new() } else { v.to_vec() });
+            }
+        }
+        items.push((q.0, tag, q.1));
+    }
+    items.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let mut out = Vec::new();
+    for (_, tag, q) in items {
+        if !out.is_empty() {
+            out.extend_from_slice(b", ");
+        }
+        out.extend_from_slice(&tag);
+        if !q.is_empty() {
+            out.extend_from_slice(b";q=");
+            out.extend_from_slice(&q);
+        }
+    }
+    out
 }
 
 /// The key vcl_hash makes for `url` in this request's place.
@@ -114,6 +174,19 @@ mod tests {
         // Relative to the request's directory.
         assert_eq!(p("new", "h", "/dir/old?q"), Some("/dir/new".into()));
         assert_eq!(p("new", "h", "old"), Some("/new".into()));
+    }
+
+    #[test]
+    fn accept_language_in_one_normal_form() {
+        let n = |lines: &[&str]| String::from_utf8(normal_language_list(&lines.iter().map(|l| l.as_bytes()).collect::<Vec<_>>())).unwrap();
+        assert_eq!(n(&["en, de"]), "de, en");
+        assert_eq!(n(&["de, en"]), "de, en");
+        assert_eq!(n(&["eN, De"]), "de, en");
+        assert_eq!(n(&[" en ,   de"]), "de, en");
+        assert_eq!(n(&["en", "de"]), "de, en");
+        assert_eq!(n(&["fr;q=0.5, de;Q=1.0, en-GB ; q = 0.8"]), "de, en-gb;q=0.8, fr;q=0.5");
+        assert_eq!(n(&["da, en-gb;q=0.8, en;q=0.7"]), "da, en-gb;q=0.8, en;q=0.7");
+        assert_eq!(n(&[", ,"]), "");
     }
 
     #[test]
