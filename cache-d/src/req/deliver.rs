@@ -119,8 +119,10 @@ fn http_date(v: &[u8]) -> Option<f64> {
 /// If-Modified-Since), judged on the response vcl_deliver leaves, as
 /// Varnish judges it? Only for 200 responses to GET and HEAD. With a
 /// Range, If-None-Match compares strongly (a weak ETag never matches), so
-/// the range is served instead.
-pub fn not_modified(req: &Req, resp: &Resp) -> bool {
+/// the range is served instead. `stored_date`: RFC mode, for a stored
+/// response: without Last-Modified, If-Modified-Since compares with its
+/// Date (RFC 9111 §4.3.2), where Varnish answers the whole response.
+pub fn not_modified(req: &Req, resp: &Resp, stored_date: bool) -> bool {
     if resp.status != 200 || !(&req.method[..] == b"GET" || &req.method[..] == b"HEAD") {
         return false;
     }
@@ -134,7 +136,8 @@ pub fn not_modified(req: &Req, resp: &Resp) -> bool {
     }
     if let Some(ims) = req.headers.get("if-modified-since") {
         let Some(ims) = http_date(ims).filter(|ims| *ims <= now()) else { return false };
-        return resp.headers.get("last-modified").and_then(|v| http_date(v)).is_some_and(|lm| lm <= ims);
+        let lm = resp.headers.get("last-modified").or_else(|| resp.headers.get("date").filter(|_| stored_date));
+        return lm.and_then(|v| http_date(v)).is_some_and(|lm| lm <= ims);
     }
     false
 }
@@ -280,7 +283,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
     };
     let keep = r.keep && r.framing == Framing::None;
     let len = if esi.is_some() { None } else { len };
-    let plan = plan(&r.req, len, &mut resp, r.head_only, keep, ranges);
+    let plan = plan(&r.req, len, &mut resp, r.head_only, keep, ranges, !pass && r.sh.params().has_feature("rfc9111"));
     let mut wire = std::mem::take(&mut r.sess.wire);
     let head =
         RespHead { status: plan.status, reason: plan.reason, headers: &plan.headers, framing: plan.framing.clone(), keep: plan.keep };
@@ -368,8 +371,8 @@ fn gunzip_record<T: Transport>(r: &mut Request<'_, T>, obj: &Meta, z: &Zstream) 
 /// an HTTP/1.0 client).
 /// The response's headers move into the plan (the conditionals and
 /// If-Range are judged on them first).
-fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o mut Resp, head_only: bool, keep: bool, ranges: bool) -> Plan<'o> {
-    let not_modified = not_modified(req, resp);
+fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o mut Resp, head_only: bool, keep: bool, ranges: bool, rfc: bool) -> Plan<'o> {
+    let not_modified = not_modified(req, resp, rfc);
     let range = match (resp.status, req.headers.get("range").filter(|_| ranges), len) {
         (200, Some(r), Some(n)) if !not_modified && if_range_ok(req, resp) => parse_range(r, n),
         (200, Some(r), None) if !not_modified && if_range_ok(req, resp) => range_unknown_len(r),

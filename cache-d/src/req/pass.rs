@@ -324,7 +324,7 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     // the response as vcl_deliver left it): 304, and the backend's body
     // is not read, as Varnish does on a pass. A 1xx, 204 or 304 (the
     // backend's, or one VCL set) goes out without body or length as well.
-    let current = r.req.esi_level == 0 && crate::req::deliver::not_modified(&r.req, &out);
+    let current = r.req.esi_level == 0 && crate::req::deliver::not_modified(&r.req, &out, false);
     if current || crate::http1::head::bodyless(out.status) {
         if current {
             (out.status, out.reason) = (304, bytes::Bytes::from_static(b"Not Modified"));
