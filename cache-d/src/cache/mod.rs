@@ -9,6 +9,7 @@ mod head;
 pub mod headers;
 pub mod key;
 pub mod object;
+pub mod rfc;
 pub mod spec;
 mod store;
 pub mod stv;

@@ -371,10 +371,10 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>
     }
     let p = sh.params();
     let defaults = ttl::Defaults::new(p.default_ttl, p.default_grace, p.default_keep, p.has_feature("http_date_postel"));
-    let mut life = match &life_of {
-        Some(own) => ttl::compute(200, own.iter(), t, &defaults),
-        None => ttl::compute(status, h.iter(), t, &defaults),
-    };
+    let (of_status, of) = life_of.as_ref().map_or((status, &h), |own| (200, own));
+    // RFC mode (issue 36): lifetimes as RFC 9111 computes them (the bit read once a fetch).
+    let compute = if p.has_feature("rfc9111") { crate::cache::rfc::compute } else { ttl::compute };
+    let mut life = compute(of_status, of.iter(), t, &defaults);
     if pass {
         (life.ttl, life.grace, life.keep) = (0.0, 0.0, 0.0);
     }
