@@ -11,7 +11,7 @@ use common::log::vsl::{Side as LogSide, Tag};
 use tokio::sync::oneshot;
 
 use crate::cache::body::{Blocks, Body, ObjBody};
-use crate::cache::ttl::Lifetime;
+use crate::cache::ttl::{cc_value, Lifetime};
 use crate::cache::{vary_value, BusyGuard, Kind, ObjHeaders, ObjRef, Object};
 use crate::error::{Error, Side};
 use crate::fetch::steps::{self, BeTxn, Fetched};
@@ -133,8 +133,10 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
     let mut fetched = whole_unstreamed(&sh, &*policy, (&mut f, &mut bereq), (addrs, revalidate, body), fetched).await;
     read_small_body(&mut fetched);
     // stale-if-error: a refresh that failed (or answered 5xx) leaves the
-    // stale object to deliver, rather than an error.
-    if let Some(s) = stale.as_ref().filter(|s| failed(&fetched) && sh.params().stale_if_error && !s.is_dead()) {
+    // stale object to deliver, rather than an error, unless its response
+    // forbids serving it stale.
+    let stand_in = |s: &&ObjRef| failed(&fetched) && sh.params().stale_if_error && !s.is_dead() && may_serve_stale(s);
+    if let Some(s) = stale.as_ref().filter(stand_in) {
         stale_instead(f, fetched);
         drop(guard);
         let _ = tx.send(Ok((s.clone(), stale_body)));
@@ -377,6 +379,17 @@ fn stale_instead(mut f: Fetch, fetched: Fetched) {
         _ => None,
     };
     f.done(None, conn);
+}
+
+/// May stale_if_error deliver this stale object? Not when its response
+/// says a stale copy must not be served without revalidation: RFC 9111's
+/// must-revalidate (§5.2.2.2), proxy-revalidate (§5.2.2.8), s-maxage
+/// (§5.2.2.10) and no-cache (§5.2.2.4, qualified or not), which RFC 5861
+/// §4's stale-if-error does not override. varnishd never serves stale
+/// here; this only narrows cachekit's own default (c0623, c1092).
+fn may_serve_stale(s: &ObjRef) -> bool {
+    let h = s.headers();
+    !["must-revalidate", "proxy-revalidate", "s-maxage", "no-cache"].iter().any(|d| cc_value(h.iter(), d).is_some())
 }
 
 /// Did the fetch fail, for stale-if-error's purposes?
