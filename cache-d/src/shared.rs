@@ -148,6 +148,9 @@ impl crate::vcl::model::Env for Shared {
     fn validate_headers(&self) -> bool {
         self.params().has_feature("validate_headers")
     }
+    fn rfc9111(&self) -> bool {
+        self.params().has_feature("rfc9111")
+    }
     fn purge_hash(&self, hash: &[u8], soft: Option<(f64, Option<f64>, Option<f64>)>) -> i64 {
         let n = match soft {
             Some((ttl, grace, keep)) => self.cache.soft_purge(hash, crate::util::now(), ttl, grace, keep),

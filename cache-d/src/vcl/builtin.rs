@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use crate::vcl::builtin_rfc;
 use crate::vcl::model::{Action, Headers, Req, Sub, Task};
 use common::log::vsl::Tag;
 
@@ -85,7 +86,8 @@ pub fn builtin_with(sub: Sub, t: &mut Task<'_>, hook: Hook<'_>) -> Action {
     match sub {
         Sub::Recv => {
             let parts = ["vcl_req_host", "vcl_req_method", "vcl_req_authorization", "vcl_req_cookie"];
-            parts.iter().find_map(|p| split(p, t, hook)).unwrap_or(Action::Hash)
+            let rfc = t.env.rfc9111();
+            parts.iter().find_map(|p| split_as(p, t, hook, rfc)).unwrap_or(Action::Hash)
         }
         Sub::Hash => {
             if let (Some(req), Some(key)) = (t.req.as_deref(), t.key.as_deref_mut()) {
@@ -121,7 +123,8 @@ pub fn builtin_with(sub: Sub, t: &mut Task<'_>, hook: Hook<'_>) -> Action {
                 return Action::Deliver;
             }
             let parts = ["vcl_beresp_stale", "vcl_beresp_cookie", "vcl_beresp_control", "vcl_beresp_vary"];
-            parts.iter().find_map(|p| split(p, t, hook)).unwrap_or(Action::Deliver)
+            let rfc = t.env.rfc9111();
+            parts.iter().find_map(|p| split_as(p, t, hook, rfc)).unwrap_or(Action::Deliver)
         }
         Sub::BackendError => {
             let xid = t.bereq.as_deref().map_or(0, |r| r.xid);
@@ -233,10 +236,22 @@ pub fn guru_page(status: u16, reason: &str, xid: u32) -> String {
 /// unless that decided or returned, the built-in body. `Some` ends the
 /// method with that action.
 pub fn split(name: &str, t: &mut Task<'_>, hook: Hook<'_>) -> Option<Action> {
+    let rfc = t.env.rfc9111();
+    split_as(name, t, hook, rfc)
+}
+
+/// [`split`], feature rfc9111 read once by the caller: on, the bodies
+/// [`builtin_rfc::body`] replaces run instead of Varnish's.
+pub fn split_as(name: &str, t: &mut Task<'_>, hook: Hook<'_>, rfc: bool) -> Option<Action> {
     match hook(name, t) {
         Split::Return(a) => return Some(a),
         Split::Done => return None,
         Split::Builtin => {}
+    }
+    if rfc {
+        if let Some(decided) = builtin_rfc::body(name, t, hook) {
+            return decided;
+        }
     }
     if let Some(req) = t.req.as_deref_mut() {
         match name {
@@ -265,7 +280,7 @@ pub fn split(name: &str, t: &mut Task<'_>, hook: Hook<'_>) -> Option<Action> {
         _ => false,
     };
     if hitmiss {
-        split("vcl_beresp_hitmiss", t, hook)
+        split_as("vcl_beresp_hitmiss", t, hook, rfc)
     } else {
         None
     }

@@ -7,6 +7,7 @@
 
 pub mod ast;
 pub mod builtin;
+pub mod builtin_rfc;
 pub mod check;
 pub mod compile;
 pub mod diag;

@@ -554,6 +554,10 @@ pub trait Env: Sync {
     fn validate_headers(&self) -> bool {
         true
     }
+    /// Is feature rfc9111 on (the built-in policy decides as RFC 9111 says)?
+    fn rfc9111(&self) -> bool {
+        false
+    }
 }
 
 /// The client request's body as vmod bodyaccess reads it: kept in memory

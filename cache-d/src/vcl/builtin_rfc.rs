@@ -1,0 +1,330 @@
+//! The built-in policy's decisions under feature rfc9111 (issue 36): what
+//! is looked up, stored and passed where RFC 9111/9110 and Varnish's
+//! builtin.vcl differ. [`crate::vcl::builtin`] dispatches here, read once
+//! per vcl_recv and vcl_backend_response; with the feature off nothing
+//! here runs.
+//!
+//! - Requests: `Authorization` and `Cookie` are looked up (RFC 9111 §3.5,
+//!   §3); a method outside GET/HEAD passes, an unknown one too (Varnish
+//!   pipes it), so the invalidation after unsafe methods sees it; CONNECT
+//!   still pipes (a tunnel); PRI is still a 405.
+//! - Responses, read from the field that governs this cache (as
+//!   cache/rfc.rs reads it: `CDN-Cache-Control` (RFC 9213), else
+//!   `Surrogate-Control` when it says max-age or no-store, else
+//!   `Cache-Control`): `no-store` and `private` are not stored
+//!   (hit-for-miss, as the built-in makes it); `must-understand` with a
+//!   status RFC 9110 does not define is not stored, with one it does it
+//!   overrides `no-store` (§5.2.2.3); the response to a request with
+//!   `Authorization` is stored only with `public`, `must-revalidate` or
+//!   `s-maxage` (§3.5); `Set-Cookie` does not prevent storing (RFC 9111
+//!   §3 does not; see cache-vcl(7) RFC MODE).
+//! - Stored stale: a `no-cache` response, and one stale on arrival, is
+//!   stored when it can be revalidated (a 200 with ETag or Last-Modified,
+//!   some keep left) rather than made hit-for-miss, so that each use makes
+//!   a conditional request (RFC 9111 §5.2.2.4, §4.3). `no-cache` with
+//!   field names too (`no-cache="Set-Cookie"`): the fields could only be
+//!   left out of the stored object by leaving them out for the client
+//!   whose request fetched it, which gets the object as stored.
+
+use crate::vcl::builtin::{split_as, Hook};
+use crate::vcl::model::{Action, Beresp, Headers, Req, Task};
+
+/// What feature rfc9111 does in place of a split subroutine's built-in
+/// body: `None` where it does as Varnish does (vcl_req_host,
+/// vcl_beresp_vary, vcl_beresp_hitmiss), else the body's outcome (`Some`
+/// of an action ends the method).
+pub fn body(name: &str, t: &mut Task<'_>, hook: Hook<'_>) -> Option<Option<Action>> {
+    if let Some(req) = t.req.as_deref() {
+        match name {
+            "vcl_req_method" => return Some(req_method(req)),
+            // Looked up: RFC 9111 §3.5 decides on the response, and §3
+            // stores responses whatever the request's Cookie.
+            "vcl_req_authorization" | "vcl_req_cookie" => return Some(None),
+            _ => {}
+        }
+    }
+    let b = t.beresp.as_deref_mut()?;
+    let store = match name {
+        "vcl_beresp_stale" => b.ttl > 0.0 || stored_stale(b),
+        "vcl_beresp_cookie" => true,
+        "vcl_beresp_control" => {
+            let auth = t.bereq.as_deref().is_some_and(|q| q.headers.has("authorization"));
+            control(b, auth)
+        }
+        _ => return None,
+    };
+    match store {
+        true => Some(None),
+        false => Some(split_as("vcl_beresp_hitmiss", t, hook, true)),
+    }
+}
+
+/// vcl_req_method: GET and HEAD are looked up; every other method passes
+/// (unknown ones too, which Varnish pipes), but CONNECT, a tunnel, pipes.
+fn req_method(req: &Req) -> Option<Action> {
+    match &req.method[..] {
+        b"PRI" => Some(Action::Synth(405, "Method Not Allowed".into())),
+        b"GET" | b"HEAD" => None,
+        b"CONNECT" => Some(Action::Pipe),
+        _ => Some(Action::Pass),
+    }
+}
+
+/// vcl_beresp_control: may `b` be stored? A `no-cache` one only stale
+/// ([`stored_stale`]).
+fn control(b: &mut Beresp, auth: bool) -> bool {
+    let d = directives(&b.headers);
+    if d.must_understand && !understood(b.status) {
+        return false;
+    }
+    let no_store = d.no_store && !d.must_understand;
+    if no_store || d.private || (auth && !d.shareable) {
+        return false;
+    }
+    !d.no_cache || stored_stale(b)
+}
+
+/// Stores `b` stale, to be revalidated before any use, if it can be: the
+/// next fetch can be made conditional on it (a 200 with ETag or
+/// Last-Modified, as fetch/miss.rs's ims_candidate needs) and some of its
+/// lifetime (ttl + grace + keep) is left. That lifetime moves into keep;
+/// the ttl becomes the smallest positive one, so the lookup still finds
+/// the object (it skips ttl 0, as Varnish's HSH_Lookup) while it is stale
+/// from its origin on (t_origin + f64::MIN_POSITIVE == t_origin) — but
+/// for the requests that waited for this fetch (freshness is judged at
+/// a request's start). False: not stored.
+fn stored_stale(b: &mut Beresp) -> bool {
+    let life = b.ttl + b.grace.max(0.0) + b.keep.max(0.0);
+    let validator = b.headers.has("etag") || b.headers.has("last-modified");
+    if b.status != 200 || !validator || life <= 0.0 {
+        return false;
+    }
+    (b.ttl, b.grace, b.keep) = (f64::MIN_POSITIVE, 0.0, life);
+    true
+}
+
+/// Status codes whose caching RFC 9110 defines (`must-understand`, RFC
+/// 9111 §5.2.2.3; the list cache/rfc.rs computes lifetimes with).
+fn understood(status: u16) -> bool {
+    matches!(status, 200..=206 | 300..=305 | 307 | 308 | 400..=417 | 421 | 422 | 426 | 500..=505)
+}
+
+/// The storing directives of the field that governs a shared cache.
+#[derive(Debug, Default, PartialEq)]
+pub struct Directives {
+    pub no_store: bool,
+    /// `no-cache`, with or without field names.
+    pub no_cache: bool,
+    /// `private`, with or without field names.
+    pub private: bool,
+    /// `public`, `must-revalidate` or `s-maxage`: shareable although the
+    /// request had Authorization (RFC 9111 §3.5).
+    pub shareable: bool,
+    pub must_understand: bool,
+    pub max_age: bool,
+    /// Any directive at all.
+    pub any: bool,
+}
+
+/// Reads the directives of the field that governs this cache, every line
+/// of it: `CDN-Cache-Control` when it has any (RFC 9213), else
+/// `Surrogate-Control` when it says max-age or no-store (its other
+/// members are ESI capabilities), else `Cache-Control`.
+pub fn directives(h: &Headers) -> Directives {
+    let cdn = of(h, "cdn-cache-control");
+    if cdn.any {
+        return cdn;
+    }
+    let sc = of(h, "surrogate-control");
+    if sc.max_age || sc.no_store {
+        return sc;
+    }
+    of(h, "cache-control")
+}
+
+/// The directives of every `field` line.
+fn of(h: &Headers, field: &str) -> Directives {
+    let mut d = Directives::default();
+    for (_, v) in h.iter().filter(|(n, _)| n.eq_ignore_ascii_case(field.as_bytes())) {
+        for (name, _) in list(v) {
+            d.any = true;
+            match name.to_ascii_lowercase().as_str() {
+                "no-store" => d.no_store = true,
+                "no-cache" => d.no_cache = true,
+                "private" => d.private = true,
+                "public" | "must-revalidate" | "s-maxage" => d.shareable = true,
+                "must-understand" => d.must_understand = true,
+                "max-age" => d.max_age = true,
+                _ => {}
+            }
+        }
+    }
+    d
+}
+
+/// The directives of one field line: `name` or `name=value`, split at
+/// commas outside quoted strings, a quoted value unquoted (`\` escapes).
+fn list(v: &[u8]) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    let (mut cur, mut quoted, mut escaped) = (Vec::new(), false, false);
+    for &c in v.iter().chain(std::iter::once(&b',')) {
+        match c {
+            _ if escaped => {
+                cur.push(c);
+                escaped = false;
+            }
+            b'\\' if quoted => escaped = true,
+            b'"' => quoted = !quoted,
+            b',' if !quoted => {
+                let item = String::from_utf8_lossy(&cur).into_owned();
+                if let Some((n, val)) = item.split_once('=') {
+                    out.push((n.trim().to_string(), Some(val.trim().to_string())));
+                } else if !item.trim().is_empty() {
+                    out.push((item.trim().to_string(), None));
+                }
+                cur.clear();
+            }
+            _ => cur.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn headers(hdrs: &[(&str, &str)]) -> Headers {
+        Headers(hdrs.iter().map(|(n, v)| (Bytes::copy_from_slice(n.as_bytes()), Bytes::copy_from_slice(v.as_bytes()))).collect())
+    }
+
+    fn beresp(status: u16, hdrs: &[(&str, &str)], ttl: f64) -> Beresp {
+        Beresp { status, headers: headers(hdrs), ttl, grace: 10.0, keep: 0.0, ..Beresp::default() }
+    }
+
+    #[test]
+    fn directives_are_read_from_every_line_with_quoted_lists() {
+        let d = directives(&headers(&[("Cache-Control", "no-cache=\"a, B\", max-age=3600"), ("Cache-Control", "Public")]));
+        assert_eq!(d, Directives { no_cache: true, shareable: true, max_age: true, any: true, ..Directives::default() });
+        let d = directives(&headers(&[("Cache-Control", "No-CaChE, nO-StOrE, must-understand")]));
+        assert!(d.no_cache && d.no_store && d.must_understand && !d.private);
+        assert!(directives(&headers(&[("Cache-Control", "private=\"set-cookie\"")])).private);
+        // A quoted comma does not end the directive; an escaped quote does not end the string.
+        assert_eq!(list(br#"a="x,\"y", b"#), vec![("a".into(), Some("x,\"y".into())), ("b".into(), None)]);
+        assert_eq!(list(b" , s-maxage=60 ,"), vec![("s-maxage".into(), Some("60".into()))]);
+    }
+
+    #[test]
+    fn the_targeted_field_governs() {
+        let h = headers(&[("CDN-Cache-Control", "max-age=60"), ("Cache-Control", "no-store")]);
+        assert_eq!(directives(&h), Directives { max_age: true, any: true, ..Directives::default() });
+        // Surrogate-Control only with max-age or no-store (else ESI capabilities).
+        let h = headers(&[("Surrogate-Control", "content=\"ESI/1.0\""), ("Cache-Control", "private")]);
+        assert!(directives(&h).private);
+        let h = headers(&[("Surrogate-Control", "no-store"), ("Cache-Control", "public")]);
+        assert!(directives(&h).no_store && !directives(&h).shareable);
+        let h = headers(&[("CDN-Cache-Control", "private"), ("Surrogate-Control", "max-age=60")]);
+        assert!(directives(&h).private);
+    }
+
+    #[test]
+    fn what_is_stored() {
+        let stored = |status, hdrs: &[(&str, &str)], auth| control(&mut beresp(status, hdrs, 60.0), auth);
+        assert!(stored(200, &[("Cache-Control", "max-age=60"), ("Set-Cookie", "a=b")], false));
+        assert!(!stored(200, &[("Cache-Control", "max-age=60, no-store")], false));
+        assert!(!stored(200, &[("Cache-Control", "private, max-age=60")], false));
+        assert!(!stored(200, &[("Cache-Control", "private=\"set-cookie\", max-age=60")], false));
+        // Authorization: only explicitly shareable responses (RFC 9111 §3.5).
+        assert!(!stored(200, &[("Cache-Control", "max-age=60")], true));
+        for cc in ["max-age=60, public", "max-age=60, must-revalidate", "s-maxage=60"] {
+            assert!(stored(200, &[("Cache-Control", cc)], true), "{cc}");
+        }
+        // must-understand: an unknown status is not stored; a known one overrides no-store.
+        assert!(!stored(599, &[("Cache-Control", "max-age=60, must-understand")], false));
+        assert!(stored(200, &[("Cache-Control", "max-age=60, must-understand, no-store")], false));
+    }
+
+    #[test]
+    fn no_cache_is_stored_for_revalidation() {
+        let mut b = beresp(200, &[("Cache-Control", "max-age=60, no-cache"), ("ETag", "\"x\"")], 60.0);
+        assert!(control(&mut b, false));
+        assert_eq!((b.ttl, b.grace, b.keep), (f64::MIN_POSITIVE, 0.0, 70.0));
+        assert_eq!(1.8e9 + b.ttl, 1.8e9);
+        // Nothing to revalidate with, or no lifetime at all: not stored.
+        assert!(!control(&mut beresp(200, &[("Cache-Control", "max-age=60, no-cache")], 60.0), false));
+        let mut b = beresp(200, &[("Cache-Control", "no-cache"), ("ETag", "\"x\"")], 0.0);
+        b.grace = 0.0;
+        assert!(!control(&mut b, false));
+        b.keep = 3600.0;
+        assert!(control(&mut b, false) && b.keep == 3600.0);
+        // Field names: revalidated all the same, the fields kept.
+        let mut b = beresp(200, &[("Cache-Control", "no-cache=\"a, b\", max-age=60"), ("A", "1"), ("Last-Modified", "x")], 60.0);
+        assert!(control(&mut b, false));
+        assert!(b.headers.has("a") && b.keep == 70.0);
+    }
+
+    #[test]
+    fn stale_on_arrival_is_stored_when_it_can_be_revalidated() {
+        let mut b = beresp(200, &[("ETag", "\"x\"")], 0.0);
+        b.keep = 3600.0;
+        assert!(stored_stale(&mut b));
+        assert_eq!((b.ttl, b.grace, b.keep), (f64::MIN_POSITIVE, 0.0, 3610.0));
+        let mut b = beresp(404, &[("ETag", "\"x\"")], 0.0);
+        b.keep = 3600.0;
+        assert!(!stored_stale(&mut b));
+        assert!(!stored_stale(&mut beresp(200, &[("Cache-Control", "max-age=0")], -5.0)));
+    }
+
+    struct Rfc;
+    impl crate::vcl::model::Env for Rfc {
+        fn rfc9111(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn the_builtin_dispatches_here_and_still_runs_the_programs_split_subs() {
+        use crate::vcl::builtin::{builtin_with, Split};
+        use crate::vcl::model::{Bereq, Sub};
+        let recv = |method: &'static str, hdrs: &[(&str, &str)], hook: Hook<'_>| {
+            let mut r = Req { method: Bytes::from_static(method.as_bytes()), headers: headers(hdrs), minor: 1, ..Req::default() };
+            let mut t = Task::new(&Rfc);
+            t.req = Some(&mut r);
+            builtin_with(Sub::Recv, &mut t, hook)
+        };
+        let none = &|_: &str, _: &mut Task<'_>| Split::Builtin;
+        assert_eq!(recv("GET", &[("Host", "a"), ("Cookie", "x=1"), ("Authorization", "Basic x")], none), Action::Hash);
+        assert_eq!(recv("BREW", &[("Host", "a")], none), Action::Pass);
+        assert_eq!(recv("GET", &[], none), Action::Synth(400, "Bad Request".into()));
+        let cookie_pass = &|n: &str, _: &mut Task<'_>| if n == "vcl_req_cookie" { Split::Return(Action::Pass) } else { Split::Builtin };
+        assert_eq!(recv("GET", &[("Host", "a"), ("Cookie", "x=1")], cookie_pass), Action::Pass);
+        let response = |hdrs: &[(&str, &str)], auth: bool| {
+            let mut bereq = Bereq::default();
+            if auth {
+                bereq.headers = headers(&[("Authorization", "Basic x")]);
+            }
+            let mut b = beresp(200, hdrs, 60.0);
+            let mut t = Task::new(&Rfc);
+            (t.bereq, t.beresp) = (Some(&mut bereq), Some(&mut b));
+            assert_eq!(builtin_with(Sub::BackendResponse, &mut t, none), Action::Deliver);
+            (b.uncacheable, b.ttl)
+        };
+        assert_eq!(response(&[("Set-Cookie", "a=b")], false), (false, 60.0));
+        assert_eq!(response(&[("Cache-Control", "max-age=60")], true), (true, 120.0));
+        assert_eq!(response(&[("Cache-Control", "max-age=60, public")], true), (false, 60.0));
+        assert_eq!(response(&[("Cache-Control", "no-cache"), ("ETag", "\"x\"")], false), (false, f64::MIN_POSITIVE));
+        assert_eq!(response(&[("Vary", "*")], false), (true, 120.0));
+    }
+
+    #[test]
+    fn methods() {
+        let m = |method: &'static str| req_method(&Req { method: Bytes::from_static(method.as_bytes()), ..Req::default() });
+        assert_eq!((m("GET"), m("HEAD")), (None, None));
+        for method in ["POST", "PUT", "DELETE", "PATCH", "M-SEARCH", "BREW"] {
+            assert_eq!(m(method), Some(Action::Pass), "{method}");
+        }
+        assert_eq!(m("CONNECT"), Some(Action::Pipe));
+        assert_eq!(m("PRI"), Some(Action::Synth(405, "Method Not Allowed".into())));
+    }
+}
