@@ -276,7 +276,15 @@ pub fn split_as(name: &str, t: &mut Task<'_>, hook: Hook<'_>, rfc: bool) -> Opti
             true => h.contains_ci("surrogate-control", "no-store"),
             false => ["no-cache", "no-store", "private"].iter().any(|d| h.contains_ci("cache-control", d)),
         },
-        "vcl_beresp_vary" => h.get("vary").is_some_and(|v| v.trim_ascii() == b"*"),
+        // Varnish's builtin takes only a Vary that is exactly `*`; a `*`
+        // anywhere in any Vary line (`*, *`, `foo, *`, a second line) also
+        // means the response never matches a later request (RFC 9110
+        // §12.5.5, RFC 9111 §4.1): cachekit's RFC fix in the default, as
+        // no VCL can rely on reusing such a response (cache-tests
+        // vary-syntax-*, c1093).
+        "vcl_beresp_vary" => {
+            h.iter().any(|(n, v)| n.eq_ignore_ascii_case(b"vary") && v.split(|&c| c == b',').any(|e| e.trim_ascii() == b"*"))
+        }
         _ => false,
     };
     if hitmiss {
@@ -399,6 +407,13 @@ mod tests {
         assert_eq!(check(&[("Surrogate-Control", "max-age=60"), ("Cache-Control", "no-cache")], 60.0), (false, 60.0));
         assert_eq!(check(&[("Surrogate-Control", "no-store")], 60.0), (true, 120.0));
         assert_eq!(check(&[("Vary", "*")], 60.0), (true, 120.0));
+        // A `*` anywhere in any Vary line, too (RFC 9110 §12.5.5).
+        for vary in
+            [&[("Vary", "*, *")][..], &[("Vary", ", *")], &[("Vary", "foo, *")], &[("Vary", " * ,foo")], &[("Vary", "foo"), ("Vary", "*")]]
+        {
+            assert_eq!(check(vary, 60.0), (true, 120.0), "{vary:?}");
+        }
+        assert_eq!(check(&[("Vary", "foo, **")], 60.0), (false, 60.0));
         // A pass is delivered as it is.
         let mut b = Beresp { status: 200, ttl: 0.0, ..Beresp::default() };
         let pass = Bereq { uncacheable: true, ..Bereq::default() };
