@@ -135,7 +135,8 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
     // stale-if-error: a refresh that failed (or answered 5xx) leaves the
     // stale object to deliver, rather than an error, unless its response
     // forbids serving it stale.
-    let stand_in = |s: &&ObjRef| failed(&fetched) && sh.params().stale_if_error && !s.is_dead() && may_serve_stale(s);
+    let rfc = sh.params().has_feature("rfc9111");
+    let stand_in = |s: &&ObjRef| failed(&fetched) && sh.params().stale_if_error && !s.is_dead() && may_serve_stale(s, rfc);
     if let Some(s) = stale.as_ref().filter(stand_in) {
         stale_instead(f, fetched);
         drop(guard);
@@ -386,9 +387,14 @@ fn stale_instead(mut f: Fetch, fetched: Fetched) {
 /// must-revalidate (§5.2.2.2), proxy-revalidate (§5.2.2.8), s-maxage
 /// (§5.2.2.10) and no-cache (§5.2.2.4, qualified or not), which RFC 5861
 /// §4's stale-if-error does not override. varnishd never serves stale
-/// here; this only narrows cachekit's own default (c0623, c1092).
-fn may_serve_stale(s: &ObjRef) -> bool {
+/// here; this only narrows cachekit's own default (c0623, c1092). In RFC
+/// mode only the response's stale-if-error=N allows it (RFC 9111 §4.2.4;
+/// `cache::rfc::stale_on_error`, c1104).
+fn may_serve_stale(s: &ObjRef, rfc: bool) -> bool {
     let h = s.headers();
+    if rfc {
+        return crate::cache::rfc::stale_on_error(h.iter(), s.obj.life(), now());
+    }
     !["must-revalidate", "proxy-revalidate", "s-maxage", "no-cache"].iter().any(|d| cc_value(h.iter(), d).is_some())
 }
 
