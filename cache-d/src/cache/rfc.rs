@@ -295,11 +295,11 @@ where
     I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
 {
     let (dir, with_expires) = governing(headers.clone());
-    let date = match one(headers.clone(), "date", http_date) {
+    let date = match one(headers.clone(), "date", |v| http_date(v, now)) {
         One::At(t) => Some(t),
         _ => None,
     };
-    let expires = if with_expires { one(headers.clone(), "expires", http_date) } else { One::Absent };
+    let expires = if with_expires { one(headers.clone(), "expires", |v| http_date(v, now)) } else { One::Absent };
     let age = one(headers.clone(), "age", age_value);
     let date_v = date.unwrap_or(now);
     // §4.2.3: current age from Age and from Date; a Date behind our clock
@@ -329,7 +329,7 @@ where
         }
         (None, One::At(e)) => (e - date_v).max(0.0),
         (None, One::Invalid) => 0.0,
-        (None, One::Absent) if heuristic_status(status) || dir.public => heuristic(headers, date_v).unwrap_or(d.ttl),
+        (None, One::Absent) if heuristic_status(status) || dir.public => heuristic(headers, date_v, now).unwrap_or(d.ttl),
         (None, One::Absent) => return l,
     };
     if age == One::Invalid {
@@ -352,8 +352,8 @@ where
 
 /// RFC 9111 §4.2.2: 10% of the time from Last-Modified to Date, at most
 /// [`HEURISTIC_MAX`]; None without a usable Last-Modified.
-fn heuristic<'a>(headers: impl Iterator<Item = (&'a [u8], &'a [u8])>, date: f64) -> Option<f64> {
-    match one(headers, "last-modified", http_date) {
+fn heuristic<'a>(headers: impl Iterator<Item = (&'a [u8], &'a [u8])>, date: f64, now: f64) -> Option<f64> {
+    match one(headers, "last-modified", |v| http_date(v, now)) {
         One::At(lm) if lm <= date => Some(((date - lm) * HEURISTIC_FRACTION).min(HEURISTIC_MAX)),
         _ => None,
     }
@@ -383,7 +383,7 @@ where
 /// four-digit year except in RFC 850, GMT — but names in any case, and the
 /// weekday not checked against the date (it is redundant). Anything else
 /// is not a date: an Expires that is not one makes a response stale.
-pub fn http_date(s: &[u8]) -> Option<f64> {
+pub fn http_date(s: &[u8], now: f64) -> Option<f64> {
     let mut c = Cursor { b: s.trim_ascii(), i: 0 };
     let (year, month, day, secs) = match c.b.get(3) {
         Some(b',') => {
@@ -423,7 +423,7 @@ pub fn http_date(s: &[u8]) -> Option<f64> {
             c.lit(b" ")?;
             let secs = c.time()?;
             c.lit(b" GMT")?;
-            (two_digit_year(yy), month, day, secs)
+            (two_digit_year(yy, now), month, day, secs)
         }
     };
     let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
@@ -434,12 +434,10 @@ pub fn http_date(s: &[u8]) -> Option<f64> {
     Some((days_from_civil(year, month + 1, day) * 86_400 + secs) as f64)
 }
 
-/// RFC 9110 §5.6.7: a two-digit year more than 50 years in the future is
-/// the most recent past year with those digits. Judged against the
-/// current year, since a date's meaning does not wait for a clock.
-fn two_digit_year(yy: i64) -> i64 {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-    let this_year = common::httpdate::civil(now / 86_400).0;
+/// RFC 9110 §5.6.7: a two-digit year more than 50 years after `now`'s
+/// is the most recent past year with those digits.
+fn two_digit_year(yy: i64, now: f64) -> i64 {
+    let this_year = common::httpdate::civil((now / 86_400.0).floor() as i64).0;
     let year = this_year - this_year % 100 + yy;
     if year > this_year + 50 {
         year - 100
@@ -596,13 +594,15 @@ mod tests {
             "Sun Nov  6 08:49:37 1994",
             " SUN, 06 NOV 1994 08:49:37 gmt ",
         ] {
-            assert_eq!(http_date(s.as_bytes()), Some(t), "{s}");
+            assert_eq!(http_date(s.as_bytes(), NOW), Some(t), "{s}");
         }
         // The weekday is not checked; names are.
-        assert_eq!(http_date(b"Mon, 06 Nov 1994 08:49:37 GMT"), Some(t));
-        assert_eq!(http_date(b"Thu, 18 Aug 2050 02:01:18 GMT"), Some(2_544_400_878.0));
-        assert_eq!(http_date(b"Thursday, 18-Aug-50 02:01:18 GMT"), Some(2_544_400_878.0));
-        assert_eq!(http_date(b"Sat, 01 Jan 1900 00:00:00 GMT"), Some(-2_208_988_800.0));
+        assert_eq!(http_date(b"Mon, 06 Nov 1994 08:49:37 GMT", NOW), Some(t));
+        assert_eq!(http_date(b"Thu, 18 Aug 2050 02:01:18 GMT", NOW), Some(2_544_400_878.0));
+        assert_eq!(http_date(b"Thursday, 18-Aug-50 02:01:18 GMT", NOW), Some(2_544_400_878.0));
+        assert_eq!(http_date(b"Sat, 01 Jan 1900 00:00:00 GMT", NOW), Some(-2_208_988_800.0));
+        // A two-digit year more than 50 years ahead of now (2023) is the past one.
+        assert_eq!(http_date(b"Saturday, 01-Jan-77 00:00:00 GMT", NOW), Some(220_924_800.0));
         for s in [
             "Thu, 18  Aug  2050 02:01:18 GMT",
             "Thu, 18-Aug-2050 02:01:18 GMT",
@@ -616,7 +616,7 @@ mod tests {
             "Thu, 18 Aug 2050 02:01:18 GMT x",
             "",
         ] {
-            assert_eq!(http_date(s.as_bytes()), None, "{s}");
+            assert_eq!(http_date(s.as_bytes(), NOW), None, "{s}");
         }
     }
 
