@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use crate::vcl::builtin_rfc;
+use crate::vcl::builtin_rfc::{self, Decision};
 use crate::vcl::model::{Action, Headers, Req, Sub, Task};
 use common::log::vsl::Tag;
 
@@ -249,8 +249,10 @@ pub fn split_as(name: &str, t: &mut Task<'_>, hook: Hook<'_>, rfc: bool) -> Opti
         Split::Builtin => {}
     }
     if rfc {
-        if let Some(decided) = builtin_rfc::body(name, t, hook) {
-            return decided;
+        match builtin_rfc::body(name, t) {
+            Decision::Varnish => {}
+            Decision::Decided(a) => return a,
+            Decision::HitMiss => return split_as("vcl_beresp_hitmiss", t, hook, rfc),
         }
     }
     if let Some(req) = t.req.as_deref_mut() {

@@ -26,24 +26,31 @@
 //!   left out of the stored object by leaving them out for the client
 //!   whose request fetched it, which gets the object as stored.
 
-use crate::vcl::builtin::{split_as, Hook};
 use crate::vcl::model::{Action, Beresp, Headers, Req, Task};
 
-/// What feature rfc9111 does in place of a split subroutine's built-in
-/// body: `None` where it does as Varnish does (vcl_req_host,
-/// vcl_beresp_vary, vcl_beresp_hitmiss), else the body's outcome (`Some`
-/// of an action ends the method).
-pub fn body(name: &str, t: &mut Task<'_>, hook: Hook<'_>) -> Option<Option<Action>> {
+/// What feature rfc9111 makes of a split subroutine's built-in body.
+#[derive(Debug, PartialEq)]
+pub enum Decision {
+    /// As Varnish's (vcl_req_host, vcl_beresp_vary, vcl_beresp_hitmiss).
+    Varnish,
+    /// The body's outcome: `Some` ends the method with that action.
+    Decided(Option<Action>),
+    /// Not stored: the built-in vcl_beresp_hitmiss follows.
+    HitMiss,
+}
+
+/// The body of split subroutine `name` under feature rfc9111.
+pub fn body(name: &str, t: &mut Task<'_>) -> Decision {
     if let Some(req) = t.req.as_deref() {
         match name {
-            "vcl_req_method" => return Some(req_method(req)),
+            "vcl_req_method" => return Decision::Decided(req_method(req)),
             // Looked up: RFC 9111 §3.5 decides on the response, and §3
             // stores responses whatever the request's Cookie.
-            "vcl_req_authorization" | "vcl_req_cookie" => return Some(None),
+            "vcl_req_authorization" | "vcl_req_cookie" => return Decision::Decided(None),
             _ => {}
         }
     }
-    let b = t.beresp.as_deref_mut()?;
+    let Some(b) = t.beresp.as_deref_mut() else { return Decision::Varnish };
     let store = match name {
         "vcl_beresp_stale" => b.ttl > 0.0 || stored_stale(b),
         "vcl_beresp_cookie" => true,
@@ -51,11 +58,11 @@ pub fn body(name: &str, t: &mut Task<'_>, hook: Hook<'_>) -> Option<Option<Actio
             let auth = t.bereq.as_deref().is_some_and(|q| q.headers.has("authorization"));
             control(b, auth)
         }
-        _ => return None,
+        _ => return Decision::Varnish,
     };
     match store {
-        true => Some(None),
-        false => Some(split_as("vcl_beresp_hitmiss", t, hook, true)),
+        true => Decision::Decided(None),
+        false => Decision::HitMiss,
     }
 }
 
@@ -276,45 +283,36 @@ mod tests {
         assert!(!stored_stale(&mut beresp(200, &[("Cache-Control", "max-age=0")], -5.0)));
     }
 
-    struct Rfc;
-    impl crate::vcl::model::Env for Rfc {
-        fn rfc9111(&self) -> bool {
-            true
-        }
-    }
-
     #[test]
-    fn the_builtin_dispatches_here_and_still_runs_the_programs_split_subs() {
-        use crate::vcl::builtin::{builtin_with, Split};
-        use crate::vcl::model::{Bereq, Sub};
-        let recv = |method: &'static str, hdrs: &[(&str, &str)], hook: Hook<'_>| {
-            let mut r = Req { method: Bytes::from_static(method.as_bytes()), headers: headers(hdrs), minor: 1, ..Req::default() };
-            let mut t = Task::new(&Rfc);
+    fn each_split_body_decides() {
+        use crate::vcl::model::{Bereq, NoEnv};
+        let recv = |name: &str, method: &'static str| {
+            let mut r = Req { method: Bytes::from_static(method.as_bytes()), headers: headers(&[("Cookie", "x=1")]), ..Req::default() };
+            let mut t = Task::new(&NoEnv);
             t.req = Some(&mut r);
-            builtin_with(Sub::Recv, &mut t, hook)
+            body(name, &mut t)
         };
-        let none = &|_: &str, _: &mut Task<'_>| Split::Builtin;
-        assert_eq!(recv("GET", &[("Host", "a"), ("Cookie", "x=1"), ("Authorization", "Basic x")], none), Action::Hash);
-        assert_eq!(recv("BREW", &[("Host", "a")], none), Action::Pass);
-        assert_eq!(recv("GET", &[], none), Action::Synth(400, "Bad Request".into()));
-        let cookie_pass = &|n: &str, _: &mut Task<'_>| if n == "vcl_req_cookie" { Split::Return(Action::Pass) } else { Split::Builtin };
-        assert_eq!(recv("GET", &[("Host", "a"), ("Cookie", "x=1")], cookie_pass), Action::Pass);
-        let response = |hdrs: &[(&str, &str)], auth: bool| {
+        assert_eq!(recv("vcl_req_cookie", "GET"), Decision::Decided(None));
+        assert_eq!(recv("vcl_req_authorization", "GET"), Decision::Decided(None));
+        assert_eq!(recv("vcl_req_method", "BREW"), Decision::Decided(Some(Action::Pass)));
+        assert_eq!(recv("vcl_req_host", "GET"), Decision::Varnish);
+        let response = |name: &str, hdrs: &[(&str, &str)], auth: bool| {
             let mut bereq = Bereq::default();
             if auth {
                 bereq.headers = headers(&[("Authorization", "Basic x")]);
             }
             let mut b = beresp(200, hdrs, 60.0);
-            let mut t = Task::new(&Rfc);
+            let mut t = Task::new(&NoEnv);
             (t.bereq, t.beresp) = (Some(&mut bereq), Some(&mut b));
-            assert_eq!(builtin_with(Sub::BackendResponse, &mut t, none), Action::Deliver);
-            (b.uncacheable, b.ttl)
+            (body(name, &mut t), b.ttl)
         };
-        assert_eq!(response(&[("Set-Cookie", "a=b")], false), (false, 60.0));
-        assert_eq!(response(&[("Cache-Control", "max-age=60")], true), (true, 120.0));
-        assert_eq!(response(&[("Cache-Control", "max-age=60, public")], true), (false, 60.0));
-        assert_eq!(response(&[("Cache-Control", "no-cache"), ("ETag", "\"x\"")], false), (false, f64::MIN_POSITIVE));
-        assert_eq!(response(&[("Vary", "*")], false), (true, 120.0));
+        assert_eq!(response("vcl_beresp_cookie", &[("Set-Cookie", "a=b")], false), (Decision::Decided(None), 60.0));
+        assert_eq!(response("vcl_beresp_control", &[("Cache-Control", "max-age=60")], true).0, Decision::HitMiss);
+        assert_eq!(response("vcl_beresp_control", &[("Cache-Control", "public")], true).0, Decision::Decided(None));
+        let no_cache = response("vcl_beresp_control", &[("Cache-Control", "no-cache"), ("ETag", "\"x\"")], false);
+        assert_eq!(no_cache, (Decision::Decided(None), f64::MIN_POSITIVE));
+        assert_eq!(response("vcl_beresp_vary", &[("Vary", "*")], false).0, Decision::Varnish);
+        assert_eq!(response("vcl_beresp_hitmiss", &[], false).0, Decision::Varnish);
     }
 
     #[test]
