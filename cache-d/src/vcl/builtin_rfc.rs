@@ -16,8 +16,10 @@
 //!   status RFC 9110 does not define is not stored, with one it does it
 //!   overrides `no-store` (§5.2.2.3); the response to a request with
 //!   `Authorization` is stored only with `public`, `must-revalidate` or
-//!   `s-maxage` (§3.5); `Set-Cookie` does not prevent storing (RFC 9111
-//!   §3 does not; see cache-vcl(7) RFC MODE).
+//!   `s-maxage` (§3.5); a response with `Set-Cookie` is stored when the
+//!   origin gave it explicit freshness (max-age, s-maxage, Expires) or
+//!   `public` — RFC 9111 §3 does not forbid it, and then the origin chose —
+//!   but not from default_ttl or a heuristic (see cache-vcl(7) RFC MODE).
 //! - Stored stale: a `no-cache` response, and one stale on arrival, is
 //!   stored when it can be revalidated (a 200 with ETag or Last-Modified,
 //!   some keep left) rather than made hit-for-miss, so that each use makes
@@ -53,7 +55,9 @@ pub fn body(name: &str, t: &mut Task<'_>) -> Decision {
     let Some(b) = t.beresp.as_deref_mut() else { return Decision::Varnish };
     let store = match name {
         "vcl_beresp_stale" => b.ttl > 0.0 || stored_stale(b),
-        "vcl_beresp_cookie" => true,
+        // Stored when the origin says it may be, explicitly: not from
+        // default_ttl or a heuristic (see cache-vcl(7) RFC MODE).
+        "vcl_beresp_cookie" => !b.headers.has("set-cookie") || directives(&b.headers).explicit,
         "vcl_beresp_control" => {
             let auth = t.bereq.as_deref().is_some_and(|q| q.headers.has("authorization"));
             control(b, auth)
@@ -129,6 +133,9 @@ pub struct Directives {
     pub shareable: bool,
     pub must_understand: bool,
     pub max_age: bool,
+    /// The origin said for how long, or that anyone may, store it:
+    /// `max-age`, `s-maxage`, `public`, or (under Cache-Control) Expires.
+    pub explicit: bool,
     /// Any directive at all.
     pub any: bool,
 }
@@ -146,7 +153,9 @@ pub fn directives(h: &Headers) -> Directives {
     if sc.max_age || sc.no_store {
         return sc;
     }
-    of(h, "cache-control")
+    let mut cc = of(h, "cache-control");
+    cc.explicit |= h.has("expires");
+    cc
 }
 
 /// The directives of every `field` line.
@@ -159,9 +168,10 @@ fn of(h: &Headers, field: &str) -> Directives {
                 "no-store" => d.no_store = true,
                 "no-cache" => d.no_cache = true,
                 "private" => d.private = true,
-                "public" | "must-revalidate" | "s-maxage" => d.shareable = true,
+                "must-revalidate" => d.shareable = true,
+                "public" | "s-maxage" => (d.shareable, d.explicit) = (true, true),
                 "must-understand" => d.must_understand = true,
-                "max-age" => d.max_age = true,
+                "max-age" => (d.max_age, d.explicit) = (true, true),
                 _ => {}
             }
         }
@@ -213,7 +223,7 @@ mod tests {
     #[test]
     fn directives_are_read_from_every_line_with_quoted_lists() {
         let d = directives(&headers(&[("Cache-Control", "no-cache=\"a, B\", max-age=3600"), ("Cache-Control", "Public")]));
-        assert_eq!(d, Directives { no_cache: true, shareable: true, max_age: true, any: true, ..Directives::default() });
+        assert_eq!(d, Directives { no_cache: true, shareable: true, max_age: true, explicit: true, any: true, ..Directives::default() });
         let d = directives(&headers(&[("Cache-Control", "No-CaChE, nO-StOrE, must-understand")]));
         assert!(d.no_cache && d.no_store && d.must_understand && !d.private);
         assert!(directives(&headers(&[("Cache-Control", "private=\"set-cookie\"")])).private);
@@ -225,7 +235,7 @@ mod tests {
     #[test]
     fn the_targeted_field_governs() {
         let h = headers(&[("CDN-Cache-Control", "max-age=60"), ("Cache-Control", "no-store")]);
-        assert_eq!(directives(&h), Directives { max_age: true, any: true, ..Directives::default() });
+        assert_eq!(directives(&h), Directives { max_age: true, explicit: true, any: true, ..Directives::default() });
         // Surrogate-Control only with max-age or no-store (else ESI capabilities).
         let h = headers(&[("Surrogate-Control", "content=\"ESI/1.0\""), ("Cache-Control", "private")]);
         assert!(directives(&h).private);
@@ -306,7 +316,16 @@ mod tests {
             (t.bereq, t.beresp) = (Some(&mut bereq), Some(&mut b));
             (body(name, &mut t), b.ttl)
         };
-        assert_eq!(response("vcl_beresp_cookie", &[("Set-Cookie", "a=b")], false), (Decision::Decided(None), 60.0));
+        // Set-Cookie: stored with explicit freshness (or public) only.
+        for explicit in [("Cache-Control", "max-age=60"), ("Cache-Control", "s-maxage=60"), ("Cache-Control", "public"), ("Expires", "x")] {
+            let hdrs = [("Set-Cookie", "a=b"), explicit];
+            assert_eq!(response("vcl_beresp_cookie", &hdrs, false), (Decision::Decided(None), 60.0), "{explicit:?}");
+        }
+        assert_eq!(response("vcl_beresp_cookie", &[("Set-Cookie", "a=b")], false).0, Decision::HitMiss);
+        let no_cache =
+            [("Set-Cookie", "a=b"), ("Cache-Control", "no-cache, must-revalidate"), ("Expires", "x"), ("CDN-Cache-Control", "no-cache")];
+        assert_eq!(response("vcl_beresp_cookie", &no_cache, false).0, Decision::HitMiss);
+        assert_eq!(response("vcl_beresp_cookie", &[("Cache-Control", "no-cache")], false).0, Decision::Decided(None));
         assert_eq!(response("vcl_beresp_control", &[("Cache-Control", "max-age=60")], true).0, Decision::HitMiss);
         assert_eq!(response("vcl_beresp_control", &[("Cache-Control", "public")], true).0, Decision::Decided(None));
         let no_cache = response("vcl_beresp_control", &[("Cache-Control", "no-cache"), ("ETag", "\"x\"")], false);
