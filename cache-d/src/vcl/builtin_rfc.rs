@@ -16,10 +16,11 @@
 //!   status RFC 9110 does not define is not stored, with one it does it
 //!   overrides `no-store` (§5.2.2.3); the response to a request with
 //!   `Authorization` is stored only with `public`, `must-revalidate` or
-//!   `s-maxage` (§3.5); a response with `Set-Cookie` is stored when the
-//!   origin gave it explicit freshness (max-age, s-maxage, Expires) or
-//!   `public` — RFC 9111 §3 does not forbid it, and then the origin chose —
-//!   but not from default_ttl or a heuristic (see cache-vcl(7) RFC MODE).
+//!   `s-maxage` (§3.5); a response with `Set-Cookie`, or to a request with
+//!   `Cookie`, is stored when the origin gave it explicit freshness
+//!   (max-age, s-maxage, Expires) or `public` — RFC 9111 §3 does not
+//!   forbid it, and then the origin chose — but not from default_ttl or a
+//!   heuristic (see cache-vcl(7) RFC MODE).
 //! - Stored stale: a `no-cache` response, and one stale on arrival, is
 //!   stored when it can be revalidated (a 200 with ETag or Last-Modified,
 //!   some keep left) rather than made hit-for-miss, so that each use makes
@@ -55,9 +56,12 @@ pub fn body(name: &str, t: &mut Task<'_>) -> Decision {
     let Some(b) = t.beresp.as_deref_mut() else { return Decision::Varnish };
     let store = match name {
         "vcl_beresp_stale" => b.ttl > 0.0 || stored_stale(b),
-        // Stored when the origin says it may be, explicitly: not from
-        // default_ttl or a heuristic (see cache-vcl(7) RFC MODE).
-        "vcl_beresp_cookie" => !b.headers.has("set-cookie") || directives(&b.headers).explicit,
+        // With cookies, stored when the origin says it may be, explicitly:
+        // not from default_ttl or a heuristic (see cache-vcl(7) RFC MODE).
+        "vcl_beresp_cookie" => {
+            let cookie = t.bereq.as_deref().is_some_and(|q| q.headers.has("cookie"));
+            !(cookie || b.headers.has("set-cookie")) || directives(&b.headers).explicit
+        }
         "vcl_beresp_control" => {
             let auth = t.bereq.as_deref().is_some_and(|q| q.headers.has("authorization"));
             control(b, auth)
@@ -309,7 +313,7 @@ mod tests {
         let response = |name: &str, hdrs: &[(&str, &str)], auth: bool| {
             let mut bereq = Bereq::default();
             if auth {
-                bereq.headers = headers(&[("Authorization", "Basic x")]);
+                bereq.headers = headers(&[("Authorization", "Basic x"), ("Cookie", "c=1")]);
             }
             let mut b = beresp(200, hdrs, 60.0);
             let mut t = Task::new(&NoEnv);
@@ -326,6 +330,9 @@ mod tests {
             [("Set-Cookie", "a=b"), ("Cache-Control", "no-cache, must-revalidate"), ("Expires", "x"), ("CDN-Cache-Control", "no-cache")];
         assert_eq!(response("vcl_beresp_cookie", &no_cache, false).0, Decision::HitMiss);
         assert_eq!(response("vcl_beresp_cookie", &[("Cache-Control", "no-cache")], false).0, Decision::Decided(None));
+        // A request with Cookie (and Authorization): the same.
+        assert_eq!(response("vcl_beresp_cookie", &[("Cache-Control", "no-cache")], true).0, Decision::HitMiss);
+        assert_eq!(response("vcl_beresp_cookie", &[("Cache-Control", "max-age=60")], true).0, Decision::Decided(None));
         assert_eq!(response("vcl_beresp_control", &[("Cache-Control", "max-age=60")], true).0, Decision::HitMiss);
         assert_eq!(response("vcl_beresp_control", &[("Cache-Control", "public")], true).0, Decision::Decided(None));
         let no_cache = response("vcl_beresp_control", &[("Cache-Control", "no-cache"), ("ETag", "\"x\"")], false);
