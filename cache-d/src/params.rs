@@ -455,6 +455,12 @@ impl Params {
         self.feature & bits::of("feature").bit(name) != 0
     }
 
+    /// Feature rfc9111 (RFC mode, issue 36): read on every request, so a
+    /// mask rather than has_feature's search by name.
+    pub fn rfc9111(&self) -> bool {
+        self.feature & bits::RFC9111 != 0
+    }
+
     /// What the gzip and Brotli coders are set to.
     pub fn coding(&self) -> crate::gzip::code::Settings {
         crate::gzip::code::Settings {
@@ -566,6 +572,15 @@ mod tests {
         assert_eq!(p.set("feature", "http2").unwrap_err().to_string(), "Missing '+' or '-' (http2)");
         assert_eq!(p.set("debug", "default").unwrap_err().to_string(), "Missing '+' or '-' (default)");
         assert_eq!(p.get("feature"), Some("+validate_headers"), "a refused value changes nothing");
+    }
+
+    #[test]
+    fn rfc9111_is_its_feature_bit() {
+        let mut p = Params::default();
+        assert!(!p.rfc9111());
+        p.set("feature", "+rfc9111").unwrap();
+        assert!(p.rfc9111() && p.has_feature("rfc9111"));
+        assert_eq!(bits::of("feature").bit("rfc9111"), bits::RFC9111);
     }
 
     #[test]

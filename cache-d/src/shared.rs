@@ -149,7 +149,7 @@ impl crate::vcl::model::Env for Shared {
         self.params().has_feature("validate_headers")
     }
     fn rfc9111(&self) -> bool {
-        self.params().has_feature("rfc9111")
+        self.params().rfc9111()
     }
     fn purge_hash(&self, hash: &[u8], soft: Option<(f64, Option<f64>, Option<f64>)>) -> i64 {
         let n = match soft {

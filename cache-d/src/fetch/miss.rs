@@ -135,7 +135,7 @@ async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<Fetched
     // stale-if-error: a refresh that failed (or answered 5xx) leaves the
     // stale object to deliver, rather than an error, unless its response
     // forbids serving it stale.
-    let rfc = sh.params().has_feature("rfc9111");
+    let rfc = sh.params().rfc9111();
     let stand_in = |s: &&ObjRef| failed(&fetched) && sh.params().stale_if_error && !s.is_dead() && may_serve_stale(s, rfc);
     if let Some(s) = stale.as_ref().filter(stand_in) {
         stale_instead(f, fetched);

@@ -338,7 +338,7 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>
                 own.0.push((Bytes::from_static(b"Date"), Bytes::from(http_date(t))));
             }
             life_of = Some(own);
-            (s.obj.status, s.reason(), merge_304(s, &mut fresh, sh.params().has_feature("rfc9111")))
+            (s.obj.status, s.reason(), merge_304(s, &mut fresh, sh.params().rfc9111()))
         }
         None => {
             let mut h = fresh;
@@ -373,7 +373,7 @@ fn beresp_of(sh: &Shared, f: &mut Fetch, resp: &Response, stale: Option<&ObjRef>
     let defaults = ttl::Defaults::new(p.default_ttl, p.default_grace, p.default_keep, p.has_feature("http_date_postel"));
     let (of_status, of) = life_of.as_ref().map_or((status, &h), |own| (200, own));
     // RFC mode (issue 36): lifetimes as RFC 9111 computes them (the bit read once a fetch).
-    let compute = if p.has_feature("rfc9111") { crate::cache::rfc::compute } else { ttl::compute };
+    let compute = if p.rfc9111() { crate::cache::rfc::compute } else { ttl::compute };
     let mut life = compute(of_status, of.iter(), t, &defaults);
     if pass {
         (life.ttl, life.grace, life.keep) = (0.0, 0.0, 0.0);

@@ -23,6 +23,10 @@ pub const FEATURES: &[&str] = &[
     "rfc9111",
 ];
 
+/// The rfc9111 feature's bit, for the per-request check
+/// ([`crate::params::Params::rfc9111`]): a mask, not a search by name.
+pub const RFC9111: u32 = 1 << 13;
+
 /// Varnish 7.1's debug bits (accepted; none acts in cache-d).
 const DEBUG: &[&str] = &[
     "req_state",

@@ -283,7 +283,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
     };
     let keep = r.keep && r.framing == Framing::None;
     let len = if esi.is_some() { None } else { len };
-    let plan = plan(&r.req, len, &mut resp, r.head_only, keep, ranges, !pass && r.sh.params().has_feature("rfc9111"));
+    let plan = plan(&r.req, len, &mut resp, r.head_only, keep, ranges, !pass && r.sh.params().rfc9111());
     let mut wire = std::mem::take(&mut r.sess.wire);
     let head =
         RespHead { status: plan.status, reason: plan.reason, headers: &plan.headers, framing: plan.framing.clone(), keep: plan.keep };

@@ -298,7 +298,7 @@ fn wash<T: Transport>(r: &mut Request<'_, T>) {
             r.log.rec_parts(Tag::ReqHeader, LogSide::Client, r.rxid, &[b"Accept-Encoding: ", v]);
         }
     }
-    if p.has_feature("rfc9111") {
+    if p.rfc9111() {
         crate::req::rfc::normalise_accept_language(r);
     }
 }
