@@ -57,8 +57,9 @@ fi
 # through varnishd (when installed) and cache-d, the summary as the site
 # counts it and every test cache-d does worse on than varnishd; one such
 # test fails the run (issue 36's default mode: never worse than Varnish).
+# --rfc: cache-d in RFC mode too, where one required failure fails the run.
 if command -v node >/dev/null && command -v npm >/dev/null; then
-    python3 scripts/cache-tests.py
+    python3 scripts/cache-tests.py --rfc
 else
     echo "test.sh: node or npm not installed (apt-get install nodejs npm): the HTTP cache test suite skipped" >&2
 fi
