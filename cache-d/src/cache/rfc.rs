@@ -501,17 +501,10 @@ impl Cursor<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const D: Defaults = Defaults { ttl: 120.0, grace: 10.0, keep: 0.0, clock_skew: 10.0, postel: false };
-    const NOW: f64 = 1_700_000_000.0;
+    use crate::cache::ttl::testing::{date, headers, D, NOW};
 
     fn life(status: u16, hdrs: &[(&str, &str)]) -> Lifetime {
-        let h: Vec<(&[u8], &[u8])> = hdrs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())).collect();
-        compute(status, h.iter().copied(), NOW, &D)
-    }
-
-    fn date(t: f64) -> String {
-        common::httpdate::format(t)
+        compute(status, headers(hdrs).iter().copied(), NOW, &D)
     }
 
     /// Fresh at `now`, as the suite's "cached" asks.

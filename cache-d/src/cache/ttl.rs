@@ -277,20 +277,31 @@ where
     l
 }
 
+/// What the lifetime tests of this module and of cache::rfc share.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod testing {
+    use super::Defaults;
 
-    const D: Defaults = Defaults { ttl: 120.0, grace: 10.0, keep: 0.0, clock_skew: 10.0, postel: false };
-    const NOW: f64 = 1_700_000_000.0;
+    pub const D: Defaults = Defaults { ttl: 120.0, grace: 10.0, keep: 0.0, clock_skew: 10.0, postel: false };
+    pub const NOW: f64 = 1_700_000_000.0;
 
-    fn life(status: u16, hdrs: &[(&str, &str)]) -> Lifetime {
-        let h: Vec<(&[u8], &[u8])> = hdrs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())).collect();
-        compute(status, h.iter().copied(), NOW, &D)
+    /// Header pairs as `compute` takes them.
+    pub fn headers<'a>(hdrs: &[(&'a str, &'a str)]) -> Vec<(&'a [u8], &'a [u8])> {
+        hdrs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())).collect()
     }
 
-    fn date(t: f64) -> String {
+    pub fn date(t: f64) -> String {
         common::httpdate::format(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{date, headers, D, NOW};
+    use super::*;
+
+    fn life(status: u16, hdrs: &[(&str, &str)]) -> Lifetime {
+        compute(status, headers(hdrs).iter().copied(), NOW, &D)
     }
 
     #[test]
