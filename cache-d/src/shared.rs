@@ -47,6 +47,7 @@ impl Shared {
     pub fn with_cache(seg: Arc<SegmentWriter>, params: Params, backend: Backend, cache: Cache) -> Shared {
         let via = format!("1.1 {} (cachekit/{})", crate::util::hostname(), env!("CARGO_PKG_VERSION"));
         cache.set_gzip_support(params.http_gzip_support);
+        cache.set_rfc9111(params.rfc9111());
         cache.set_nuke_limit(params.nuke_limit);
         crate::backend::pool::set_holddown(params.backend_local_error_holddown, params.backend_remote_error_holddown);
         let policy = ArcSwap::from_pointee(Active { name: "boot".into(), policy: Arc::new(Builtin) });
@@ -113,6 +114,7 @@ impl Shared {
     /// Put new parameters in force for requests that start from now on.
     pub fn set_params(&self, p: Params) {
         self.cache.set_gzip_support(p.http_gzip_support);
+        self.cache.set_rfc9111(p.rfc9111());
         self.cache.set_nuke_limit(p.nuke_limit);
         crate::backend::pool::set_holddown(p.backend_local_error_holddown, p.backend_remote_error_holddown);
         self.params.store(Arc::new(p));

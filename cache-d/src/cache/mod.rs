@@ -114,6 +114,10 @@ pub struct CacheInner {
     /// variants: one gzip object serves every client (Varnish's vry_cmp,
     /// which skips it when matching, not when storing).
     vary_skips_ae: AtomicBool,
+    /// RFC mode (feature rfc9111): a variant stored under Vary:
+    /// Accept-Language also serves a request whose one most preferred
+    /// language is its Content-Language (the origin's choice for it).
+    vary_negotiates: AtomicBool,
     /// The most objects one allocation may evict (nuke_limit).
     nuke_limit: AtomicU32,
 }
@@ -299,6 +303,11 @@ impl Cache {
         self.inner.vary_skips_ae.store(on, Ordering::Relaxed);
     }
 
+    /// RFC mode's language selection under Vary: Accept-Language.
+    pub fn set_rfc9111(&self, on: bool) {
+        self.inner.vary_negotiates.store(on, Ordering::Relaxed);
+    }
+
     /// A cache with one malloc store of `budget` bytes (s0) and Transient.
     pub fn new(budget: u64, seg: Option<Arc<SegmentWriter>>) -> Cache {
         let specs = [spec::Spec { name: "s0".into(), kind: spec::Kind::Malloc { size: budget } }];
@@ -319,6 +328,7 @@ impl Cache {
                 seg,
                 xkeys: xkey::Xkeys::default(),
                 vary_skips_ae: AtomicBool::new(true),
+                vary_negotiates: AtomicBool::new(false),
                 nuke_limit: AtomicU32::new(50),
             }),
         };
@@ -402,17 +412,26 @@ impl Cache {
             return None;
         }
         let skip_ae = c.vary_skips_ae.load(Ordering::Relaxed);
-        let selects = |vary: Option<&object::Vary>| match vary {
+        let negotiates = c.vary_negotiates.load(Ordering::Relaxed);
+        let selects = |vary: Option<&object::Vary>, language: Option<&[u8]>| match vary {
             None => true,
             Some(_) if ignore_vary => true,
-            Some(v) => v.iter().all(|(name, want)| (skip_ae && name == "accept-encoding") || vary_value(req.clone(), name) == *want),
+            Some(v) => v.iter().all(|(name, want)| {
+                (skip_ae && name == "accept-encoding")
+                    || vary_value(req.clone(), name) == *want
+                    || (negotiates && name == "accept-language" && rfc::language_selects(req.clone(), language))
+            }),
         };
         let mut stale = None;
         let mut fresh = None;
         // Objects without a TTL are never found (Varnish skips them too).
         // The newest first, as Varnish keeps them: a hit-for-miss without
         // Vary does not hide a variant cached after it.
-        for oc in head.variants().rev().filter(|oc| !oc.is_dead() && oc.obj.life().ttl > 0.0 && selects(oc.obj.vary())) {
+        for oc in head
+            .variants()
+            .rev()
+            .filter(|oc| !oc.is_dead() && oc.obj.life().ttl > 0.0 && selects(oc.obj.vary(), oc.header_ref("content-language")))
+        {
             let life = oc.obj.life();
             if life.fresh_for(bounds, now) {
                 // Ignoring Vary, the most recent of them.
@@ -451,7 +470,7 @@ impl Cache {
             stale = Some(s);
         }
         // A fetch in progress for another variant is not waited for.
-        let busy = head.busy().find(|b| selects(b.vary.as_ref())).map(|b| b.tx.subscribe());
+        let busy = head.busy().find(|b| selects(b.vary.as_ref(), None)).map(|b| b.tx.subscribe());
         if let Some(s) = stale.as_ref().filter(|s| s.obj.life().in_grace_for(bounds, now)) {
             let guard = if busy.is_none() { Some(self.new_busy(head, key, req)) } else { None };
             return Some(Lookup::Grace(s.clone(), guard));
