@@ -29,6 +29,13 @@ and every test cache-d passes that varnishd does not.
   cache-tests.py --server cache-d --id freshness-max-age
                                         one test, the suite's dump of its
                                         requests and responses
+  cache-tests.py --suite DIR            a checkout of the suite's repository
+                                        (github.com/http-tests/cache-tests: DIR
+                                        holds package.json, tests/, test-engine/)
+                                        instead of the npm package; `npm install
+                                        --omit=dev` runs there when DIR has no
+                                        node_modules; results and logs are
+                                        named <server>-upstream
 
 Exit: 0 when no test is worse on cache-d than on varnishd (or one server
 ran) and, with --rfc, RFC mode fails no required test; 1 otherwise,
@@ -48,7 +55,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import re
 import urllib.parse
 from pathlib import Path
 
@@ -56,7 +62,6 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / os.environ.get("CARGO_TARGET_DIR", "target")
 WORK = TARGET / "cache-tests"
 PACKAGE, VERSION = "http-cache-tests", "0.4.5"
-SUITE = WORK / "node_modules" / PACKAGE
 # The docker harness's varnishd flags (the suite's docker/serve.sh).
 FLAGS = ["-p", "default_ttl=0", "-p", "default_grace=0", "-p", "default_keep=3600", "-s", "malloc,64M"]
 CLIENT_TIMEOUT = 900  # seconds for the whole suite against one server
@@ -70,11 +75,15 @@ http.Server.prototype.listen = function (port, ...rest) {
 }
 """
 
-# The tests as the client runs them (cli.mjs adds the Surrogate-Control
-# suite to tests/index.mjs), with what the summary needs of each.
-LIST_TESTS = """import tests from './tests/index.mjs'
-import surrogate from './tests/surrogate-control.mjs'
+# The tests as the client runs them (0.4.5's cli.mjs adds the
+# Surrogate-Control suite to tests/index.mjs; the repository's newer
+# test-engine/cli.mjs runs tests/index.mjs as it is), with what the
+# summary needs of each.
+LIST_SURROGATE = """import surrogate from './tests/surrogate-control.mjs'
 tests.push(surrogate)
+"""
+LIST_TESTS = """import tests from './tests/index.mjs'
+%s
 const out = []
 for (const suite of tests) {
   for (const t of suite.tests) {
@@ -82,6 +91,11 @@ for (const suite of tests) {
   }
 }
 console.log(JSON.stringify(out))
+"""
+
+# The published results' index (results/index.mjs), as JSON.
+LIST_PUBLISHED = """import index from './results/index.mjs'
+console.log(JSON.stringify(index))
 """
 
 # The result kinds of the suite's lib/display.mjs, in summary order.
@@ -97,6 +111,47 @@ class Failure(Exception):
     """Something other than a test failed: exit 2 with this message."""
 
 
+class Layout:
+    """Where a version of the suite keeps its parts, and how its display
+    code counts. The npm package 0.4.5 by default; --suite replaces it
+    (once, in parse_args, before anything runs) by a checkout of the
+    repository's newer layout."""
+
+    def __init__(self, root, server, client, surrogate, name, published, suffix, abort_is_harness):
+        self.root = root  # the directory the server and client run in
+        self.server, self.client = server, client  # their scripts, relative to root
+        self.surrogate = surrogate  # the client adds tests/surrogate-control.mjs
+        self.name = name  # in messages and the JSON summary
+        self.published = published  # who publishes results/, in the --rfc listing
+        self.suffix = suffix  # of result and log file names
+        self.is_package = not suffix  # the pinned npm package, which install() installs
+        # The newer test-engine/lib/results.mjs's determineTestResult counts
+        # a result ["AbortError", ...] (a request that timed out) as a
+        # harness failure; 0.4.5's lib/display.mjs counts it by kind.
+        self.abort_is_harness = abort_is_harness
+
+    @staticmethod
+    def package():
+        return Layout(WORK / "node_modules" / PACKAGE, "server/server.mjs", "cli.mjs", True,
+                      f"{PACKAGE}@{VERSION}", f"the package publishes them ({PACKAGE}@{VERSION} results/)",
+                      "", False)
+
+    @staticmethod
+    def checkout(root):
+        root = Path(root).resolve()
+        name = f"{PACKAGE} checkout {root}"
+        top = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel", "HEAD"],
+                             capture_output=True, text=True)
+        lines = top.stdout.split()
+        if top.returncode == 0 and len(lines) == 2 and Path(lines[0]).resolve() == root:
+            name += f" at {lines[1]}"
+        return Layout(root, "test-engine/server/server.mjs", "test-engine/cli.mjs", False,
+                      name, f"the checkout publishes them ({root / 'results'}/)", "-upstream", True)
+
+
+LAYOUT = Layout.package()
+
+
 def log(msg):
     print(f"cache-tests: {msg}", file=sys.stderr, flush=True)
 
@@ -105,8 +160,12 @@ def log(msg):
 
 
 def install():
-    """The pinned package, installed unless it already is."""
-    pkg = SUITE / "package.json"
+    """The pinned package, installed unless it already is; a checkout's
+    dependencies, unless it has node_modules."""
+    if not LAYOUT.is_package:
+        install_checkout()
+        return
+    pkg = LAYOUT.root / "package.json"
     if pkg.exists() and json.loads(pkg.read_text()).get("version") == VERSION:
         return
     if not shutil.which("npm"):
@@ -120,9 +179,22 @@ def install():
         raise Failure(f"{' '.join(cmd)} failed:\n{out.stdout}{out.stderr}")
 
 
+def install_checkout():
+    if (LAYOUT.root / "node_modules").is_dir():
+        return
+    if not shutil.which("npm"):
+        raise Failure("needs npm and node (apt-get install nodejs npm)")
+    log(f"installing the dependencies of {LAYOUT.root} (npm install --omit=dev)")
+    cmd = ["npm", "install", "--omit=dev", "--no-audit", "--no-fund", "--ignore-scripts"]
+    out = subprocess.run(cmd, cwd=LAYOUT.root, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise Failure(f"{' '.join(cmd)} in {LAYOUT.root} failed:\n{out.stdout}{out.stderr}")
+
+
 def list_tests():
     """{id: test} for every test of the suite."""
-    out = subprocess.run(["node", "--input-type=module", "-e", LIST_TESTS], cwd=SUITE,
+    script = LIST_TESTS % (LIST_SURROGATE if LAYOUT.surrogate else "")
+    out = subprocess.run(["node", "--input-type=module", "-e", script], cwd=LAYOUT.root,
                          capture_output=True, text=True)
     if out.returncode != 0:
         raise Failure(f"could not list the suite's tests:\n{out.stderr}")
@@ -130,7 +202,8 @@ def list_tests():
 
 
 def classify(tests, results, test_id, honor_dependencies=True):
-    """The suite's determineTestResult (lib/display.mjs), a kind name."""
+    """The suite's determineTestResult (0.4.5: lib/display.mjs; newer:
+    test-engine/lib/results.mjs), a kind name."""
     test, result = tests[test_id], results.get(test_id)
     if result is None:
         return "untested"
@@ -141,6 +214,8 @@ def classify(tests, results, test_id, honor_dependencies=True):
     if isinstance(result, list) and result and result[0] == "Setup":
         return "retry" if result[1:2] == ["retry"] else "setup_fail"
     if result is False:
+        return "harness_fail"
+    if LAYOUT.abort_is_harness and isinstance(result, list) and result[:1] == ["AbortError"]:
         return "harness_fail"
     passed = result is True
     kind = test.get("kind")
@@ -238,8 +313,8 @@ def start_origin(procs, tmp):
     env = dict(os.environ, npm_config_protocol="http", npm_config_port=str(port),
                npm_config_pidfile=str(Path(tmp) / "server.pid"))
     preload = "data:text/javascript," + urllib.parse.quote(LOOPBACK)
-    logfile = WORK / "logs" / "server.log"
-    proc = procs.start(["node", "--import", preload, "server/server.mjs"], logfile, cwd=SUITE, env=env)
+    logfile = WORK / "logs" / f"server{LAYOUT.suffix}.log"
+    proc = procs.start(["node", "--import", preload, LAYOUT.server], logfile, cwd=LAYOUT.root, env=env)
     wait_listening(proc, port, "the suite's test server", logfile)
     return port
 
@@ -260,8 +335,8 @@ def run_client(port, test_id=None):
     env = dict(os.environ, npm_config_base=f"http://127.0.0.1:{port}", npm_config_id=test_id or "",
                npm_package_config_id="")
     try:
-        out = subprocess.run(["node", "--no-warnings", "cli.mjs"], cwd=SUITE, env=env, capture_output=True,
-                             text=True, timeout=CLIENT_TIMEOUT)
+        out = subprocess.run(["node", "--no-warnings", LAYOUT.client], cwd=LAYOUT.root, env=env,
+                             capture_output=True, text=True, timeout=CLIENT_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise Failure(f"the suite's client did not finish within {CLIENT_TIMEOUT} s")
     # cli.mjs reports its own errors on stderr and still exits 0: a run
@@ -277,7 +352,7 @@ def run_server(procs, kind, args, origin_port, tmp, tests):
     instance = str(Path(tmp) / kind)
     extra = shlex.split(args.cache_d_args)
     cmd = proxy_command(kind, args.cache_d, port, origin_port, instance, extra)
-    logfile = WORK / "logs" / f"{kind}.log"
+    logfile = WORK / "logs" / f"{kind}{LAYOUT.suffix}.log"
     log(f"{kind}: starting on 127.0.0.1:{port} ({' '.join(cmd[1:])})")
     started = time.monotonic()
     proc = procs.start(cmd, logfile)
@@ -293,12 +368,16 @@ def run_server(procs, kind, args, origin_port, tmp, tests):
         results = json.loads(out)
     except json.JSONDecodeError:
         raise Failure(f"the suite's client printed no JSON against {kind}:\n{out[-2000:]}{err[-2000:]}")
-    dest = WORK / "results" / f"{kind}.json"
+    dest = result_file(kind)
     dest.write_text(json.dumps(results, indent=2) + "\n")
     counts = summarize(tests, results)
     log(f"{kind}: done in {time.monotonic() - started:.0f} s: pass {counts['pass']}, "
         f"required fail {counts['fail']}; results in {dest.relative_to(ROOT)}")
     return results
+
+
+def result_file(kind):
+    return WORK / "results" / f"{kind}{LAYOUT.suffix}.json"
 
 
 def varnishd_path():
@@ -319,16 +398,22 @@ def differences(tests, ours, theirs):
 
 
 def published(tests):
-    """The package's own results of reverse proxies (results/index.mjs
-    names each file's product, type and version), counted as ours."""
-    index = (SUITE / "results" / "index.mjs").read_text()
-    out = {}
-    for entry in index.split("{")[1:]:
-        fields = dict(re.findall(r"(\w+): '([^']*)'", entry))
-        if fields.get("type") == "rev-proxy" and (SUITE / "results" / fields.get("file", "-")).exists():
-            res = json.loads((SUITE / "results" / fields["file"]).read_text())
-            out[f"{fields['name']} {fields.get('version', '')}".strip()] = summarize(tests, res)
-    return out
+    """The suite's own results of reverse proxies (results/index.mjs, a
+    module whose default export lists each file's product, type and
+    version), counted as ours; none when it has no results/index.mjs."""
+    results = LAYOUT.root / "results"
+    if not (results / "index.mjs").exists():
+        return {}
+    out = subprocess.run(["node", "--input-type=module", "-e", LIST_PUBLISHED], cwd=LAYOUT.root,
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise Failure(f"could not read {results / 'index.mjs'}:\n{out.stderr}")
+    pub = {}
+    for entry in json.loads(out.stdout):
+        if entry.get("type") == "rev-proxy" and (results / entry.get("file", "-")).exists():
+            res = json.loads((results / entry["file"]).read_text())
+            pub[f"{entry['name']} {entry.get('version', '')}".strip()] = summarize(tests, res)
+    return pub
 
 
 def rfc_report(tests, results, json_out):
@@ -340,7 +425,7 @@ def rfc_report(tests, results, json_out):
         print(f"\ncache-d in RFC mode (-p feature=+rfc9111): required failures: {len(failed)}")
         for row in failed:
             print(f"  {row['id']}: {row['name']}\n      {row['message']}")
-        print(f"\nreverse proxies as the package publishes them ({PACKAGE}@{VERSION} results/):")
+        print(f"\nreverse proxies as {LAYOUT.published}:")
         for name, counts in sorted(pub.items(), key=lambda kv: -kv[1]["pass"]):
             print("  " + summary_line(name, counts))
     return failed, pub
@@ -356,8 +441,8 @@ def report(args, tests, runs):
         worse = differences(tests, runs["cache-d"], runs["varnishd"])
         better = differences(tests, runs["varnishd"], runs["cache-d"])
     if args.json:
-        doc = {"suite": f"{PACKAGE}@{VERSION}", "summary": summary,
-               "results": {k: str((WORK / "results" / f"{k}.json").relative_to(ROOT)) for k in runs}}
+        doc = {"suite": LAYOUT.name, "summary": summary,
+               "results": {k: str(result_file(k).relative_to(ROOT)) for k in runs}}
         if worse is not None:
             doc["worse_than_varnishd"] = worse
             doc["better_than_varnishd"] = better
@@ -390,7 +475,17 @@ def parse_args():
     ap.add_argument("--id", help="run this one test, printing the suite's dump of it")
     ap.add_argument("--rfc", action="store_true",
                     help="also run cache-d in RFC mode (-p feature=+rfc9111); exit 1 on any required failure there")
+    ap.add_argument("--suite", metavar="DIR",
+                    help="run this checkout of the suite's repository (package.json, tests/, test-engine/) "
+                         "instead of the npm package")
     args = ap.parse_args()
+    if args.suite:
+        missing = [p for p in ("package.json", "tests/index.mjs", "test-engine/cli.mjs",
+                               "test-engine/server/server.mjs") if not (Path(args.suite) / p).exists()]
+        if missing:
+            ap.error(f"{args.suite} is not a checkout of the suite's newer layout: no {', '.join(missing)}")
+        global LAYOUT
+        LAYOUT = Layout.checkout(args.suite)
     have_varnishd = varnishd_path() is not None
     if args.server is None:
         args.server = "both" if have_varnishd else "cache-d"
@@ -419,7 +514,7 @@ def main():
         install()
         tests = list_tests()
         if args.id and args.id not in tests:
-            raise Failure(f"no test {args.id!r} in {PACKAGE}@{VERSION}")
+            raise Failure(f"no test {args.id!r} in {LAYOUT.name}")
         for sub in ("results", "logs"):
             (WORK / sub).mkdir(parents=True, exist_ok=True)
         origin_port = start_origin(procs, tmp)
