@@ -151,6 +151,24 @@ class Layout:
 
 LAYOUT = Layout.package()
 
+# Required tests of the npm package 0.4.5 whose expectation the suite's
+# newer version reversed, with RFC 9111 §5.1 ("a cache encountering a
+# list-based Age field value SHOULD use the first member ...; if the field
+# value is invalid ..., a cache SHOULD ignore the field"): 0.4.5 wants
+# these responses stale, the newer suite and the RFC fresh. RFC mode
+# follows the RFC, so with the package these fail as the RFC says they
+# should; they are listed apart and do not fail the run. Any other
+# required failure does.
+REVERSED_IN_NEWER = {
+    "age-parse-nonnumeric": "an invalid Age is ignored",
+    "age-parse-negative": "an invalid Age is ignored",
+    "age-parse-float": "an invalid Age is ignored",
+    "age-parse-prefix-twoline": "of two Age lines the first counts",
+    "age-parse-dup-0": "of a list the first member counts",
+    "age-parse-dup-0-twoline": "of two Age lines the first counts",
+    "age-parse-dup-old": "of two Age lines the first counts",
+}
+
 
 def log(msg):
     print(f"cache-tests: {msg}", file=sys.stderr, flush=True)
@@ -417,26 +435,36 @@ def published(tests):
 
 
 def rfc_report(tests, results, json_out):
-    """RFC mode's required failures, and the published reverse proxies."""
+    """RFC mode's required failures (those the package's version expects
+    against RFC 9111, which its newer version reversed, apart), and the
+    published reverse proxies."""
     failed = [{"id": t, "name": tests[t]["name"], "message": message(tests, results, t)}
               for t in tests if classify(tests, results, t) == "fail"]
+    reversed_ = [r for r in failed if LAYOUT.is_package and r["id"] in REVERSED_IN_NEWER
+                 and r["message"].endswith("comes from cache")]
+    failed = [r for r in failed if r not in reversed_]
     pub = published(tests)
     if not json_out:
         print(f"\ncache-d in RFC mode (-p feature=+rfc9111): required failures: {len(failed)}")
         for row in failed:
             print(f"  {row['id']}: {row['name']}\n      {row['message']}")
+        if reversed_:
+            print(f"  and {len(reversed_)} that {LAYOUT.name} expects against RFC 9111 §5.1, "
+                  "reversed in the suite's newer version (not counted):")
+            for row in reversed_:
+                print(f"  {row['id']}: {REVERSED_IN_NEWER[row['id']]}")
         print(f"\nreverse proxies as {LAYOUT.published}:")
         for name, counts in sorted(pub.items(), key=lambda kv: -kv[1]["pass"]):
             print("  " + summary_line(name, counts))
-    return failed, pub
+    return failed, pub, reversed_
 
 
 def report(args, tests, runs):
     summary = {kind: summarize(tests, res) for kind, res in runs.items()}
     worse = better = None
-    rfc_failed, pub = ([], None)
+    rfc_failed, pub, rfc_reversed = ([], None, [])
     if "cache-d-rfc" in runs:
-        rfc_failed, pub = rfc_report(tests, runs["cache-d-rfc"], args.json)
+        rfc_failed, pub, rfc_reversed = rfc_report(tests, runs["cache-d-rfc"], args.json)
     if "varnishd" in runs and "cache-d" in runs:
         worse = differences(tests, runs["cache-d"], runs["varnishd"])
         better = differences(tests, runs["varnishd"], runs["cache-d"])
@@ -448,6 +476,7 @@ def report(args, tests, runs):
             doc["better_than_varnishd"] = better
         if pub is not None:
             doc["rfc_required_failures"] = rfc_failed
+            doc["rfc_reversed_in_newer_suite"] = rfc_reversed
             doc["published_reverse_proxies"] = pub
         print(json.dumps(doc, indent=2))
     else:
