@@ -75,8 +75,13 @@ struct Directives {
     private: bool,
     /// Unqualified `no-cache` (the qualified form only limits fields).
     no_cache: bool,
+    /// `no-cache="field, ..."`.
+    no_cache_fields: bool,
     /// must-revalidate or proxy-revalidate.
     revalidate: bool,
+    /// must-revalidate alone (it makes an Authorization response
+    /// shareable, RFC 9111 §3.5; proxy-revalidate does not).
+    must_revalidate: bool,
     public: bool,
     must_understand: bool,
     swr: Option<Delta>,
@@ -130,7 +135,12 @@ impl Directives {
                 &mut self.private
             } else if is("no-cache") && value.is_none() {
                 &mut self.no_cache
-            } else if is("must-revalidate") || is("proxy-revalidate") {
+            } else if is("no-cache") {
+                &mut self.no_cache_fields
+            } else if is("must-revalidate") {
+                self.revalidate = true;
+                &mut self.must_revalidate
+            } else if is("proxy-revalidate") {
                 &mut self.revalidate
             } else if is("public") {
                 &mut self.public
@@ -218,7 +228,7 @@ where
     I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
 {
     let cdn = Directives::of(headers.clone(), "cdn-cache-control", Field::Cdn);
-    if cdn.any {
+    if cdn.any && cdn_valid(headers.clone()) {
         return (cdn, false);
     }
     let sc = Directives::of(headers.clone(), "surrogate-control", Field::Surrogate);
@@ -227,6 +237,60 @@ where
     }
     (Directives::of(headers, "cache-control", Field::CacheControl), true)
 }
+
+/// What the built-in policy decides storing on in RFC mode
+/// (vcl/builtin_rfc.rs): the directives of the field that governs, as
+/// [`governing`] chooses it.
+#[derive(Debug, Default, PartialEq)]
+pub struct Storing {
+    pub no_store: bool,
+    /// `no-cache`, with or without field names.
+    pub no_cache: bool,
+    /// `private`, with or without field names.
+    pub private: bool,
+    /// `public`, `must-revalidate` or `s-maxage`: shareable although the
+    /// request had Authorization (RFC 9111 §3.5).
+    pub shareable: bool,
+    pub must_understand: bool,
+    pub max_age: bool,
+    /// The origin said for how long, or that anyone may, store it:
+    /// `max-age`, `s-maxage`, `public`, or (under Cache-Control) Expires.
+    pub explicit: bool,
+    /// Any directive at all.
+    pub any: bool,
+}
+
+/// The storing directives of the field that governs a shared cache.
+pub fn storing<'a, I>(headers: I) -> Storing
+where
+    I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+{
+    let (d, with_expires) = governing(headers.clone());
+    let expires = with_expires && headers.clone().any(|(n, _)| n.eq_ignore_ascii_case(b"expires"));
+    Storing {
+        no_store: d.no_store,
+        no_cache: d.no_cache || d.no_cache_fields,
+        private: d.private,
+        shareable: d.public || d.must_revalidate || d.s_maxage.is_some(),
+        must_understand: d.must_understand,
+        max_age: d.max_age.is_some(),
+        explicit: d.max_age.is_some() || d.s_maxage.is_some() || d.public || expires,
+        any: d.any,
+    }
+}
+
+/// RFC 9213 §2.1: CDN-Cache-Control is a Structured Field Dictionary (RFC
+/// 8941 §3.2), its lines one list. One that does not parse as one, or
+/// whose max-age, s-maxage, stale-while-revalidate or stale-if-error is
+/// not an Integer, is ignored whole, and the other fields govern.
+fn cdn_valid<'a>(headers: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> bool {
+    let lines: Vec<&[u8]> = headers.filter(|(n, _)| n.eq_ignore_ascii_case(b"cdn-cache-control")).map(|(_, v)| v).collect();
+    let mut p = sf::Parser { b: &lines.join(&b", "[..]), i: 0 };
+    p.dictionary(&["max-age", "s-maxage", "stale-while-revalidate", "stale-if-error"])
+}
+
+/// Just enough of RFC 8941 to tell whether a Dictionary parses.
+mod sf;
 
 /// A field that should have one value: absent, its value, or invalid
 /// (unparsable, or more than one).
@@ -266,7 +330,7 @@ fn age_value<'a>(mut headers: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Opt
 
 /// Statuses whose caching RFC 9110 defines (for must-understand): the
 /// final statuses it registers.
-fn understood(status: u16) -> bool {
+pub fn understood(status: u16) -> bool {
     matches!(status, 200..=206 | 300..=305 | 307 | 308 | 400..=417 | 421 | 422 | 426 | 500..=505)
 }
 
@@ -493,35 +557,8 @@ impl Cursor<'_> {
     }
 }
 
-/// RFC mode's language selection (RFC 9110 §12.5.4, RFC 9111 §4.1): a
-/// variant stored with `Content-Language: L` serves a request whose
-/// Accept-Language prefers L alone above every other range (the highest
-/// qvalue, no tie): the origin, which chose L when L was on offer, would
-/// choose it again. A tie, a wildcard or several content languages: no.
-pub fn language_selects<'a>(req: impl Iterator<Item = (&'a [u8], &'a [u8])>, content_language: Option<&[u8]>) -> bool {
-    let Some(lang) = content_language.map(<[u8]>::trim_ascii).filter(|l| !l.is_empty() && !l.contains(&b',')) else { return false };
-    let mut best: Option<(f64, &[u8])> = None;
-    let mut tie = false;
-    for (_, v) in req.filter(|(n, _)| n.eq_ignore_ascii_case(b"accept-language")) {
-        for member in v.split(|&b| b == b',') {
-            let mut parts = member.split(|&b| b == b';');
-            let tag = parts.next().unwrap_or_default().trim_ascii();
-            let q = parts
-                .filter_map(|p| p.trim_ascii().strip_prefix(b"q=").or_else(|| p.trim_ascii().strip_prefix(b"Q=")))
-                .find_map(|v| std::str::from_utf8(v.trim_ascii()).ok()?.parse::<f64>().ok())
-                .unwrap_or(1.0);
-            if tag.is_empty() || q <= 0.0 {
-                continue;
-            }
-            match best {
-                Some((bq, _)) if q < bq => {}
-                Some((bq, _)) if q == bq => tie = true,
-                _ => (best, tie) = (Some((q, tag)), false),
-            }
-        }
-    }
-    matches!(best, Some((_, tag)) if !tie && tag != b"*" && tag.eq_ignore_ascii_case(lang))
-}
+mod language;
+pub use language::language_selects;
 
 #[cfg(test)]
 mod tests {
@@ -538,21 +575,17 @@ mod tests {
     }
 
     #[test]
-    fn the_one_most_preferred_language_selects_a_variant() {
-        let sel = |al: &[&str], cl: Option<&str>| {
-            let h: Vec<(&[u8], &[u8])> = al.iter().map(|v| (&b"Accept-Language"[..], v.as_bytes())).collect();
-            language_selects(h.iter().copied(), cl.map(str::as_bytes))
-        };
-        assert!(sel(&["fr;q=0.5, de;q=1.0"], Some("de")));
-        assert!(sel(&["DE"], Some("de")));
-        assert!(sel(&["en;q=0.2", "de;q=0.9"], Some("de")));
-        assert!(!sel(&["fr, de;q=0.9"], Some("de")), "fr preferred");
-        assert!(!sel(&["en, de"], Some("de")), "a tie");
-        assert!(!sel(&["de;q=0"], Some("de")));
-        assert!(!sel(&["*"], Some("de")));
-        assert!(!sel(&["de"], None));
-        assert!(!sel(&["de"], Some("de, en")));
-        assert!(!sel(&[], Some("de")));
+    fn an_invalid_cdn_cache_control_is_ignored_whole() {
+        let cc_no_store = ("Cache-Control", "no-store");
+        assert_eq!(life(200, &[("CDN-Cache-Control", "max-age=10000"), cc_no_store]).ttl, 10000.0);
+        assert_eq!(
+            life(200, &[("CDN-Cache-Control", "max-age=10000, stale-if-error=60;x=\"y\", foo=(a b), bar=?1"), cc_no_store]).ttl,
+            10000.0
+        );
+        for bad in ["max-age=10000, &&&&&", "max-age=\"10000\"", "max-age=10000,", "Max-Age=10", "max-age=1.5", "max-age"] {
+            assert_eq!(life(200, &[("CDN-Cache-Control", bad), cc_no_store]).ttl, -1.0, "{bad}");
+            assert_eq!(life(200, &[("CDN-Cache-Control", bad), ("Cache-Control", "max-age=5")]).ttl, 5.0, "{bad}");
+        }
     }
 
     #[test]

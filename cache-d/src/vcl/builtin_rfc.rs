@@ -29,6 +29,7 @@
 //!   left out of the stored object by leaving them out for the client
 //!   whose request fetched it, which gets the object as stored.
 
+use crate::cache::rfc::{understood, Storing as Directives};
 use crate::vcl::model::{Action, Beresp, Headers, Req, Task};
 
 /// What feature rfc9111 makes of a split subroutine's built-in body.
@@ -118,97 +119,12 @@ fn stored_stale(b: &mut Beresp) -> bool {
     true
 }
 
-/// Status codes whose caching RFC 9110 defines (`must-understand`, RFC
-/// 9111 §5.2.2.3; the list cache/rfc.rs computes lifetimes with).
-fn understood(status: u16) -> bool {
-    matches!(status, 200..=206 | 300..=305 | 307 | 308 | 400..=417 | 421 | 422 | 426 | 500..=505)
-}
-
-/// The storing directives of the field that governs a shared cache.
-#[derive(Debug, Default, PartialEq)]
-pub struct Directives {
-    pub no_store: bool,
-    /// `no-cache`, with or without field names.
-    pub no_cache: bool,
-    /// `private`, with or without field names.
-    pub private: bool,
-    /// `public`, `must-revalidate` or `s-maxage`: shareable although the
-    /// request had Authorization (RFC 9111 §3.5).
-    pub shareable: bool,
-    pub must_understand: bool,
-    pub max_age: bool,
-    /// The origin said for how long, or that anyone may, store it:
-    /// `max-age`, `s-maxage`, `public`, or (under Cache-Control) Expires.
-    pub explicit: bool,
-    /// Any directive at all.
-    pub any: bool,
-}
-
-/// Reads the directives of the field that governs this cache, every line
-/// of it: `CDN-Cache-Control` when it has any (RFC 9213), else
-/// `Surrogate-Control` when it says max-age or no-store (its other
-/// members are ESI capabilities), else `Cache-Control`.
+/// The storing directives of the field that governs a shared cache, as
+/// cache/rfc.rs reads them for the lifetimes: `CDN-Cache-Control` (when it
+/// parses, RFC 9213), else `Surrogate-Control` when it says max-age or
+/// no-store, else `Cache-Control` (with Expires).
 pub fn directives(h: &Headers) -> Directives {
-    let cdn = of(h, "cdn-cache-control");
-    if cdn.any {
-        return cdn;
-    }
-    let sc = of(h, "surrogate-control");
-    if sc.max_age || sc.no_store {
-        return sc;
-    }
-    let mut cc = of(h, "cache-control");
-    cc.explicit |= h.has("expires");
-    cc
-}
-
-/// The directives of every `field` line.
-fn of(h: &Headers, field: &str) -> Directives {
-    let mut d = Directives::default();
-    for (_, v) in h.iter().filter(|(n, _)| n.eq_ignore_ascii_case(field.as_bytes())) {
-        for (name, _) in list(v) {
-            d.any = true;
-            match name.to_ascii_lowercase().as_str() {
-                "no-store" => d.no_store = true,
-                "no-cache" => d.no_cache = true,
-                "private" => d.private = true,
-                "must-revalidate" => d.shareable = true,
-                "public" | "s-maxage" => (d.shareable, d.explicit) = (true, true),
-                "must-understand" => d.must_understand = true,
-                "max-age" => (d.max_age, d.explicit) = (true, true),
-                _ => {}
-            }
-        }
-    }
-    d
-}
-
-/// The directives of one field line: `name` or `name=value`, split at
-/// commas outside quoted strings, a quoted value unquoted (`\` escapes).
-fn list(v: &[u8]) -> Vec<(String, Option<String>)> {
-    let mut out = Vec::new();
-    let (mut cur, mut quoted, mut escaped) = (Vec::new(), false, false);
-    for &c in v.iter().chain(std::iter::once(&b',')) {
-        match c {
-            _ if escaped => {
-                cur.push(c);
-                escaped = false;
-            }
-            b'\\' if quoted => escaped = true,
-            b'"' => quoted = !quoted,
-            b',' if !quoted => {
-                let item = String::from_utf8_lossy(&cur).into_owned();
-                if let Some((n, val)) = item.split_once('=') {
-                    out.push((n.trim().to_string(), Some(val.trim().to_string())));
-                } else if !item.trim().is_empty() {
-                    out.push((item.trim().to_string(), None));
-                }
-                cur.clear();
-            }
-            _ => cur.push(c),
-        }
-    }
-    out
+    crate::cache::rfc::storing(h.iter())
 }
 
 #[cfg(test)]
@@ -231,9 +147,9 @@ mod tests {
         let d = directives(&headers(&[("Cache-Control", "No-CaChE, nO-StOrE, must-understand")]));
         assert!(d.no_cache && d.no_store && d.must_understand && !d.private);
         assert!(directives(&headers(&[("Cache-Control", "private=\"set-cookie\"")])).private);
-        // A quoted comma does not end the directive; an escaped quote does not end the string.
-        assert_eq!(list(br#"a="x,\"y", b"#), vec![("a".into(), Some("x,\"y".into())), ("b".into(), None)]);
-        assert_eq!(list(b" , s-maxage=60 ,"), vec![("s-maxage".into(), Some("60".into()))]);
+        // A quoted comma does not end the directive.
+        let d = directives(&headers(&[("Cache-Control", r#"no-cache="x,\"y", private"#)]));
+        assert!(d.no_cache && d.private);
     }
 
     #[test]
