@@ -63,6 +63,9 @@ pub struct MissSpec {
     /// The request's body, if std.cache_req_body() read it: sent unless
     /// vcl_backend_fetch unsets bereq.body (the built-in does for GET).
     pub body: Option<Bytes>,
+    /// Where the backend's interim responses go (the client that started
+    /// the fetch forwards them); None: read past.
+    pub interim: Option<tokio::sync::mpsc::UnboundedSender<Bytes>>,
 }
 
 /// Start a cache fetch; resolves when the object's headers are in.
@@ -123,8 +126,9 @@ fn read_small_body(fetched: &mut Fetched) {
 pub type FetchedObj = (ObjRef, Option<ObjBody>);
 
 async fn run(sh: Arc<Shared>, spec: MissSpec, tx: oneshot::Sender<Result<FetchedObj, Error>>) {
-    let MissSpec { req, guard, stale, stale_body, bxid, rxid, reason, addrs, policy, body } = spec;
+    let MissSpec { req, guard, stale, stale_body, bxid, rxid, reason, addrs, policy, body, interim } = spec;
     let mut f = Fetch::new(&sh, bxid, rxid, reason);
+    f.interim = interim;
     sh.seg.add(if reason == "bgfetch" { C::SBgfetch } else { C::SFetch }, 1);
     let revalidate = stale.as_ref().filter(|s| ims_candidate(s));
     let mut bereq = cache_bereq(&req, bxid, reason, revalidate, sh.params().http_gzip_support);

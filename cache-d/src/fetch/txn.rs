@@ -18,6 +18,23 @@ use crate::shared::Shared;
 use crate::util::{now, Clock};
 use crate::vcl::model::Bereq;
 
+/// An interim response as the client gets it: an HTTP/1.1 status line and
+/// the end-to-end headers (the connection's own are not forwarded).
+fn interim_head(h: &head::Head) -> bytes::Bytes {
+    let mut out = format!("HTTP/1.1 {} ", h.status).into_bytes();
+    out.extend_from_slice(h.reason());
+    out.extend_from_slice(b"\r\n");
+    let listed = head::connection_tokens(h.iter());
+    for (n, v) in h.iter().filter(|(n, _)| !head::is_hop_by_hop(n) && !head::is_listed(&listed, n)) {
+        out.extend_from_slice(n);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.into()
+}
+
 /// Interim (1xx) responses skipped before a backend's answer counts as
 /// broken: a backend streaming 100 Continue forever must not hold a fetch.
 const MAX_INTERIM: usize = 16;
@@ -62,6 +79,10 @@ pub struct Fetch {
     /// Why the connection closes, as Varnish's BackendClose says it
     /// (a pipe's "Piped transaction"); empty where not known.
     pub(crate) close_why: &'static str,
+    /// Where the backend's interim responses (1xx but 100 and 101: 103
+    /// Early Hints, 102) go, to be forwarded to the client that asked
+    /// (RFC 9110 §15.2); None: read past.
+    pub interim: Option<tokio::sync::mpsc::UnboundedSender<bytes::Bytes>>,
 }
 
 /// A backend response whose head has been read.
@@ -131,6 +152,7 @@ impl Fetch {
             ended: false,
             errored: false,
             close_why: "",
+            interim: None,
         }
     }
 
@@ -336,6 +358,9 @@ impl Fetch {
                     interim += 1;
                     if interim > MAX_INTERIM {
                         return Err((Error::new(Side::Backend, "too many interim (1xx) responses"), false));
+                    }
+                    if let Some(tx) = self.interim.as_ref().filter(|_| h.status != 100) {
+                        let _ = tx.send(interim_head(&h));
                     }
                     continue;
                 }

@@ -196,6 +196,7 @@ fn background_fetch<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stal
         addrs: r.sess.ends.clone(),
         policy: r.active.policy.clone(),
         body: r.cached_body.clone(),
+        interim: None,
     };
     tokio::spawn(contain(miss::start(r.sh.clone(), spec)));
 }
@@ -216,6 +217,7 @@ pub async fn miss<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stale:
     let bxid = r.sh.next_vxid();
     r.log.recf(Tag::Link, LogSide::Client, r.rxid, format_args!("bereq {bxid} fetch"));
     let stale_body = stale.as_ref().and_then(|s| held(r, s));
+    let interim = r.interim_channel();
     let spec = MissSpec {
         req: r.req.clone(),
         guard,
@@ -227,8 +229,13 @@ pub async fn miss<T: Transport>(r: &mut Request<'_, T>, guard: BusyGuard, stale:
         addrs: r.sess.ends.clone(),
         policy: r.active.policy.clone(),
         body: r.cached_body.clone(),
+        interim,
     };
-    match miss::start(r.sh.clone(), spec).await {
+    let fetched = miss::start(r.sh.clone(), spec).await;
+    if !r.forward_interim().await {
+        return Step::Done(Some(crate::req::reason::Reason::TxError));
+    }
+    match fetched {
         Ok((oc, body)) => {
             r.stamp("Fetch");
             r.loaded = body.map(|b| (oc.clone(), b));

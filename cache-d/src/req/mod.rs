@@ -20,13 +20,13 @@ pub mod contain;
 pub mod deliver;
 pub mod gather;
 pub mod include;
-pub mod rfc;
 pub mod lookup;
 pub mod page;
 pub mod pass;
 pub mod pipe;
 pub mod reason;
 pub mod recv;
+pub mod rfc;
 pub mod state;
 pub mod synth;
 pub mod transport;
@@ -297,6 +297,7 @@ impl<T: Transport> Request<'_, T> {
                 body_failed: false,
                 hit_pass: false,
                 continue_pending: false,
+                interim: None,
                 cached_body: None,
                 body_error: None,
                 loaded: None,

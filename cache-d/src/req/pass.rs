@@ -50,6 +50,7 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
     let bxid = sh.next_vxid();
     r.log.recf(Tag::Link, LogSide::Client, r.rxid, format_args!("bereq {bxid} pass"));
     let mut fetch = Fetch::new(&sh, bxid, r.rxid, "pass");
+    fetch.interim = r.interim_channel();
     let mut bereq = Bereq::from_req(&r.req, bxid);
     bereq.uncacheable = true;
     let framing = r.framing;
@@ -128,10 +129,13 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
     }
 }
 
-/// RFC mode's invalidation after an unsafe method (req/rfc.rs),
-/// then the delivery.
+/// RFC mode's invalidation after an unsafe method (req/rfc.rs), the
+/// backend's interim responses forwarded, then the delivery.
 async fn invalidate_and_deliver<T: Transport>(r: &mut Request<'_, T>, fetch: Fetch, resp: Response, beresp: Beresp, t_origin: f64) -> Step {
     crate::req::rfc::after_response(r, beresp.status, &beresp.headers);
+    if !r.forward_interim().await {
+        return Step::Done(Some(Reason::TxError));
+    }
     deliver(r, fetch, resp, beresp, t_origin).await
 }
 

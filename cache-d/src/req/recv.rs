@@ -104,6 +104,7 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
         body_failed: false,
         hit_pass: false,
         continue_pending,
+        interim: None,
         cached_body: None,
         body_error: None,
         loaded: None,

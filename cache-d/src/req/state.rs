@@ -6,8 +6,10 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use common::counters::C;
 use common::log::vsl::{Batch, Side as LogSide, Tag};
+use tokio::sync::mpsc;
 
 use crate::cache::{BusyGuard, Kind, ObjRef};
 use crate::http1::head::{Framing, HeadOut};
@@ -198,6 +200,9 @@ pub struct Request<'a, T> {
     pub hit_pass: bool,
     /// The client asked for 100 Continue and it has not been sent.
     pub continue_pending: bool,
+    /// The backend's interim responses to this request's fetch, to
+    /// forward before its final response ([`Request::interim_channel`]).
+    pub interim: Option<mpsc::UnboundedReceiver<Bytes>>,
     /// The body, read into memory by std.cache_req_body().
     pub cached_body: Option<bytes::Bytes>,
     /// Reading it for vmod bodyaccess in vcl_recv failed: answered when
@@ -371,6 +376,32 @@ impl<T: Transport> Request<'_, T> {
 
     /// Send the 100 Continue the client waits for, if it is still owed;
     /// false if the client is gone.
+    /// Where this request's fetch sends the backend's interim responses
+    /// (fetch::txn's Fetch::interim), when they can be forwarded: not to
+    /// an HTTP/1.0 client (RFC 9110 §15.2), nor from an ESI include.
+    pub fn interim_channel(&mut self) -> Option<mpsc::UnboundedSender<Bytes>> {
+        if self.req.minor == 0 || self.req.esi_level > 0 {
+            return None;
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.interim = Some(rx);
+        Some(tx)
+    }
+
+    /// Forward the interim responses the fetch got, before the final
+    /// response (in order, once the final head is in; at most
+    /// fetch::txn's MAX_INTERIM). False: the client is gone.
+    pub async fn forward_interim(&mut self) -> bool {
+        let Some(mut rx) = self.interim.take() else { return true };
+        while let Ok(head) = rx.try_recv() {
+            self.arm_send();
+            if tokio::io::AsyncWriteExt::write_all(self.conn.out(), &head).await.is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
     pub async fn send_continue(&mut self) -> bool {
         if !self.continue_pending {
             return true;
