@@ -148,3 +148,40 @@ impl Parser<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Parser;
+
+    /// Hostile and odd bytes: each parses or is refused, never panics.
+    #[test]
+    fn dictionaries_good_and_hostile() {
+        let ok = |v: &[u8]| Parser { b: v, i: 0 }.dictionary(&["max-age"]);
+        for good in [&b""[..], b"max-age=60", b"a, b=?0, c=(1 2 \"x\");p=:aGk=:, d=-1.5, e=tok/en:x", b"*k=1;q"] {
+            assert!(ok(good), "{}", String::from_utf8_lossy(good));
+        }
+        let long_int = [b"max-age=".as_slice(), &[b'9'; 16]].concat();
+        let deep = [b"a=".as_slice(), &[b'('; 10_000]].concat();
+        let bad: [&[u8]; 13] = [
+            b"max-age",
+            b"max-age=\"1\"",
+            b"A=1",
+            b"a=\"open",
+            b"a=\"\\x\"",
+            b"a=(1",
+            b"a=:abc",
+            b"a=?2",
+            b"a,",
+            b",a",
+            b"a=1 b=2",
+            &long_int,
+            &deep,
+        ];
+        for b in bad {
+            assert!(!ok(b), "{}", String::from_utf8_lossy(&b[..b.len().min(40)]));
+        }
+        for b in [&b"a=\xff"[..], b"a=\"\x00\"", b"\xc3\xa9=1", b"a=1;\x80"] {
+            assert!(!ok(b));
+        }
+    }
+}
