@@ -412,7 +412,8 @@ def main():
         print("install-test: needs mmdebstrap (apt-get install mmdebstrap)", file=sys.stderr)
         raise SystemExit(2)
     work = tempfile.mkdtemp(prefix="cachekit-install-")
-    deb = args.deb or build_package(work)
+    # package.sh stages in OUT/root: its own directory, not the test's root.
+    deb = args.deb or build_package(os.path.join(work, "pkg"))
     dbgsym = os.path.join(os.path.dirname(deb), os.path.basename(deb).replace("cachekit_", "cachekit-dbgsym_", 1))
     debs = [deb] + ([dbgsym] if os.path.exists(dbgsym) else [])
     check(len(debs) == 2, f"no {dbgsym} beside {deb}")

@@ -135,8 +135,9 @@ pub fn parse_vtim(s: &str, postel: bool) -> Option<f64> {
 const WEEKDAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
 const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
-/// Days from 1970-01-01 to a civil date (H. Hinnant), the inverse of [`civil`].
-fn days_from_civil(y: i64, mo: i64, d: i64) -> i64 {
+/// Days from 1970-01-01 to a civil date, month 1-12 (H. Hinnant), the
+/// inverse of [`civil`].
+pub fn days_from_civil(y: i64, mo: i64, d: i64) -> i64 {
     let yy = if mo <= 2 { y - 1 } else { y };
     let era = yy.div_euclid(400);
     let yoe = yy - era * 400;

@@ -490,7 +490,7 @@ pub fn http_date(s: &[u8], now: f64) -> Option<f64> {
     if c.i != c.b.len() || day < 1 || day > days_in {
         return None;
     }
-    Some((days_from_civil(year, month + 1, day) * 86_400 + secs) as f64)
+    Some((common::httpdate::days_from_civil(year, month + 1, day) * 86_400 + secs) as f64)
 }
 
 /// RFC 9110 §5.6.7: a two-digit year more than 50 years after `now`'s
@@ -508,16 +508,6 @@ fn two_digit_year(yy: i64, now: f64) -> i64 {
 const WEEKDAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
 const WEEKDAY_TAILS: [&str; 7] = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"];
 const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-
-/// Days from 1970-01-01 to a civil date, month 1-12 (H. Hinnant).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
 
 /// A date's reader: each step takes exactly what it expects or fails.
 struct Cursor<'a> {
