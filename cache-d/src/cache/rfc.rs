@@ -547,7 +547,7 @@ impl Cursor<'_> {
     }
 }
 
-mod language;
+pub mod language;
 pub use language::language_selects;
 
 #[cfg(test)]

@@ -77,33 +77,17 @@ pub fn normalise_accept_language<T: Transport>(r: &mut Request<'_, T>) {
 
 /// The normal form of Accept-Language field lines (see above).
 pub fn normal_language_list(lines: &[&[u8]]) -> Vec<u8> {
-    let mut items: Vec<(f64, Vec<u8>, Vec<u8>)> = Vec::new();
-    for member in lines.iter().flat_map(|l| l.split(|&b| b == b',')) {
-        let mut parts = member.split(|&b| b == b';').map(|p| p.trim_ascii());
-        let tag = parts.next().unwrap_or_default().to_ascii_lowercase();
-        if tag.is_empty() {
-            continue;
-        }
-        let mut q = (1.0, Vec::new());
-        for param in parts {
-            let param: Vec<u8> = param.iter().filter(|b| !b.is_ascii_whitespace()).map(u8::to_ascii_lowercase).collect();
-            if let Some(v) = param.strip_prefix(b"q=") {
-                let value = std::str::from_utf8(v).ok().and_then(|t| t.parse::<f64>().ok()).unwrap_or(1.0);
-                q = (value, if value == 1.0 { Vec::new() } else { v.to_vec() });
-            }
-        }
-        items.push((q.0, tag, q.1));
-    }
-    items.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let mut items = crate::cache::rfc::language::ranges(lines.iter().copied());
+    items.sort_by(|a, b| b.q.total_cmp(&a.q).then_with(|| a.tag.cmp(&b.tag)));
     let mut out = Vec::new();
-    for (_, tag, q) in items {
+    for r in items {
         if !out.is_empty() {
             out.extend_from_slice(b", ");
         }
-        out.extend_from_slice(&tag);
-        if !q.is_empty() {
+        out.extend_from_slice(&r.tag);
+        if !r.q_text.is_empty() {
             out.extend_from_slice(b";q=");
-            out.extend_from_slice(&q);
+            out.extend_from_slice(&r.q_text);
         }
     }
     out
