@@ -24,10 +24,11 @@ fn interim_head(h: &head::Head) -> bytes::Bytes {
     let mut out = format!("HTTP/1.1 {} ", h.status).into_bytes();
     out.extend_from_slice(h.reason());
     out.extend_from_slice(b"\r\n");
-    for (n, v) in crate::fetch::steps::stored_headers(h) {
-        out.extend_from_slice(&n);
+    let listed = head::connection_tokens(h.iter());
+    for (n, v) in h.iter().filter(|(n, _)| !head::is_hop_by_hop(n) && !head::is_listed(&listed, n)) {
+        out.extend_from_slice(n);
         out.extend_from_slice(b": ");
-        out.extend_from_slice(&v);
+        out.extend_from_slice(v);
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
