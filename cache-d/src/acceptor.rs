@@ -9,20 +9,23 @@ use std::time::Duration;
 
 use common::counters::C;
 use common::instance;
-use tokio::net::{TcpListener, UnixListener};
+use tokio::io::unix::AsyncFd;
 use tokio::sync::{watch, Semaphore};
 
+use crate::child::loops::Loops;
 use crate::error::StartError;
 use crate::http1::transport::Http1;
-use crate::listen::stream::ClientStream;
+use crate::listen::stream::{ClientStream, Plain as Accepted};
 use crate::listen::{Listener, On, Proto, Socket};
 use crate::req::contain::contain;
 use crate::req::Served;
 use crate::shared::Shared;
 
 /// Serve until `stop` turns true, then stop accepting, let open sessions
-/// finish their current request (up to `drain`), and return.
-pub async fn serve(sh: Arc<Shared>, listeners: Vec<Listener>, mut stop: watch::Receiver<bool>, drain: Duration) {
+/// finish their current request (up to `drain`), and return. Listeners
+/// and housekeeping run on the caller's runtime; each connection on one
+/// of `loops`.
+pub async fn serve(sh: Arc<Shared>, listeners: Vec<Listener>, loops: Arc<Loops>, mut stop: watch::Receiver<bool>, drain: Duration) {
     let limit = Arc::new(Semaphore::new(sh.params().max_connections));
     let mut accepts = Vec::new();
     for l in listeners {
@@ -34,9 +37,9 @@ pub async fn serve(sh: Arc<Shared>, listeners: Vec<Listener>, mut stop: watch::R
             }
         };
         let on = On { name: l.name, proto: l.proto };
-        accepts.push(tokio::spawn(accept_loop(sh.clone(), socket, on, limit.clone(), stop.clone())));
+        accepts.push(tokio::spawn(accept_loop(sh.clone(), socket, on, loops.clone(), limit.clone(), stop.clone())));
     }
-    let ticker = tokio::spawn(tick(sh.clone()));
+    let ticker = tokio::spawn(tick(sh.clone(), loops.clone()));
     let _ = stop.wait_for(|s| *s).await;
     for a in &accepts {
         a.abort();
@@ -47,10 +50,12 @@ pub async fn serve(sh: Arc<Shared>, listeners: Vec<Listener>, mut stop: watch::R
     ticker.abort();
 }
 
-/// A listening socket in the runtime.
+/// A listening socket in the runtime. Accepted here, a connection's
+/// socket is registered with the loop that serves it, not with this
+/// runtime's poller.
 enum Accepting {
-    Tcp(TcpListener),
-    Unix(UnixListener),
+    Tcp(AsyncFd<std::net::TcpListener>),
+    Unix(AsyncFd<std::os::unix::net::UnixListener>),
 }
 
 impl Accepting {
@@ -58,28 +63,33 @@ impl Accepting {
         Ok(match s {
             Socket::Tcp(s) => {
                 s.set_nonblocking(true)?;
-                Accepting::Tcp(TcpListener::from_std(s)?)
+                // SAFETY: the listener owns its descriptor, and nothing
+                // closes or replaces it while the AsyncFd holds it.
+                Accepting::Tcp(unsafe { AsyncFd::register(s)? })
             }
             Socket::Unix(s) => {
                 s.set_nonblocking(true)?;
-                Accepting::Unix(UnixListener::from_std(s)?)
+                // SAFETY: as above.
+                Accepting::Unix(unsafe { AsyncFd::register(s)? })
             }
         })
     }
 
     /// The next connection and its two ends (0.0.0.0:0 for both on a
     /// Unix socket, as Varnish shows them).
-    async fn accept(&self) -> std::io::Result<(ClientStream, SocketAddr, SocketAddr)> {
+    async fn accept(&self) -> std::io::Result<(Accepted, SocketAddr, SocketAddr)> {
         match self {
             Accepting::Tcp(l) => {
-                let (stream, peer) = l.accept().await?;
+                let (stream, peer) = l.async_io(tokio::io::Interest::READABLE, |l| l.accept()).await?;
+                stream.set_nonblocking(true)?;
                 let _ = stream.set_nodelay(true);
                 let local = stream.local_addr().unwrap_or(NOWHERE);
-                Ok((ClientStream::Tcp(stream), peer, local))
+                Ok((Accepted::Tcp(stream), peer, local))
             }
             Accepting::Unix(l) => {
-                let (stream, _) = l.accept().await?;
-                Ok((ClientStream::Unix(stream), NOWHERE, NOWHERE))
+                let (stream, _) = l.async_io(tokio::io::Interest::READABLE, |l| l.accept()).await?;
+                stream.set_nonblocking(true)?;
+                Ok((Accepted::Unix(stream), NOWHERE, NOWHERE))
             }
         }
     }
@@ -88,9 +98,9 @@ impl Accepting {
 /// The address Varnish gives both ends of a Unix-socket connection.
 const NOWHERE: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
 
-async fn accept_loop(sh: Arc<Shared>, socket: Accepting, on: On, limit: Arc<Semaphore>, stop: watch::Receiver<bool>) {
+async fn accept_loop(sh: Arc<Shared>, socket: Accepting, on: On, loops: Arc<Loops>, limit: Arc<Semaphore>, stop: watch::Receiver<bool>) {
     loop {
-        let (stream, peer, local) = match socket.accept().await {
+        let (accepted, peer, local) = match socket.accept().await {
             Ok(x) => x,
             Err(e) => {
                 sh.seg.add(C::SessFail, 1);
@@ -105,11 +115,18 @@ async fn accept_loop(sh: Arc<Shared>, socket: Accepting, on: On, limit: Arc<Sema
         sh.seg.add(C::SSess, 1);
         let Ok(permit) = limit.clone().try_acquire_owned() else {
             sh.seg.add(C::SessDropped, 1);
-            drop(stream);
+            drop(accepted);
             continue;
         };
-        let (sh, on, stop) = (sh.clone(), on.clone(), stop.clone());
-        tokio::spawn(async move {
+        let (sh, on, stop, to) = (sh.clone(), on.clone(), stop.clone(), loops.clone());
+        loops.spawn(move |open| async move {
+            let stream = match accepted.into_stream() {
+                Ok(s) => s,
+                Err(e) => {
+                    crate::req::no_session(&sh, peer, local, &on, &format!("registering the connection: {e}"));
+                    return;
+                }
+            };
             let stream = match on.proto {
                 Proto::Https => match handshake(&sh, stream).await {
                     Ok(s) => s,
@@ -120,17 +137,39 @@ async fn accept_loop(sh: Arc<Shared>, socket: Accepting, on: On, limit: Arc<Sema
                 },
                 _ => stream,
             };
-            if let Err(why) = contain(serve_conn(sh.clone(), stream, peer, local, on, stop)).await {
+            let held = Held { _permit: permit, _open: open };
+            if let Err(why) = contain(serve_conn(sh.clone(), stream, peer, local, on, stop, Moves { loops: to, held, peer })).await {
                 crate::req::failed(&sh, peer, &why);
             }
-            drop(permit);
         });
     }
 }
 
+/// What a connection holds while open: its place under max_connections
+/// and its count on its loop.
+struct Held {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    _open: crate::child::loops::Open,
+}
+
+/// What a connection needs to move to another loop.
+struct Moves {
+    loops: Arc<Loops>,
+    held: Held,
+    peer: SocketAddr,
+}
+
 /// Serve an accepted connection: HTTP/2 when TLS chose it by ALPN, else
 /// HTTP/1 (which may turn to HTTP/2 by preface or upgrade).
-async fn serve_conn(sh: Arc<Shared>, stream: ClientStream, peer: SocketAddr, local: SocketAddr, on: On, stop: watch::Receiver<bool>) {
+async fn serve_conn(
+    sh: Arc<Shared>,
+    stream: ClientStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    on: On,
+    stop: watch::Receiver<bool>,
+    m: Moves,
+) {
     if stream.alpn() == Some(b"h2") {
         let conn = Http1::new(stream);
         let tls = crate::req::transport::Transport::tls_info(&conn).map(Arc::new);
@@ -139,10 +178,60 @@ async fn serve_conn(sh: Arc<Shared>, stream: ClientStream, peer: SocketAddr, loc
         return crate::h2::serve(sess, stream, pre, None, stop).await;
     }
     let mut conn = Http1::new(stream);
-    if let Served::H2 { sess, upgrade } = crate::req::session(sh, &mut conn, peer, local, on, stop.clone()).await {
-        let (stream, pre) = conn.into_parts();
-        crate::h2::serve(*sess, stream, pre, upgrade, stop).await;
-    }
+    let served = crate::req::session(sh, &mut conn, peer, local, on, stop.clone()).await;
+    after(served, conn, stop, m).await;
+}
+
+/// What follows a session's HTTP/1 requests: nothing (closed), HTTP/2 on
+/// the same connection, or the next requests on another loop (the socket
+/// leaves this loop's poller for that one's).
+fn after(
+    served: Served,
+    conn: Http1,
+    stop: watch::Receiver<bool>,
+    m: Moves,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        match served {
+            Served::Closed => {}
+            Served::H2 { sess, upgrade } => {
+                let (stream, pre) = conn.into_parts();
+                crate::h2::serve(*sess, stream, pre, upgrade, stop).await;
+            }
+            Served::Move(mut sess) => {
+                let (stream, pre) = conn.into_parts();
+                let plain = match stream.into_std() {
+                    Ok(p) => p,
+                    Err(e) => {
+                        crate::req::close_session(&mut sess, crate::req::reason::Reason::TxError);
+                        eprintln!("cache-d: moving a connection: {e}");
+                        return;
+                    }
+                };
+                let Moves { loops, held, peer } = m;
+                let to = loops.clone();
+                loops.spawn_moved(move |open| async move {
+                    let m = Moves { loops: to, held: Held { _permit: held._permit, _open: open }, peer };
+                    let sh = sess.sh.clone();
+                    let go = async move {
+                        let mut conn = match plain.into_stream() {
+                            Ok(s) => Http1::from_parts(s, pre),
+                            Err(e) => {
+                                crate::req::close_session(&mut sess, crate::req::reason::Reason::TxError);
+                                eprintln!("cache-d: moving a connection: {e}");
+                                return;
+                            }
+                        };
+                        let served = crate::req::requests(*sess, &mut conn, stop.clone()).await;
+                        after(served, conn, stop, m).await;
+                    };
+                    if let Err(why) = contain(go).await {
+                        crate::req::failed(&sh, peer, &why);
+                    }
+                });
+            }
+        }
+    })
 }
 
 /// A TLS handshake on an accepted connection, within timeout_idle.
@@ -159,9 +248,9 @@ async fn handshake(sh: &Shared, stream: ClientStream) -> Result<ClientStream, St
     done
 }
 
-/// Once a second: the child's uptime and expiry of dead objects (the
-/// manager keeps MGT.uptime and the heartbeat).
-async fn tick(sh: Arc<Shared>) {
+/// Once a second: the child's uptime, expiry of dead objects (the
+/// manager keeps MGT.uptime and the heartbeat) and the event loops' balance.
+async fn tick(sh: Arc<Shared>, loops: Arc<Loops>) {
     let start = tokio::time::Instant::now();
     let mut iv = tokio::time::interval(Duration::from_secs(1));
     tokio::spawn(lurker(sh.clone()));
@@ -169,6 +258,7 @@ async fn tick(sh: Arc<Shared>) {
         iv.tick().await;
         sh.seg.set(C::MainUptime, start.elapsed().as_secs());
         sh.cache.expire(crate::util::now());
+        loops.rebalance();
         // Idle backend connections past backend_idle_timeout are closed.
         let idle = sh.params().backend_idle_timeout;
         sh.backend.reap_idle(idle);

@@ -4,6 +4,7 @@
 //! and the parameters in the environment.
 
 pub mod control;
+pub mod loops;
 
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
@@ -118,7 +119,18 @@ pub fn run(args: Args) -> Result<(), StartError> {
     }
     let shared = Arc::new(shared);
     let cache = shared.cache.clone();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("cache-worker").build()?;
+    serve(shared, listeners, ctl)?;
+    // What the disk stores have queued goes out before we do.
+    cache.flush();
+    Ok(())
+}
+
+/// Serve until told to stop: listeners, housekeeping and the stop signal
+/// on this thread, client connections on the event loops, the manager's
+/// commands on a thread of their own.
+fn serve(shared: Arc<Shared>, listeners: Vec<Listener>, ctl: UnixStream) -> Result<(), StartError> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let loops = Arc::new(crate::child::loops::Loops::start(shared.params().event_loops)?);
     let (tx, rx) = tokio::sync::watch::channel(false);
     // Serving waits for the manager's "go": it first gives us back every
     // loaded program and the active one, so no request of a restarted
@@ -141,11 +153,13 @@ pub fn run(args: Args) -> Result<(), StartError> {
             _ = go_rx.wait_for(|g| *g) => {}
             _ = stopping.wait_for(|s| *s) => return,
         }
-        acceptor::serve(shared, listeners, rx, Duration::from_secs(5)).await;
+        acceptor::serve(shared, listeners, loops.clone(), rx, Duration::from_secs(5)).await;
     });
     rt.shutdown_timeout(Duration::from_secs(1));
-    // What the disk stores have queued goes out before we do.
-    cache.flush();
+    // The accept tasks that held the loops are gone with the runtime.
+    if let Ok(loops) = Arc::try_unwrap(loops) {
+        loops.shutdown(Duration::from_secs(1));
+    }
     Ok(())
 }
 

@@ -35,7 +35,13 @@ impl Http1 {
         Http1 { conn: BufConn::new(ClientIo::new(stream)), scratch: Vec::new(), body_done: None }
     }
 
-    /// The connection and the bytes read and not used (for HTTP/2).
+    /// A connection going on with bytes already read (`into_parts`).
+    pub fn from_parts(stream: ClientStream, buf: BytesMut) -> Http1 {
+        Http1 { conn: BufConn { io: ClientIo::new(stream), buf }, scratch: Vec::new(), body_done: None }
+    }
+
+    /// The connection and the bytes read and not used (for HTTP/2, or
+    /// another event loop).
     pub fn into_parts(self) -> (ClientStream, BytesMut) {
         (self.conn.io.into_inner(), self.conn.buf)
     }

@@ -26,12 +26,39 @@ impl ClientStream {
         }
     }
 
+    /// The connection out of this runtime's poller, to be registered with
+    /// another's (a TLS one cannot leave).
+    pub fn into_std(self) -> io::Result<Plain> {
+        match self {
+            ClientStream::Tcp(s) => Ok(Plain::Tcp(s.into_std()?)),
+            ClientStream::Unix(s) => Ok(Plain::Unix(s.into_std()?)),
+            ClientStream::Tls(_) => Err(io::Error::other("a TLS connection stays on its event loop")),
+        }
+    }
+
     /// The protocol TLS's ALPN chose (None: not TLS, or none chosen).
     pub fn alpn(&self) -> Option<&[u8]> {
         match self {
             ClientStream::Tls(s) => s.get_ref().1.alpn_protocol(),
             _ => None,
         }
+    }
+}
+
+/// A plain connection in no runtime (accepted, or moving between event
+/// loops), nonblocking.
+pub enum Plain {
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl Plain {
+    /// The connection registered with the current runtime's poller.
+    pub fn into_stream(self) -> io::Result<ClientStream> {
+        Ok(match self {
+            Plain::Tcp(s) => ClientStream::Tcp(TcpStream::from_std(s)?),
+            Plain::Unix(s) => ClientStream::Unix(UnixStream::from_std(s)?),
+        })
     }
 }
 

@@ -55,57 +55,69 @@ pub enum Served {
     /// It goes on as HTTP/2: after the connection preface (`upgrade`
     /// None), or answering an `Upgrade: h2c` request on stream 1.
     H2 { sess: Box<Sess>, upgrade: Option<crate::http1::head::Head> },
+    /// Its next requests go on on another event loop (see crate::child::loops).
+    Move(Box<Sess>),
 }
 
 /// Serve a connection: its requests one after another (keep-alive,
 /// pipelining), logged as Varnish logs a session (`Begin sess`,
-/// `Link req`, `SessClose`), until it ends or turns to HTTP/2.
+/// `Link req`, `SessClose`), until it ends, turns to HTTP/2 or moves to
+/// another event loop.
 pub async fn session<T: Transport>(
     sh: Arc<Shared>,
     conn: &mut T,
     peer: SocketAddr,
     local: SocketAddr,
     on: On,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> Served {
     let tls = conn.tls_info().map(Arc::new);
     let mut s = Sess::open(sh, peer, local, &on, conn.fd(), tls);
-    let reason = match on.proto {
-        Proto::Proxy => proxy_header(&mut s, conn).await.err(),
-        Proto::Http | Proto::Https => None,
-    };
-    let reason = if let Some(r) = reason {
-        r
-    } else {
-        loop {
-            let p = s.sh.params();
-            // A session whose VCL set sess.timeout_idle waits that long.
-            let own = s.timeout_idle.map(|t| {
-                let mut own = crate::params::Params::clone(&p);
-                own.timeout_idle = t;
-                own
-            });
-            match conn.read_head(own.as_ref().unwrap_or(&p), &mut stop).await {
-                // h2c is for cleartext connections (RFC 9113 §3.1).
-                Ok((head, _)) if p.has_feature("http2") && s.tls.is_none() && crate::http1::head::wants_h2c(&head) => {
-                    return Served::H2 { sess: Box::new(s), upgrade: Some(head) };
+    if on.proto == Proto::Proxy {
+        if let Err(r) = proxy_header(&mut s, conn).await {
+            close_session(&mut s, r);
+            conn.close().await;
+            return Served::Closed;
+        }
+    }
+    requests(s, conn, stop).await
+}
+
+/// A session's requests, from the next one on: until the connection ends,
+/// turns to HTTP/2, or moves to another event loop (between two requests,
+/// when this loop is asked to shed connections; not a TLS one).
+pub async fn requests<T: Transport>(mut s: Sess, conn: &mut T, mut stop: watch::Receiver<bool>) -> Served {
+    let reason = loop {
+        if s.tls.is_none() && crate::child::loops::take_move() {
+            return Served::Move(Box::new(s));
+        }
+        let p = s.sh.params();
+        // A session whose VCL set sess.timeout_idle waits that long.
+        let own = s.timeout_idle.map(|t| {
+            let mut own = crate::params::Params::clone(&p);
+            own.timeout_idle = t;
+            own
+        });
+        match conn.read_head(own.as_ref().unwrap_or(&p), &mut stop).await {
+            // h2c is for cleartext connections (RFC 9113 §3.1).
+            Ok((head, _)) if p.has_feature("http2") && s.tls.is_none() && crate::http1::head::wants_h2c(&head) => {
+                return Served::H2 { sess: Box::new(s), upgrade: Some(head) };
+            }
+            Ok((head, t_start)) => {
+                drop(p);
+                if let Some(reason) = request(&mut s, conn, head, t_start).await {
+                    break reason;
                 }
-                Ok((head, t_start)) => {
-                    drop(p);
-                    if let Some(reason) = request(&mut s, conn, head, t_start).await {
-                        break reason;
-                    }
-                    if !conn.buffered().is_empty() {
-                        s.sh.seg.add(C::SessReadahead, 1);
-                    }
+                if !conn.buffered().is_empty() {
+                    s.sh.seg.add(C::SessReadahead, 1);
                 }
-                Err(ReadErr::Preface) => return Served::H2 { sess: Box::new(s), upgrade: None },
-                Err(ReadErr::Closed(r)) => break r,
-                Err(ReadErr::Bad { err, t_start }) => {
-                    drop(p);
-                    recv::bad_request(&mut s, conn, err, t_start).await;
-                    break if err == HeadError::TooLarge { Reason::RxOverflow } else { Reason::RxJunk };
-                }
+            }
+            Err(ReadErr::Preface) => return Served::H2 { sess: Box::new(s), upgrade: None },
+            Err(ReadErr::Closed(r)) => break r,
+            Err(ReadErr::Bad { err, t_start }) => {
+                drop(p);
+                recv::bad_request(&mut s, conn, err, t_start).await;
+                break if err == HeadError::TooLarge { Reason::RxOverflow } else { Reason::RxJunk };
             }
         }
     };

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use cache_d::acceptor;
 use cache_d::backend::pool::{self as backend, Backend};
+use cache_d::child::loops::Loops;
 use cache_d::listen::{Listener, Proto, Socket};
 use cache_d::params::Params;
 use cache_d::shared::Shared;
@@ -38,6 +39,7 @@ struct InProcess {
     port: u16,
     _dir: tempfile::TempDir,
     path: std::path::PathBuf,
+    loops: Option<Arc<Loops>>,
 }
 
 impl Drop for InProcess {
@@ -45,6 +47,9 @@ impl Drop for InProcess {
         let _ = self.stop.send(true);
         let rt = std::mem::replace(&mut self.rt, tokio::runtime::Builder::new_current_thread().build().unwrap());
         rt.shutdown_timeout(std::time::Duration::from_secs(1));
+        if let Some(loops) = self.loops.take().and_then(|l| Arc::try_unwrap(l).ok()) {
+            loops.shutdown(std::time::Duration::from_secs(1));
+        }
     }
 }
 
@@ -60,8 +65,9 @@ fn start(origin: &Origin) -> InProcess {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (stop, rx) = tokio::sync::watch::channel(false);
     let listeners = vec![Listener { name: "a0".into(), proto: Proto::Http, socket: Socket::Tcp(socket) }];
-    rt.spawn(acceptor::serve(Arc::new(sh), listeners, rx, std::time::Duration::from_secs(1)));
-    InProcess { rt, stop, port, _dir: dir, path }
+    let loops = Arc::new(Loops::start(2).unwrap());
+    rt.spawn(acceptor::serve(Arc::new(sh), listeners, loops.clone(), rx, std::time::Duration::from_secs(1)));
+    InProcess { rt, loops: Some(loops), stop, port, _dir: dir, path }
 }
 
 #[test]

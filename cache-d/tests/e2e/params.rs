@@ -13,6 +13,7 @@ use crate::util::*;
 /// cachekit's own parameters (not in varnishd 7.1).
 const OURS: &[&str] = &[
     "brotli_quality",
+    "event_loops",
     "h2_rapid_reset",
     "h2_rapid_reset_limit",
     "h2_rapid_reset_period",
