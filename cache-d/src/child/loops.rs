@@ -27,10 +27,10 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::runtime::Runtime;
+use tokio::runtime::{Handle, Runtime};
 
 /// Below this share of the last second busy (per mille), a loop takes new
 /// connections before the loops after it.
@@ -41,12 +41,14 @@ const SHED: u32 = 850;
 /// The loops of a child.
 pub struct Loops {
     loops: Vec<Loop>,
+    /// The runtimes, until `shutdown` (or the drop) stops them.
+    rts: Mutex<Vec<Runtime>>,
     /// When `rebalance` last looked.
-    last: std::sync::Mutex<Instant>,
+    last: Mutex<Instant>,
 }
 
 struct Loop {
-    rt: Runtime,
+    rt: Handle,
     state: Arc<State>,
 }
 
@@ -87,6 +89,7 @@ impl Loops {
     /// `n` loops (0: one per CPU this process may run on).
     pub fn start(n: usize) -> io::Result<Loops> {
         let n = if n == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { n };
+        let mut rts = Vec::new();
         let loops = (0..n)
             .map(|i| {
                 let state = Arc::new(State::default());
@@ -97,10 +100,12 @@ impl Loops {
                     .thread_name(format!("cache-loop-{i}"))
                     .on_thread_start(move || HERE.with(|h| *h.borrow_mut() = Some(mine.clone())))
                     .build()?;
-                Ok(Loop { rt, state })
+                let handle = rt.handle().clone();
+                rts.push(rt);
+                Ok(Loop { rt: handle, state })
             })
             .collect::<io::Result<Vec<_>>>()?;
-        Ok(Loops { loops, last: std::sync::Mutex::new(Instant::now()) })
+        Ok(Loops { loops, rts: Mutex::new(rts), last: Mutex::new(Instant::now()) })
     }
 
     /// Connections open on each loop.
@@ -173,10 +178,31 @@ impl Loops {
         }
     }
 
-    /// Stop every loop, giving its tasks up to `wait` to end.
-    pub fn shutdown(self, wait: Duration) {
-        for l in self.loops {
-            l.rt.shutdown_timeout(wait);
+    /// Ask loop `i` to move `n` of its connections (as `rebalance` does
+    /// for a busy loop; tests ask directly).
+    pub fn shed(&self, i: usize, n: usize) {
+        if let Some(l) = self.loops.get(i) {
+            l.state.shed.store(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Stop every loop, giving its tasks up to `wait` to end (not from
+    /// a loop's own thread). Connections handed over later are dropped.
+    pub fn shutdown(&self, wait: Duration) {
+        let rts = std::mem::take(&mut *self.rts.lock().unwrap_or_else(|e| e.into_inner()));
+        for rt in rts {
+            rt.shutdown_timeout(wait);
+        }
+    }
+}
+
+impl Drop for Loops {
+    /// Not shut down: the loops stop without waiting, which may be done
+    /// anywhere, a loop's own thread included.
+    fn drop(&mut self) {
+        let rts = std::mem::take(&mut *self.rts.lock().unwrap_or_else(|e| e.into_inner()));
+        for rt in rts {
+            rt.shutdown_background();
         }
     }
 }

@@ -156,10 +156,7 @@ fn serve(shared: Arc<Shared>, listeners: Vec<Listener>, ctl: UnixStream) -> Resu
         acceptor::serve(shared, listeners, loops.clone(), rx, Duration::from_secs(5)).await;
     });
     rt.shutdown_timeout(Duration::from_secs(1));
-    // The accept tasks that held the loops are gone with the runtime.
-    if let Ok(loops) = Arc::try_unwrap(loops) {
-        loops.shutdown(Duration::from_secs(1));
-    }
+    loops.shutdown(Duration::from_secs(1));
     Ok(())
 }
 

@@ -47,7 +47,7 @@ impl Drop for InProcess {
         let _ = self.stop.send(true);
         let rt = std::mem::replace(&mut self.rt, tokio::runtime::Builder::new_current_thread().build().unwrap());
         rt.shutdown_timeout(std::time::Duration::from_secs(1));
-        if let Some(loops) = self.loops.take().and_then(|l| Arc::try_unwrap(l).ok()) {
+        if let Some(loops) = self.loops.take() {
             loops.shutdown(std::time::Duration::from_secs(1));
         }
     }
@@ -104,4 +104,43 @@ fn hit_for_pass_objects_pass_for_their_ttl() {
     let log = stdout(&run("cache-log", &["-d", "-n", s.path.to_str().unwrap()]));
     assert_eq!(log.matches("-   HitPass        ").count(), 2, "{log}");
     assert!(log.contains("TTL            HFP 60 "), "{log}");
+}
+
+#[test]
+fn a_connection_moved_to_another_event_loop_goes_on_with_its_session() {
+    let origin = Origin::start();
+    let s = start(&origin);
+    let loops = s.loops.clone().unwrap();
+    let mut c = Client::connect(s.port);
+    assert_eq!(c.get("/size/10?max_age=60", "").status, 200);
+    assert_eq!(loops.open(), vec![1, 0], "an idle child packs connections on its first loop");
+    // Moved between two requests, and again with two pipelined requests
+    // already read: each answered in order on the other loop.
+    loops.shed(0, 1);
+    let r = c.get("/size/20?max_age=60", "");
+    assert_eq!((r.status, r.body.len()), (200, 20));
+    settle(&loops, vec![0, 1]);
+    loops.shed(1, 1);
+    c.send_raw(b"GET /size/30?max_age=60 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /size/10?max_age=60 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    let (a, b) = (c.read_response(false).unwrap(), c.read_response(false).unwrap());
+    assert_eq!((a.status, a.body.len(), b.status, b.body.len()), (200, 30, 200, 10));
+    assert_eq!(b.header("x-varnish").unwrap().split(' ').count(), 2, "the first object, a hit");
+    settle(&loops, vec![1, 0]);
+    drop(c);
+    settle(&loops, vec![0, 0]);
+    // One session, its four requests linked, closed once.
+    let log = stdout(&run("cache-log", &["-d", "-g", "raw", "-n", s.path.to_str().unwrap()]));
+    assert_eq!(log.matches(" Begin          c sess 0 HTTP/1").count(), 1, "{log}");
+    assert_eq!(log.matches(" Link           c req ").count(), 4, "{log}");
+    assert_eq!(log.matches(" SessClose      c REM_CLOSE").count(), 1, "{log}");
+}
+
+/// Wait (5 s at most) for the loops' open connections to be `want`: a
+/// connection asked to move does so once its response is out.
+fn settle(loops: &Loops, want: Vec<usize>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while loops.open() != want {
+        assert!(std::time::Instant::now() < deadline, "open connections {:?}, not {want:?}", loops.open());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
