@@ -26,7 +26,7 @@
 use std::cell::RefCell;
 use std::future::Future;
 use std::io;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -63,6 +63,8 @@ struct State {
     busy_ns: AtomicU64,
     /// Connections to move off this loop (taken at request boundaries).
     shed: AtomicUsize,
+    /// `shed` was set by `rebalance` (which withdraws only its own asks).
+    asked: AtomicBool,
 }
 
 thread_local! {
@@ -82,7 +84,11 @@ impl Drop for Open {
 /// Should the connection being served on this thread move to another
 /// loop now? (Yes for as many as the balancer asked this loop to shed.)
 pub fn take_move() -> bool {
-    HERE.with(|h| h.borrow().as_ref().is_some_and(|s| s.shed.load(Ordering::Relaxed) > 0 && s.shed.fetch_sub(1, Ordering::Relaxed) > 0))
+    HERE.with(|h| {
+        h.borrow().as_ref().is_some_and(|s| {
+            s.shed.load(Ordering::Relaxed) > 0 && s.shed.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
+        })
+    })
 }
 
 impl Loops {
@@ -161,7 +167,8 @@ impl Loops {
             *last = now;
             span
         };
-        if span.is_zero() {
+        // Shares of a shorter span say little (the first tick comes at once).
+        if span < Duration::from_millis(500) {
             return;
         }
         for l in &self.loops {
@@ -172,9 +179,12 @@ impl Loops {
         }
         let idle = self.loops.iter().any(|l| l.state.busy.load(Ordering::Relaxed) < PACK);
         for l in &self.loops {
-            let shed =
-                if idle && l.state.busy.load(Ordering::Relaxed) > SHED { l.state.open.load(Ordering::Relaxed).div_ceil(4) } else { 0 };
-            l.state.shed.store(shed, Ordering::Relaxed);
+            if idle && l.state.busy.load(Ordering::Relaxed) > SHED {
+                l.state.shed.store(l.state.open.load(Ordering::Relaxed).div_ceil(4), Ordering::Relaxed);
+                l.state.asked.store(true, Ordering::Relaxed);
+            } else if l.state.asked.swap(false, Ordering::Relaxed) {
+                l.state.shed.store(0, Ordering::Relaxed);
+            }
         }
     }
 
@@ -241,10 +251,10 @@ mod tests {
         // first is asked to shed a quarter of its own.
         loops.loops[0].rt.spawn(async {
             let t = Instant::now();
-            while t.elapsed() < Duration::from_millis(400) {}
+            while t.elapsed() < Duration::from_millis(500) {}
         });
         *loops.last.lock().unwrap() = Instant::now();
-        std::thread::sleep(Duration::from_millis(450));
+        std::thread::sleep(Duration::from_millis(550));
         loops.rebalance();
         assert!(loops.loops[0].state.busy.load(Ordering::Relaxed) > SHED);
         assert_eq!(loops.loops[0].state.shed.load(Ordering::Relaxed), 1);
