@@ -4,6 +4,10 @@
 # figures; `check` measures again and exits 1 when a figure lost more than
 # the tolerance against the saved ones:
 #   - hits/s (wrk -t1 -c50, median of rounds) on 1 B, 10 KiB, 100 KiB, 1 MiB;
+#   - CPU per hit (µs: utime + stime of cache-d's manager and child over
+#     the run, from /proc, divided by requests answered) at bench-cpu.sh's
+#     fixed open-loop rates, median of rounds: the figure issue 37 is
+#     about, which throughput on 2 shared cores hardly shows;
 #   - anonymous memory per cached 1 KiB object (20,000 objects).
 # The usual use: `save` on main's build, then `check` on a change's.
 # Usage: scripts/bench-guard.sh save|check [FILE] [seconds] [rounds] [tolerance%]
@@ -12,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}; file=${2:-target/bench-guard.tsv}; secs=${3:-4}; rounds=${4:-5}; tol=${5:-10}
 case $mode in save|check) ;; *) echo "usage: scripts/bench-guard.sh save|check [FILE] [seconds] [rounds] [tolerance%]" >&2; exit 2 ;; esac
-command -v wrk >/dev/null || { echo "bench: needs wrk (apt-get install wrk)" >&2; exit 2; }
+for t in wrk jq; do command -v "$t" >/dev/null || { echo "bench: needs $t (apt-get install wrk jq)" >&2; exit 2; }; done
 if [ "$mode" = check ] && [ ! -s "$file" ]; then echo "bench-guard: no saved figures in $file (run save first)" >&2; exit 2; fi
 . scripts/stack.sh
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
@@ -23,8 +27,29 @@ for size in 1 10240 102400 1048576; do
     for _ in $(seq "$rounds"); do wrk -t1 -c50 -d"${secs}s" "$url" | awk '/^Requests\/sec/ {print $2}'; done | median |
         awk -v s="$size" '{printf "hits_per_s_%s\t%.0f\thigher\n", s, $1}' >>"$out"
 done
-# Anonymous memory per cached object: 20,000 objects of 1 KiB.
+# CPU per hit at a fixed open-loop rate (as scripts/bench-cpu.sh).
 child=$(pgrep -P "${pids[-1]}" | head -n1)
+tick=$(getconf CLK_TCK)
+cpu_ticks() {
+    local total=0 p rest
+    for p in "${pids[-1]}" "$child"; do
+        rest=$(sed 's/^.*) //' "/proc/$p/stat")
+        set -- $rest
+        total=$((total + ${12} + ${13}))
+    done
+    echo "$total"
+}
+for row in 1:12000 10240:10000 102400:4000 1048576:500; do
+    size=${row%%:*}; rate=${row##*:}
+    url="http://$ip:$port/size/$size?max_age=3600"
+    for _ in $(seq "$rounds"); do
+        before=$(cpu_ticks)
+        "$bin/cache-bench" run -r "$rate" -c 20 -d "${secs}s" --json "$url" >"$work/run.json" 2>/dev/null
+        after=$(cpu_ticks)
+        awk -v a="$after" -v b="$before" -v t="$tick" -v n="$(jq '.requests' "$work/run.json")" 'BEGIN {printf "%.2f\n", (a - b) * 1e6 / t / n}'
+    done | median | awk -v s="$size" '{printf "cpu_us_per_hit_%s\t%.2f\tlower\n", s, $1}' >>"$out"
+done
+# Anonymous memory per cached object: 20,000 objects of 1 KiB.
 before=$(awk '/^RssAnon/ {print $2}' "/proc/$child/status")
 cat >"$work/fill.lua" <<'LUA'
 local n = -1
