@@ -15,7 +15,8 @@ use tokio::sync::{watch, Semaphore};
 use crate::child::loops::Loops;
 use crate::error::StartError;
 use crate::http1::transport::Http1;
-use crate::listen::stream::{ClientStream, Plain as Accepted};
+use crate::listen::movable::Movable;
+use crate::listen::stream::{ClientStream, Detached as Accepted};
 use crate::listen::{Listener, On, Proto, Socket};
 use crate::req::contain::contain;
 use crate::req::Served;
@@ -200,7 +201,7 @@ fn after(
             }
             Served::Move(mut sess) => {
                 let (stream, pre) = conn.into_parts();
-                let plain = match stream.into_std() {
+                let plain = match stream.detach() {
                     Ok(p) => p,
                     Err(e) => {
                         crate::req::close_session(&mut sess, crate::req::reason::Reason::TxError);
@@ -239,7 +240,7 @@ async fn handshake(sh: &Shared, stream: ClientStream) -> Result<ClientStream, St
     let ClientStream::Tcp(tcp) = stream else { return Err("TLS on a connection that is not TCP".into()) };
     let acceptor = tokio_rustls::TlsAcceptor::from(sh.tls.config(sh.params().has_feature("http2")));
     let timeout = sh.params().timeout_idle.max(Duration::from_millis(1));
-    let done = match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
+    let done = match tokio::time::timeout(timeout, acceptor.accept(Movable::On(tcp))).await {
         Ok(Ok(tls)) => Ok(ClientStream::Tls(Box::new(tls))),
         Ok(Err(e)) => Err(format!("TLS handshake failed: {e}")),
         Err(_) => Err("TLS handshake timed out".into()),

@@ -6,11 +6,12 @@
 //! Loops are packed, then spread. A new connection goes to the first loop
 //! (in order) that was busy less than half of the last second, else to the
 //! least busy one; and a loop busy most of the last second, while another
-//! is mostly idle, sheds a quarter of its connections: a plain HTTP/1
-//! connection moves between two requests (see `req::requests`), its socket
-//! registered anew with the other loop's poller. So a light load is served
-//! by one thread, which gathers many sockets' readiness per wake-up, and a
-//! heavy one by all of them.
+//! is mostly idle, sheds a quarter of its connections: an HTTP/1
+//! connection, in the clear or TLS, moves between two requests (see
+//! `req::requests` and `listen::movable`), its socket registered anew with
+//! the other loop's poller; an HTTP/2 one stays where it is. So a light
+//! load is served by one thread, which gathers many sockets' readiness per
+//! wake-up, and a heavy one by all of them.
 //!
 //! Measured (scripts/bench-cpu.sh; 1 B hits at 12,000/s over 20
 //! connections, 2 cores): one shared tokio runtime of 2 workers, 14.7 µs

@@ -5,6 +5,7 @@
 //! protocol, versions 1 and 2, before the first request), in any case.
 //! The manager binds them and hands the descriptors to the child.
 
+pub mod movable;
 pub mod proxy;
 pub mod stream;
 

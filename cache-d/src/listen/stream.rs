@@ -9,11 +9,16 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
+use crate::listen::movable::Movable;
+
+/// A TLS session over a socket that can change event loops.
+pub type TlsConn = tokio_rustls::server::TlsStream<Movable>;
+
 pub enum ClientStream {
     Tcp(TcpStream),
     Unix(UnixStream),
     /// A TLS connection, its handshake done.
-    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    Tls(Box<TlsConn>),
 }
 
 impl ClientStream {
@@ -27,12 +32,15 @@ impl ClientStream {
     }
 
     /// The connection out of this runtime's poller, to be registered with
-    /// another's (a TLS one cannot leave).
-    pub fn into_std(self) -> io::Result<Plain> {
+    /// another's.
+    pub fn detach(self) -> io::Result<Detached> {
         match self {
-            ClientStream::Tcp(s) => Ok(Plain::Tcp(s.into_std()?)),
-            ClientStream::Unix(s) => Ok(Plain::Unix(s.into_std()?)),
-            ClientStream::Tls(_) => Err(io::Error::other("a TLS connection stays on its event loop")),
+            ClientStream::Tcp(s) => Ok(Detached::Tcp(s.into_std()?)),
+            ClientStream::Unix(s) => Ok(Detached::Unix(s.into_std()?)),
+            ClientStream::Tls(mut s) => {
+                s.get_mut().0.detach()?;
+                Ok(Detached::Tls(s))
+            }
         }
     }
 
@@ -45,19 +53,22 @@ impl ClientStream {
     }
 }
 
-/// A plain connection in no runtime (accepted, or moving between event
-/// loops), nonblocking.
-pub enum Plain {
+/// A connection in no runtime's poller (accepted, or moving between
+/// event loops), nonblocking.
+pub enum Detached {
     Tcp(std::net::TcpStream),
     Unix(std::os::unix::net::UnixStream),
+    /// Its socket is registered again at its first read or write.
+    Tls(Box<TlsConn>),
 }
 
-impl Plain {
+impl Detached {
     /// The connection registered with the current runtime's poller.
     pub fn into_stream(self) -> io::Result<ClientStream> {
         Ok(match self {
-            Plain::Tcp(s) => ClientStream::Tcp(TcpStream::from_std(s)?),
-            Plain::Unix(s) => ClientStream::Unix(UnixStream::from_std(s)?),
+            Detached::Tcp(s) => ClientStream::Tcp(TcpStream::from_std(s)?),
+            Detached::Unix(s) => ClientStream::Unix(UnixStream::from_std(s)?),
+            Detached::Tls(s) => ClientStream::Tls(s),
         })
     }
 }

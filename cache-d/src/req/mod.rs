@@ -85,7 +85,7 @@ pub async fn session<T: Transport>(
 
 /// A session's requests, from the next one on: until the connection ends,
 /// turns to HTTP/2, or moves to another event loop (between two requests,
-/// when this loop is asked to shed connections; not a TLS one).
+/// when this loop is asked to shed connections).
 pub async fn requests<T: Transport>(mut s: Sess, conn: &mut T, mut stop: watch::Receiver<bool>) -> Served {
     let reason = loop {
         if s.tls.is_none() && crate::child::loops::take_move() {

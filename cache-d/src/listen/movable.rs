@@ -1,0 +1,170 @@
+//! The TCP socket under a TLS session, able to leave its event loop: the
+//! TLS stream (tokio-rustls) owns its transport and cannot be taken apart
+//! and rebuilt, so the transport itself is detached from one runtime's
+//! poller and registered with the next one's at its first read or write
+//! there (see crate::child::loops).
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// A TCP socket registered with the current runtime, or in none.
+pub enum Movable {
+    On(TcpStream),
+    Off(std::net::TcpStream),
+    /// Only while changing from one to the other.
+    Changing,
+}
+
+impl Movable {
+    /// Out of the runtime's poller (nonblocking, ready for another's).
+    pub fn detach(&mut self) -> io::Result<()> {
+        if let Movable::On(_) = self {
+            let Movable::On(s) = std::mem::replace(self, Movable::Changing) else { unreachable!() };
+            *self = Movable::Off(s.into_std()?);
+        }
+        Ok(())
+    }
+
+    /// The socket in the current runtime's poller (registered now if it
+    /// was not).
+    fn on(&mut self) -> io::Result<&mut TcpStream> {
+        if let Movable::Off(_) = self {
+            let Movable::Off(s) = std::mem::replace(self, Movable::Changing) else { unreachable!() };
+            *self = Movable::On(TcpStream::from_std(s)?);
+        }
+        match self {
+            Movable::On(s) => Ok(s),
+            _ => Err(io::Error::other("a socket lost while moving between event loops")),
+        }
+    }
+}
+
+impl AsRawFd for Movable {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Movable::On(s) => s.as_raw_fd(),
+            Movable::Off(s) => s.as_raw_fd(),
+            Movable::Changing => -1,
+        }
+    }
+}
+
+impl AsyncRead for Movable {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut().on() {
+            Ok(s) => Pin::new(s).poll_read(cx, buf),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+}
+
+impl AsyncWrite for Movable {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut().on() {
+            Ok(s) => Pin::new(s).poll_write(cx, buf),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        match self.get_mut().on() {
+            Ok(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut().on() {
+            Ok(s) => Pin::new(s).poll_flush(cx),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut().on() {
+            Ok(s) => Pin::new(s).poll_shutdown(cx),
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A TLS session set up on one runtime goes on on another: the socket
+    /// detached from the first poller, registered with the second at its
+    /// first read, the session's state (keys, sequence numbers) unchanged.
+    #[test]
+    fn a_tls_session_goes_on_on_another_runtime() {
+        let ck = rcgen::generate_simple_self_signed(vec!["move.test".to_string()]).unwrap();
+        let tls = crate::tls::Tls::new();
+        tls.load("a", format!("{}{}", ck.cert.pem(), ck.key_pair.serialize_pem()).as_bytes()).unwrap();
+        tls.commit();
+        let server_cfg = tls.config(false);
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ck.cert.der().clone()).unwrap();
+        let client_cfg = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // The client, on a thread and runtime of its own: two exchanges.
+        let client = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async move {
+                let tcp = TcpStream::connect(addr).await.unwrap();
+                let name = rustls::pki_types::ServerName::try_from("move.test").unwrap();
+                let mut c = tokio_rustls::TlsConnector::from(Arc::new(client_cfg)).connect(name, tcp).await.unwrap();
+                let mut got = Vec::new();
+                for msg in [&b"one"[..], b"two"] {
+                    c.write_all(msg).await.unwrap();
+                    let mut buf = [0u8; 8];
+                    let n = c.read(&mut buf).await.unwrap();
+                    got.push(buf[..n].to_vec());
+                }
+                got
+            })
+        });
+        let rt = |name: &str| tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name(name).enable_all().build().unwrap();
+        let (a, b) = (rt("a"), rt("b"));
+        let (sock, _) = listener.accept().unwrap();
+        sock.set_nonblocking(true).unwrap();
+        let mut conn = a
+            .block_on(a.spawn(async move {
+                let tcp = TcpStream::from_std(sock).unwrap();
+                let mut s = tokio_rustls::TlsAcceptor::from(server_cfg).accept(Movable::On(tcp)).await.unwrap();
+                let mut buf = [0u8; 8];
+                let n = s.read(&mut buf).await.unwrap();
+                s.write_all(&[&b"a:"[..], &buf[..n]].concat()).await.unwrap();
+                s.get_mut().0.detach().unwrap();
+                s
+            }))
+            .unwrap();
+        assert!(matches!(conn.get_ref().0, Movable::Off(_)));
+        let answered = b
+            .block_on(b.spawn(async move {
+                let mut buf = [0u8; 8];
+                let n = conn.read(&mut buf).await.unwrap();
+                conn.write_all(&[&b"b:"[..], &buf[..n]].concat()).await.unwrap();
+                std::thread::current().name().map(String::from)
+            }))
+            .unwrap();
+        assert_eq!(answered.as_deref(), Some("b"));
+        assert_eq!(client.join().unwrap(), vec![b"a:one".to_vec(), b"b:two".to_vec()]);
+    }
+}
