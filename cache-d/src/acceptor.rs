@@ -160,6 +160,14 @@ struct Moves {
     peer: SocketAddr,
 }
 
+/// What a connection does next, on whichever loop it is.
+enum Next {
+    /// Its HTTP/1 requests, from the next one on.
+    Requests,
+    /// HTTP/2: after the preface (None), or answering an h2c upgrade.
+    H2(Option<crate::http1::head::Head>),
+}
+
 /// Serve an accepted connection: HTTP/2 when TLS chose it by ALPN, else
 /// HTTP/1 (which may turn to HTTP/2 by preface or upgrade).
 async fn serve_conn(
@@ -171,21 +179,18 @@ async fn serve_conn(
     stop: watch::Receiver<bool>,
     m: Moves,
 ) {
-    if stream.alpn() == Some(b"h2") {
-        let conn = Http1::new(stream);
+    let mut conn = Http1::new(stream);
+    if conn.alpn() == Some(b"h2") {
         let tls = crate::req::transport::Transport::tls_info(&conn).map(Arc::new);
         let sess = crate::req::state::Sess::open(sh, peer, local, &on, crate::req::transport::Transport::fd(&conn), tls);
-        let (stream, pre) = conn.into_parts();
-        return crate::h2::serve(sess, stream, pre, None, stop).await;
+        return go_on(Box::new(sess), conn, Next::H2(None), stop, m).await;
     }
-    let mut conn = Http1::new(stream);
     let served = crate::req::session(sh, &mut conn, peer, local, on, stop.clone()).await;
     after(served, conn, stop, m).await;
 }
 
 /// What follows a session's HTTP/1 requests: nothing (closed), HTTP/2 on
-/// the same connection, or the next requests on another loop (the socket
-/// leaves this loop's poller for that one's).
+/// the same connection, or the next requests on another loop.
 fn after(
     served: Served,
     conn: Http1,
@@ -195,44 +200,64 @@ fn after(
     Box::pin(async move {
         match served {
             Served::Closed => {}
-            Served::H2 { sess, upgrade } => {
-                let (stream, pre) = conn.into_parts();
-                crate::h2::serve(*sess, stream, pre, upgrade, stop).await;
-            }
-            Served::Move(mut sess) => {
-                let (stream, pre) = conn.into_parts();
-                let plain = match stream.detach() {
-                    Ok(p) => p,
-                    Err(e) => {
-                        crate::req::close_session(&mut sess, crate::req::reason::Reason::TxError);
-                        eprintln!("cache-d: moving a connection: {e}");
-                        return;
-                    }
-                };
-                let Moves { loops, held, peer } = m;
-                let to = loops.clone();
-                loops.spawn_moved(move |open| async move {
-                    let m = Moves { loops: to, held: Held { _permit: held._permit, _open: open }, peer };
-                    let sh = sess.sh.clone();
-                    let go = async move {
-                        let mut conn = match plain.into_stream() {
-                            Ok(s) => Http1::from_parts(s, pre),
-                            Err(e) => {
-                                crate::req::close_session(&mut sess, crate::req::reason::Reason::TxError);
-                                eprintln!("cache-d: moving a connection: {e}");
-                                return;
-                            }
-                        };
-                        let served = crate::req::requests(*sess, &mut conn, stop.clone()).await;
-                        after(served, conn, stop, m).await;
-                    };
-                    if let Err(why) = contain(go).await {
-                        crate::req::failed(&sh, peer, &why);
-                    }
-                });
-            }
+            Served::H2 { sess, upgrade } => go_on(sess, conn, Next::H2(upgrade), stop, m).await,
+            Served::Move(sess) => match m.loops.pick_move() {
+                Some(to) => move_to(to, sess, conn, Next::Requests, stop, m),
+                None => go_on(sess, conn, Next::Requests, stop, m).await,
+            },
         }
     })
+}
+
+/// Go on with `next` here, except that HTTP/2 first goes to the loop with
+/// the fewest connections, if that is another: an HTTP/2 connection
+/// cannot move once served (the h2 crate owns its socket), so it starts
+/// where there is most room rather than where a light load packs.
+async fn go_on(sess: Box<crate::req::state::Sess>, mut conn: Http1, next: Next, stop: watch::Receiver<bool>, m: Moves) {
+    match next {
+        Next::H2(upgrade) => {
+            if let Some(to) = m.loops.pick_spread() {
+                return move_to(to, sess, conn, Next::H2(upgrade), stop, m);
+            }
+            let (stream, pre) = conn.into_parts();
+            crate::h2::serve(*sess, stream, pre, upgrade, stop).await;
+            drop(m);
+        }
+        Next::Requests => {
+            let served = crate::req::requests(*sess, &mut conn, stop.clone()).await;
+            after(served, conn, stop, m).await;
+        }
+    }
+}
+
+/// Hand the connection to loop `to`, its socket out of this loop's poller
+/// (into that one's at its first read or write), to go on there with
+/// `next`.
+fn move_to(to: usize, mut sess: Box<crate::req::state::Sess>, conn: Http1, next: Next, stop: watch::Receiver<bool>, m: Moves) {
+    let failed = |sess: &mut crate::req::state::Sess, e: std::io::Error| {
+        crate::req::close_session(sess, crate::req::reason::Reason::TxError);
+        eprintln!("cache-d: moving a connection between event loops: {e}");
+    };
+    let (stream, pre) = conn.into_parts();
+    let detached = match stream.detach() {
+        Ok(d) => d,
+        Err(e) => return failed(&mut sess, e),
+    };
+    let Moves { loops, held, peer } = m;
+    let all = loops.clone();
+    loops.spawn_on(to, move |open| async move {
+        let m = Moves { loops: all, held: Held { _permit: held._permit, _open: open }, peer };
+        let sh = sess.sh.clone();
+        let go = async move {
+            match detached.into_stream() {
+                Ok(s) => go_on(sess, Http1::from_parts(s, pre), next, stop, m).await,
+                Err(e) => failed(&mut sess, e),
+            }
+        };
+        if let Err(why) = contain(go).await {
+            crate::req::failed(&sh, peer, &why);
+        }
+    });
 }
 
 /// A TLS handshake on an accepted connection, within timeout_idle.

@@ -133,18 +133,33 @@ impl Loops {
         Self::run_on(l, task);
     }
 
-    /// Run a moved connection's task on the least busy loop (the one it
-    /// leaves, this thread's, only if it is the sole loop).
-    pub fn spawn_moved<F, Fut>(&self, task: F)
+    /// Where a connection this thread's loop sheds goes: the least busy
+    /// other loop (None: there is no other).
+    pub fn pick_move(&self) -> Option<usize> {
+        let here = HERE.with(|h| h.borrow().clone());
+        let away = |(_, l): &(usize, &Loop)| here.as_ref().is_none_or(|h| !Arc::ptr_eq(h, &l.state));
+        self.loops.iter().enumerate().filter(away).min_by_key(|(_, l)| l.state.busy.load(Ordering::Relaxed)).map(|(i, _)| i)
+    }
+
+    /// The loop with the fewest open connections, if moving one there
+    /// from this thread's loop evens them out (None: stay).
+    pub fn pick_spread(&self) -> Option<usize> {
+        let here = HERE.with(|h| h.borrow().clone())?;
+        let mine = here.open.load(Ordering::Relaxed);
+        let (i, l) = self.loops.iter().enumerate().min_by_key(|(_, l)| l.state.open.load(Ordering::Relaxed))?;
+        (l.state.open.load(Ordering::Relaxed) + 1 < mine).then_some(i)
+    }
+
+    /// Run a connection's task on loop `i` (the first if there is no
+    /// such loop).
+    pub fn spawn_on<F, Fut>(&self, i: usize, task: F)
     where
         F: FnOnce(Open) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let here = HERE.with(|h| h.borrow().clone());
-        let away = |l: &&Loop| here.as_ref().is_none_or(|h| !Arc::ptr_eq(h, &l.state));
-        let busy = |l: &&Loop| l.state.busy.load(Ordering::Relaxed);
-        let Some(l) = self.loops.iter().filter(away).min_by_key(busy).or_else(|| self.loops.first()) else { return };
-        Self::run_on(l, task);
+        if let Some(l) = self.loops.get(i).or(self.loops.first()) {
+            Self::run_on(l, task);
+        }
     }
 
     fn run_on<F, Fut>(l: &Loop, task: F)
@@ -274,6 +289,29 @@ mod tests {
             assert!(Instant::now() < deadline, "open counts stayed {:?}", loops.open());
             std::thread::sleep(Duration::from_millis(5));
         }
+        loops.shutdown(Duration::from_secs(1));
+    }
+
+    #[test]
+    fn http2_connections_start_where_there_are_fewest() {
+        let loops = Arc::new(Loops::start(2).unwrap());
+        let (_, gates) = place(&loops, 3);
+        assert_eq!(loops.open(), vec![3, 0]);
+        let ask = |i: usize| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let l = loops.clone();
+            loops.spawn_on(i, move |open| async move {
+                tx.send((l.pick_spread(), l.pick_move())).unwrap();
+                drop(open);
+            });
+            rx.recv_timeout(Duration::from_secs(5)).unwrap()
+        };
+        // On the first loop (3 open, and the asker): the second has fewer,
+        // and is where shed connections go.
+        assert_eq!(ask(0), (Some(1), Some(1)));
+        // On the second (the asker its only one): stay; shed to the first.
+        assert_eq!(ask(1), (None, Some(0)));
+        drop(gates);
         loops.shutdown(Duration::from_secs(1));
     }
 }

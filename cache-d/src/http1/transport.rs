@@ -35,6 +35,11 @@ impl Http1 {
         Http1 { conn: BufConn::new(ClientIo::new(stream)), scratch: Vec::new(), body_done: None }
     }
 
+    /// The protocol TLS's ALPN chose (None: not TLS, or none chosen).
+    pub fn alpn(&self) -> Option<&[u8]> {
+        self.conn.io.get_ref().alpn()
+    }
+
     /// A connection going on with bytes already read (`into_parts`).
     pub fn from_parts(stream: ClientStream, buf: BytesMut) -> Http1 {
         Http1 { conn: BufConn { io: ClientIo::new(stream), buf }, scratch: Vec::new(), body_done: None }
