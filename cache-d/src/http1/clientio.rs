@@ -24,11 +24,40 @@ pub struct ClientIo<S> {
     /// every reader of the body — discard, prefill, the fetch that
     /// forwards it — keeps to the same one).
     pub pace: Option<crate::http1::body::Pace>,
+    /// While an ESI page goes out: its parts' small writes kept here and
+    /// sent together (see `hold`).
+    held: Option<Held>,
 }
+
+/// Bytes kept while holding, and how many of them are already sent.
+struct Held {
+    buf: Vec<u8>,
+    sent: usize,
+}
+
+/// The most bytes held before they go out.
+const HOLD_MAX: usize = 64 * 1024;
 
 impl<S> ClientIo<S> {
     pub fn new(io: S) -> ClientIo<S> {
-        ClientIo { io, deadline: None, idle: Duration::MAX, blocked: false, timer: None, pace: None }
+        ClientIo { io, deadline: None, idle: Duration::MAX, blocked: false, timer: None, pace: None, held: None }
+    }
+
+    /// Hold writes (`on`), or stop holding (after a flush, which sends
+    /// what was held). An ESI page's own bytes and its includes' bodies
+    /// are many small writes: held, they go out in one write (up to
+    /// HOLD_MAX at a time) instead of a syscall, and a wake-up of the
+    /// client, each (issue 37: 21 writes for a page of 10 fragments). A
+    /// flush sends what is held: the page's end, and any wait for more
+    /// body or a fetch (`req::run`, `deliver::send_parts`), so nothing
+    /// held waits on the network. (A wait for a busy object of an
+    /// include does not flush: the page's bytes before it go out with it.)
+    pub fn hold(&mut self, on: bool) {
+        match (on, &self.held) {
+            (true, None) => self.held = Some(Held { buf: Vec::new(), sent: 0 }),
+            (false, Some(h)) if h.buf.len() == h.sent => self.held = None,
+            _ => {}
+        }
     }
 
     /// A response starts: it must be written within `total`, and no
@@ -93,9 +122,63 @@ impl<S: AsyncRead + Unpin> AsyncRead for ClientIo<S> {
     }
 }
 
+impl<S: AsyncWrite + Unpin> ClientIo<S> {
+    /// Send what is held (Ready once all of it is out).
+    fn poll_send_held(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            let Some(h) = &self.held else { return Poll::Ready(Ok(())) };
+            if h.sent == h.buf.len() {
+                if let Some(h) = &mut self.held {
+                    h.buf.clear();
+                    h.sent = 0;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if self.past_deadline() {
+                return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "send timed out (send_timeout)")));
+            }
+            let r = Pin::new(&mut self.io).poll_write(cx, &h.buf[h.sent..]);
+            match self.settle(cx, r) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => {
+                    if let Some(h) = &mut self.held {
+                        h.sent += n;
+                    }
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Keep `bufs` if they fit in what may be held (after sending what
+    /// was, if they would not); None when not holding or too big to.
+    fn poll_keep(&mut self, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Option<Poll<io::Result<usize>>> {
+        let n: usize = bufs.iter().map(|b| b.len()).sum();
+        let h = self.held.as_ref()?;
+        if h.buf.len() + n > HOLD_MAX {
+            match self.poll_send_held(cx) {
+                Poll::Ready(Ok(())) => {}
+                other => return Some(other.map(|r| r.map(|()| 0))),
+            }
+            if n > HOLD_MAX {
+                return None;
+            }
+        }
+        let h = self.held.as_mut()?;
+        for b in bufs {
+            h.buf.extend_from_slice(b);
+        }
+        Some(Poll::Ready(Ok(n)))
+    }
+}
+
 impl<S: AsyncWrite + Unpin> AsyncWrite for ClientIo<S> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let me = self.get_mut();
+        if let Some(r) = me.poll_keep(cx, &[io::IoSlice::new(buf)]) {
+            return r;
+        }
         if me.past_deadline() {
             return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "send timed out (send_timeout)")));
         }
@@ -105,6 +188,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ClientIo<S> {
 
     fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
         let me = self.get_mut();
+        if let Some(r) = me.poll_keep(cx, bufs) {
+            return r;
+        }
         if me.past_deadline() {
             return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "send timed out (send_timeout)")));
         }
@@ -118,6 +204,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ClientIo<S> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let me = self.get_mut();
+        match me.poll_send_held(cx) {
+            Poll::Ready(Ok(())) => {}
+            other => return other,
+        }
         match Pin::new(&mut me.io).poll_flush(cx) {
             Poll::Ready(r) => {
                 me.blocked = false;
@@ -185,5 +275,46 @@ mod tests {
         let (a, _b) = tokio::io::duplex(1 << 16);
         let mut c = ClientIo::new(a);
         c.write_all(b"hello").await.unwrap();
+    }
+
+    /// Counts the writes that reach it.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+
+    impl AsyncWrite for Writes {
+        fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            self.get_mut().0.push(buf.to_vec());
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn held_writes_go_out_together_on_flush_or_when_too_many() {
+        let mut c = ClientIo::new(Writes::default());
+        c.hold(true);
+        for part in [&b"<html>"[..], b"fragment one", b"fragment two"] {
+            c.write_all(part).await.unwrap();
+        }
+        assert!(c.get_ref().0.is_empty(), "held");
+        c.flush().await.unwrap();
+        assert_eq!(c.get_ref().0, vec![b"<html>fragment onefragment two".to_vec()]);
+        // Past HOLD_MAX: what was held goes first, then the rest is held;
+        // a write bigger than HOLD_MAX goes straight through.
+        c.write_all(&[1u8; 40 * 1024]).await.unwrap();
+        c.write_all(&[2u8; 40 * 1024]).await.unwrap();
+        assert_eq!(c.get_ref().0.len(), 2);
+        c.write_all(&[3u8; HOLD_MAX + 1]).await.unwrap();
+        assert_eq!(c.get_ref().0.iter().map(Vec::len).collect::<Vec<_>>(), [30, 40 * 1024, 40 * 1024, HOLD_MAX + 1]);
+        // Not holding: every write through.
+        c.hold(false);
+        c.write_all(b"a").await.unwrap();
+        c.write_all(b"b").await.unwrap();
+        assert_eq!(c.get_ref().0.len(), 6);
     }
 }

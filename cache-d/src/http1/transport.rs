@@ -180,6 +180,10 @@ impl Transport for Http1 {
         self.conn.io.arm(total, idle);
     }
 
+    fn hold(&mut self, on: bool) {
+        self.conn.io.hold(on);
+    }
+
     fn out(&mut self) -> &mut ClientIo<ClientStream> {
         &mut self.conn.io
     }

@@ -490,7 +490,7 @@ async fn send_parts<W: tokio::io::AsyncWrite + Unpin>(
                 let next = match reader.try_next() {
                     Some(n) => n,
                     None => {
-                        if !g.is_empty() && !g.flush(out).await {
+                        if !send_before_wait(out, g).await {
                             return (body_tx, true);
                         }
                         reader.next().await
@@ -566,6 +566,12 @@ async fn send_parts<W: tokio::io::AsyncWrite + Unpin>(
         }
     }
     (body_tx, false)
+}
+
+/// Before waiting for more of a body: what is gathered goes out, and what
+/// an ESI page holds (ClientIo::hold), not kept waiting on the fetch.
+async fn send_before_wait<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, g: &mut Gather<'_>) -> bool {
+    (g.is_empty() || g.flush(out).await) && tokio::io::AsyncWriteExt::flush(out).await.is_ok()
 }
 
 /// A response with more header lines than http_max_hdr allows (five of

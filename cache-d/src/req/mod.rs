@@ -330,6 +330,10 @@ impl<T: Transport> Request<'_, T> {
 pub async fn run<T: Transport>(r: &mut Request<'_, T>) -> Option<Reason> {
     let mut step = Step::Recv;
     loop {
+        // An include about to fetch: what its page holds goes out first.
+        if r.req.esi_level > 0 && matches!(step, Step::Miss { .. } | Step::PassFetch | Step::Pipe) {
+            let _ = tokio::io::AsyncWriteExt::flush(r.conn.out()).await;
+        }
         step = match step {
             Step::Recv => recv::recv(r).await,
             Step::Purge(key) => recv::purge(r, &key),

@@ -65,6 +65,29 @@ pub async fn send_esi<T: Transport>(
         // The segments are deflate data already: not wrapped again.
         acc.stored = false;
     }
+    // The top page holds its parts' writes (see ClientIo::hold).
+    let top = r.req.esi_level == 0;
+    if top {
+        r.conn.hold(true);
+    }
+    let (sent, failed) = send_page(r, wire, data, pieces, chunked, mode).await;
+    if top {
+        let flushed = tokio::io::AsyncWriteExt::flush(r.conn.out()).await.is_ok();
+        r.conn.hold(false);
+        return (sent, failed || !flushed);
+    }
+    (sent, failed)
+}
+
+/// The page's parts and includes, in order (`send_esi`).
+async fn send_page<T: Transport>(
+    r: &mut Request<'_, T>,
+    wire: &mut Vec<u8>,
+    data: &EsiData,
+    pieces: Vec<Bytes>,
+    chunked: bool,
+    mode: Mode,
+) -> (u64, bool) {
     let mut page = Page::new(pieces);
     let mut g = Gather::new(wire);
     let mut body_tx = 0u64;

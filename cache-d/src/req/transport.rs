@@ -112,6 +112,9 @@ pub trait Transport: ReqBody + Send {
     fn arm_send(&mut self, total: Duration, idle: Duration);
     /// The response's byte sink.
     fn out(&mut self) -> &mut Self::Out;
+    /// Hold small writes to `out` and send them together, or stop (after
+    /// a flush): an ESI page's parts (HTTP/1; elsewhere nothing to do).
+    fn hold(&mut self, _on: bool) {}
     /// For an ESI include inside a gzip page: what its body adds to the
     /// page's gzip stream (None everywhere else).
     fn esi_gzip(&mut self) -> Option<&mut GzAcc> {
