@@ -88,7 +88,7 @@ pub async fn session<T: Transport>(
 /// when this loop is asked to shed connections).
 pub async fn requests<T: Transport>(mut s: Sess, conn: &mut T, mut stop: watch::Receiver<bool>) -> Served {
     let reason = loop {
-        if s.tls.is_none() && crate::child::loops::take_move() {
+        if crate::child::loops::take_move() {
             return Served::Move(Box::new(s));
         }
         let p = s.sh.params();

@@ -54,17 +54,26 @@ impl Drop for InProcess {
 }
 
 fn start(origin: &Origin) -> InProcess {
+    start_on(origin, Proto::Http)
+}
+
+/// In process, one listener of `proto` (Https: a certificate for a.test).
+fn start_on(origin: &Origin, proto: Proto) -> InProcess {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("i");
     let seg = Arc::new(SegmentWriter::create(&path, 1 << 20).unwrap());
     let be = Backend::new("default", backend::resolve(&format!("127.0.0.1:{}", origin.port)).unwrap());
     let sh = Shared::new(seg, Params::default(), be);
     sh.set_policy("test", Arc::new(TestPolicy));
+    if proto == Proto::Https {
+        sh.tls.load("a", pem_bundle(&["a.test"]).0.as_bytes()).unwrap();
+        sh.tls.commit();
+    }
     let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = socket.local_addr().unwrap().port();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (stop, rx) = tokio::sync::watch::channel(false);
-    let listeners = vec![Listener { name: "a0".into(), proto: Proto::Http, socket: Socket::Tcp(socket) }];
+    let listeners = vec![Listener { name: "a0".into(), proto, socket: Socket::Tcp(socket) }];
     let loops = Arc::new(Loops::start(2).unwrap());
     rt.spawn(acceptor::serve(Arc::new(sh), listeners, loops.clone(), rx, std::time::Duration::from_secs(1)));
     InProcess { rt, loops: Some(loops), stop, port, _dir: dir, path }
@@ -133,6 +142,25 @@ fn a_connection_moved_to_another_event_loop_goes_on_with_its_session() {
     assert_eq!(log.matches(" Begin          c sess 0 HTTP/1").count(), 1, "{log}");
     assert_eq!(log.matches(" Link           c req ").count(), 4, "{log}");
     assert_eq!(log.matches(" SessClose      c REM_CLOSE").count(), 1, "{log}");
+}
+
+#[test]
+fn a_tls_connection_moves_between_event_loops_with_its_session() {
+    let origin = Origin::start();
+    let s = start_on(&origin, Proto::Https);
+    let loops = s.loops.clone().unwrap();
+    let mut c = crate::tls::Conn::open(s.port, "a.test");
+    assert!(c.get().starts_with("HTTP/1.1 200"));
+    assert_eq!(loops.open(), vec![1, 0]);
+    // Asked to move: it does after its next response, and its TLS
+    // session goes on on the other loop (the socket registered there).
+    loops.shed(0, 1);
+    assert!(c.get().starts_with("HTTP/1.1 200"));
+    settle(&loops, vec![0, 1]);
+    for _ in 0..3 {
+        assert!(c.get().starts_with("HTTP/1.1 200"));
+    }
+    assert_eq!(loops.open(), vec![0, 1]);
 }
 
 /// Wait (5 s at most) for the loops' open connections to be `want`: a

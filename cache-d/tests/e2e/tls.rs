@@ -13,10 +13,10 @@ use crate::listeners::tls_daemon;
 use crate::util::*;
 
 /// A kept-alive TLS connection to `name` on `port`.
-struct Conn(rustls::StreamOwned<rustls::ClientConnection, TcpStream>);
+pub(crate) struct Conn(rustls::StreamOwned<rustls::ClientConnection, TcpStream>);
 
 impl Conn {
-    fn open(port: u16, name: &str) -> Conn {
+    pub(crate) fn open(port: u16, name: &str) -> Conn {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
@@ -31,7 +31,7 @@ impl Conn {
     }
 
     /// GET /size/5 on the connection; the body.
-    fn get(&mut self) -> String {
+    pub(crate) fn get(&mut self) -> String {
         self.0.write_all(b"GET /size/5?max_age=60 HTTP/1.1\r\nHost: a.test\r\n\r\n").unwrap();
         let mut got = Vec::new();
         let mut buf = [0u8; 4096];
