@@ -215,10 +215,14 @@ impl Loops {
     /// Stop every loop, giving its tasks up to `wait` to end (not from
     /// a loop's own thread). Connections handed over later are dropped.
     pub fn shutdown(&self, wait: Duration) {
-        let rts = std::mem::take(&mut *self.rts.lock().unwrap_or_else(|e| e.into_inner()));
-        for rt in rts {
+        for rt in self.take_runtimes() {
             rt.shutdown_timeout(wait);
         }
+    }
+
+    /// The runtimes not stopped yet (none after the first call).
+    fn take_runtimes(&self) -> Vec<Runtime> {
+        std::mem::take(&mut *self.rts.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
@@ -226,8 +230,7 @@ impl Drop for Loops {
     /// Not shut down: the loops stop without waiting, which may be done
     /// anywhere, a loop's own thread included.
     fn drop(&mut self) {
-        let rts = std::mem::take(&mut *self.rts.lock().unwrap_or_else(|e| e.into_inner()));
-        for rt in rts {
+        for rt in self.take_runtimes() {
             rt.shutdown_background();
         }
     }

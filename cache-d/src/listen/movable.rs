@@ -54,28 +54,27 @@ impl AsRawFd for Movable {
     }
 }
 
+/// An I/O call on the socket, registered with the current runtime first.
+fn on<R>(me: Pin<&mut Movable>, io: impl FnOnce(Pin<&mut TcpStream>) -> Poll<io::Result<R>>) -> Poll<io::Result<R>> {
+    match me.get_mut().on() {
+        Ok(s) => io(Pin::new(s)),
+        Err(e) => Poll::Ready(Err(e)),
+    }
+}
+
 impl AsyncRead for Movable {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut().on() {
-            Ok(s) => Pin::new(s).poll_read(cx, buf),
-            Err(e) => Poll::Ready(Err(e)),
-        }
+        on(self, |s| s.poll_read(cx, buf))
     }
 }
 
 impl AsyncWrite for Movable {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        match self.get_mut().on() {
-            Ok(s) => Pin::new(s).poll_write(cx, buf),
-            Err(e) => Poll::Ready(Err(e)),
-        }
+        on(self, |s| s.poll_write(cx, buf))
     }
 
     fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        match self.get_mut().on() {
-            Ok(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Err(e) => Poll::Ready(Err(e)),
-        }
+        on(self, |s| s.poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -83,17 +82,11 @@ impl AsyncWrite for Movable {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut().on() {
-            Ok(s) => Pin::new(s).poll_flush(cx),
-            Err(e) => Poll::Ready(Err(e)),
-        }
+        on(self, |s| s.poll_flush(cx))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut().on() {
-            Ok(s) => Pin::new(s).poll_shutdown(cx),
-            Err(e) => Poll::Ready(Err(e)),
-        }
+        on(self, |s| s.poll_shutdown(cx))
     }
 }
 
