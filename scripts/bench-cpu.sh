@@ -11,7 +11,8 @@
 # start and printed in the header; the origin and cache-bench are never
 # counted. ROUNDS alternating rounds of SECS seconds for every row, medians.
 # Groups (rows):
-#   hits       1 B, 1 KiB, 10 KiB, 100 KiB, 1 MiB hits over HTTP/1.1, -c 20
+#   hits       1 B, 1 KiB, 10 KiB, 100 KiB, 1 MiB hits over HTTP/1.1, -c 20;
+#              the floor too (see g_hits)
 #   tls        1 KiB hits over TLS on kept connections (-k -c 20): cache-d's
 #              https listener vs hitch -> varnishd (PROXY v2; hitch's CPU +
 #              varnishd's) vs nginx proxy_cache; RSA-2048 for all
@@ -79,6 +80,11 @@ if want tls || want handshake; then
     if command -v hitch >/dev/null; then start_hitch; fi
 fi
 tick=$(getconf CLK_TCK)
+floor=
+if want hits; then
+    cargo build --release --locked -p cache-bench --example floor >&2
+    floor=target/release/examples/floor
+fi
 
 # Endpoints: a URL base and the root pids whose process trees are counted.
 declare -A ep_url=([cache-d]=$c_url [varnishd]=$v_url
@@ -170,11 +176,26 @@ row() {
 
 # The groups.
 kib='/size/1024?max_age=3600'
+# Each hits row also runs the floors (cache-bench/examples/floor.rs: a
+# server that answers every request with one writev of the same size and
+# does nothing else): "floor", one epoll thread (cache-d's shape), and
+# "floor/threads", a blocking thread per connection (varnishd's). What the
+# kernel's read, write and wake-up cost per request here: the least any
+# server of that shape can pay.
 g_hits() {
-    local r size rate
+    local r size rate mode
     for r in $hit_rows; do
         size=${r%%:*}; rate=${r##*:}
-        expect=hit row "hits $size B" "$rate/s" "us CPU/req" "/size/$size?max_age=3600" "cache-d varnishd" -r "$rate" -c 20
+        for mode in epoll threads; do
+            local ep=floor; [ "$mode" = epoll ] || ep=floor/$mode
+            local port; port=$(free_port)
+            "$floor" "$port" "$size" "$mode" & ep_root[$ep]=$!
+            ep_url[$ep]="http://127.0.0.1:$port"
+        done
+        expect=hit row "hits $size B" "$rate/s" "us CPU/req" "/size/$size?max_age=3600" "cache-d varnishd floor floor/threads" \
+            -r "$rate" -c 20
+        kill "${ep_root[floor]}" "${ep_root[floor/threads]}"
+        wait "${ep_root[floor]}" "${ep_root[floor/threads]}" 2>/dev/null || true
     done
 }
 g_tls() {

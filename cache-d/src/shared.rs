@@ -99,9 +99,17 @@ impl Shared {
         };
     }
 
-    /// The parameters in force (cheap: an atomic load).
+    /// The parameters in force (cheap: an atomic load). Not to be held
+    /// across an await where many tasks may wait: each thread has a few
+    /// slots for such guards, and once they are all taken every load on
+    /// that thread goes the slow way; hold `params_arc` there.
     pub fn params(&self) -> arc_swap::Guard<Arc<Params>> {
         self.params.load()
+    }
+
+    /// The parameters in force, to keep across awaits (a reference count).
+    pub fn params_arc(&self) -> Arc<Params> {
+        self.params.load_full()
     }
 
     /// A transaction's log buffer, with the record limit and the tags

@@ -91,7 +91,9 @@ pub async fn requests<T: Transport>(mut s: Sess, conn: &mut T, mut stop: watch::
         if crate::child::loops::take_move() {
             return Served::Move(Box::new(s));
         }
-        let p = s.sh.params();
+        // Held while the connection waits for its next request: an Arc,
+        // not a guard (see Shared::params).
+        let p = s.sh.params_arc();
         // A session whose VCL set sess.timeout_idle waits that long.
         let own = s.timeout_idle.map(|t| {
             let mut own = crate::params::Params::clone(&p);

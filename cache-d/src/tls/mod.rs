@@ -42,7 +42,7 @@ impl Cert {
             .map_err(|e| format!("{id}: bad certificate PEM ({})", pem_fault(&e)))?;
         let Some(leaf) = chain.first().cloned() else { return Err(format!("{id}: no certificate in the PEM")) };
         let key = PrivateKeyDer::from_pem_slice(pem).map_err(|e| format!("{id}: no usable private key in the PEM ({})", pem_fault(&e)))?;
-        let provider = rustls::crypto::ring::default_provider();
+        let provider = rustls::crypto::aws_lc_rs::default_provider();
         let signer = provider.key_provider.load_private_key(key).map_err(|e| format!("{id}: private key not supported ({e})"))?;
         let key = CertifiedKey::new(chain, signer);
         key.keys_match().map_err(|e| format!("{id}: the private key does not belong to the certificate ({e})"))?;
@@ -119,9 +119,13 @@ impl Tls {
         // TLS 1.2 and 1.3 with rustls's default (safe) suites, AES-128-GCM
         // first and in our order (as Cloudflare and Google choose): the
         // same security in TLS, and its SHA-256 key schedule runs on the
-        // CPU's SHA extensions where ring's SHA-384 (AES-256-GCM's) runs
-        // scalar on AMD CPUs — a third of a resumed handshake's cost.
-        let mut provider = rustls::crypto::ring::default_provider();
+        // CPU's SHA extensions where SHA-384 (AES-256-GCM's) runs scalar
+        // on AMD CPUs — a third of a resumed handshake's cost (measured
+        // with ring). The provider is aws-lc-rs, not ring (issue 37): its
+        // RSA-2048 signatures made full handshakes 1.25x nginx's per
+        // CPU-second where ring's gave 0.94x; ECDSA and the record layer
+        // cost the same with either (scripts/bench-cpu.sh handshake tls).
+        let mut provider = rustls::crypto::aws_lc_rs::default_provider();
         provider.cipher_suites.sort_by_key(|s| match s.suite() {
             rustls::CipherSuite::TLS13_AES_128_GCM_SHA256 => 0,
             rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 | rustls::CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => 1,
@@ -129,7 +133,7 @@ impl Tls {
         });
         let mut config = ServerConfig::builder_with_provider(Arc::new(provider))
             .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .expect("TLS 1.2 and 1.3 with the ring provider")
+            .expect("TLS 1.2 and 1.3 with the aws-lc-rs provider")
             .with_no_client_auth()
             .with_cert_resolver(resolver.clone());
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -140,7 +144,7 @@ impl Tls {
         config.send_tls13_tickets = 1;
         // Resumption: session ids (TLS 1.2) and stateless tickets.
         config.session_storage = ServerSessionMemoryCache::new(20_000);
-        if let Ok(t) = rustls::crypto::ring::Ticketer::new() {
+        if let Ok(t) = rustls::crypto::aws_lc_rs::Ticketer::new() {
             config.ticketer = t;
         }
         let mut http2 = config.clone();
