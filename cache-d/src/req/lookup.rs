@@ -139,11 +139,18 @@ pub fn hit<T: Transport>(r: &mut Request<'_, T>, oc: ObjRef, guard: Option<BusyG
     // An object still streaming in adds the bytes in so far and the
     // length it will have, when known (as Varnish's Req_LogHit).
     let streaming = oc.live().map(|b| (b.progress(), b.expected)).filter(|(p, _)| p.done == Done::Streaming);
-    match streaming {
-        Some((p, Some(n))) => r.log.recf(Tag::Hit, side, rxid, format_args!("{} {ttl} {grace} {keep} {} {n}", oc.obj.vxid, p.len)),
-        Some((p, None)) => r.log.recf(Tag::Hit, side, rxid, format_args!("{} {ttl} {grace} {keep} {}", oc.obj.vxid, p.len)),
-        None => r.log.recf(Tag::Hit, side, rxid, format_args!("{} {ttl} {grace} {keep}", oc.obj.vxid)),
-    }
+    let tail = streaming.map(|(p, n)| (p.len as u64, n));
+    r.log.rec_with(Tag::Hit, side, rxid, |o| {
+        common::log::vsl::put_u64(o, oc.obj.vxid.into());
+        for s in [ttl, grace, keep] {
+            o.push(b' ');
+            s.put(o);
+        }
+        for n in tail.iter().flat_map(|&(len, n)| std::iter::once(len).chain(n)) {
+            o.push(b' ');
+            common::log::vsl::put_u64(o, n);
+        }
+    });
     oc.hit();
     let view = r.active.policy.defines(Sub::Hit).then(|| obj_view(&oc, t, true));
     let action = r.call(Sub::Hit, With { obj: view.as_ref(), ..With::default() });

@@ -91,7 +91,7 @@ impl Sess {
     /// clock; the session links to it.
     pub fn begin_req(&mut self, t_start: f64) -> (u32, Batch, Clock) {
         let rxid = self.sh.next_vxid();
-        self.log.recf(Tag::Link, LogSide::Client, self.vxid, format_args!("req {rxid} rxreq"));
+        self.log.rec_with(Tag::Link, LogSide::Client, self.vxid, |o| link(o, rxid, b" rxreq"));
         // A long keep-alive session would grow its record buffer without
         // bound: flush it in pieces, as Varnish's vsl_buffer does (readers
         // gather a transaction's records by vxid until its End).
@@ -100,11 +100,18 @@ impl Sess {
             self.log.clear();
         }
         let mut log = self.sh.batch();
-        log.recf(Tag::Begin, LogSide::Client, rxid, format_args!("req {} rxreq", self.vxid));
+        log.rec_with(Tag::Begin, LogSide::Client, rxid, |o| link(o, self.vxid, b" rxreq"));
         let mut clock = Clock::start(&mut log, LogSide::Client, rxid, t_start);
         clock.stamp(&mut log, rxid, "Req");
         (rxid, log, clock)
     }
+}
+
+/// A Link or Begin payload: "req VXID REASON" (REASON with its space).
+fn link(o: &mut Vec<u8>, vxid: u32, reason: &[u8]) {
+    o.extend_from_slice(b"req ");
+    common::log::vsl::put_u64(o, vxid.into());
+    o.extend_from_slice(reason);
 }
 
 /// A session's first records (Begin, SessOpen with the connection's ends
@@ -474,7 +481,14 @@ pub fn end_log(sh: &Shared, log: &mut Batch, clock: &mut Clock, rxid: u32, rx: (
 /// A request's last records: its Resp timestamp, ReqAcct and End.
 fn end_records(log: &mut Batch, clock: &mut Clock, rxid: u32, rx: (u64, u64), tx: (u64, u64)) {
     clock.stamp(log, rxid, "Resp");
-    log.recf(Tag::ReqAcct, LogSide::Client, rxid, format_args!("{} {} {} {} {} {}", rx.0, rx.1, rx.0 + rx.1, tx.0, tx.1, tx.0 + tx.1));
+    log.rec_with(Tag::ReqAcct, LogSide::Client, rxid, |o| {
+        for (i, n) in [rx.0, rx.1, rx.0 + rx.1, tx.0, tx.1, tx.0 + tx.1].into_iter().enumerate() {
+            if i > 0 {
+                o.push(b' ');
+            }
+            common::log::vsl::put_u64(o, n);
+        }
+    });
     log.rec(Tag::End, LogSide::Client, rxid, b"");
 }
 

@@ -218,6 +218,18 @@ impl Batch {
         self.close(start);
     }
 
+    /// Append a record whose payload `put` writes straight into the
+    /// buffer: the hit path's records (timestamps, ReqAcct) without
+    /// core::fmt, which was a tenth of a hit's CPU.
+    pub fn rec_with(&mut self, tag: Tag, side: Side, vxid: u32, put: impl FnOnce(&mut Vec<u8>)) {
+        if !self.logs(tag) {
+            return;
+        }
+        let start = self.open(tag, side, vxid);
+        put(&mut self.buf);
+        self.close(start);
+    }
+
     fn open(&mut self, tag: Tag, side: Side, vxid: u32) -> usize {
         let start = self.buf.len();
         let marker = match side {
@@ -366,6 +378,21 @@ impl<'a> Iterator for Records<'a> {
 }
 
 /// A Vec of bytes as a `fmt::Write` target.
+/// Append `n` in decimal.
+pub fn put_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[at..]);
+}
+
 struct VecFmt<'a>(&'a mut Vec<u8>);
 
 impl fmt::Write for VecFmt<'_> {
@@ -378,6 +405,26 @@ impl fmt::Write for VecFmt<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn records_written_in_place_are_records_formatted() {
+        let (mut a, mut b) = (Batch::with_reclen(255), Batch::with_reclen(255));
+        for n in [0u64, 7, 10, 4_294_967_295, u64::MAX] {
+            a.recf(Tag::ReqAcct, Side::Client, 9, format_args!("{n} x"));
+            b.rec_with(Tag::ReqAcct, Side::Client, 9, |o| {
+                put_u64(o, n);
+                o.extend_from_slice(b" x");
+            });
+        }
+        assert_eq!(a.as_bytes(), b.as_bytes());
+        assert_eq!(a.records(), 5);
+        // The record limit cuts those written in place too.
+        let mut c = Batch::with_reclen(8);
+        c.rec_with(Tag::ReqAcct, Side::Client, 9, |o| o.extend_from_slice(b"0123456789"));
+        let mut d = Batch::with_reclen(8);
+        d.rec(Tag::ReqAcct, Side::Client, 9, b"0123456789");
+        assert_eq!(c.as_bytes(), d.as_bytes());
+    }
 
     #[test]
     fn tag_numbers_follow_varnish_7_1() {
