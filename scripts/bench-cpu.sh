@@ -12,7 +12,7 @@
 # counted. ROUNDS alternating rounds of SECS seconds for every row, medians.
 # Groups (rows):
 #   hits       1 B, 1 KiB, 10 KiB, 100 KiB, 1 MiB hits over HTTP/1.1, -c 20;
-#              the floor too (see g_hits)
+#              and the floors (see g_hits)
 #   tls        1 KiB hits over TLS on kept connections (-k -c 20): cache-d's
 #              https listener vs hitch -> varnishd (PROXY v2; hitch's CPU +
 #              varnishd's) vs nginx proxy_cache; RSA-2048 for all

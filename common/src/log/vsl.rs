@@ -377,7 +377,6 @@ impl<'a> Iterator for Records<'a> {
     }
 }
 
-/// A Vec of bytes as a `fmt::Write` target.
 /// Append `n` in decimal.
 pub fn put_u64(out: &mut Vec<u8>, mut n: u64) {
     let mut buf = [0u8; 20];
@@ -393,6 +392,7 @@ pub fn put_u64(out: &mut Vec<u8>, mut n: u64) {
     out.extend_from_slice(&buf[at..]);
 }
 
+/// A Vec of bytes as a `fmt::Write` target.
 struct VecFmt<'a>(&'a mut Vec<u8>);
 
 impl fmt::Write for VecFmt<'_> {
