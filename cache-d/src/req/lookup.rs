@@ -139,7 +139,7 @@ pub fn hit<T: Transport>(r: &mut Request<'_, T>, oc: ObjRef, guard: Option<BusyG
     // An object still streaming in adds the bytes in so far and the
     // length it will have, when known (as Varnish's Req_LogHit).
     let streaming = oc.live().map(|b| (b.progress(), b.expected)).filter(|(p, _)| p.done == Done::Streaming);
-    let tail = streaming.map(|(p, n)| (p.len as u64, n));
+    let tail = streaming.map(|(p, n)| (p.len, n));
     r.log.rec_with(Tag::Hit, side, rxid, |o| {
         common::log::vsl::put_u64(o, oc.obj.vxid.into());
         for s in [ttl, grace, keep] {
