@@ -51,6 +51,19 @@ struct Conn {
     sent: usize,
 }
 
+/// Requests ended in `bytes` (each by an empty line), `tail` carrying the
+/// last 3 bytes seen across reads.
+fn ends(tail: &mut [u8; 3], bytes: &[u8]) -> usize {
+    let mut n = 0;
+    for &b in bytes {
+        if b == b'\n' && *tail == *b"\r\n\r" {
+            n += 1;
+        }
+        *tail = [tail[1], tail[2], b];
+    }
+    n
+}
+
 fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
         Err(io::Error::last_os_error())
@@ -81,6 +94,7 @@ fn main() -> io::Result<()> {
     let mut conns: HashMap<RawFd, Conn> = HashMap::new();
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
     let mut buf = vec![0u8; 64 * 1024];
+    let sndbuf = std::env::var("FLOOR_SNDBUF").ok().and_then(|v| v.parse::<libc::c_int>().ok());
     loop {
         let n = match check(unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, -1) }) {
             Ok(n) => n as usize,
@@ -93,7 +107,7 @@ fn main() -> io::Result<()> {
                 while let Ok((s, _)) = listener.accept() {
                     s.set_nonblocking(true)?;
                     s.set_nodelay(true)?;
-                    if let Some(n) = std::env::var("FLOOR_SNDBUF").ok().and_then(|v| v.parse::<libc::c_int>().ok()) {
+                    if let Some(n) = sndbuf {
                         // SAFETY: setsockopt with a c_int it reads.
                         unsafe { libc::setsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, (&n as *const libc::c_int).cast(), 4) };
                     }
@@ -134,12 +148,7 @@ fn serve(fd: RawFd, c: &mut Conn, buf: &mut [u8], head: &[u8], body: &[u8]) -> b
             }
             return false;
         }
-        for &b in &buf[..r as usize] {
-            if b == b'\n' && c.tail == *b"\r\n\r" {
-                c.owed += 1;
-            }
-            c.tail = [c.tail[1], c.tail[2], b];
-        }
+        c.owed += ends(&mut c.tail, &buf[..r as usize]);
     }
     let whole = head.len() + body.len();
     while c.owed > 0 {
@@ -174,14 +183,7 @@ fn threads(listener: TcpListener, head: Vec<u8>, body: Vec<u8>) -> io::Result<()
             let mut buf = vec![0u8; 64 * 1024];
             let mut tail = [0u8; 3];
             while let Ok(n @ 1..) = s.read(&mut buf) {
-                let mut owed = 0;
-                for &b in &buf[..n] {
-                    if b == b'\n' && tail == *b"\r\n\r" {
-                        owed += 1;
-                    }
-                    tail = [tail[1], tail[2], b];
-                }
-                for _ in 0..owed {
+                for _ in 0..ends(&mut tail, &buf[..n]) {
                     let (h, b) = (&answer.0[..], &answer.1[..]);
                     let mut sent = 0;
                     while sent < h.len() + b.len() {

@@ -55,7 +55,7 @@ impl Secs {
         // exact to the microsecond).
         let us = (x.abs() * 1e6 + 0.5) as u64;
         let mut at = buf.len();
-        let (mut whole, mut frac) = (us / 1_000_000, us % 1_000_000);
+        let (whole, mut frac) = (us / 1_000_000, us % 1_000_000);
         for _ in 0..6 {
             at -= 1;
             buf[at] = b'0' + (frac % 10) as u8;
@@ -63,14 +63,7 @@ impl Secs {
         }
         at -= 1;
         buf[at] = b'.';
-        loop {
-            at -= 1;
-            buf[at] = b'0' + (whole % 10) as u8;
-            whole /= 10;
-            if whole == 0 {
-                break;
-            }
-        }
+        at = common::log::vsl::digits_before(buf, at, whole);
         if x.is_sign_negative() {
             at -= 1;
             buf[at] = b'-';

@@ -278,7 +278,8 @@ pub(super) async fn copy_blocks(sh: &Shared, src: Arc<dyn Blocks>, body: &Body, 
                 }
                 body.push(block);
                 // In transit: at the pace of the slowest reader.
-                if room(body, oc, sh.params().send_timeout).await.is_err() {
+                let send_timeout = sh.params().send_timeout;
+                if room(body, oc, send_timeout).await.is_err() {
                     body.fail();
                     return;
                 }

@@ -59,16 +59,21 @@ impl<T: Transport> Source<'_, T> {
     /// `recv::cache_body` reads it.
     async fn read(&mut self, limit: u64) -> Result<Bytes, Error> {
         let too_big = || Error::new(Side::Internal, "Request body too big to cache");
-        let p = self.sh.params();
+        // The values, not a parameters guard, across the awaits below
+        // (see Shared::params).
+        let (send_timeout, idle_send_timeout, timeout_idle) = {
+            let p = self.sh.params();
+            (p.send_timeout, p.idle_send_timeout, p.timeout_idle)
+        };
         if *self.continue_pending {
             *self.continue_pending = false;
-            self.conn.arm_send(p.send_timeout, p.idle_send_timeout);
+            self.conn.arm_send(send_timeout, idle_send_timeout);
             if tokio::io::AsyncWriteExt::write_all(self.conn.out(), b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() {
                 return Err(Error::new(Side::Client, "client closed before 100 Continue"));
             }
         }
         let mut body = crate::util::Capped { v: Vec::new(), cap: usize::try_from(limit).unwrap_or(usize::MAX) };
-        let m = self.conn.copy_body(*self.framing, false, &mut body, Side::Internal, p.timeout_idle).await;
+        let m = self.conn.copy_body(*self.framing, false, &mut body, Side::Internal, timeout_idle).await;
         let m = m.map_err(|e| if e.side == Side::Internal { too_big() } else { e })?;
         self.sh.seg.add(C::SReqBodybytes, m.rx);
         *self.body_rx += m.rx;

@@ -40,7 +40,8 @@ pub async fn fetch<T: Transport>(r: &mut Request<'_, T>) -> Step {
     if !r.send_continue().await {
         return Step::Done(Some(crate::req::reason::Reason::TxError));
     }
-    if let Err(e) = r.conn.prefill(r.framing, PREFILL, sh.params().timeout_idle).await {
+    let timeout_idle = sh.params().timeout_idle;
+    if let Err(e) = r.conn.prefill(r.framing, PREFILL, timeout_idle).await {
         return match e.io.is_some() {
             true => body_stopped(r, &e),
             false => bad_body(r, &e).await,

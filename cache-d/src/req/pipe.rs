@@ -161,7 +161,8 @@ pub async fn pipe<T: Transport>(r: &mut Request<'_, T>) -> Step {
     if ok {
         // Relay both ways; when either side closes, the pipe is over, and
         // when nothing moves either way for pipe_timeout, it is closed.
-        let t = r.conn.tunnel(&mut be.io, sh.params().pipe_timeout).await;
+        let pipe_timeout = sh.params().pipe_timeout;
+        let t = r.conn.tunnel(&mut be.io, pipe_timeout).await;
         if t.idle_out {
             r.log.rec(Tag::Error, side, rxid, b"pipe_timeout: nothing moved either way");
         }

@@ -181,8 +181,10 @@ async fn send_synth<T: Transport>(s: &mut Sess, conn: &mut T, log: &mut Batch, r
     let hdr = wire.len() as u64;
     let body = if head_only || bodyless { &[][..] } else { body };
     wire.extend_from_slice(body);
-    let p = s.sh.params();
-    conn.arm_send(p.send_timeout, p.idle_send_timeout);
+    {
+        let p = s.sh.params();
+        conn.arm_send(p.send_timeout, p.idle_send_timeout);
+    }
     let ok = conn.out().write_all(&wire).await.is_ok();
     s.wire = wire;
     if ok {

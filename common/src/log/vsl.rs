@@ -378,18 +378,24 @@ impl<'a> Iterator for Records<'a> {
 }
 
 /// Append `n` in decimal.
-pub fn put_u64(out: &mut Vec<u8>, mut n: u64) {
+pub fn put_u64(out: &mut Vec<u8>, n: u64) {
     let mut buf = [0u8; 20];
-    let mut at = buf.len();
+    let at = digits_before(&mut buf, 20, n);
+    out.extend_from_slice(&buf[at..]);
+}
+
+/// Write `n` in decimal into `buf` so that it ends just before `end`;
+/// where it starts. `buf[..end]` must have room (20 bytes hold any u64).
+pub fn digits_before(buf: &mut [u8], end: usize, mut n: u64) -> usize {
+    let mut at = end;
     loop {
         at -= 1;
         buf[at] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
-            break;
+            return at;
         }
     }
-    out.extend_from_slice(&buf[at..]);
 }
 
 /// A Vec of bytes as a `fmt::Write` target.
