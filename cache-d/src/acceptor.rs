@@ -13,9 +13,9 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::{watch, Semaphore};
 
 use crate::child::loops::Loops;
+use crate::child::roam::Roaming;
 use crate::error::StartError;
 use crate::http1::transport::Http1;
-use crate::listen::movable::Movable;
 use crate::listen::stream::{ClientStream, Detached as Accepted};
 use crate::listen::{Listener, On, Proto, Socket};
 use crate::req::contain::contain;
@@ -209,25 +209,60 @@ fn after(
     })
 }
 
-/// Go on with `next` here, except that HTTP/2 first goes to the loop with
-/// the fewest connections, if that is another: an HTTP/2 connection
-/// cannot move once served (the h2 crate owns its socket), so it starts
-/// where there is most room rather than where a light load packs.
+/// Go on with `next` here: HTTP/1 requests until the connection closes or
+/// is moved at a request boundary, or HTTP/2, which over TCP may move
+/// between two polls (see crate::child::roam).
 async fn go_on(sess: Box<crate::req::state::Sess>, mut conn: Http1, next: Next, stop: watch::Receiver<bool>, m: Moves) {
     match next {
         Next::H2(upgrade) => {
-            if let Some(to) = m.loops.pick_spread() {
-                return move_to(to, sess, conn, Next::H2(upgrade), stop, m);
-            }
             let (stream, pre) = conn.into_parts();
-            crate::h2::serve(*sess, stream, pre, upgrade, stop).await;
-            drop(m);
+            if !stream.can_roam() {
+                return crate::h2::serve(*sess, stream, pre, upgrade, stop).await;
+            }
+            let sh = sess.sh.clone();
+            roam(sh, Roaming::new(crate::h2::serve(*sess, stream, pre, upgrade, stop)), m).await;
         }
         Next::Requests => {
             let served = crate::req::requests(*sess, &mut conn, stop.clone()).await;
             after(served, conn, stop, m).await;
         }
     }
+}
+
+/// Serve a roaming connection here until it ends or its loop sheds it,
+/// then on the least busy other loop.
+fn roam(sh: Arc<Shared>, conn: Roaming, m: Moves) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+    Box::pin(async move {
+        let mut conn = conn;
+        let to = loop {
+            conn = match conn.run().await {
+                None => return,
+                Some(c) => c,
+            };
+            if let Some(to) = m.loops.pick_move() {
+                break to;
+            }
+        };
+        let peer = m.peer;
+        hand_over(to, m, move |m| async move {
+            if let Err(why) = contain(roam(sh.clone(), conn, m)).await {
+                crate::req::failed(&sh, peer, &why);
+            }
+        });
+    })
+}
+
+/// Go on with `go` on loop `to`, the connection's place under
+/// max_connections kept and its count moved there.
+fn hand_over<F, Fut>(to: usize, m: Moves, go: F)
+where
+    F: FnOnce(Moves) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let Moves { loops, held: Held { _permit: permit, _open: was }, peer } = m;
+    drop(was);
+    let all = loops.clone();
+    loops.spawn_on(to, move |open| go(Moves { loops: all, held: Held { _permit: permit, _open: open }, peer }));
 }
 
 /// Hand the connection to loop `to`, its socket out of this loop's poller
@@ -243,10 +278,8 @@ fn move_to(to: usize, mut sess: Box<crate::req::state::Sess>, conn: Http1, next:
         Ok(d) => d,
         Err(e) => return failed(&mut sess, e),
     };
-    let Moves { loops, held, peer } = m;
-    let all = loops.clone();
-    loops.spawn_on(to, move |open| async move {
-        let m = Moves { loops: all, held: Held { _permit: held._permit, _open: open }, peer };
+    let peer = m.peer;
+    hand_over(to, m, move |m| async move {
         let sh = sess.sh.clone();
         let go = async move {
             match detached.into_stream() {
@@ -265,7 +298,7 @@ async fn handshake(sh: &Shared, stream: ClientStream) -> Result<ClientStream, St
     let ClientStream::Tcp(tcp) = stream else { return Err("TLS on a connection that is not TCP".into()) };
     let acceptor = tokio_rustls::TlsAcceptor::from(sh.tls.config(sh.params().has_feature("http2")));
     let timeout = sh.params().timeout_idle.max(Duration::from_millis(1));
-    let done = match tokio::time::timeout(timeout, acceptor.accept(Movable::On(tcp))).await {
+    let done = match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
         Ok(Ok(tls)) => Ok(ClientStream::Tls(Box::new(tls))),
         Ok(Err(e)) => Err(format!("TLS handshake failed: {e}")),
         Err(_) => Err("TLS handshake timed out".into()),

@@ -5,6 +5,7 @@
 
 pub mod control;
 pub mod loops;
+pub mod roam;
 
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;

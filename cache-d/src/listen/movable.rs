@@ -1,8 +1,10 @@
-//! The TCP socket under a TLS session, able to leave its event loop: the
-//! TLS stream (tokio-rustls) owns its transport and cannot be taken apart
-//! and rebuilt, so the transport itself is detached from one runtime's
-//! poller and registered with the next one's at its first read or write
-//! there (see crate::child::loops).
+//! A client's TCP socket, able to leave its event loop: a TLS stream
+//! (tokio-rustls) or an HTTP/2 connection (the h2 crate) owns its
+//! transport and cannot be taken apart and rebuilt, so the transport
+//! itself leaves one loop's poller and joins the next one's at its first
+//! read or write there (see crate::child::loops and crate::child::roam):
+//! when told to (`detach`), or when it finds itself polled from another
+//! loop's thread than the one it is registered with.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -12,42 +14,68 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-/// A TCP socket registered with the current runtime, or in none.
+use crate::child::loops::here;
+
+/// A TCP socket registered with a loop's poller (the loop's tag, see
+/// `loops::here`), or in none.
 pub enum Movable {
-    On(TcpStream),
+    On(TcpStream, usize),
     Off(std::net::TcpStream),
     /// Only while changing from one to the other.
     Changing,
 }
 
 impl Movable {
+    /// A nonblocking socket registered with the current runtime's poller.
+    pub fn register(s: std::net::TcpStream) -> io::Result<Movable> {
+        Ok(Movable::On(TcpStream::from_std(s)?, here()))
+    }
+
     /// Out of the runtime's poller (nonblocking, ready for another's).
     pub fn detach(&mut self) -> io::Result<()> {
-        if let Movable::On(_) = self {
-            let Movable::On(s) = std::mem::replace(self, Movable::Changing) else { unreachable!() };
+        if let Movable::On(..) = self {
+            let Movable::On(s, _) = std::mem::replace(self, Movable::Changing) else { unreachable!() };
             *self = Movable::Off(s.into_std()?);
         }
         Ok(())
     }
 
-    /// The socket in the current runtime's poller (registered now if it
-    /// was not).
-    fn on(&mut self) -> io::Result<&mut TcpStream> {
-        if let Movable::Off(_) = self {
-            let Movable::Off(s) = std::mem::replace(self, Movable::Changing) else { unreachable!() };
-            *self = Movable::On(TcpStream::from_std(s)?);
-        }
+    /// The socket, in no runtime's poller.
+    pub fn into_std(mut self) -> io::Result<std::net::TcpStream> {
+        self.detach()?;
         match self {
-            Movable::On(s) => Ok(s),
-            _ => Err(io::Error::other("a socket lost while moving between event loops")),
+            Movable::Off(s) => Ok(s),
+            _ => Err(lost()),
         }
     }
+
+    /// The socket in the current runtime's poller: registered now if it
+    /// was in none, or in another loop's (whose poller it leaves; off the
+    /// loops, where the tag is 0, it stays where it is).
+    fn on(&mut self) -> io::Result<&mut TcpStream> {
+        let here = here();
+        if matches!(self, Movable::On(_, at) if *at != here && here != 0) {
+            self.detach()?;
+        }
+        if let Movable::Off(_) = self {
+            let Movable::Off(s) = std::mem::replace(self, Movable::Changing) else { unreachable!() };
+            *self = Movable::On(TcpStream::from_std(s)?, here);
+        }
+        match self {
+            Movable::On(s, _) => Ok(s),
+            _ => Err(lost()),
+        }
+    }
+}
+
+fn lost() -> io::Error {
+    io::Error::other("a socket lost while moving between event loops")
 }
 
 impl AsRawFd for Movable {
     fn as_raw_fd(&self) -> RawFd {
         match self {
-            Movable::On(s) => s.as_raw_fd(),
+            Movable::On(s, _) => s.as_raw_fd(),
             Movable::Off(s) => s.as_raw_fd(),
             Movable::Changing => -1,
         }
@@ -140,7 +168,7 @@ mod tests {
         let mut conn = a
             .block_on(a.spawn(async move {
                 let tcp = TcpStream::from_std(sock).unwrap();
-                let mut s = tokio_rustls::TlsAcceptor::from(server_cfg).accept(Movable::On(tcp)).await.unwrap();
+                let mut s = tokio_rustls::TlsAcceptor::from(server_cfg).accept(Movable::On(tcp, 0)).await.unwrap();
                 let mut buf = [0u8; 8];
                 let n = s.read(&mut buf).await.unwrap();
                 s.write_all(&[&b"a:"[..], &buf[..n]].concat()).await.unwrap();

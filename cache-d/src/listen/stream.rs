@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpStream, UnixStream};
+use tokio::net::UnixStream;
 
 use crate::listen::movable::Movable;
 
@@ -15,7 +15,7 @@ use crate::listen::movable::Movable;
 pub type TlsConn = tokio_rustls::server::TlsStream<Movable>;
 
 pub enum ClientStream {
-    Tcp(TcpStream),
+    Tcp(Movable),
     Unix(UnixStream),
     /// A TLS connection, its handshake done.
     Tls(Box<TlsConn>),
@@ -44,6 +44,12 @@ impl ClientStream {
         }
     }
 
+    /// Whether it can change event loops while its owner (TLS, HTTP/2)
+    /// holds it: TCP can, a Unix socket stays on its loop.
+    pub fn can_roam(&self) -> bool {
+        !matches!(self, ClientStream::Unix(_))
+    }
+
     /// The protocol TLS's ALPN chose (None: not TLS, or none chosen).
     pub fn alpn(&self) -> Option<&[u8]> {
         match self {
@@ -66,7 +72,7 @@ impl Detached {
     /// The connection registered with the current runtime's poller.
     pub fn into_stream(self) -> io::Result<ClientStream> {
         Ok(match self {
-            Detached::Tcp(s) => ClientStream::Tcp(TcpStream::from_std(s)?),
+            Detached::Tcp(s) => ClientStream::Tcp(Movable::register(s)?),
             Detached::Unix(s) => ClientStream::Unix(UnixStream::from_std(s)?),
             Detached::Tls(s) => ClientStream::Tls(s),
         })

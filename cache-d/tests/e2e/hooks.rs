@@ -59,11 +59,15 @@ fn start(origin: &Origin) -> InProcess {
 
 /// In process, one listener of `proto` (Https: a certificate for a.test).
 fn start_on(origin: &Origin, proto: Proto) -> InProcess {
+    start_with(origin, proto, Params::default())
+}
+
+fn start_with(origin: &Origin, proto: Proto, params: Params) -> InProcess {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("i");
     let seg = Arc::new(SegmentWriter::create(&path, 1 << 20).unwrap());
     let be = Backend::new("default", backend::resolve(&format!("127.0.0.1:{}", origin.port)).unwrap());
-    let sh = Shared::new(seg, Params::default(), be);
+    let sh = Shared::new(seg, params, be);
     sh.set_policy("test", Arc::new(TestPolicy));
     if proto == Proto::Https {
         sh.tls.load("a", pem_bundle(&["a.test"]).0.as_bytes()).unwrap();
@@ -161,6 +165,78 @@ fn a_tls_connection_moves_between_event_loops_with_its_session() {
         assert!(c.get().starts_with("HTTP/1.1 200"));
     }
     assert_eq!(loops.open(), vec![0, 1]);
+}
+
+/// An HTTP/2 connection moves between two polls, its streams in progress
+/// going on on the other loop: one waiting for a slow origin, the others
+/// sent while it waits; then again in the middle of ten answers of
+/// 100 KiB each held back by flow control.
+#[test]
+fn an_http2_connection_moves_between_event_loops_with_its_streams() {
+    let origin = Origin::start();
+    let mut p = Params::default();
+    p.set("feature", "+http2").unwrap();
+    let s = start_with(&origin, Proto::Http, p);
+    let loops = s.loops.clone().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", s.port)).await.unwrap();
+        let (send, conn) = h2::client::handshake(tcp).await.unwrap();
+        let driver = tokio::spawn(conn);
+        let get = |path: &'static str| {
+            let send = send.clone();
+            tokio::spawn(async move {
+                let req = http::Request::get(format!("http://127.0.0.1{path}")).body(()).unwrap();
+                let (resp, _) = send.ready().await.unwrap().send_request(req, true).unwrap();
+                let resp = resp.await.unwrap();
+                let status = resp.status().as_u16();
+                let mut body = resp.into_body();
+                let mut n = 0;
+                while let Some(chunk) = body.data().await {
+                    let chunk = chunk.unwrap();
+                    // Slowly: the connection's window stays short.
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                    let _ = body.flow_control().release_capacity(chunk.len());
+                    n += chunk.len();
+                }
+                (status, n)
+            })
+        };
+        assert_eq!(get("/size/10?max_age=60").await.unwrap(), (200, 10));
+        assert_eq!(loops.open(), vec![1, 0], "an idle child packs connections on its first loop");
+        let slow = get("/size/1000?delay_ms=400");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        loops.shed(0, 1);
+        assert_eq!(get("/size/20?max_age=60").await.unwrap(), (200, 20));
+        settle_async(&loops, vec![0, 1]).await;
+        assert_eq!(slow.await.unwrap(), (200, 1000), "the stream that waited for the origin");
+        let big: Vec<_> = (0..10).map(|_| get("/size/102400?max_age=60")).collect();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        loops.shed(1, 1);
+        for b in big {
+            assert_eq!(b.await.unwrap(), (200, 102_400));
+        }
+        settle_async(&loops, vec![1, 0]).await;
+        assert_eq!(get("/size/10?max_age=60").await.unwrap(), (200, 10));
+        drop(send);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), driver).await;
+    });
+    settle(&loops, vec![0, 0]);
+    let once = stat(&s.path);
+    assert_eq!(counter(&once, "MAIN.sess_conn"), Some(1), "{once}");
+    assert_eq!(counter(&once, "MAIN.client_req"), Some(14), "{once}");
+    let log = stdout(&run("cache-log", &["-d", "-g", "raw", "-n", s.path.to_str().unwrap()]));
+    assert_eq!(log.matches(" Begin          c sess 0 HTTP/1").count(), 1, "{log}");
+    assert_eq!(log.matches(" SessClose      c ").count(), 1, "{log}");
+}
+
+/// `settle` without blocking the runtime that drives the client.
+async fn settle_async(loops: &Loops, want: Vec<usize>) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while loops.open() != want {
+        assert!(std::time::Instant::now() < deadline, "open connections {:?}, not {want:?}", loops.open());
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }
 
 /// Wait (5 s at most) for the loops' open connections to be `want`: a
