@@ -25,6 +25,15 @@ fn child_rss(dir: &std::path::Path) -> u64 {
 /// Open `n` connections that each ask for `path` (with `headers`) and
 /// never read the answer; the child's largest growth over `secs`.
 fn stalled_clients(d: &Daemon, n: usize, path: &str, headers: &str, secs: u64) -> (Vec<TcpStream>, u64) {
+    // The child serves first: its log's pages are faulted in as it starts
+    // (see SegmentWriter::attach), after _.listen tells a test it may go.
+    // A request without Host is answered 400 by the child itself, without
+    // taking a scripted backend's one answer.
+    let mut first = TcpStream::connect(("127.0.0.1", d.port)).unwrap();
+    first.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    let mut head = [0u8; 12];
+    first.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 400");
     let base = child_rss(&d.dir);
     let mut held = Vec::new();
     for _ in 0..n {

@@ -182,6 +182,11 @@ impl Writer {
     /// the default) is split at record boundaries into several appends.
     pub fn append(&self, batch: &[u8]) -> Appended {
         let seg = self.ring.seg_size() as usize;
+        // Nearly every batch is a transaction's records, far smaller than
+        // a segment: one step, without walking its records to find a cut.
+        if batch.len() <= seg {
+            return if batch.is_empty() { Appended::default() } else { self.append_one(batch) };
+        }
         let mut done = Appended::default();
         let mut rest = batch;
         while !rest.is_empty() {
