@@ -54,7 +54,8 @@ impl<S> ClientIo<S> {
     /// include does not flush: the page's bytes before it go out with it.)
     pub fn hold(&mut self, on: bool) {
         match (on, &self.held) {
-            (true, None) => self.held = Some(Held { buf: Vec::new(), sent: 0 }),
+            // A page of ten 1 KiB fragments without growing.
+            (true, None) => self.held = Some(Held { buf: Vec::with_capacity(HOLD_MAX / 4), sent: 0 }),
             (false, Some(h)) if h.buf.len() == h.sent => self.held = None,
             _ => {}
         }

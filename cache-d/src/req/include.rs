@@ -39,37 +39,74 @@ pub struct ChunkOut<'a> {
 }
 
 impl AsyncWrite for ChunkOut<'_> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        self.poll_write_vectored(cx, &[std::io::IoSlice::new(buf)])
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    /// A write is one piece of the include's body, however many slices
+    /// it comes in: one chunk of a chunked page, or stored deflate blocks
+    /// inside a gzip one, written whole before the write is reported done.
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
         let this = &mut *self;
         let stored = this.gz.as_ref().is_some_and(|g| g.stored);
-        if (!this.chunked && !stored) || buf.is_empty() {
-            let r = Pin::new(&mut *this.inner).poll_write(cx, buf);
+        let n: usize = bufs.iter().map(|b| b.len()).sum();
+        if (!this.chunked && !stored) || n == 0 {
+            let r = Pin::new(&mut *this.inner).poll_write_vectored(cx, bufs);
             if let Poll::Ready(Ok(n)) = r {
                 this.written += n as u64;
             }
             return r;
         }
-        // One piece per write: in stored deflate blocks inside a gzip
-        // page, as a chunk of a chunked one, written whole before the
-        // write is reported done.
         if this.frame.is_empty() {
-            let mut data = Vec::new();
-            let payload: &[u8] = match this.gz.as_mut().filter(|g| g.stored) {
-                Some(g) => {
-                    g.add(crate::gzip::code::crc32(0, buf), buf.len() as u64);
-                    crate::esi::gz::stored_blocks(buf, &mut data);
-                    &data
+            if !stored {
+                // Straight through when the output takes the whole chunk
+                // (a page's output holds its writes): no copy here.
+                let mut size = [0u8; 18];
+                let head = chunk_head(n, &mut size);
+                let mut iov: smallvec::SmallVec<[std::io::IoSlice<'_>; 8]> = smallvec::SmallVec::with_capacity(bufs.len() + 2);
+                iov.push(std::io::IoSlice::new(head));
+                iov.extend(bufs.iter().map(|b| std::io::IoSlice::new(b)));
+                iov.push(std::io::IoSlice::new(b"\r\n"));
+                let total = head.len() + n + 2;
+                match Pin::new(&mut *this.inner).poll_write_vectored(cx, &iov) {
+                    Poll::Ready(Ok(k)) if k == total => {
+                        this.written += n as u64;
+                        return Poll::Ready(Ok(n));
+                    }
+                    Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+                    // Part of it: the rest goes from the frame, below.
+                    Poll::Ready(Ok(k)) => {
+                        let mut skip = k;
+                        for b in &iov {
+                            let from = skip.min(b.len());
+                            skip -= from;
+                            this.frame.extend_from_slice(&b[from..]);
+                        }
+                        this.framed = n;
+                    }
+                    other => return other,
                 }
-                None => buf,
-            };
-            if this.chunked {
-                this.frame.extend_from_slice(format!("{:x}\r\n", payload.len()).as_bytes());
+            } else {
+                let mut data = Vec::new();
+                let joined: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+                if let Some(g) = this.gz.as_mut() {
+                    g.add(crate::gzip::code::crc32(0, &joined), n as u64);
+                }
+                crate::esi::gz::stored_blocks(&joined, &mut data);
+                if this.chunked {
+                    let mut size = [0u8; 18];
+                    this.frame.extend_from_slice(chunk_head(data.len(), &mut size));
+                }
+                this.frame.extend_from_slice(&data);
+                if this.chunked {
+                    this.frame.extend_from_slice(b"\r\n");
+                }
+                this.framed = n;
             }
-            this.frame.extend_from_slice(payload);
-            if this.chunked {
-                this.frame.extend_from_slice(b"\r\n");
-            }
-            this.framed = buf.len();
         }
         while !this.frame.is_empty() {
             match Pin::new(&mut *this.inner).poll_write(cx, &this.frame) {
@@ -84,12 +121,23 @@ impl AsyncWrite for ChunkOut<'_> {
         this.written += this.framed as u64;
         Poll::Ready(Ok(this.framed))
     }
+
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut *self.inner).poll_flush(cx)
     }
     fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Poll::Ready(Ok(()))
     }
+}
+
+/// A chunk's size line (`1a2\r\n`) for `n` bytes, written into `buf`.
+fn chunk_head(n: usize, buf: &mut [u8; 18]) -> &[u8] {
+    let digits = (usize::BITS as usize - n.leading_zeros() as usize).div_ceil(4).max(1);
+    for (i, b) in buf[..digits].iter_mut().enumerate() {
+        *b = b"0123456789abcdef"[(n >> (4 * (digits - 1 - i))) & 0xf];
+    }
+    buf[digits..digits + 2].copy_from_slice(b"\r\n");
+    &buf[..digits + 2]
 }
 
 /// The transport of an include: no request to read, a body-only
@@ -229,5 +277,17 @@ impl Page {
                 self.at = (self.at.0 + 1, 0);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn chunk_heads_are_lower_hex_sizes() {
+        let mut buf = [0u8; 18];
+        for (n, want) in [(0usize, "0\r\n"), (9, "9\r\n"), (10, "a\r\n"), (255, "ff\r\n"), (256, "100\r\n"), (1024, "400\r\n")] {
+            assert_eq!(super::chunk_head(n, &mut buf), want.as_bytes(), "{n}");
+        }
+        assert_eq!(super::chunk_head(usize::MAX, &mut buf), b"ffffffffffffffff\r\n");
     }
 }

@@ -348,6 +348,7 @@ impl<T: Transport> Request<'_, T> {
             Some(o) => format!("{} {o}", self.rxid),
             None => self.rxid.to_string(),
         };
+        h.0.reserve(if ranges { 4 } else { 3 });
         h.0.push((bytes::Bytes::from_static(b"X-Varnish"), bytes::Bytes::from(xv)));
         let age = (crate::util::now() - t_origin).max(0.0).floor() as u64;
         h.0.push((bytes::Bytes::from_static(b"Age"), bytes::Bytes::from(age.to_string())));
