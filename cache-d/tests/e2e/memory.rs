@@ -22,19 +22,23 @@ fn child_rss(dir: &std::path::Path) -> u64 {
     child_pid(dir).and_then(|p| rss_kib(p as u32)).expect("the child's VmRSS")
 }
 
-/// Open `n` connections that each ask for `path` (with `headers`) and
-/// never read the answer; the child's largest growth over `secs`.
-fn stalled_clients(d: &Daemon, n: usize, path: &str, headers: &str, secs: u64) -> (Vec<TcpStream>, u64) {
-    // The child serves first: its log's pages are faulted in as it starts
-    // (see SegmentWriter::attach), after _.listen tells a test it may go.
-    // A request without Host is answered 400 by the child itself, without
-    // taking a scripted backend's one answer.
+/// The child's resident memory once it serves: its log's pages are
+/// faulted in as it starts (see SegmentWriter::attach), after _.listen
+/// tells a test it may go. A request without Host is answered 400 by the
+/// child itself, without taking a scripted backend's one answer.
+fn base_rss(d: &Daemon) -> u64 {
     let mut first = TcpStream::connect(("127.0.0.1", d.port)).unwrap();
     first.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
     let mut head = [0u8; 12];
     first.read_exact(&mut head).unwrap();
     assert_eq!(&head, b"HTTP/1.1 400");
-    let base = child_rss(&d.dir);
+    child_rss(&d.dir)
+}
+
+/// Open `n` connections that each ask for `path` (with `headers`) and
+/// never read the answer; the child's largest growth over `secs`.
+fn stalled_clients(d: &Daemon, n: usize, path: &str, headers: &str, secs: u64) -> (Vec<TcpStream>, u64) {
+    let base = base_rss(d);
     let mut held = Vec::new();
     for _ in 0..n {
         let mut s = TcpStream::connect(("127.0.0.1", d.port)).unwrap();
@@ -145,7 +149,7 @@ fn esi_pages_are_bounded_in_size_and_includes() {
         let src = "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; .port = \"ORIGIN_PORT\"; }\nsub vcl_backend_response { set beresp.do_esi = true; }\n";
         let vcl = vcl_src(tmp.path(), "esi.vcl", src, port);
         let d = Daemon::start_args(&tmp.path().join("i"), &["-f", vcl.to_str().unwrap(), "-s", "malloc,64M"]);
-        let base = child_rss(&d.dir);
+        let base = base_rss(&d);
         let t0 = Instant::now();
         for ae in ["Accept-Encoding: gzip\r\n", ""] {
             let r = Client::connect(d.port).get("/page", ae);
