@@ -133,7 +133,11 @@ fn a_slow_reader_reports_overruns_and_resumes_on_whole_records() {
                         overruns += 1;
                     }
                     Poll::Idle if finished => break,
-                    Poll::Idle => thread::sleep(Duration::from_millis(1)),
+                    // Nothing new only for a moment (a writer preempted with
+                    // the ring's lock held): a millisecond's nap here let
+                    // the writers of a release build lap the ring every
+                    // time, and the reader never resumed on records.
+                    Poll::Idle => thread::sleep(Duration::from_micros(20)),
                 }
             }
             (overruns, records)
