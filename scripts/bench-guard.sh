@@ -7,7 +7,9 @@
 #   - CPU per hit (µs: utime + stime of cache-d's manager and child over
 #     the run, from /proc, divided by requests answered) at bench-cpu.sh's
 #     fixed open-loop rates, median of rounds: the figure issue 37 is
-#     about, which throughput on 2 shared cores hardly shows;
+#     about, which throughput on 2 shared cores hardly shows; and the same
+#     for 1 KiB hits over HTTP/2 in the clear (10 streams a connection)
+#     and an ESI page of 10 cached fragments;
 #   - anonymous memory per cached 1 KiB object (20,000 objects).
 # The usual use: `save` on main's build, then `check` on a change's.
 # Usage: scripts/bench-guard.sh save|check [FILE] [seconds] [rounds] [tolerance%]
@@ -39,16 +41,33 @@ cpu_ticks() {
     done
     echo "$total"
 }
-for row in 1:12000 10240:10000 102400:4000 1048576:500; do
-    size=${row%%:*}; rate=${row##*:}
-    url="http://$ip:$port/size/$size?max_age=3600"
+# cpu_row NAME URL cache-bench-args...: the median CPU per request.
+cpu_row() {
+    local name=$1 url=$2; shift 2
+    "$bin/cache-bench" run -q -n 20 -c 2 "$@" "$url" >/dev/null 2>&1 || true
     for _ in $(seq "$rounds"); do
         before=$(cpu_ticks)
-        "$bin/cache-bench" run -r "$rate" -c 20 -d "${secs}s" --json "$url" >"$work/run.json" 2>/dev/null
+        "$bin/cache-bench" run -d "${secs}s" --json "$@" "$url" >"$work/run.json" 2>/dev/null
         after=$(cpu_ticks)
         awk -v a="$after" -v b="$before" -v t="$tick" -v n="$(jq '.requests' "$work/run.json")" 'BEGIN {printf "%.2f\n", (a - b) * 1e6 / t / n}'
-    done | median | awk -v s="$size" '{printf "cpu_us_per_hit_%s\t%.2f\tlower\n", s, $1}' >>"$out"
+    done | median | awk -v s="$name" '{printf "cpu_us_%s\t%.2f\tlower\n", s, $1}' >>"$out"
+}
+for row in 1:12000 10240:10000 102400:4000 1048576:500; do
+    size=${row%%:*}; rate=${row##*:}
+    cpu_row "per_hit_$size" "http://$ip:$port/size/$size?max_age=3600" -r "$rate" -c 20
 done
+# HTTP/2 in the clear and ESI, as bench-cpu.sh's rows: the feature set
+# and a policy with do_esi loaded through the admin socket.
+"$bin/cache-adm" -n "$work/inst" param.set feature +http2 >/dev/null
+cat >"$work/guard.vcl" <<VCL
+vcl 4.1;
+backend default { .host = "127.0.0.1"; .port = "${origin##*:}"; }
+sub vcl_backend_response { if (bereq.url ~ "^/esi/") { set beresp.do_esi = true; } }
+VCL
+"$bin/cache-adm" -n "$work/inst" vcl.load guard "$work/guard.vcl" >/dev/null
+"$bin/cache-adm" -n "$work/inst" vcl.use guard >/dev/null
+cpu_row h2c_1024 "http://$ip:$port/size/1024?max_age=3600" -r 8000 -c 10 --h2 --streams 10
+cpu_row esi_page_10 "http://$ip:$port/esi/10?max_age=3600&frag_size=1024" -r 1500 -c 20
 # Anonymous memory per cached object: 20,000 objects of 1 KiB.
 before=$(awk '/^RssAnon/ {print $2}' "/proc/$child/status")
 cat >"$work/fill.lua" <<'LUA'
