@@ -92,7 +92,11 @@ impl AsyncWrite for ChunkOut<'_> {
                 }
             } else {
                 let mut data = Vec::new();
-                let joined: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+                // One slice (a plain write) as it is; several joined once.
+                let joined: std::borrow::Cow<'_, [u8]> = match bufs {
+                    [one] => std::borrow::Cow::Borrowed(&one[..]),
+                    _ => std::borrow::Cow::Owned(bufs.iter().flat_map(|b| b.iter().copied()).collect()),
+                };
                 if let Some(g) = this.gz.as_mut() {
                     g.add(crate::gzip::code::crc32(0, &joined), n as u64);
                 }
@@ -130,14 +134,15 @@ impl AsyncWrite for ChunkOut<'_> {
     }
 }
 
-/// A chunk's size line (`1a2\r\n`) for `n` bytes, written into `buf`.
+/// A chunk's size line (`1a2\r\n`) for `n` bytes, written into `buf`
+/// (as every chunked writer here writes it, without a heap buffer).
 fn chunk_head(n: usize, buf: &mut [u8; 18]) -> &[u8] {
-    let digits = (usize::BITS as usize - n.leading_zeros() as usize).div_ceil(4).max(1);
-    for (i, b) in buf[..digits].iter_mut().enumerate() {
-        *b = b"0123456789abcdef"[(n >> (4 * (digits - 1 - i))) & 0xf];
-    }
-    buf[digits..digits + 2].copy_from_slice(b"\r\n");
-    &buf[..digits + 2]
+    use std::io::Write;
+    let mut rest = &mut buf[..];
+    // 16 hex digits and CRLF fit in 18 bytes.
+    let _ = write!(rest, "{n:x}\r\n");
+    let len = 18 - rest.len();
+    &buf[..len]
 }
 
 /// The transport of an include: no request to read, a body-only

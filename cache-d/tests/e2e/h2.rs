@@ -100,6 +100,12 @@ fn http2_is_off_until_the_feature_is_set() {
 
 /// GET `path` on an HTTP/2 connection: status and body length.
 async fn get(send: &mut h2::client::SendRequest<Bytes>, path: &str) -> (u16, usize) {
+    get_paced(send, path, None).await
+}
+
+/// The same, waiting `pace` before taking each DATA frame's bytes off
+/// the window (a slow reader: the server's sends wait on flow control).
+pub(crate) async fn get_paced(send: &h2::client::SendRequest<Bytes>, path: &str, pace: Option<std::time::Duration>) -> (u16, usize) {
     let req = http::Request::get(format!("http://127.0.0.1{path}")).body(()).unwrap();
     let (resp, _) = send.clone().ready().await.unwrap().send_request(req, true).unwrap();
     let resp = resp.await.unwrap();
@@ -108,6 +114,9 @@ async fn get(send: &mut h2::client::SendRequest<Bytes>, path: &str) -> (u16, usi
     let mut n = 0;
     while let Some(chunk) = body.data().await {
         let chunk = chunk.unwrap();
+        if let Some(pace) = pace {
+            tokio::time::sleep(pace).await;
+        }
         let _ = body.flow_control().release_capacity(chunk.len());
         n += chunk.len();
     }

@@ -183,24 +183,10 @@ fn an_http2_connection_moves_between_event_loops_with_its_streams() {
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", s.port)).await.unwrap();
         let (send, conn) = h2::client::handshake(tcp).await.unwrap();
         let driver = tokio::spawn(conn);
+        // Read slowly: the connection's window stays short.
         let get = |path: &'static str| {
             let send = send.clone();
-            tokio::spawn(async move {
-                let req = http::Request::get(format!("http://127.0.0.1{path}")).body(()).unwrap();
-                let (resp, _) = send.ready().await.unwrap().send_request(req, true).unwrap();
-                let resp = resp.await.unwrap();
-                let status = resp.status().as_u16();
-                let mut body = resp.into_body();
-                let mut n = 0;
-                while let Some(chunk) = body.data().await {
-                    let chunk = chunk.unwrap();
-                    // Slowly: the connection's window stays short.
-                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-                    let _ = body.flow_control().release_capacity(chunk.len());
-                    n += chunk.len();
-                }
-                (status, n)
-            })
+            tokio::spawn(async move { crate::h2::get_paced(&send, path, Some(std::time::Duration::from_millis(1))).await })
         };
         assert_eq!(get("/size/10?max_age=60").await.unwrap(), (200, 10));
         assert_eq!(loops.open(), vec![1, 0], "an idle child packs connections on its first loop");
