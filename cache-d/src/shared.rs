@@ -28,7 +28,7 @@ pub struct Shared {
     /// names, as used through it (its VCL_use says `<program> via <label>`).
     labels: std::sync::RwLock<std::collections::HashMap<String, Arc<Active>>>,
     /// Our Via value: `1.1 <host> (cachekit/<version>)`.
-    pub via: String,
+    pub via: bytes::Bytes,
     vxid: AtomicU32,
     /// `debug.panic.request`: the next request's task panics (to test that
     /// such a panic fails that request alone).
@@ -45,7 +45,7 @@ impl Shared {
     }
 
     pub fn with_cache(seg: Arc<SegmentWriter>, params: Params, backend: Backend, cache: Cache) -> Shared {
-        let via = format!("1.1 {} (cachekit/{})", crate::util::hostname(), env!("CARGO_PKG_VERSION"));
+        let via = format!("1.1 {} (cachekit/{})", crate::util::hostname(), env!("CARGO_PKG_VERSION")).into();
         cache.set_gzip_support(params.http_gzip_support);
         cache.set_rfc9111(params.rfc9111());
         cache.set_nuke_limit(params.nuke_limit);

@@ -232,21 +232,21 @@ impl ObjHeaders {
         find(&self.buf, name).map(|(a, b)| self.buf.slice(a..b))
     }
 
-    /// As an editable list (slices of the same buffer, no copies).
+    /// As an editable list (slices of the same buffer, no copies), with
+    /// room for the four headers a delivery adds (X-Varnish, Age, Via,
+    /// Accept-Ranges) without growing it.
     pub fn to_headers(&self) -> crate::vcl::model::Headers {
         let l = Layout(&self.buf);
-        crate::vcl::model::Headers(
-            (0..l.count())
-                .map(|i| {
-                    let (name, (c, d)) = l.span(i);
-                    let name = match name {
-                        Name::Common(n) => Bytes::from_static(n.as_bytes()),
-                        Name::At(a, b) => self.buf.slice(a..b),
-                    };
-                    (name, self.buf.slice(c..d))
-                })
-                .collect(),
-        )
+        let mut list = Vec::with_capacity(l.count() + 4);
+        list.extend((0..l.count()).map(|i| {
+            let (name, (c, d)) = l.span(i);
+            let name = match name {
+                Name::Common(n) => Bytes::from_static(n.as_bytes()),
+                Name::At(a, b) => self.buf.slice(a..b),
+            };
+            (name, self.buf.slice(c..d))
+        }));
+        crate::vcl::model::Headers(list)
     }
 
     /// Bytes held (with a body packed after the head).

@@ -119,7 +119,7 @@ impl<'a, B> BeTxn<'a, B> {
         task.log = Some((&mut self.f.log, self.f.vxid, LogSide::Backend));
         task.clock = Some(&mut self.f.clock);
         task.bereq = Some(self.bereq);
-        task.ends = Some(self.addrs.clone());
+        task.ends = Some(&self.addrs);
         task.beresp = beresp;
         task.body = body;
         let a = run_sub(self.policy, sub, &mut task);

@@ -16,7 +16,7 @@ use crate::http1::head::Framing;
 use crate::req::gather::{Gather, MAX_COPIED, MAX_IOV};
 use crate::req::page::{send_esi, send_spliced};
 use crate::req::reason::{close_reason, Reason};
-use crate::req::state::{divert, obj_view, Request, RespHead, Step, With};
+use crate::req::state::{divert, obj_view, Framed, Request, RespHead, Step, With};
 use crate::req::transport::Transport;
 use crate::util::now;
 use crate::vcl::model::{Action, Headers, ObjView, Req, Resp, Sub};
@@ -166,7 +166,7 @@ struct Plan<'o> {
     status: u16,
     reason: &'o [u8],
     headers: Headers,
-    framing: Option<(&'static [u8], String)>,
+    framing: Option<Framed>,
     /// Bytes `first..=last` of the body only.
     span: Option<(u64, u64)>,
     send_body: bool,
@@ -285,8 +285,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
     let len = if esi.is_some() { None } else { len };
     let plan = plan(&r.req, len, &mut resp, r.head_only, keep, ranges, !pass && r.sh.params().rfc9111());
     let mut wire = std::mem::take(&mut r.sess.wire);
-    let head =
-        RespHead { status: plan.status, reason: plan.reason, headers: &plan.headers, framing: plan.framing.clone(), keep: plan.keep };
+    let head = RespHead { status: plan.status, reason: plan.reason, headers: &plan.headers, framing: plan.framing, keep: plan.keep };
     r.write_head(&mut wire, &head);
     let hdr_tx = wire.len() as u64;
     // send_timeout bounds the whole response, as in Varnish.
@@ -410,14 +409,14 @@ fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o mut Resp, head_only: bool, ke
     match range {
         RangeReq::Part(a, b) => {
             p.span = Some((a, b));
-            p.framing = Some((b"Content-Length", (b - a + 1).to_string()));
+            p.framing = Some(Framed::length(b - a + 1));
         }
         RangeReq::Unsatisfiable => {
             p.send_body = false;
-            p.framing = Some((b"Content-Length", "0".to_string()));
+            p.framing = Some(Framed::length(0));
         }
         RangeReq::Whole => match len {
-            Some(n) => p.framing = Some((b"Content-Length", n.to_string())),
+            Some(n) => p.framing = Some(Framed::length(n)),
             // An include's body goes into its page as it is.
             None if req.esi_level > 0 => {}
             // A HEAD of a body whose length is not known yet: neither
@@ -425,7 +424,7 @@ fn plan<'o>(req: &Req, len: Option<u64>, resp: &'o mut Resp, head_only: bool, ke
             None if req.minor >= 1 && !p.send_body => {}
             None if req.minor >= 1 => {
                 p.chunked = true;
-                p.framing = Some((b"Transfer-Encoding", "chunked".to_string()));
+                p.framing = Some(Framed::Chunked);
             }
             None => p.keep = false,
         },

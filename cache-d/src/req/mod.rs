@@ -157,6 +157,7 @@ async fn proxy_header<T: Transport>(s: &mut Sess, conn: &mut T) -> Result<(), Re
                 s.ends.client = client;
                 s.ends.server = server;
                 s.ends.proxy_tlvs = Some(h.tlvs.into());
+                s.addr_text = None;
             }
             Ok(())
         }

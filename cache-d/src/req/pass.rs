@@ -13,7 +13,7 @@ use crate::http1::body::{self, Transfer};
 use crate::http1::head::Framing;
 use crate::req::reason::{close_reason, Reason};
 use crate::req::recv::bad_body;
-use crate::req::state::{divert, Request, RespHead, Step, With};
+use crate::req::state::{divert, Framed, Request, RespHead, Step, With};
 use crate::req::transport::{CachedBody, Transport};
 use crate::vcl::model::{Action, Bereq, Beresp, Headers, ObjView, Resp, Sub};
 
@@ -340,10 +340,10 @@ async fn deliver<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch, resp: R
     let span = if coded { None } else { span(r, &mut out, resp.framing) };
     let mut wire = std::mem::take(&mut r.sess.wire);
     let framing = match (span, resp.framing) {
-        (Some((a, b)), _) => Some((&b"Content-Length"[..], (b - a + 1).to_string())),
-        _ if reframed && chunk_out => Some((&b"Transfer-Encoding"[..], "chunked".to_string())),
-        (_, Framing::Length(n)) if !reframed => Some((&b"Content-Length"[..], n.to_string())),
-        (_, Framing::Chunked | Framing::Eof) if chunk_out => Some((&b"Transfer-Encoding"[..], "chunked".to_string())),
+        (Some((a, b)), _) => Some(Framed::length(b - a + 1)),
+        _ if reframed && chunk_out => Some(Framed::Chunked),
+        (_, Framing::Length(n)) if !reframed => Some(Framed::length(n)),
+        (_, Framing::Chunked | Framing::Eof) if chunk_out => Some(Framed::Chunked),
         _ => None,
     };
     let head = RespHead { status: out.status, reason: &out.reason, headers: &out.headers, framing, keep };

@@ -27,8 +27,7 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
     // and ReqStart come first, as Varnish logs a request it could parse.
     let active = sh.policy();
     log.rec(Tag::VclUse, side, rxid, active.name.as_bytes());
-    let c = s.ends.client;
-    log.recf(Tag::ReqStart, side, rxid, format_args!("{} {} {}", c.ip(), c.port(), s.listen));
+    log.rec(Tag::ReqStart, side, rxid, &s.addr_text().req_start);
     log.rec(Tag::ReqMethod, side, rxid, head.method());
     log.rec(Tag::ReqUrl, side, rxid, head.url());
     log.rec(Tag::ReqProtocol, side, rxid, head.protocol().as_bytes());
@@ -128,7 +127,7 @@ fn expect_unknown(head: &Head) -> bool {
 /// The request as the policy sees it. An absolute-form target's authority
 /// becomes Host and the URL keeps the path (as Varnish), so the cache key
 /// is the same as for the origin-form request.
-fn request_of(head: &Head, log: &mut common::log::vsl::Batch, rxid: u32, s: &Sess) -> Req {
+fn request_of(head: &Head, log: &mut common::log::vsl::Batch, rxid: u32, s: &mut Sess) -> Req {
     let side = LogSide::Client;
     let mut headers = Headers(head.headers.iter().map(|(n, v)| (head.raw.slice(n.clone()), head.raw.slice(v.clone()))).collect());
     let mut url = head.raw.slice(head.url.clone());
@@ -146,7 +145,7 @@ fn request_of(head: &Head, log: &mut common::log::vsl::Batch, rxid: u32, s: &Ses
         url,
         minor: head.minor,
         headers,
-        server_ip: s.ends.server.ip().to_string(),
+        server_ip: s.addr_text().server_ip.clone(),
         client_ip: Some(s.ends.client.ip()),
         xid: rxid,
         time: crate::util::now(),
@@ -168,7 +167,11 @@ fn prep<T: Transport>(r: &mut Request<'_, T>) {
     let listed = head::connection_tokens(r.req.headers.iter());
     let hop = r.req.headers.0.iter().filter(|(n, _)| !n.eq_ignore_ascii_case(b"connection") && head::is_listed(&listed, n));
     r.req.hop = hop.cloned().collect();
-    let ip = r.req.client_ip.map(|ip| ip.to_string()).unwrap_or_default();
+    let ip = match r.req.client_ip {
+        Some(ip) if ip == r.sess.ends.client.ip() => r.sess.addr_text().client_ip.clone(),
+        Some(ip) => Bytes::from(ip.to_string()),
+        None => Bytes::new(),
+    };
     for name in ["X-Forwarded-For", "Cache-Control"] {
         if let Some((old, joined)) = r.req.headers.collect(name, ", ") {
             r.log.rec_parts(Tag::ReqUnset, side, rxid, &[name.as_bytes(), b": ", &old]);
@@ -181,9 +184,9 @@ fn prep<T: Transport>(r: &mut Request<'_, T>) {
             Some(v) => {
                 r.log.rec_parts(Tag::ReqUnset, side, rxid, &[b"X-Forwarded-For: ", &v]);
                 r.req.headers.unset(name);
-                Bytes::from([&v[..], b", ", ip.as_bytes()].concat())
+                Bytes::from([&v[..], b", ", &ip[..]].concat())
             }
-            None => Bytes::from(ip.clone()),
+            None => ip.clone(),
         };
         r.log.rec_parts(Tag::ReqHeader, side, rxid, &[b"X-Forwarded-For: ", &xff]);
         r.req.headers.0.push((Bytes::from_static(b"X-Forwarded-For"), xff));

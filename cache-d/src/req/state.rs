@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use common::counters::C;
-use common::log::vsl::{Batch, Side as LogSide, Tag};
+use common::log::vsl::{Batch, Decimal, Side as LogSide, Tag};
 use tokio::sync::mpsc;
 
 use crate::cache::{BusyGuard, Kind, ObjRef};
@@ -45,6 +45,21 @@ pub struct Sess {
     pub t0: f64,
     /// sess.timeout_idle as VCL set it (None: the parameter).
     pub timeout_idle: Option<std::time::Duration>,
+    /// `ends` as text, made at the first request that needs it; None
+    /// again when a PROXY header changes `ends`.
+    pub addr_text: Option<AddrText>,
+}
+
+/// A session's addresses as every request writes them: formatted once
+/// per session, not per request.
+#[derive(Clone)]
+pub struct AddrText {
+    /// client.ip (X-Forwarded-For).
+    pub client_ip: Bytes,
+    /// server.ip (the built-in vcl_hash without a Host).
+    pub server_ip: Arc<str>,
+    /// ReqStart's payload: client address, port, listener.
+    pub req_start: Bytes,
 }
 
 impl Sess {
@@ -65,7 +80,21 @@ impl Sess {
             tls,
             t0,
             timeout_idle: None,
+            addr_text: None,
         }
+    }
+
+    /// The session's addresses as text (made on first use).
+    pub fn addr_text(&mut self) -> &AddrText {
+        let (ends, listen) = (&self.ends, &self.listen);
+        self.addr_text.get_or_insert_with(|| {
+            let client_ip = ends.client.ip().to_string();
+            AddrText {
+                req_start: Bytes::from(format!("{client_ip} {} {listen}", ends.client.port())),
+                client_ip: Bytes::from(client_ip),
+                server_ip: ends.server.ip().to_string().into(),
+            }
+        })
     }
 
     /// The context of one HTTP/2 stream's request on this session: the
@@ -84,6 +113,7 @@ impl Sess {
             tls: self.tls.clone(),
             t0: self.t0,
             timeout_idle: self.timeout_idle,
+            addr_text: self.addr_text.clone(),
         }
     }
 
@@ -235,9 +265,28 @@ pub struct RespHead<'h> {
     pub status: u16,
     pub reason: &'h [u8],
     pub headers: &'h Headers,
-    /// Content-Length or Transfer-Encoding.
-    pub framing: Option<(&'h [u8], String)>,
+    pub framing: Option<Framed>,
     pub keep: bool,
+}
+
+/// The framing header a response head ends with.
+#[derive(Clone, Copy)]
+pub enum Framed {
+    Length(Decimal),
+    Chunked,
+}
+
+impl Framed {
+    pub fn length(n: u64) -> Framed {
+        Framed::Length(Decimal::new(n))
+    }
+
+    fn header(&self) -> (&'static [u8], &[u8]) {
+        match self {
+            Framed::Length(n) => (b"Content-Length", n.as_bytes()),
+            Framed::Chunked => (b"Transfer-Encoding", b"chunked"),
+        }
+    }
 }
 
 impl<T: Transport> Request<'_, T> {
@@ -258,7 +307,7 @@ impl<T: Transport> Request<'_, T> {
         t.req_body = Some(&mut body);
         t.log = Some((&mut self.log, self.rxid, LogSide::Client));
         t.clock = Some(&mut self.clock);
-        t.ends = Some(self.sess.ends.clone());
+        t.ends = Some(&self.sess.ends);
         t.tls = self.sess.tls.clone();
         t.req = Some(&mut self.req);
         t.resp = with.resp;
@@ -317,8 +366,8 @@ impl<T: Transport> Request<'_, T> {
     /// cnt_recv logs it on each pass: ReqStart, the request line, the
     /// headers as they are now.
     fn log_recv(&mut self) {
-        let (side, v, c) = (LogSide::Client, self.rxid, self.sess.ends.client);
-        self.log.recf(Tag::ReqStart, side, v, format_args!("{} {} {}", c.ip(), c.port(), self.sess.listen));
+        let (side, v) = (LogSide::Client, self.rxid);
+        self.log.rec(Tag::ReqStart, side, v, &self.sess.addr_text().req_start);
         self.log.rec(Tag::ReqMethod, side, v, &self.req.method);
         self.log.rec(Tag::ReqUrl, side, v, &self.req.url);
         let proto: &[u8] = match self.req.minor {
@@ -344,15 +393,19 @@ impl<T: Transport> Request<'_, T> {
     /// Age (whole seconds since `t_origin`), Via; on a 200 from the cache
     /// (not a pass's private object) with range support, Accept-Ranges.
     pub fn resp_setup(&self, h: &mut Headers, obj_vxid: Option<u32>, t_origin: f64, ranges: bool) {
-        let xv = match obj_vxid {
-            Some(o) => format!("{} {o}", self.rxid),
-            None => self.rxid.to_string(),
-        };
+        // X-Varnish and Age written into one buffer, split in two.
+        let mut b = bytes::BytesMut::with_capacity(48);
+        put_decimal(&mut b, self.rxid.into());
+        if let Some(o) = obj_vxid {
+            b.extend_from_slice(b" ");
+            put_decimal(&mut b, o.into());
+        }
+        let xv = b.split().freeze();
+        put_decimal(&mut b, (crate::util::now() - t_origin).max(0.0).floor() as u64);
         h.0.reserve(if ranges { 4 } else { 3 });
-        h.0.push((bytes::Bytes::from_static(b"X-Varnish"), bytes::Bytes::from(xv)));
-        let age = (crate::util::now() - t_origin).max(0.0).floor() as u64;
-        h.0.push((bytes::Bytes::from_static(b"Age"), bytes::Bytes::from(age.to_string())));
-        h.0.push((bytes::Bytes::from_static(b"Via"), bytes::Bytes::copy_from_slice(self.sh.via.as_bytes())));
+        h.0.push((bytes::Bytes::from_static(b"X-Varnish"), xv));
+        h.0.push((bytes::Bytes::from_static(b"Age"), b.freeze()));
+        h.0.push((bytes::Bytes::from_static(b"Via"), self.sh.via.clone()));
         if ranges {
             h.unset("accept-ranges");
             h.0.push((bytes::Bytes::from_static(b"Accept-Ranges"), bytes::Bytes::from_static(b"bytes")));
@@ -442,23 +495,26 @@ impl<T: Transport> Request<'_, T> {
 /// line, `headers` (X-Varnish, Age and Via are among them since before
 /// vcl_deliver or vcl_synth), the framing header, and Connection as needed.
 pub fn write_head(wire: &mut Vec<u8>, log: &mut Batch, rxid: u32, minor: u8, h: &RespHead<'_>) {
-    use std::io::Write as _;
     let side = LogSide::Client;
     wire.clear();
-    let _ = write!(wire, "HTTP/1.1 {} ", h.status);
+    let status = Decimal::new(h.status.into());
+    wire.extend_from_slice(b"HTTP/1.1 ");
+    wire.extend_from_slice(status.as_bytes());
+    wire.push(b' ');
     wire.extend_from_slice(h.reason);
     wire.extend_from_slice(b"\r\n");
     // The wire always carries HTTP/1.1; an HTTP/2 stream's transport
     // turns it into frames.
     log.rec(Tag::RespProtocol, side, rxid, if minor == 2 { b"HTTP/2.0" } else { b"HTTP/1.1" });
-    log.recf(Tag::RespStatus, side, rxid, format_args!("{}", h.status));
+    log.rec(Tag::RespStatus, side, rxid, status.as_bytes());
     log.rec(Tag::RespReason, side, rxid, h.reason);
     let mut out = HeadOut { wire, log, tag: Tag::RespHeader, side, vxid: rxid };
     for (n, v) in h.headers.iter() {
         out.header(n, v);
     }
-    if let Some((n, v)) = &h.framing {
-        out.header(n, v.as_bytes());
+    if let Some(f) = &h.framing {
+        let (n, v) = f.header();
+        out.header(n, v);
     }
     // A connection that stays open says so to HTTP/1.0 and 1.1 alike, as
     // Varnish's V1D_Deliver (unless VCL set a Connection header).
@@ -510,4 +566,8 @@ pub fn obj_view(oc: &ObjRef, t: f64, full: bool) -> ObjView {
         can_esi: oc.obj.coding().is_some_and(|c| c.esi_data.get().is_some()),
         gzip: oc.obj.coding().is_some_and(|c| c.gzip),
     }
+}
+
+fn put_decimal(b: &mut bytes::BytesMut, n: u64) {
+    b.extend_from_slice(Decimal::new(n).as_bytes());
 }

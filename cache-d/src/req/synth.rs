@@ -8,7 +8,7 @@ use common::log::vsl::{Batch, Side as LogSide};
 use tokio::io::AsyncWriteExt;
 
 use crate::req::reason::Reason;
-use crate::req::state::{divert, write_head, Request, RespHead, Sess, Step, With};
+use crate::req::state::{divert, write_head, Framed, Request, RespHead, Sess, Step, With};
 use crate::req::transport::Transport;
 use crate::util::{http_date, now};
 use crate::vcl::model::{Action, Headers, NoEnv, Req, Resp, Sub, Task};
@@ -171,7 +171,7 @@ async fn send_synth<T: Transport>(s: &mut Sess, conn: &mut T, log: &mut Batch, r
         status: resp.status,
         reason: &resp.reason,
         headers: &headers,
-        framing: (!bodyless).then(|| (&b"Content-Length"[..], body.len().to_string())),
+        framing: (!bodyless).then(|| Framed::length(body.len() as u64)),
         keep: !close,
     };
     write_head(&mut wire, log, rxid, s.minor, &head);

@@ -80,7 +80,7 @@ pub struct Req {
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub minor: u8,
     pub headers: Headers,
-    pub server_ip: String,
+    pub server_ip: std::sync::Arc<str>,
     /// The client's address (for ACLs); None where it is not known.
     pub client_ip: Option<std::net::IpAddr>,
     /// The transaction id (req.xid).
@@ -669,7 +669,7 @@ pub struct Task<'a> {
     /// The transaction's timestamps (std.timestamp adds one to `log`).
     pub clock: Option<&'a mut crate::util::Clock>,
     /// The connection's addresses (client.ip, server.ip, remote.ip, local.ip).
-    pub ends: Option<Ends>,
+    pub ends: Option<&'a Ends>,
     /// The client connection's TLS parameters (None: not TLS).
     pub tls: Option<std::sync::Arc<TlsInfo>>,
     /// The client request's body for vmod bodyaccess (client

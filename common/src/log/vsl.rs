@@ -377,6 +377,25 @@ impl<'a> Iterator for Records<'a> {
     }
 }
 
+/// `n` in decimal, written on the stack: no allocation, no formatter.
+#[derive(Clone, Copy)]
+pub struct Decimal {
+    buf: [u8; 20],
+    at: u8,
+}
+
+impl Decimal {
+    pub fn new(n: u64) -> Decimal {
+        let mut buf = [0u8; 20];
+        let at = digits_before(&mut buf, 20, n) as u8;
+        Decimal { buf, at }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[usize::from(self.at)..]
+    }
+}
+
 /// Append `n` in decimal.
 pub fn put_u64(out: &mut Vec<u8>, n: u64) {
     let mut buf = [0u8; 20];

@@ -38,9 +38,10 @@ fn recv_url(vcl: &str, url: &str, hdrs: &[(&str, &str)]) -> (Action, String, Hea
     let pol = load(vcl);
     let mut r = req(url, hdrs);
     let a = {
+        let ends = Ends::direct("10.1.2.3:5555".parse().unwrap(), "127.0.0.1:80".parse().unwrap());
         let mut t = Task::new(&NoEnv);
         t.req = Some(&mut r);
-        t.ends = Some(Ends::direct("10.1.2.3:5555".parse().unwrap(), "127.0.0.1:80".parse().unwrap()));
+        t.ends = Some(&ends);
         pol.call(Sub::Recv, &mut t)
     };
     (a, String::from_utf8_lossy(&r.url).into_owned(), r.headers)
@@ -363,8 +364,9 @@ fn builtin_vcl_text_decides_as_the_native_builtin() {
                 pol.call(Sub::Recv, &mut t)
             };
             let mut key = Vec::new();
+            let ends = Ends::direct("10.1.2.3:5555".parse().unwrap(), "127.0.0.1:80".parse().unwrap());
             let mut t = Task::new(&NoEnv);
-            t.ends = Some(Ends::direct("10.1.2.3:5555".parse().unwrap(), "127.0.0.1:80".parse().unwrap()));
+            t.ends = Some(&ends);
             t.req = Some(&mut r);
             t.key = Some(&mut key);
             pol.call(Sub::Hash, &mut t);
