@@ -30,6 +30,12 @@ pub async fn serve(sh: Arc<Shared>, listeners: Vec<Listener>, loops: Arc<Loops>,
     let limit = Arc::new(Semaphore::new(sh.params().max_connections));
     let mut accepts = Vec::new();
     for l in listeners {
+        if let Socket::Udp(udp) = l.socket {
+            let on = On { name: l.name, proto: l.proto };
+            sh.note_quic(&on.name);
+            accepts.push(tokio::spawn(crate::h3::serve(sh.clone(), udp, on, loops.clone(), limit.clone(), stop.clone())));
+            continue;
+        }
         let socket = match Accepting::from_std(l.socket) {
             Ok(s) => s,
             Err(e) => {
@@ -73,6 +79,7 @@ impl Accepting {
                 // SAFETY: as above.
                 Accepting::Unix(unsafe { AsyncFd::register(s)? })
             }
+            Socket::Udp(_) => return Err(std::io::Error::other("a UDP socket is served by QUIC, not accepted")),
         })
     }
 

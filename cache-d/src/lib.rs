@@ -16,6 +16,7 @@ pub mod esi;
 pub mod fetch;
 pub mod gzip;
 pub mod h2;
+pub mod h3;
 pub mod http1;
 pub mod listen;
 pub mod mgt;

@@ -199,6 +199,19 @@ pub struct H2Params {
     pub rx_window_low_water: u32,
 }
 
+/// The h3_* parameters (HTTP/3 over QUIC, cachekit's own).
+#[derive(Debug, Clone, Default)]
+pub struct H3Params {
+    pub alt_svc_max_age: u64,
+    pub conn_window: u64,
+    pub idle_timeout: Duration,
+    pub max_concurrent_streams: u32,
+    pub max_field_section_size: u64,
+    pub retry_above: usize,
+    pub send_window: u64,
+    pub stream_window: u64,
+}
+
 /// Parameter values used by the daemon.
 #[derive(Debug, Clone)]
 pub struct Params {
@@ -225,6 +238,7 @@ pub struct Params {
     pub gzip_memlevel: u32,
     /// The h2_* parameters.
     pub h2: H2Params,
+    pub h3: H3Params,
     pub http_brotli_support: bool,
     pub http_gzip_support: bool,
     pub http_max_hdr: usize,
@@ -290,6 +304,7 @@ impl Default for Params {
             gzip_level: 0,
             gzip_memlevel: 0,
             h2: H2Params::default(),
+            h3: H3Params::default(),
             http_brotli_support: false,
             http_gzip_support: false,
             http_max_hdr: 0,
@@ -401,6 +416,14 @@ impl Params {
             "h2_rapid_reset_period" => self.h2.rapid_reset_period = secs(),
             "h2_rx_window_increment" => self.h2.rx_window_increment = n as u32,
             "h2_rx_window_low_water" => self.h2.rx_window_low_water = n as u32,
+            "h3_alt_svc_max_age" => self.h3.alt_svc_max_age = n as u64,
+            "h3_conn_window" => self.h3.conn_window = n as u64,
+            "h3_idle_timeout" => self.h3.idle_timeout = secs(),
+            "h3_max_concurrent_streams" => self.h3.max_concurrent_streams = n as u32,
+            "h3_max_field_section_size" => self.h3.max_field_section_size = n as u64,
+            "h3_retry_above" => self.h3.retry_above = n as usize,
+            "h3_send_window" => self.h3.send_window = n as u64,
+            "h3_stream_window" => self.h3.stream_window = n as u64,
             "http_brotli_support" => self.http_brotli_support = n != 0.0,
             "http_gzip_support" => self.http_gzip_support = n != 0.0,
             "http_max_hdr" => self.http_max_hdr = n as usize,
@@ -463,6 +486,11 @@ impl Params {
     /// mask rather than has_feature's search by name.
     pub fn rfc9111(&self) -> bool {
         self.feature & bits::RFC9111 != 0
+    }
+
+    /// Feature http3: QUIC connections are accepted, Alt-Svc sent.
+    pub fn http3(&self) -> bool {
+        self.feature & bits::HTTP3 != 0
     }
 
     /// What the gzip and Brotli coders are set to.

@@ -35,6 +35,9 @@ pub struct Shared {
     pub debug_panic_request: std::sync::atomic::AtomicBool,
     /// Certificates and the server configuration of `https` listeners.
     pub tls: crate::tls::Tls,
+    /// The https listeners that have QUIC beside them (their responses
+    /// over TCP advertise it while feature http3 is on).
+    quic: std::sync::RwLock<Vec<Arc<str>>>,
 }
 
 impl Shared {
@@ -62,6 +65,7 @@ impl Shared {
             vxid: AtomicU32::new(1),
             debug_panic_request: Default::default(),
             tls: crate::tls::Tls::new(),
+            quic: Default::default(),
         }
     }
 
@@ -110,6 +114,16 @@ impl Shared {
     /// The parameters in force, to keep across awaits (a reference count).
     pub fn params_arc(&self) -> Arc<Params> {
         self.params.load_full()
+    }
+
+    /// Listener `name` serves QUIC too.
+    pub fn note_quic(&self, name: &Arc<str>) {
+        self.quic.write().unwrap_or_else(|e| e.into_inner()).push(name.clone());
+    }
+
+    /// Does listener `name` serve QUIC too?
+    pub fn has_quic(&self, name: &str) -> bool {
+        self.quic.read().unwrap_or_else(|e| e.into_inner()).iter().any(|n| &**n == name)
     }
 
     /// A transaction's log buffer, with the record limit and the tags

@@ -234,6 +234,12 @@ counter_table! {
     TlsHandshakes => "MAIN.tls_handshakes", Counter, Info, Integer, "TLS handshakes completed (cachekit)";
     TlsHandshakeFail => "MAIN.tls_handshake_fail", Counter, Info, Integer, "TLS handshakes failed or timed out (cachekit)";
     TlsCertExpiring => "MAIN.tls_cert_expiring", Gauge, Info, Integer, "Live certificates within tls_cert_warn of their end (cachekit)";
+    H3Conn => "MAIN.h3_conn", Counter, Info, Integer, "QUIC connections established for HTTP/3 (cachekit)";
+    H3HandshakeFail => "MAIN.h3_handshake_fail", Counter, Info, Integer, "QUIC handshakes failed or timed out (cachekit)";
+    H3Retry => "MAIN.h3_retry", Counter, Diag, Integer, "QUIC Retry packets sent to validate a client's address (cachekit)";
+    H3Refused => "MAIN.h3_refused", Counter, Diag, Integer, "QUIC connections refused: feature http3 off, or max_connections reached (cachekit)";
+    H3Streams => "MAIN.h3_streams", Counter, Info, Integer, "HTTP/3 request streams served (cachekit)";
+    H3StreamErrors => "MAIN.h3_stream_errors", Counter, Diag, Integer, "HTTP/3 request streams that failed before a request (bad headers, reset) (cachekit)";
 }
 
 /// The counters every backend carries, named `VBE.<vcl>.<backend>.<field>`
@@ -368,7 +374,7 @@ mod tests {
             assert!(seen.insert(d.name), "duplicate {}", d.name);
         }
         assert_eq!(C::MainUptime.def().name, "MAIN.uptime");
-        assert_eq!(C::TlsCertExpiring as usize, TABLE.len() - 1);
+        assert_eq!(C::H3StreamErrors as usize, TABLE.len() - 1);
         assert_eq!(Stv::CCorrupt.def().name, "c_corrupt");
         assert_eq!(Vbe::Helddown as usize, VBE.len() - 1);
         assert_eq!(Vbe::Conn.def().name, "conn");

@@ -87,6 +87,7 @@ pub fn run(args: Args) -> Result<(), StartError> {
         let socket = match kind {
             "tcp" => Socket::Tcp(unsafe { std::net::TcpListener::from_raw_fd(fd) }),
             "unix" => Socket::Unix(unsafe { std::os::unix::net::UnixListener::from_raw_fd(fd) }),
+            "udp" => Socket::Udp(unsafe { std::net::UdpSocket::from_raw_fd(fd) }),
             _ => return Err(bad()),
         };
         listeners.push(Listener { name: name.into(), proto, socket });

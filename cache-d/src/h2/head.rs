@@ -19,6 +19,13 @@ const HOP_BY_HOP: [&str; 5] = ["connection", "keep-alive", "proxy-connection", "
 /// crumbs are joined into one Cookie field with "; " (RFC 9113 §8.2.3),
 /// and the URL is the `:path` (the authority for CONNECT).
 pub fn request_head(parts: &http::request::Parts) -> Head {
+    request_head_as(parts, 2)
+}
+
+/// As [`request_head`], for a stream of HTTP version `minor` (our code:
+/// 2 for HTTP/2, 3 for HTTP/3, whose requests are made the same way,
+/// RFC 9114 §4.3).
+pub fn request_head_as(parts: &http::request::Parts, minor: u8) -> Head {
     let mut raw = BytesMut::with_capacity(256);
     let method = span(&mut raw, parts.method.as_str().as_bytes());
     raw.put_u8(b' ');
@@ -27,7 +34,9 @@ pub fn request_head(parts: &http::request::Parts) -> Head {
         _ => parts.uri.authority().map_or("", |a| a.as_str()),
     };
     let url = span(&mut raw, target.as_bytes());
-    raw.put_slice(b" HTTP/2.0\r\n");
+    raw.put_u8(b' ');
+    raw.put_slice(crate::http1::head::proto_name(minor).as_bytes());
+    raw.put_slice(b"\r\n");
     let mut headers = Vec::with_capacity(parts.headers.len() + 1);
     let mut field = |raw: &mut BytesMut, name: &[u8], value: &[u8]| {
         let n = span(raw, name);
@@ -51,7 +60,7 @@ pub fn request_head(parts: &http::request::Parts) -> Head {
         field(&mut raw, b"cookie", &cookies.join(&b"; "[..]));
     }
     raw.put_slice(b"\r\n");
-    Head { raw: raw.freeze(), first: method, url, minor: 2, status: 0, headers }
+    Head { raw: raw.freeze(), first: method, url, minor, status: 0, headers }
 }
 
 /// Append `s` to `raw`; where it lies.

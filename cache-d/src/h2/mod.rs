@@ -136,7 +136,7 @@ where
                     }
                 }
                 Some(Ok((req, respond))) => {
-                    let t = StreamTask { sess: sess.for_stream(), fd, rapid: p.h2.rapid_reset, stalls: stalls.clone() };
+                    let t = StreamTask { sess: sess.for_stream(2), fd, rapid: p.h2.rapid_reset, stalls: stalls.clone() };
                     tasks.push(t.run(req, respond));
                 }
                 Some(Err(e)) => break verdict.unwrap_or_else(|| ended(sess, &e)),

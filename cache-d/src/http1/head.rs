@@ -37,11 +37,7 @@ impl Head {
         self.s(&self.url)
     }
     pub fn protocol(&self) -> &'static str {
-        match self.minor {
-            0 => "HTTP/1.0",
-            1 => "HTTP/1.1",
-            _ => "HTTP/2.0",
-        }
+        proto_name(self.minor)
     }
     /// Headers as (name, value) byte slices, in wire order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
@@ -545,6 +541,18 @@ impl HeadOut<'_> {
 
 /// The HTTP/2 connection preface a client with prior knowledge starts
 /// with (RFC 9113 §3.4).
+/// A request's protocol as Varnish logs it (req.proto, ReqProtocol) by
+/// our version code: 0 and 1 for HTTP/1.x, 2 for an HTTP/2 stream, 3
+/// for an HTTP/3 one.
+pub fn proto_name(minor: u8) -> &'static str {
+    match minor {
+        0 => "HTTP/1.0",
+        1 => "HTTP/1.1",
+        2 => "HTTP/2.0",
+        _ => "HTTP/3",
+    }
+}
+
 pub const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Does this HTTP/1.1 request ask to switch to h2c (RFC 7540 §3.2: an

@@ -23,6 +23,9 @@ pub enum Proto {
     Proxy,
     /// TLS, then HTTP/1.1 (certificates from `-A`).
     Https,
+    /// QUIC and HTTP/3 on an https listener's UDP port (not an `-a`
+    /// protocol: every https listener has it).
+    Quic,
 }
 
 impl Proto {
@@ -41,6 +44,7 @@ impl Proto {
             Proto::Http => "HTTP/1",
             Proto::Proxy => "PROXY",
             Proto::Https => "HTTPS",
+            Proto::Quic => "QUIC",
         }
     }
 
@@ -49,6 +53,7 @@ impl Proto {
         match self {
             Proto::Proxy => "PROXY",
             Proto::Http | Proto::Https => "HTTP/1",
+            Proto::Quic => "HTTP/3",
         }
     }
 
@@ -57,6 +62,7 @@ impl Proto {
             "HTTP/1" => Some(Proto::Http),
             "PROXY" => Some(Proto::Proxy),
             "HTTPS" => Some(Proto::Https),
+            "QUIC" => Some(Proto::Quic),
             _ => None,
         }
     }
@@ -158,6 +164,8 @@ fn group_id(name: &str) -> Option<u32> {
 pub enum Socket {
     Tcp(std::net::TcpListener),
     Unix(std::os::unix::net::UnixListener),
+    /// QUIC (HTTP/3) beside an https listener, on the same port.
+    Udp(std::net::UdpSocket),
 }
 
 impl Socket {
@@ -166,6 +174,7 @@ impl Socket {
         match self {
             Socket::Tcp(s) => s.as_raw_fd(),
             Socket::Unix(s) => s.as_raw_fd(),
+            Socket::Udp(s) => s.as_raw_fd(),
         }
     }
 }
@@ -197,17 +206,34 @@ pub fn bind(spec: &str, index: usize) -> Result<Vec<Listener>, StartError> {
             if addrs.is_empty() {
                 return Err(StartError::Config(format!("-a {spec}: resolves to no address")));
             }
-            addrs
-                .into_iter()
-                .map(|a| {
-                    let socket = std::net::TcpListener::bind(a).map_err(|source| StartError::Listen { addr: a.to_string(), source })?;
-                    Ok(Listener { name: name.clone(), proto: s.proto, socket: Socket::Tcp(socket) })
-                })
-                .collect()
+            let mut out = Vec::new();
+            for a in addrs {
+                let socket = std::net::TcpListener::bind(a).map_err(|source| StartError::Listen { addr: a.to_string(), source })?;
+                let bound = socket.local_addr().map_err(|source| StartError::Listen { addr: a.to_string(), source })?;
+                out.push(Listener { name: name.clone(), proto: s.proto, socket: Socket::Tcp(socket) });
+                if s.proto == Proto::Https {
+                    out.extend(bind_quic(&name, bound));
+                }
+            }
+            Ok(out)
         }
         Addr::Unix(path) => {
             let socket = bind_unix(path, &s.perms).map_err(|source| StartError::Listen { addr: path.display().to_string(), source })?;
             Ok(vec![Listener { name, proto: s.proto, socket: Socket::Unix(socket) }])
+        }
+    }
+}
+
+/// The UDP socket for QUIC beside an https listener bound at `bound`
+/// (the same address and port), so that feature http3 can be turned on
+/// at runtime. A port taken for UDP (another QUIC server) is not an
+/// error: that listener has no HTTP/3, and the manager says so.
+fn bind_quic(name: &Arc<str>, bound: std::net::SocketAddr) -> Option<Listener> {
+    match std::net::UdpSocket::bind(bound) {
+        Ok(socket) => Some(Listener { name: name.clone(), proto: Proto::Quic, socket: Socket::Udp(socket) }),
+        Err(e) => {
+            eprintln!("cache-d: listener {name}: no HTTP/3 on udp {bound}: {e}");
+            None
         }
     }
 }
@@ -237,6 +263,8 @@ fn bind_unix(path: &Path, perms: &Perms) -> std::io::Result<std::os::unix::net::
 /// `debug.listen_address` shows it).
 pub fn listen_line(l: &Listener) -> std::io::Result<String> {
     Ok(match &l.socket {
+        // Its port is its https listener's.
+        Socket::Udp(_) => String::new(),
         Socket::Tcp(s) => {
             let a = s.local_addr()?;
             format!("{} {} {}\n", l.name, a.ip(), a.port())

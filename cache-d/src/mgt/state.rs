@@ -202,7 +202,11 @@ impl Mgr {
         for l in &self.listeners {
             let fd = l.socket.raw_fd();
             clear_cloexec(fd);
-            let kind = if matches!(l.socket, crate::listen::Socket::Unix(_)) { "unix" } else { "tcp" };
+            let kind = match l.socket {
+                crate::listen::Socket::Unix(_) => "unix",
+                crate::listen::Socket::Udp(_) => "udp",
+                crate::listen::Socket::Tcp(_) => "tcp",
+            };
             fds.push(format!("{}:{fd}:{kind}:{}", l.name, l.proto.name()));
         }
         // Every parameter the child can set (not the ones not available here).

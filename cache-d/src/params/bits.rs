@@ -21,11 +21,14 @@ pub const FEATURES: &[&str] = &[
     "validate_headers",
     "busy_stats_rate",
     "rfc9111",
+    "http3",
 ];
 
 /// The rfc9111 feature's bit, for the per-request check
 /// ([`crate::params::Params::rfc9111`]): a mask, not a search by name.
 pub const RFC9111: u32 = 1 << 13;
+/// The http3 feature's bit (read per response for Alt-Svc).
+pub const HTTP3: u32 = 1 << 14;
 
 /// Varnish 7.1's debug bits (accepted; none acts in cache-d).
 const DEBUG: &[&str] = &[

@@ -246,8 +246,13 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
         // The body was read by an earlier pass: nothing to pipe.
         Action::Pipe if r.body_consumed => Step::Synth { status: 503, reason: "Service Unavailable".into() },
         // A stream cannot be piped: Varnish passes it instead.
-        Action::Pipe if r.req.minor == 2 => {
-            r.log.rec(Tag::VclError, LogSide::Client, r.rxid, b"vcl_recv{} returns pipe for HTTP/2 request.  Doing pass.");
+        Action::Pipe if r.req.minor >= 2 => {
+            let msg: &[u8] = if r.req.minor == 2 {
+                b"vcl_recv{} returns pipe for HTTP/2 request.  Doing pass."
+            } else {
+                b"vcl_recv{} returns pipe for HTTP/3 request.  Doing pass."
+            };
+            r.log.rec(Tag::VclError, LogSide::Client, r.rxid, msg);
             Step::Pass
         }
         Action::Pipe => Step::Pipe,

@@ -97,10 +97,10 @@ impl Sess {
         })
     }
 
-    /// The context of one HTTP/2 stream's request on this session: the
-    /// same session, its own buffers and records (its Link record is
-    /// written when the stream ends).
-    pub fn for_stream(&self) -> Sess {
+    /// The context of one HTTP/2 (`minor` 2) or HTTP/3 (3) stream's
+    /// request on this session: the same session, its own buffers and
+    /// records (its Link record is written when the stream ends).
+    pub fn for_stream(&self, minor: u8) -> Sess {
         Sess {
             sh: self.sh.clone(),
             ends: self.ends.clone(),
@@ -109,7 +109,7 @@ impl Sess {
             log: self.sh.batch(),
             wire: Vec::with_capacity(1024),
             scratch: Vec::new(),
-            minor: 2,
+            minor,
             tls: self.tls.clone(),
             t0: self.t0,
             timeout_idle: self.timeout_idle,
@@ -301,7 +301,7 @@ impl<T: Transport> Request<'_, T> {
             body_rx: &mut self.body_rx,
             continue_pending: &mut self.continue_pending,
             error: &mut self.body_error,
-            may_read: sub == Sub::Recv && self.sess.minor != 2 && self.req.esi_level == 0,
+            may_read: sub == Sub::Recv && self.sess.minor < 2 && self.req.esi_level == 0,
         };
         let mut t = Task::new(&*self.sh);
         t.req_body = Some(&mut body);
@@ -370,12 +370,8 @@ impl<T: Transport> Request<'_, T> {
         self.log.rec(Tag::ReqStart, side, v, &self.sess.addr_text().req_start);
         self.log.rec(Tag::ReqMethod, side, v, &self.req.method);
         self.log.rec(Tag::ReqUrl, side, v, &self.req.url);
-        let proto: &[u8] = match self.req.minor {
-            0 => b"HTTP/1.0",
-            1 => b"HTTP/1.1",
-            _ => b"HTTP/2.0",
-        };
-        self.log.rec(Tag::ReqProtocol, side, v, proto);
+        let proto = crate::http1::head::proto_name(self.req.minor);
+        self.log.rec(Tag::ReqProtocol, side, v, proto.as_bytes());
         for (n, val) in self.req.headers.iter() {
             self.log.rec_parts(Tag::ReqHeader, side, v, &[n, b": ", val]);
         }
@@ -406,6 +402,15 @@ impl<T: Transport> Request<'_, T> {
         h.0.push((bytes::Bytes::from_static(b"X-Varnish"), xv));
         h.0.push((bytes::Bytes::from_static(b"Age"), b.freeze()));
         h.0.push((bytes::Bytes::from_static(b"Via"), self.sh.via.clone()));
+        // HTTP/3 is offered on TLS over TCP, on the same port, where the
+        // listener has QUIC beside it (feature http3).
+        if self.sess.tls.is_some() && self.sess.minor < 3 {
+            let p = self.sh.params();
+            if p.http3() && self.sh.has_quic(&self.sess.listen) {
+                let v = format!("h3=\":{}\"; ma={}", self.sess.ends.local.port(), p.h3.alt_svc_max_age);
+                h.0.push((bytes::Bytes::from_static(b"Alt-Svc"), bytes::Bytes::from(v)));
+            }
+        }
         if ranges {
             h.unset("accept-ranges");
             h.0.push((bytes::Bytes::from_static(b"Accept-Ranges"), bytes::Bytes::from_static(b"bytes")));
@@ -505,7 +510,8 @@ pub fn write_head(wire: &mut Vec<u8>, log: &mut Batch, rxid: u32, minor: u8, h: 
     wire.extend_from_slice(b"\r\n");
     // The wire always carries HTTP/1.1; an HTTP/2 stream's transport
     // turns it into frames.
-    log.rec(Tag::RespProtocol, side, rxid, if minor == 2 { b"HTTP/2.0" } else { b"HTTP/1.1" });
+    // (An HTTP/2 or HTTP/3 stream's own version.)
+    log.rec(Tag::RespProtocol, side, rxid, crate::http1::head::proto_name(minor.max(1)).as_bytes());
     log.rec(Tag::RespStatus, side, rxid, status.as_bytes());
     log.rec(Tag::RespReason, side, rxid, h.reason);
     let mut out = HeadOut { wire, log, tag: Tag::RespHeader, side, vxid: rxid };

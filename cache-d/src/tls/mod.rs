@@ -94,6 +94,9 @@ pub struct Tls {
     /// ALPN offering http/1.1, and h2 then http/1.1 (feature http2).
     http1: Arc<ServerConfig>,
     http2: Arc<ServerConfig>,
+    /// QUIC's: TLS 1.3 only, ALPN h3, no early data (0-RTT can be
+    /// replayed).
+    http3: Arc<ServerConfig>,
 }
 
 #[derive(Debug)]
@@ -149,7 +152,24 @@ impl Tls {
         }
         let mut http2 = config.clone();
         http2.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Tls { resolver, staged: Mutex::new(Vec::new()), http1: Arc::new(config), http2: Arc::new(http2) }
+        let mut http3 = ServerConfig::builder_with_provider(config.crypto_provider().clone())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .expect("TLS 1.3 with the aws-lc-rs provider")
+            .with_no_client_auth()
+            .with_cert_resolver(resolver.clone());
+        http3.alpn_protocols = vec![b"h3".to_vec()];
+        http3.ignore_client_order = true;
+        http3.send_tls13_tickets = 1;
+        http3.session_storage = config.session_storage.clone();
+        http3.ticketer = config.ticketer.clone();
+        http3.max_early_data_size = 0;
+        Tls { resolver, staged: Mutex::new(Vec::new()), http1: Arc::new(config), http2: Arc::new(http2), http3: Arc::new(http3) }
+    }
+
+    /// The configuration of QUIC handshakes (the same certificates, session
+    /// cache and ticket keys as TCP's).
+    pub fn quic_config(&self) -> Arc<ServerConfig> {
+        self.http3.clone()
     }
 
     /// The configuration for a handshake: ALPN offers h2 when `h2`. Both

@@ -152,11 +152,9 @@ pub struct Req {
 impl Req {
     /// req.proto: what VCL 4.0 set, else the request's protocol.
     pub fn proto(&self) -> &[u8] {
-        match (&self.proto, self.minor) {
-            (Some(p), _) => p,
-            (None, 0) => b"HTTP/1.0",
-            (None, 1) => b"HTTP/1.1",
-            (None, _) => b"HTTP/2.0",
+        match &self.proto {
+            Some(p) => p,
+            None => crate::http1::head::proto_name(self.minor).as_bytes(),
         }
     }
 }

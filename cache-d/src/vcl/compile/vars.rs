@@ -335,14 +335,7 @@ fn text(b: &Bytes) -> Val {
 }
 
 fn proto(minor: u8) -> Val {
-    Val::Str(
-        match minor {
-            0 => "HTTP/1.0",
-            1 => "HTTP/1.1",
-            _ => "HTTP/2.0",
-        }
-        .into(),
-    )
+    Val::Str(crate::http1::head::proto_name(minor).into())
 }
 
 macro_rules! get {

@@ -1,0 +1,231 @@
+//! HTTP/3 over QUIC (`-p feature=+http3`, off by default): every https
+//! listener also has a UDP socket on its port (bound by the manager with
+//! the TCP one, so the feature can be turned on at runtime), served by a
+//! QUIC endpoint (`quinn`, on rustls with the same certificates, session
+//! cache and ticket keys as TLS over TCP) and HTTP/3 (`h3`). Each request
+//! stream goes through the same steps as HTTP/1 and HTTP/2
+//! ([`stream::H3Stream`] is its transport), logged under the connection's
+//! session as HTTP/2 streams are.
+//!
+//! What QUIC costs us before a client proves anything is bounded: the
+//! endpoint answers at most three times the bytes a client sent until its
+//! address is validated (RFC 9000 §8, quinn's), and while more than
+//! h3_retry_above handshakes are in progress a new one gets a stateless
+//! Retry first. A connection counts against max_connections like a TCP
+//! one; its streams are bounded by h3_max_concurrent_streams (QUIC's own
+//! stream credit, which a stream returns only when its request is done),
+//! its buffers by h3_stream_window, h3_conn_window and h3_send_window.
+
+pub mod out;
+pub mod stream;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::counters::C;
+use common::log::vsl::{Side as LogSide, Tag};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::{watch, Semaphore};
+
+use crate::child::loops::Loops;
+use crate::listen::On;
+use crate::params::Params;
+use crate::req::reason::Reason;
+use crate::req::state::Sess;
+use crate::shared::Shared;
+use crate::vcl::model::TlsInfo;
+
+/// The h3 connection type our streams come from.
+type H3Conn = h3::server::Connection<h3_quinn::Connection, bytes::Bytes>;
+
+/// Serve QUIC on `socket` (an https listener's port) until `stop`: each
+/// connection on one of `loops`, as a TCP connection is.
+pub async fn serve(
+    sh: Arc<Shared>,
+    socket: std::net::UdpSocket,
+    on: On,
+    loops: Arc<Loops>,
+    limit: Arc<Semaphore>,
+    stop: watch::Receiver<bool>,
+) {
+    use std::os::fd::AsRawFd;
+    let fd = socket.as_raw_fd();
+    let bound = socket.local_addr().ok();
+    let endpoint = match server_config(&sh, &sh.params()).and_then(|cfg| {
+        quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(cfg), socket, Arc::new(quinn::TokioRuntime)).map_err(|e| e.to_string())
+    }) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("cache-d: listener {}: no HTTP/3: {e}", on.name);
+            return;
+        }
+    };
+    let handshakes = Arc::new(AtomicUsize::new(0));
+    while let Some(incoming) = endpoint.accept().await {
+        let p = sh.params_arc();
+        if !p.http3() {
+            sh.seg.add(C::H3Refused, 1);
+            incoming.ignore();
+            continue;
+        }
+        // Under load, a client proves its address before it costs us a
+        // connection's state (a Retry holds none).
+        let incoming = if handshakes.load(Ordering::Relaxed) >= p.h3.retry_above && !incoming.remote_address_validated() {
+            match incoming.retry() {
+                Ok(()) => {
+                    sh.seg.add(C::H3Retry, 1);
+                    continue;
+                }
+                Err(e) => e.into_incoming(),
+            }
+        } else {
+            incoming
+        };
+        sh.seg.add(C::SessConn, 1);
+        sh.seg.add(C::SSess, 1);
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            sh.seg.add(C::SessDropped, 1);
+            sh.seg.add(C::H3Refused, 1);
+            incoming.refuse();
+            continue;
+        };
+        let cfg = match server_config(&sh, &p) {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                eprintln!("cache-d: listener {}: HTTP/3: {e}", on.name);
+                incoming.refuse();
+                continue;
+            }
+        };
+        let (sh, on, stop, busy) = (sh.clone(), on.clone(), stop.clone(), handshakes.clone());
+        busy.fetch_add(1, Ordering::Relaxed);
+        loops.spawn(move |open| async move {
+            let peer = incoming.remote_address();
+            let local = SocketAddr::new(
+                incoming.local_ip().or(bound.map(|b| b.ip())).unwrap_or([0, 0, 0, 0].into()),
+                bound.map_or(0, |b| b.port()),
+            );
+            let conn = handshake(&sh, incoming, cfg, p.timeout_idle).await;
+            busy.fetch_sub(1, Ordering::Relaxed);
+            let conn = match conn {
+                Ok(c) => c,
+                Err(why) => return crate::req::no_session(&sh, peer, local, &on, &why),
+            };
+            let _held = (permit, open);
+            let tls = tls_info(&conn);
+            let sess = Sess::open(sh.clone(), peer, local, &on, fd, Some(Arc::new(tls)));
+            if let Err(why) = crate::req::contain::contain(connection(sess, conn, stop)).await {
+                crate::req::failed(&sh, peer, &why);
+            }
+        });
+    }
+}
+
+/// quinn's server configuration from the h3_* parameters.
+fn server_config(sh: &Shared, p: &Params) -> Result<quinn::ServerConfig, String> {
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(sh.tls.quic_config()).map_err(|e| e.to_string())?;
+    let mut t = quinn::TransportConfig::default();
+    let var = |n: u64| quinn::VarInt::from_u64(n).unwrap_or(quinn::VarInt::MAX);
+    t.max_concurrent_bidi_streams(var(p.h3.max_concurrent_streams.into()))
+        // The client's control and QPACK streams, and a few to spare (a
+        // client may open reserved ones, RFC 9114 §6.2.3).
+        .max_concurrent_uni_streams(var(8))
+        .stream_receive_window(var(p.h3.stream_window))
+        .receive_window(var(p.h3.conn_window))
+        .send_window(p.h3.send_window)
+        .max_idle_timeout(quinn::IdleTimeout::try_from(p.h3.idle_timeout).ok());
+    let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    cfg.transport_config(Arc::new(t));
+    Ok(cfg)
+}
+
+/// Accept `incoming` and complete its handshake within `timeout`.
+async fn handshake(
+    sh: &Shared,
+    incoming: quinn::Incoming,
+    cfg: Arc<quinn::ServerConfig>,
+    timeout: Duration,
+) -> Result<quinn::Connection, String> {
+    let done = match incoming.accept_with(cfg) {
+        Err(e) => Err(format!("QUIC handshake failed: {e}")),
+        Ok(connecting) => match tokio::time::timeout(timeout.max(Duration::from_millis(1)), connecting).await {
+            Ok(Ok(c)) => Ok(c),
+            Ok(Err(e)) => Err(format!("QUIC handshake failed: {e}")),
+            Err(_) => Err("QUIC handshake timed out".into()),
+        },
+    };
+    sh.seg.add(if done.is_ok() { C::H3Conn } else { C::H3HandshakeFail }, 1);
+    done
+}
+
+/// What the handshake gave, as VCL's tls.* show it. QUIC is TLS 1.3 only;
+/// its cipher is TLS_AES_128_GCM_SHA256: ours come in that order first
+/// and we choose (ignore_client_order), and every QUIC client has it
+/// (RFC 9001 §5.3). quinn does not expose the suite it negotiated.
+fn tls_info(conn: &quinn::Connection) -> TlsInfo {
+    let data = conn.handshake_data().and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok());
+    TlsInfo {
+        version: "TLSv1.3",
+        cipher: "TLS_AES_128_GCM_SHA256".into(),
+        sni: data.as_ref().and_then(|d| d.server_name.clone()),
+        alpn: Some("h3".into()),
+    }
+}
+
+/// Serve a QUIC connection's HTTP/3 requests until it ends; its session's
+/// last records.
+async fn connection(mut sess: Sess, conn: quinn::Connection, mut stop: watch::Receiver<bool>) {
+    let p = sess.sh.params_arc();
+    // The session's first records go out before any stream's Link.
+    sess.sh.seg.log(&sess.log);
+    sess.log.clear();
+    let max_field = p.h3.max_field_section_size.min(p.http_req_size as u64);
+    let mut h3c: H3Conn = match h3::server::builder().max_field_section_size(max_field).build(h3_quinn::Connection::new(conn.clone())).await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            let reason = ended(&mut sess, &e);
+            return crate::req::close_session(&mut sess, reason);
+        }
+    };
+    let mut tasks = FuturesUnordered::new();
+    let mut stopping = false;
+    let reason = loop {
+        tokio::select! {
+            next = h3c.accept() => match next {
+                Ok(Some(resolver)) => tasks.push(stream::run(sess.for_stream(3), resolver, p.clone())),
+                Ok(None) => break Reason::RemClose,
+                Err(e) => break ended(&mut sess, &e),
+            },
+            Some(()) = tasks.next(), if !tasks.is_empty() => continue,
+            _ = stop.wait_for(|s| *s), if !stopping => stopping = true,
+        }
+        if stopping {
+            // GOAWAY: the requests in progress finish, no new ones.
+            let _ = tokio::time::timeout(Duration::from_secs(1), h3c.shutdown(0)).await;
+        }
+    };
+    // Streams still running end at their next write to the closed
+    // connection; their records go before the session's last ones.
+    while tasks.next().await.is_some() {}
+    conn.close(quinn::VarInt::from_u32(0x100), b"");
+    crate::req::close_session(&mut sess, reason);
+}
+
+/// Why a connection h3 gave up on ended: the client closed it or went
+/// quiet, or broke the protocol (logged).
+fn ended(sess: &mut Sess, e: &h3::error::ConnectionError) -> Reason {
+    // (Its variants cannot be matched outside the crate.)
+    let what = format!("{e:?}");
+    match () {
+        _ if e.is_h3_no_error() => Reason::RemClose,
+        _ if what.contains("Timeout") => Reason::RxCloseIdle,
+        _ if what.starts_with("Remote(ApplicationClose") => Reason::RemClose,
+        _ => {
+            sess.log.recf(Tag::Error, LogSide::Client, sess.vxid, format_args!("HTTP/3: {e}"));
+            Reason::RxJunk
+        }
+    }
+}

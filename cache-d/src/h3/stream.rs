@@ -1,0 +1,212 @@
+//! An HTTP/3 request stream as the request steps' transport: its head
+//! (QPACK-decoded by h3) becomes the [`Head`] an HTTP/1 request gives,
+//! logged as `HTTP/3`; its body comes from the stream's DATA; its
+//! response goes out through [`H3Out`].
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use common::counters::C;
+use common::log::vsl::{Side as LogSide, Tag};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+
+use super::out::H3Out;
+use crate::error::{Error, Side};
+use crate::http1::body::{body_wait, Moved, Pace};
+use crate::http1::head::{Framing, Head};
+use crate::params::Params;
+use crate::req::reason::Reason;
+use crate::req::state::Sess;
+use crate::req::transport::{ReadErr, ReqBody, Transport, Tunnel};
+use crate::util::now;
+
+type RecvHalf = h3::server::RequestStream<h3_quinn::RecvStream, Bytes>;
+type Resolver = h3::server::RequestResolver<h3_quinn::Connection, Bytes>;
+
+/// Serve one request stream of a connection, its records logged under
+/// `sess` (the connection's session, as [`Sess::for_stream`] made it).
+pub async fn run(mut sess: Sess, resolver: Resolver, p: Arc<Params>) {
+    let sh = sess.sh.clone();
+    // The head comes within timeout_req of the stream's start.
+    let (req, stream) = match tokio::time::timeout(p.timeout_req.max(Duration::from_millis(1)), resolver.resolve_request()).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return bad_stream(&sess, &format!("HTTP/3 request refused: {e}")),
+        Err(_) => return bad_stream(&sess, "HTTP/3 request head timed out"),
+    };
+    sh.seg.add(C::H3Streams, 1);
+    let t_start = now();
+    let (parts, ()) = req.into_parts();
+    let head = crate::h2::head::request_head_as(&parts, 3);
+    let (send, recv) = stream.split();
+    let framing = framing(&parts);
+    let out = H3Out::new(send, parts.method == http::Method::HEAD);
+    let mut conn = H3Stream {
+        body: Some(recv).filter(|_| framing != Framing::None),
+        framing,
+        pending: VecDeque::new(),
+        pending_len: 0,
+        rx: 0,
+        pace: None,
+        out,
+        fd: sess.ends.fd.unwrap_or(-1),
+    };
+    let served = crate::req::contain::contain(crate::req::request(&mut sess, &mut conn, head, t_start)).await;
+    if let Err(why) = served {
+        sh.seg.add(C::ScVclFailure, 1);
+        let vxid = sess.vxid;
+        sess.log.recf(Tag::Error, LogSide::Client, vxid, format_args!("request task failed (HTTP/3 stream): {why}"));
+    }
+    conn.out.close().await;
+    sh.seg.log(&sess.log);
+}
+
+/// A stream that never became a request: counted; the session logs why
+/// (Debug, as Varnish logs an HTTP/2 stream it refuses).
+fn bad_stream(sess: &Sess, why: &str) {
+    sess.sh.seg.add(C::H3StreamErrors, 1);
+    let mut log = sess.sh.batch();
+    log.rec(Tag::Debug, LogSide::Client, sess.vxid, why.as_bytes());
+    sess.sh.seg.log(&log);
+}
+
+/// How the request's body is framed: Content-Length if sent; none for the
+/// methods that have none without it (GET, HEAD, as HTTP/1 reads them);
+/// else whatever DATA comes until the stream ends (forwarded chunked).
+/// h3 cannot tell whether a stream's request side ended with its HEADERS
+/// before reading on, so a GET's body without a length is not read.
+fn framing(parts: &http::request::Parts) -> Framing {
+    let length = parts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok());
+    match length {
+        Some(0) => Framing::None,
+        Some(n) => Framing::Length(n),
+        None if matches!(parts.method, http::Method::GET | http::Method::HEAD) => Framing::None,
+        None => Framing::Chunked,
+    }
+}
+
+pub struct H3Stream {
+    /// The request body still to come (None: none, or all read).
+    body: Option<RecvHalf>,
+    framing: Framing,
+    /// Body bytes read ahead (prefill) and not yet forwarded.
+    pending: VecDeque<Bytes>,
+    pending_len: usize,
+    rx: u64,
+    pace: Option<Pace>,
+    pub out: H3Out,
+    fd: i32,
+}
+
+impl H3Stream {
+    async fn next_piece(&mut self, read_timeout: Duration) -> Result<Option<Bytes>, Error> {
+        if let Some(b) = self.pending.pop_front() {
+            self.pending_len -= b.len();
+            return Ok(Some(b));
+        }
+        self.read_piece(read_timeout).await
+    }
+
+    /// Read a piece of the body, within `read_timeout` and the body's pace.
+    async fn read_piece(&mut self, read_timeout: Duration) -> Result<Option<Bytes>, Error> {
+        let Some(body) = self.body.as_mut() else { return Ok(None) };
+        let wait = body_wait(read_timeout, self.pace.as_ref(), self.rx);
+        let failed = |kind: std::io::ErrorKind| Error::io(Side::Client, "reading body", kind.into());
+        match tokio::time::timeout(wait, body.recv_data()).await {
+            Ok(Ok(Some(mut b))) => {
+                let b = b.copy_to_bytes(b.remaining());
+                self.rx += b.len() as u64;
+                Ok(Some(b))
+            }
+            Ok(Ok(None)) => {
+                self.body = None;
+                Ok(None)
+            }
+            Ok(Err(_)) => Err(failed(std::io::ErrorKind::ConnectionReset)),
+            Err(_) => Err(failed(std::io::ErrorKind::TimedOut)),
+        }
+    }
+}
+
+impl ReqBody for H3Stream {
+    async fn copy_body<W: AsyncWrite + Unpin>(
+        &mut self,
+        _: Framing,
+        chunk_out: bool,
+        dst: &mut W,
+        dst_side: Side,
+        read_timeout: Duration,
+    ) -> Result<Moved, Error> {
+        let mut m = Moved::default();
+        let werr = |e| Error::io(dst_side, "writing body", e);
+        while let Some(b) = self.next_piece(read_timeout).await? {
+            if b.is_empty() {
+                continue;
+            }
+            m.rx += b.len() as u64;
+            m.payload += b.len() as u64;
+            if chunk_out {
+                let size = format!("{:x}\r\n", b.len());
+                dst.write_all(size.as_bytes()).await.map_err(werr)?;
+                dst.write_all(&b).await.map_err(werr)?;
+                dst.write_all(b"\r\n").await.map_err(werr)?;
+                m.tx += size.len() as u64 + 2;
+            } else {
+                dst.write_all(&b).await.map_err(werr)?;
+            }
+            m.tx += b.len() as u64;
+        }
+        if chunk_out {
+            dst.write_all(b"0\r\n\r\n").await.map_err(werr)?;
+            m.tx += 5;
+        }
+        Ok(m)
+    }
+}
+
+impl Transport for H3Stream {
+    type Out = H3Out;
+
+    /// A stream carries one request, handed to the steps directly.
+    async fn read_head(&mut self, _: &Params, _: &mut watch::Receiver<bool>) -> Result<(Head, f64), ReadErr> {
+        Err(ReadErr::Closed(Reason::RemClose))
+    }
+    fn framing(&self, _: &Head) -> Option<Result<Framing, &'static str>> {
+        Some(Ok(self.framing))
+    }
+    fn fd(&self) -> i32 {
+        self.fd
+    }
+    fn buffered(&self) -> &[u8] {
+        &[]
+    }
+    fn take_buffered(&mut self) -> BytesMut {
+        BytesMut::new()
+    }
+    fn set_pace(&mut self, pace: Option<Pace>) {
+        self.pace = pace;
+    }
+    fn arm_send(&mut self, total: Duration, idle: Duration) {
+        self.out.arm(total, idle);
+    }
+    fn out(&mut self) -> &mut H3Out {
+        &mut self.out
+    }
+    async fn prefill(&mut self, _: Framing, limit: usize, read_timeout: Duration) -> Result<(), Error> {
+        while self.pending_len < limit {
+            let Some(b) = self.read_piece(read_timeout).await? else { break };
+            self.pending_len += b.len();
+            self.pending.push_back(b);
+        }
+        Ok(())
+    }
+    /// Never called: a pipe on a stream is turned into a pass in vcl_recv.
+    async fn tunnel(&mut self, _: &mut crate::backend::tls::BeStream, _: Duration) -> Tunnel {
+        Tunnel { to_backend: 0, to_client: 0, idle_out: false }
+    }
+    async fn close(&mut self) {
+        self.out.close().await;
+    }
+}
