@@ -22,6 +22,13 @@ if [ -z "$quick" ] && [ -n "$(needs_missing)" ] && [ "$(id -u)" = 0 ] && command
     # shellcheck disable=SC2046 # one word a package
     DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(needs_packages) >/dev/null
 fi
+# The HTTP/3 tests' client: aioquic, a QUIC and HTTP/3 stack independent
+# of cache-d's, from PyPI (Debian's is too old).
+have_aioquic() { python3 -c 'import aioquic' 2>/dev/null; }
+if [ -z "$quick" ] && ! have_aioquic; then
+    echo "test.sh: installing aioquic (pip) for the HTTP/3 tests" >&2
+    python3 -m pip install -q --root-user-action=ignore aioquic >&2 || true
+fi
 cargo build --workspace --locked --all-targets
 cargo test --workspace --locked
 # A short smoke of the fault-injection soak (issue 32): 20 s of load
@@ -74,7 +81,9 @@ elif [ "$(id -u)" != 0 ]; then
 fi
 # What went untested, and how to test it.
 missing=$(needs_missing)
-if [ -n "$missing" ] || [ -n "$unprivileged" ]; then
+no_aioquic=
+have_aioquic || no_aioquic="the HTTP/3 end-to-end tests (4 tests): needs aioquic (python3 -m pip install aioquic)"
+if [ -n "$missing" ] || [ -n "$unprivileged" ] || [ -n "$no_aioquic" ]; then
     {
         echo
         echo "test.sh: every test above passed, but these went untested:"
@@ -85,6 +94,7 @@ if [ -n "$missing" ] || [ -n "$unprivileged" ]; then
             echo "  install them with: sudo apt-get install $(needs_packages)"
         fi
         [ -z "$unprivileged" ] || echo "  - $unprivileged: sudo python3 scripts/install-test.py"
+        [ -z "$no_aioquic" ] || echo "  - $no_aioquic"
     } >&2
     if [ -z "$quick" ]; then
         echo "test.sh: exit 1 (run with --quick, or CACHEKIT_TEST_QUICK=1, to accept a run without them)" >&2

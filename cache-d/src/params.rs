@@ -406,24 +406,6 @@ impl Params {
             "gzip_buffer" => self.gzip_buffer = n as usize,
             "gzip_level" => self.gzip_level = n as u32,
             "gzip_memlevel" => self.gzip_memlevel = n as u32,
-            "h2_header_table_size" => self.h2.header_table_size = n as u32,
-            "h2_initial_window_size" => self.h2.initial_window_size = n as u32,
-            "h2_max_concurrent_streams" => self.h2.max_concurrent_streams = n.min(u32::MAX as f64) as u32,
-            "h2_max_frame_size" => self.h2.max_frame_size = n as u32,
-            "h2_max_header_list_size" => self.h2.max_header_list_size = n as u32,
-            "h2_rapid_reset" => self.h2.rapid_reset = secs(),
-            "h2_rapid_reset_limit" => self.h2.rapid_reset_limit = n.min(u32::MAX as f64) as u32,
-            "h2_rapid_reset_period" => self.h2.rapid_reset_period = secs(),
-            "h2_rx_window_increment" => self.h2.rx_window_increment = n as u32,
-            "h2_rx_window_low_water" => self.h2.rx_window_low_water = n as u32,
-            "h3_alt_svc_max_age" => self.h3.alt_svc_max_age = n as u64,
-            "h3_conn_window" => self.h3.conn_window = n as u64,
-            "h3_idle_timeout" => self.h3.idle_timeout = secs(),
-            "h3_max_concurrent_streams" => self.h3.max_concurrent_streams = n as u32,
-            "h3_max_field_section_size" => self.h3.max_field_section_size = n as u64,
-            "h3_retry_above" => self.h3.retry_above = n as usize,
-            "h3_send_window" => self.h3.send_window = n as u64,
-            "h3_stream_window" => self.h3.stream_window = n as u64,
             "http_brotli_support" => self.http_brotli_support = n != 0.0,
             "http_gzip_support" => self.http_gzip_support = n != 0.0,
             "http_max_hdr" => self.http_max_hdr = n as usize,
@@ -458,12 +440,41 @@ impl Params {
             "vcc_unsafe_path" => crate::vcl::paths::set_unsafe_path(n != 0.0),
             "vsl_reclen" => self.vsl_reclen = n as usize,
             "vsl_space" => self.vsl_space = n as u64,
+            _ if self.set_stream_param(name, n) => {}
             // Accepted and shown, without effect here.
             _ if d.effect == Effect::Inert => {}
             _ => return Err(ParamError::Unknown(name.to_string())),
         }
         self.texts[i] = canonical(d, v, n);
         Ok(())
+    }
+
+    /// The HTTP/2 and HTTP/3 parameters (h2_*, h3_*) of [`Params::set`],
+    /// `n` validated; false for any other name.
+    fn set_stream_param(&mut self, name: &str, n: f64) -> bool {
+        let secs = || Duration::from_secs_f64(n.max(0.0));
+        match name {
+            "h2_header_table_size" => self.h2.header_table_size = n as u32,
+            "h2_initial_window_size" => self.h2.initial_window_size = n as u32,
+            "h2_max_concurrent_streams" => self.h2.max_concurrent_streams = n.min(u32::MAX as f64) as u32,
+            "h2_max_frame_size" => self.h2.max_frame_size = n as u32,
+            "h2_max_header_list_size" => self.h2.max_header_list_size = n as u32,
+            "h2_rapid_reset" => self.h2.rapid_reset = secs(),
+            "h2_rapid_reset_limit" => self.h2.rapid_reset_limit = n.min(u32::MAX as f64) as u32,
+            "h2_rapid_reset_period" => self.h2.rapid_reset_period = secs(),
+            "h2_rx_window_increment" => self.h2.rx_window_increment = n as u32,
+            "h2_rx_window_low_water" => self.h2.rx_window_low_water = n as u32,
+            "h3_alt_svc_max_age" => self.h3.alt_svc_max_age = n as u64,
+            "h3_conn_window" => self.h3.conn_window = n as u64,
+            "h3_idle_timeout" => self.h3.idle_timeout = secs(),
+            "h3_max_concurrent_streams" => self.h3.max_concurrent_streams = n as u32,
+            "h3_max_field_section_size" => self.h3.max_field_section_size = n as u64,
+            "h3_retry_above" => self.h3.retry_above = n as usize,
+            "h3_send_window" => self.h3.send_window = n as u64,
+            "h3_stream_window" => self.h3.stream_window = n as u64,
+            _ => return false,
+        }
+        true
     }
 
     /// The ESI parser's feature bits.

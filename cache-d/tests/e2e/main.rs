@@ -14,6 +14,7 @@ mod fleet;
 mod gzip;
 mod h2;
 mod h2_hostile;
+mod h3;
 mod hooks;
 mod hostile;
 mod lifecycle;
