@@ -31,11 +31,22 @@ type Resolver = h3::server::RequestResolver<h3_quinn::Connection, Bytes>;
 pub async fn run(mut sess: Sess, resolver: Resolver, p: Arc<Params>) {
     let sh = sess.sh.clone();
     // The head comes within timeout_req of the stream's start.
-    let (req, stream) = match tokio::time::timeout(p.timeout_req.max(Duration::from_millis(1)), resolver.resolve_request()).await {
+    let (req, mut stream) = match tokio::time::timeout(p.timeout_req.max(Duration::from_millis(1)), resolver.resolve_request()).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => return bad_stream(&sess, &format!("HTTP/3 request refused: {e}")),
         Err(_) => return bad_stream(&sess, "HTTP/3 request head timed out"),
     };
+    // A CONNECT (no :path: a tunnel, RFC 9114 §4.4) is refused as Varnish
+    // refuses one on HTTP/2 ("Missing :path", the stream reset): there
+    // is nothing to look up, and no tunnel is passed to a backend.
+    // So is a request with a field that belongs to one HTTP/1 connection
+    // (RFC 9114 §4.2: malformed), which h3 lets through.
+    let why = if req.uri().path_and_query().is_none() { Some("Missing :path") } else { connection_specific(req.headers()) };
+    if let Some(why) = why {
+        stream.stop_stream(h3::error::Code::H3_MESSAGE_ERROR);
+        stream.stop_sending(h3::error::Code::H3_MESSAGE_ERROR);
+        return bad_stream(&sess, why);
+    }
     sh.seg.add(C::H3Streams, 1);
     let t_start = now();
     let (parts, ()) = req.into_parts();
@@ -64,12 +75,23 @@ pub async fn run(mut sess: Sess, resolver: Resolver, p: Arc<Params>) {
 }
 
 /// A stream that never became a request: counted; the session logs why
-/// (Debug, as Varnish logs an HTTP/2 stream it refuses).
+/// (an Error record: Varnish's Debug for an HTTP/2 stream it refuses is
+/// masked by default, and this is worth seeing).
 fn bad_stream(sess: &Sess, why: &str) {
     sess.sh.seg.add(C::H3StreamErrors, 1);
     let mut log = sess.sh.batch();
-    log.rec(Tag::Debug, LogSide::Client, sess.vxid, why.as_bytes());
+    log.rec(Tag::Error, LogSide::Client, sess.vxid, why.as_bytes());
     sess.sh.seg.log(&log);
+}
+
+/// Why a request's fields make it malformed in HTTP/3: a connection-
+/// specific field, or TE other than "trailers" (RFC 9114 §4.2).
+fn connection_specific(h: &http::HeaderMap) -> Option<&'static str> {
+    const FIELDS: [&str; 5] = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"];
+    if FIELDS.iter().any(|f| h.contains_key(*f)) {
+        return Some("HTTP/3: connection-specific header field");
+    }
+    h.get_all(http::header::TE).iter().any(|v| !v.as_bytes().eq_ignore_ascii_case(b"trailers")).then_some("HTTP/3: TE other than trailers")
 }
 
 /// How the request's body is framed: Content-Length if sent; none for the

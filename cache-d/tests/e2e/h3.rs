@@ -212,3 +212,70 @@ fn a_client_that_changes_its_port_keeps_its_connection_and_the_log_shows_http3()
     let ncsa = stdout(&run("cache-ncsa", &["-d", "-n", dir, "-F", "%H %s %U"]));
     assert_eq!(ncsa.lines().filter(|l| l.starts_with("HTTP/3 200 /size/")).count(), 3, "{ncsa}");
 }
+
+/// What each hostile row (cache-d/tests/h3hostile.py) must get.
+const HOSTILE: &[(&str, &str)] = &[
+    // A tunnel is not served, as Varnish refuses one on HTTP/2.
+    ("connect", "reset:0x10e"),
+    // Malformed requests (RFC 9114 §4.1.2, §4.2): H3_MESSAGE_ERROR.
+    ("no-path", "reset:0x10e"),
+    ("connection-field", "reset:0x10e"),
+    // h3 decodes a pseudo-header after a regular field without complaint
+    // (its order is lost before we see the request); otherwise well
+    // formed, it is answered.
+    ("pseudo-after-field", "status:200"),
+    // Past h3_max_field_section_size: 431, the connection goes on.
+    ("oversized-fields", "status:431"),
+    ("many-fields", "status:431"),
+    // We grant no QPACK dynamic table: a reference to one is a
+    // decompression failure of the connection.
+    ("qpack-dynamic-reference", "closed:0x200"),
+    // Frames out of place: H3_FRAME_UNEXPECTED; a frame cut short:
+    // H3_FRAME_ERROR; a stream ended before its head: H3_REQUEST_INCOMPLETE.
+    ("data-before-headers", "closed:0x105"),
+    ("settings-on-request-stream", "closed:0x105"),
+    ("truncated-headers", "closed:0x106"),
+    ("fin-without-headers", "reset:0x10d"),
+    // A reserved frame type is ignored.
+    ("reserved-frame-first", "status:200"),
+    // Resets free no work early (a stream's credit returns when its
+    // request is done), and the connection serves on.
+    ("rapid-reset", "status:200"),
+    // Past our stream limit, requests wait for credit; all are answered.
+    ("stream-flood", "answered:250/250"),
+    // A client that stops reading a large answer: send_timeout resets the
+    // stream (H3_REQUEST_CANCELLED), no whole-looking truncated body.
+    ("never-reads", "reset:0x10c"),
+    // 200 handshakes left half-open: past h3_retry_above, Retry.
+    ("handshake-flood", "retried:1"),
+    ("garbage-datagrams", "sent"),
+];
+
+#[test]
+fn hostile_http3_is_answered_and_the_child_lives() {
+    if !have_aioquic() {
+        return;
+    }
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let args = ["-b", &format!("127.0.0.1:{}", origin.port), "-p", "feature=+http3", "-p", "send_timeout=3"];
+    let (d, port) = tls_daemon(tmp.path(), &args, &pem(tmp.path(), "h3.test"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3hostile.py");
+    for (row, want) in HOSTILE {
+        let o = Command::new("python3").arg(&script).arg(port.to_string()).arg(row).output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        let got: Value =
+            serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{row}: {e}: {text} {}", String::from_utf8_lossy(&o.stderr)));
+        assert_eq!(got["outcome"].as_str(), Some(*want), "{row}: {}", String::from_utf8_lossy(&o.stderr));
+        // Every row leaves the child serving HTTP/3.
+        let r = h3(port, &["--sni", "h3.test", "/size/3"]);
+        assert_eq!(status(&r, 0), 200, "after {row}: {r}");
+    }
+    let once = stat(&d.dir);
+    assert_eq!(counter(&once, "MGT.child_start"), Some(1), "the child died on the way:\n{once}");
+    assert!(counter(&once, "MAIN.h3_retry") > Some(0), "{once}");
+    assert!(counter(&once, "MAIN.h3_stream_errors") >= Some(5), "{once}");
+    let dir = d.dir.to_str().unwrap();
+    let log = stdout(&run("cache-log", &["-d", "-g", "raw", "-i", "Error", "-n", dir]));
+    assert!(log.contains("Missing :path") && log.contains("connection-specific header field"), "{log}");
+}
