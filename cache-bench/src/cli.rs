@@ -81,11 +81,15 @@ pub struct RunArgs {
     pub new_conn: bool,
     /// Speak HTTP/2: prior knowledge on http://, ALPN h2 on https://;
     /// --streams requests in flight on each of the -c connections.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "h3")]
     pub h2: bool,
-    /// With --h2: requests in flight at once on each connection (h2load's
-    /// -m).
-    #[arg(long, value_name = "N", default_value = "1", requires = "h2")]
+    /// Speak HTTP/3 over QUIC (https:// URLs, the port's UDP side, ALPN
+    /// h3); --streams requests in flight on each of the -c connections.
+    #[arg(long)]
+    pub h3: bool,
+    /// With --h2 or --h3: requests in flight at once on each connection
+    /// (h2load's -m).
+    #[arg(long, value_name = "N", default_value = "1")]
     pub streams: usize,
     /// Request method.
     #[arg(short = 'm', long, default_value = "GET")]

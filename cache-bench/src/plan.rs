@@ -92,7 +92,10 @@ pub struct Plan {
     /// Speak HTTP/2 (prior knowledge on http://, ALPN h2 on https://).
     #[serde(default)]
     pub h2: bool,
-    /// HTTP/2: requests in flight at once on each connection.
+    /// Speak HTTP/3 over QUIC (https:// only).
+    #[serde(default)]
+    pub h3: bool,
+    /// HTTP/2 and HTTP/3: requests in flight at once on each connection.
     #[serde(default = "one")]
     pub streams: usize,
     /// --new-conn: a new connection per request, TLS sessions not resumed.
@@ -161,7 +164,7 @@ impl Plan {
         let default_port = if https { 443 } else { 80 };
         let host_header = self.host.clone().unwrap_or_else(|| if port == default_port { host.clone() } else { format!("{host}:{port}") });
         let tls = if https {
-            let mode = crate::tls::Mode { h2: self.h2, resume: !self.new_conn };
+            let mode = crate::tls::Mode { h2: self.h2, h3: self.h3, resume: !self.new_conn };
             Some(crate::tls::client(bare, self.cacert.as_deref(), self.insecure, mode)?)
         } else {
             None
@@ -172,6 +175,12 @@ impl Plan {
         }
         if self.streams == 0 || self.streams > 10_000 {
             bail!("--streams must be between 1 and 10000");
+        }
+        if self.streams > 1 && !self.h2 && !self.h3 {
+            bail!("--streams needs --h2 or --h3");
+        }
+        if self.h3 && !https {
+            bail!("--h3 needs https:// URLs (QUIC is always TLS)");
         }
         self.check_bounds()?;
         let h2 = H2Target { scheme: if https { "https" } else { "http" }.into(), authority: host_header, paths };
@@ -240,6 +249,7 @@ pub(crate) fn tests_plan() -> Plan {
         insecure: false,
         resolve: None,
         h2: false,
+        h3: false,
         streams: 1,
         new_conn: false,
         seed: 1,

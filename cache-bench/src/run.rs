@@ -94,6 +94,7 @@ pub fn plan_of(a: &RunArgs) -> Result<Plan> {
         insecure: a.insecure,
         resolve: a.resolve.clone(),
         h2: a.h2,
+        h3: a.h3,
         streams: a.streams,
         new_conn: a.new_conn,
         seed: a.seed.unwrap_or_else(|| std::process::id() as u64 ^ (chrono::Utc::now().timestamp_micros() as u64)),

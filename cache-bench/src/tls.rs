@@ -24,6 +24,8 @@ pub struct TlsClient {
 pub struct Mode {
     /// ALPN h2 (else http/1.1).
     pub h2: bool,
+    /// ALPN h3, TLS 1.3 only (QUIC).
+    pub h3: bool,
     /// Resume sessions across the run's connections (rustls's session
     /// cache); off, every handshake is a full one.
     pub resume: bool,
@@ -33,8 +35,10 @@ pub struct Mode {
 /// resumption as `mode` says.
 pub fn client(host: &str, cacert: Option<&str>, insecure: bool, mode: Mode) -> Result<TlsClient> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone());
     let builder =
-        ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions().map_err(|e| anyhow!("TLS: {e}"))?;
+        if mode.h3 { builder.with_protocol_versions(&[&rustls::version::TLS13]) } else { builder.with_safe_default_protocol_versions() }
+            .map_err(|e| anyhow!("TLS: {e}"))?;
     let mut config = if insecure {
         builder.dangerous().with_custom_certificate_verifier(Arc::new(common::tls::AnyCert(provider))).with_no_client_auth()
     } else {
@@ -56,7 +60,11 @@ pub fn client(host: &str, cacert: Option<&str>, insecure: bool, mode: Mode) -> R
         builder.dangerous().with_custom_certificate_verifier(verifier).with_no_client_auth()
     };
     // ALPN: the protocol the run speaks (h2 with --h2).
-    config.alpn_protocols = vec![if mode.h2 { b"h2".to_vec() } else { b"http/1.1".to_vec() }];
+    config.alpn_protocols = vec![match (mode.h2, mode.h3) {
+        (_, true) => b"h3".to_vec(),
+        (true, _) => b"h2".to_vec(),
+        _ => b"http/1.1".to_vec(),
+    }];
     if !mode.resume {
         config.resumption = rustls::client::Resumption::disabled();
     }

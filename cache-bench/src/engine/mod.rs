@@ -16,7 +16,8 @@
 //!
 //! The parts: what a thread's connections share and how requests are
 //! picked, timed and recorded (`ctx`), the connection (`conn`), the
-//! HTTP/1.1 client (`http1`) and, with `--h2`, the HTTP/2 one (`h2`).
+//! HTTP/1.1 client (`http1`) and, with `--h2`, the HTTP/2 one (`h2`),
+//! with `--h3` the HTTP/3 one (`h3`).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -29,6 +30,7 @@ use anyhow::{anyhow, Result};
 mod conn;
 mod ctx;
 mod h2;
+mod h3;
 mod http1;
 
 use self::ctx::Ctx;
@@ -136,7 +138,9 @@ async fn worker(
     let mut tasks = Vec::with_capacity(conns);
     for i in 0..conns {
         let ctx = ctx.clone();
-        if ctx.plan.h2 {
+        if ctx.plan.h3 {
+            tasks.push(local.spawn_local(h3::connection(ctx, first + i)));
+        } else if ctx.plan.h2 {
             tasks.push(local.spawn_local(h2::connection(ctx, first + i)));
         } else {
             tasks.push(local.spawn_local(http1::connection(ctx, first + i)));

@@ -279,3 +279,36 @@ fn hostile_http3_is_answered_and_the_child_lives() {
     let log = stdout(&run("cache-log", &["-d", "-g", "raw", "-i", "Error", "-n", dir]));
     assert!(log.contains("Missing :path") && log.contains("connection-specific header field"), "{log}");
 }
+
+#[test]
+fn cache_bench_loads_h3_streams_and_new_connections() {
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let a = self_signed(tmp.path(), &["h3.test"], "h3");
+    let (d, port) = tls_daemon(tmp.path(), &["-b", &format!("127.0.0.1:{}", origin.port), "-p", "feature=+http3"], &a.bundle);
+    let url = format!("https://h3.test:{port}/size/100?max_age=60");
+    let bench = |extra: &[&str]| {
+        let mut args =
+            vec!["run", "-q", "--json", "-t", "1", "--h3", "--cacert", a.bundle.to_str().unwrap(), "--resolve", "h3.test:127.0.0.1"];
+        args.extend_from_slice(extra);
+        args.push(&url);
+        let o = run("cache-bench", &args);
+        serde_json::from_str::<Value>(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {} {}", stdout(&o), stderr(&o)))
+    };
+    let count = |v: &Value| (v["requests"].as_u64(), v["errors"]["total"].as_u64());
+    let delta = |before: &str, after: &str, name: &str| counter(after, name).unwrap_or(0) - counter(before, name).unwrap_or(0);
+    // 2 QUIC connections, 10 streams each.
+    let before = stat(&d.dir);
+    let v = bench(&["--streams", "10", "-c", "2", "-n", "1000"]);
+    assert_eq!(count(&v), (Some(1000), Some(0)), "{v}");
+    let after = stat(&d.dir);
+    assert_eq!((delta(&before, &after, "MAIN.h3_conn"), delta(&before, &after, "MAIN.h3_streams")), (2, 1000), "{after}");
+    // A full QUIC handshake per request.
+    let v = bench(&["--new-conn", "-c", "2", "-n", "100"]);
+    assert_eq!(count(&v), (Some(100), Some(0)), "{v}");
+    let again = stat(&d.dir);
+    assert_eq!(delta(&after, &again, "MAIN.h3_conn"), 100, "{again}");
+    // --h3 is for https:// URLs.
+    let o = run("cache-bench", &["run", "--h3", &format!("http://127.0.0.1:{}/", d.port)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
