@@ -11,7 +11,11 @@
 #   - hitch (when installed): 2 workers, PROXY v2 to varnishd's PROXY
 #     listener ($varnish_proxy, in varnish_extra before start_pair); sets
 #     h_port, h_master.
-# Both are stopped at exit (stop_peers, chained before bench-pair's cleanup).
+#   - Caddy (when installed; Debian's caddy): HTTP/1.1, HTTP/2 and HTTP/3
+#     (quic-go) with the RSA certificate, a 1 KiB file at /size/1024
+#     (file_server: Caddy has no cache), GOMAXPROCS 2; sets y_port,
+#     y_master (group h3).
+# All are stopped at exit (stop_peers, chained before bench-pair's cleanup).
 # A missing tool leaves its variable empty: its rows print "skipped".
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -84,6 +88,33 @@ start_hitch() {
     pids+=("$h_master")
     for _ in $(seq 100); do listening "$h_port" && break; sleep 0.05; done
     listening "$h_port" || { echo "bench: hitch did not start" >&2; cat "$work/hitch.log" >&2; h_port=; }
+}
+
+start_caddy() {
+    y_port=$(free_port)
+    mkdir -p "$work/caddy/size" "$work/caddy/home"
+    head -c 1024 /dev/zero | tr '\0' x >"$work/caddy/size/1024"
+    cat >"$work/Caddyfile" <<CADDY
+{
+	admin off
+	auto_https off
+	servers {
+		protocols h1 h2 h3
+	}
+}
+https://bench.test:$y_port {
+	bind 127.0.0.1
+	tls $work/rsa.crt $work/rsa.key
+	root * $work/caddy
+	file_server
+}
+CADDY
+    XDG_DATA_HOME="$work/caddy/home" XDG_CONFIG_HOME="$work/caddy/home" HOME="$work/caddy/home" \
+        caddy run --config "$work/Caddyfile" --adapter caddyfile >"$work/caddy.log" 2>&1 &
+    y_master=$!
+    pids+=("$y_master")
+    for _ in $(seq 100); do listening "$y_port" && break; sleep 0.05; done
+    listening "$y_port" || { echo "bench: caddy did not start" >&2; cat "$work/caddy.log" >&2; y_port=; }
 }
 
 stop_peers() { [ -s "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null; cleanup; }

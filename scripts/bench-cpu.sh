@@ -27,6 +27,12 @@
 #   miss       every request a new URL (cache-bench --urls, a fresh list per
 #              run): a miss, a fetch from the origin on loopback, a store
 #   pass       /pass/... URLs, return(pass) in the policy: a fetch, no store
+#   h3         1 KiB hits over HTTP/3 on cache-d (feature http3 set for
+#              the group through the admin socket) against HTTP/2 and
+#              HTTP/1.1 over TLS on cache-d, and against Caddy over
+#              HTTP/3 (a file: Caddy has no cache); then QUIC handshakes
+#              per CPU-second, full (--new-conn) and resumed
+#              (--requests-per-conn 1), cache-d against Caddy
 #   tail       open loop at 50% of varnishd's capacity (closed loop -c 20 for
 #              3 s first), 1 KiB, 100 KiB, 1 MiB: p99 latency (corrected for
 #              coordinated omission), -c 50
@@ -39,7 +45,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-6}; rounds=${2:-3}
 shift $(( $# < 2 ? $# : 2 ))
-all_groups="hits tls handshake h2 esi gzip miss pass tail"
+all_groups="hits tls handshake h2 esi gzip miss pass tail h3"
 groups=${*:-${BENCH_GROUPS:-$all_groups}}
 hit_rows=${BENCH_ROWS:-1:12000 1024:12000 10240:10000 102400:4000 1048576:500}
 for g in $groups; do
@@ -74,7 +80,8 @@ start_pair "$work/cpu.vcl" 512m -a tls=127.0.0.1:0,https -A "$work/tls.conf" -p 
 c_mgr=${pids[-1]}
 v_mgr=$(cat "$work/varnish.pid")
 c_tls=$(awk '$1 == "tls" {print $3}' "$c_inst/_.listen")
-n_port=; h_port=; n_master=; h_master=
+n_port=; h_port=; n_master=; h_master=; y_port=; y_master=
+if want h3 && command -v caddy >/dev/null; then start_caddy; fi
 if want tls || want handshake; then
     if command -v nginx >/dev/null; then start_nginx; fi
     if command -v hitch >/dev/null; then start_hitch; fi
@@ -158,7 +165,7 @@ row() {
     for ep in "${eps[@]}"; do
         : >"$work/m.${ep//\//_}"
         # shellcheck disable=SC2086
-        [ "$path" = @miss ] || "$bin/cache-bench" run -q -n 20 -c 2 -k ${ep_args[$ep]:-} "${ep_url[$ep]}$path" >/dev/null 2>&1
+        [ "$path" = @miss ] || "$bin/cache-bench" run -q -n 20 -k ${ep_args[$ep]:-} "${ep_url[$ep]}$path" >/dev/null 2>&1
     done
     for _ in $(seq "$rounds"); do
         for ep in "${eps[@]}"; do
@@ -241,6 +248,32 @@ g_tail() {
     done
 }
 
+g_h3() {
+    # The same 1 KiB hit in each protocol: 2 connections of 10 streams for
+    # HTTP/2 and HTTP/3, 20 kept connections for HTTP/1.1.
+    local at="--resolve bench.test:127.0.0.1" eps="cache-d/h3 cache-d/h2 cache-d/h1"
+    ep_url[cache-d/h3]="https://bench.test:$c_tls"; ep_args[cache-d/h3]="$at --h3 -c 2 --streams 10"
+    ep_url[cache-d/h2]="https://bench.test:$c_tls"; ep_args[cache-d/h2]="$at --h2 -c 2 --streams 10"
+    ep_url[cache-d/h1]="https://bench.test:$c_tls"; ep_args[cache-d/h1]="$at -c 20"
+    ep_root[cache-d/h3]=$c_mgr; ep_root[cache-d/h2]=$c_mgr; ep_root[cache-d/h1]=$c_mgr
+    if [ -n "$y_port" ]; then
+        ep_url[caddy/h3]="https://bench.test:$y_port"; ep_args[caddy/h3]="$at --h3 -c 2 --streams 10"; ep_root[caddy/h3]=$y_master
+        ep_url[caddy/hs]="https://bench.test:$y_port"; ep_args[caddy/hs]="$at --h3 -c 20"; ep_root[caddy/hs]=$y_master
+        eps+=" caddy/h3"
+    else
+        skip "HTTP/3 1 KiB hits" 4000/s caddy caddy
+    fi
+    ep_url[cache-d/hs]="https://bench.test:$c_tls"; ep_args[cache-d/hs]="$at --h3 -c 20"; ep_root[cache-d/hs]=$c_mgr
+    "$bin/cache-adm" -n "$c_inst" param.set feature +http3 >/dev/null
+    # (No hit check: Caddy serves a file, with no Age or X-Varnish.)
+    row "1 KiB hits over HTTP/3" 4000/s "us CPU/req" "$kib" "$eps" -r 4000 -k
+    if [ -n "$y_port" ]; then
+        row "QUIC full handshakes" 300/s "handshakes/CPU-s" "$kib" "cache-d/hs caddy/hs" -r 300 -k --new-conn
+        row "QUIC resumed handshakes" 300/s "handshakes/CPU-s" "$kib" "cache-d/hs caddy/hs" -r 300 -k --requests-per-conn 1
+    fi
+    "$bin/cache-adm" -n "$c_inst" param.set feature -http3 >/dev/null
+}
+
 # shellcheck disable=SC2086
 pidset() { tree ${ep_root[$1]} | tr '\n' ' '; }
 echo "CPU per request at fixed open-loop rates: $rounds alternating rounds of ${secs}s, medians; ratio = cache-d / peer"
@@ -248,6 +281,7 @@ echo "  cache-d: -s malloc,512m, the policy below, -p feature=+http2, https list
 echo "  varnishd $(varnishd -V 2>&1 | sed -n 's/^varnishd (\(varnish-[0-9.]*\).*/\1/p'): $varnish_config, -p feature=+http2, a PROXY listener for hitch; pids $(pidset varnishd)"
 [ -z "$h_port" ] || echo "  hitch $(hitch --version 2>&1 | awk '{print $2; exit}'): 2 workers, PROXY v2 to varnishd, RSA-2048; counted with varnishd; pids $(pidset hitch+varnishd)"
 [ -z "$n_port" ] || echo "  $(nginx -v 2>&1 | sed 's/.*: //'): proxy_cache, 2 workers, TLS 1.2/1.3, keepalive to the origin; pids $(pidset nginx)"
+[ -z "$y_port" ] || echo "  $(caddy version 2>/dev/null | awk '{print "Caddy " $1}'): HTTP/1.1, 2 and 3 (quic-go), TLS 1.2/1.3, file_server of a 1 KiB file, GOMAXPROCS default; pids $(tree "$y_master" | tr '\n' ' ')"
 echo "  policy (both): builtin + do_esi for /esi/, return(pass) for /pass/; origin: cache-bench origin on loopback, not counted"
 # shellcheck disable=SC2059
 printf "$fmt" row load cache-d peer peer ratio unit

@@ -33,7 +33,7 @@ pub async fn serve(sh: Arc<Shared>, listeners: Vec<Listener>, loops: Arc<Loops>,
         if let Socket::Udp(udp) = l.socket {
             let on = On { name: l.name, proto: l.proto };
             sh.note_quic(&on.name);
-            accepts.push(tokio::spawn(crate::h3::serve(sh.clone(), udp, on, loops.clone(), limit.clone(), stop.clone())));
+            crate::h3::start(sh.clone(), udp, on, &loops, limit.clone(), stop.clone());
             continue;
         }
         let socket = match Accepting::from_std(l.socket) {
