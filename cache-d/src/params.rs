@@ -202,6 +202,7 @@ pub struct H2Params {
 /// The h3_* parameters (HTTP/3 over QUIC, cachekit's own).
 #[derive(Debug, Clone, Default)]
 pub struct H3Params {
+    pub zero_rtt: bool,
     pub alt_svc_max_age: u64,
     pub conn_window: u64,
     pub idle_timeout: Duration,
@@ -464,6 +465,7 @@ impl Params {
             "h2_rapid_reset_period" => self.h2.rapid_reset_period = secs(),
             "h2_rx_window_increment" => self.h2.rx_window_increment = n as u32,
             "h2_rx_window_low_water" => self.h2.rx_window_low_water = n as u32,
+            "h3_0rtt" => self.h3.zero_rtt = n != 0.0,
             "h3_alt_svc_max_age" => self.h3.alt_svc_max_age = n as u64,
             "h3_conn_window" => self.h3.conn_window = n as u64,
             "h3_idle_timeout" => self.h3.idle_timeout = secs(),

@@ -19,12 +19,17 @@ Options:
   --migrate-after K after K responses, move the client to a new UDP port
                     (connection migration), then send the rest
   --timeout SECS    per request (default 10)
+  --ticket FILE     resume with the session ticket in FILE (if there is
+                    one) and send the requests in 0-RTT data, before the
+                    handshake completes; the server's tickets go to FILE
 """
 
 import argparse
 import asyncio
 import hashlib
 import json
+import os
+import pickle
 import socket
 import ssl
 import sys
@@ -120,7 +125,19 @@ async def main(args):
     reqs = [parse_request(r) for r in args.requests]
     headers = [tuple(h.split(":", 1)) for h in args.header]
     out = {"responses": []}
-    async with connect("127.0.0.1", args.port, configuration=cfg, create_protocol=Client, wait_connected=True) as client:
+    tickets = []
+    early = False
+    if args.ticket and os.path.exists(args.ticket):
+        with open(args.ticket, "rb") as f:
+            cfg.session_ticket = pickle.load(f)
+        early = True
+
+    def keep(ticket):
+        tickets.append(ticket)
+
+    async with connect(
+        "127.0.0.1", args.port, configuration=cfg, create_protocol=Client, wait_connected=not early, session_ticket_handler=keep
+    ) as client:
         tls = client._quic.tls
         out["alpn"] = tls.alpn_negotiated
         cert = getattr(tls, "_peer_certificate", None)
@@ -141,6 +158,13 @@ async def main(args):
                 s = client.start(m, p, b, headers, args.sni)
                 await asyncio.wait_for(s["done"], args.timeout)
                 out["responses"].append(report(s))
+        if early:
+            out["early_data_accepted"] = bool(client._quic.tls.early_data_accepted)
+        # Tickets come after the handshake.
+        await asyncio.sleep(0.1)
+    if args.ticket and tickets:
+        with open(args.ticket, "wb") as f:
+            pickle.dump(tickets[-1], f)
     print(json.dumps(out))
 
 
@@ -172,6 +196,7 @@ if __name__ == "__main__":
     ap.add_argument("--parallel", action="store_true")
     ap.add_argument("--migrate-after", type=int)
     ap.add_argument("--timeout", type=float, default=10.0)
+    ap.add_argument("--ticket")
     a = ap.parse_args()
     try:
         # The handshake has no timeout of its own: the whole run is bounded.

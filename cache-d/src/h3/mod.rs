@@ -121,16 +121,16 @@ async fn serve(sh: Arc<Shared>, socket: std::net::UdpSocket, on: On, limit: Arc<
                 incoming.local_ip().or(bound.map(|b| b.ip())).unwrap_or([0, 0, 0, 0].into()),
                 bound.map_or(0, |b| b.port()),
             );
-            let conn = handshake(&sh, incoming, cfg, p.timeout_idle).await;
+            let conn = handshake(&sh, incoming, cfg, p.timeout_idle, p.h3.zero_rtt).await;
             busy.fetch_sub(1, Ordering::Relaxed);
-            let conn = match conn {
+            let (conn, done) = match conn {
                 Ok(c) => c,
                 Err(why) => return crate::req::no_session(&sh, peer, local, &on, &why),
             };
             let _held = permit;
             let tls = tls_info(&conn);
             let sess = Sess::open(sh.clone(), peer, local, &on, fd, Some(Arc::new(tls)));
-            if let Err(why) = crate::req::contain::contain(connection(sess, conn, stop)).await {
+            if let Err(why) = crate::req::contain::contain(connection(sess, conn, done, stop)).await {
                 crate::req::failed(&sh, peer, &why);
             }
         });
@@ -139,7 +139,7 @@ async fn serve(sh: Arc<Shared>, socket: std::net::UdpSocket, on: On, limit: Arc<
 
 /// quinn's server configuration from the h3_* parameters.
 fn server_config(sh: &Shared, p: &Params) -> Result<quinn::ServerConfig, String> {
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(sh.tls.quic_config()).map_err(|e| e.to_string())?;
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(sh.tls.quic_config(p.h3.zero_rtt)).map_err(|e| e.to_string())?;
     let mut t = quinn::TransportConfig::default();
     let var = |n: u64| quinn::VarInt::from_u64(n).unwrap_or(quinn::VarInt::MAX);
     t.max_concurrent_bidi_streams(var(p.h3.max_concurrent_streams.into()))
@@ -155,17 +155,39 @@ fn server_config(sh: &Shared, p: &Params) -> Result<quinn::ServerConfig, String>
     Ok(cfg)
 }
 
-/// Accept `incoming` and complete its handshake within `timeout`.
+/// Accept `incoming` and complete its handshake within `timeout`; with
+/// `early` (h3_0rtt), the connection is served at once (its 0-RTT
+/// requests), and the receiver turns true when the handshake completes
+/// (its sender dropped at false: it failed).
 async fn handshake(
-    sh: &Shared,
+    sh: &Arc<Shared>,
     incoming: quinn::Incoming,
     cfg: Arc<quinn::ServerConfig>,
     timeout: Duration,
-) -> Result<quinn::Connection, String> {
-    let done = match incoming.accept_with(cfg) {
-        Err(e) => Err(format!("QUIC handshake failed: {e}")),
-        Ok(connecting) => match tokio::time::timeout(timeout.max(Duration::from_millis(1)), connecting).await {
-            Ok(Ok(c)) => Ok(c),
+    early: bool,
+) -> Result<(quinn::Connection, watch::Receiver<bool>), String> {
+    let timeout = timeout.max(Duration::from_millis(1));
+    let connecting = incoming.accept_with(cfg).map_err(|e| format!("QUIC handshake failed: {e}"));
+    let connecting = match connecting.map(|c| if early { c.into_0rtt() } else { Err(c) }) {
+        Ok(Ok((conn, accepted))) => {
+            let (tx, rx) = watch::channel(false);
+            let (sh, c) = (sh.clone(), conn.clone());
+            tokio::spawn(async move {
+                let ok = tokio::time::timeout(timeout, accepted).await.is_ok() && c.close_reason().is_none();
+                sh.seg.add(if ok { C::H3Conn } else { C::H3HandshakeFail }, 1);
+                if ok {
+                    let _ = tx.send(true);
+                }
+            });
+            return Ok((conn, rx));
+        }
+        Ok(Err(c)) => Ok(c),
+        Err(e) => Err(e),
+    };
+    let done = match connecting {
+        Err(e) => Err(e),
+        Ok(connecting) => match tokio::time::timeout(timeout, connecting).await {
+            Ok(Ok(c)) => Ok((c, watch::channel(true).1)),
             Ok(Err(e)) => Err(format!("QUIC handshake failed: {e}")),
             Err(_) => Err("QUIC handshake timed out".into()),
         },
@@ -190,7 +212,7 @@ fn tls_info(conn: &quinn::Connection) -> TlsInfo {
 
 /// Serve a QUIC connection's HTTP/3 requests until it ends; its session's
 /// last records.
-async fn connection(mut sess: Sess, conn: quinn::Connection, mut stop: watch::Receiver<bool>) {
+async fn connection(mut sess: Sess, conn: quinn::Connection, done: watch::Receiver<bool>, mut stop: watch::Receiver<bool>) {
     let p = sess.sh.params_arc();
     // The session's first records go out before any stream's Link.
     sess.sh.seg.log(&sess.log);
@@ -209,7 +231,7 @@ async fn connection(mut sess: Sess, conn: quinn::Connection, mut stop: watch::Re
     let reason = loop {
         tokio::select! {
             next = h3c.accept() => match next {
-                Ok(Some(resolver)) => tasks.push(stream::run(sess.for_stream(3), resolver, p.clone())),
+                Ok(Some(resolver)) => tasks.push(stream::run(sess.for_stream(3), resolver, p.clone(), done.clone())),
                 Ok(None) => break Reason::RemClose,
                 Err(e) => break ended(&mut sess, &e),
             },

@@ -28,7 +28,7 @@ type Resolver = h3::server::RequestResolver<h3_quinn::Connection, Bytes>;
 
 /// Serve one request stream of a connection, its records logged under
 /// `sess` (the connection's session, as [`Sess::for_stream`] made it).
-pub async fn run(mut sess: Sess, resolver: Resolver, p: Arc<Params>) {
+pub async fn run(mut sess: Sess, resolver: Resolver, p: Arc<Params>, mut done: watch::Receiver<bool>) {
     let sh = sess.sh.clone();
     // The head comes within timeout_req of the stream's start.
     let (req, mut stream) = match tokio::time::timeout(p.timeout_req.max(Duration::from_millis(1)), resolver.resolve_request()).await {
@@ -47,9 +47,21 @@ pub async fn run(mut sess: Sess, resolver: Resolver, p: Arc<Params>) {
         stream.stop_sending(h3::error::Code::H3_MESSAGE_ERROR);
         return bad_stream(&sess, why);
     }
+    // 0-RTT (h3_0rtt): a request before the handshake is done could be a
+    // replay. A safe one is served now and says so to the policy and the
+    // backend (RFC 8470 §5.1); any other waits for the handshake, which a
+    // replay never completes.
+    let (mut parts, ()) = req.into_parts();
+    if !*done.borrow() {
+        if matches!(parts.method, http::Method::GET | http::Method::HEAD | http::Method::OPTIONS) {
+            parts.headers.insert("early-data", http::HeaderValue::from_static("1"));
+        } else if !matches!(tokio::time::timeout(p.timeout_idle, done.wait_for(|d| *d)).await, Ok(Ok(_))) {
+            stream.stop_stream(h3::error::Code::H3_REQUEST_REJECTED);
+            return bad_stream(&sess, "HTTP/3: a request in 0-RTT data whose handshake did not complete");
+        }
+    }
     sh.seg.add(C::H3Streams, 1);
     let t_start = now();
-    let (parts, ()) = req.into_parts();
     let head = crate::h2::head::request_head_as(&parts, 3);
     let (send, recv) = stream.split();
     let framing = framing(&parts);

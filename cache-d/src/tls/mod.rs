@@ -95,8 +95,9 @@ pub struct Tls {
     http1: Arc<ServerConfig>,
     http2: Arc<ServerConfig>,
     /// QUIC's: TLS 1.3 only, ALPN h3, no early data (0-RTT can be
-    /// replayed).
+    /// replayed); and with it (h3_0rtt).
     http3: Arc<ServerConfig>,
+    http3_early: Arc<ServerConfig>,
 }
 
 #[derive(Debug)]
@@ -152,24 +153,44 @@ impl Tls {
         }
         let mut http2 = config.clone();
         http2.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let mut http3 = ServerConfig::builder_with_provider(config.crypto_provider().clone())
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .expect("TLS 1.3 with the aws-lc-rs provider")
-            .with_no_client_auth()
-            .with_cert_resolver(resolver.clone());
-        http3.alpn_protocols = vec![b"h3".to_vec()];
-        http3.ignore_client_order = true;
-        http3.send_tls13_tickets = 1;
-        http3.session_storage = config.session_storage.clone();
+        let quic = || {
+            let mut c = ServerConfig::builder_with_provider(config.crypto_provider().clone())
+                .with_protocol_versions(&[&rustls::version::TLS13])
+                .expect("TLS 1.3 with the aws-lc-rs provider")
+                .with_no_client_auth()
+                .with_cert_resolver(resolver.clone());
+            c.alpn_protocols = vec![b"h3".to_vec()];
+            c.ignore_client_order = true;
+            c.send_tls13_tickets = 1;
+            c.session_storage = config.session_storage.clone();
+            c
+        };
+        let mut http3 = quic();
         http3.ticketer = config.ticketer.clone();
         http3.max_early_data_size = 0;
-        Tls { resolver, staged: Mutex::new(Vec::new()), http1: Arc::new(config), http2: Arc::new(http2), http3: Arc::new(http3) }
+        // 0-RTT: rustls takes early data only on stateful resumption, each
+        // session id used once (its anti-replay), so no stateless tickets;
+        // quinn takes all or nothing (the stream limits bound it).
+        let mut early = quic();
+        early.max_early_data_size = u32::MAX;
+        Tls {
+            resolver,
+            staged: Mutex::new(Vec::new()),
+            http1: Arc::new(config),
+            http2: Arc::new(http2),
+            http3: Arc::new(http3),
+            http3_early: Arc::new(early),
+        }
     }
 
     /// The configuration of QUIC handshakes (the same certificates, session
-    /// cache and ticket keys as TCP's).
-    pub fn quic_config(&self) -> Arc<ServerConfig> {
-        self.http3.clone()
+    /// cache and ticket keys as TCP's), taking 0-RTT data when `early`.
+    pub fn quic_config(&self, early: bool) -> Arc<ServerConfig> {
+        if early {
+            self.http3_early.clone()
+        } else {
+            self.http3.clone()
+        }
     }
 
     /// The configuration for a handshake: ALPN offers h2 when `h2`. Both

@@ -312,3 +312,42 @@ fn cache_bench_loads_h3_streams_and_new_connections() {
     let o = run("cache-bench", &["run", "--h3", &format!("http://127.0.0.1:{}/", d.port)]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+#[test]
+fn zero_rtt_when_enabled_serves_safe_methods_early_and_holds_the_others() {
+    if !have_aioquic() {
+        return;
+    }
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let vcl = vcl_src(
+        tmp.path(),
+        "early.vcl",
+        "vcl 4.1;\nbackend default { .host = \"127.0.0.1\"; .port = \"ORIGIN_PORT\"; }\n\
+         sub vcl_deliver { set resp.http.x-early = req.http.Early-Data; }\n",
+        origin.port,
+    );
+    let (d, port) = tls_daemon(tmp.path(), &["-f", vcl.to_str().unwrap(), "-p", "feature=+http3"], &pem(tmp.path(), "h3.test"));
+    let ticket = tmp.path().join("ticket");
+    let t = ticket.to_str().unwrap();
+    let go = |t: &str| h3(port, &["--sni", "h3.test", "--ticket", t, "/size/5", "POST:/size/3:abc"]);
+    // Off (the default): the tickets allow no early data.
+    go(t);
+    let r = go(t);
+    assert_eq!(r["early_data_accepted"], false, "{r}");
+    assert_eq!(header(&r, 0, "x-early"), Some(""), "{r}");
+    // On: a resumed connection's GET is served in 0-RTT and says so; the
+    // POST waits for the handshake, and is not marked.
+    assert!(run("cache-adm", &["-n", d.dir.to_str().unwrap(), "param.set", "h3_0rtt", "on"]).status.success());
+    go(t);
+    let saved = std::fs::read(&ticket).unwrap();
+    let r = go(t);
+    assert_eq!(r["early_data_accepted"], true, "{r}");
+    assert_eq!((status(&r, 0), header(&r, 0, "x-early")), (200, Some("1")), "{r}");
+    assert_eq!((status(&r, 1), header(&r, 1, "x-early"), header(&r, 1, "x-request-body-bytes")), (200, Some(""), Some("3")), "{r}");
+    // A ticket used a second time (a replay) gets no early data.
+    std::fs::write(&ticket, &saved).unwrap();
+    let r = go(t);
+    assert_eq!(r["early_data_accepted"], false, "{r}");
+    assert_eq!(header(&r, 0, "x-early"), Some(""), "{r}");
+}
