@@ -5,7 +5,6 @@
 //! error on its request alone. The `h2` crate frames; windows are wide
 //! (16 MiB a stream) so large bodies are not held back by the client.
 
-use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -13,19 +12,10 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 
 use super::conn::connect;
-use super::ctx::{expected, next_due, record, Ctx, Picker, Resp};
+use super::ctx::{next_due, record, Ctx, Picker, Resp};
 use super::http1::header_facts;
+use super::streams::{stream_loop, Shared};
 use crate::stats::ErrorKind;
-
-/// What a connection's stream loops share.
-struct Shared {
-    /// A request slot taken before connecting, for the first loop.
-    first: Cell<Option<Instant>>,
-    /// The connection failed (or served its --requests-per-conn): the
-    /// loops stop and it is opened again.
-    broken: Cell<bool>,
-    used: Cell<u64>,
-}
 
 pub(super) async fn connection(ctx: Rc<Ctx>, index: usize) {
     let timeout = Duration::from_secs_f64(ctx.plan.timeout_s.max(0.001));
@@ -47,11 +37,11 @@ pub(super) async fn connection(ctx: Rc<Ctx>, index: usize) {
                 continue;
             }
         };
-        let shared = Rc::new(Shared { first: Cell::new(Some(base)), broken: Cell::new(false), used: Cell::new(0) });
+        let shared = Shared::new(base);
         let loops: Vec<_> = (0..streams)
             .map(|k| {
                 let pick = Picker::new(&ctx, index * streams + k, ctx.plan.conns * streams);
-                tokio::task::spawn_local(stream_loop(ctx.clone(), send.clone(), shared.clone(), pick))
+                tokio::task::spawn_local(stream_loop(ctx.clone(), send.clone(), shared.clone(), pick, exchange))
             })
             .collect();
         for l in loops {
@@ -77,30 +67,6 @@ async fn open(ctx: &Ctx) -> std::io::Result<SendRequest<Bytes>> {
         let _ = conn.await;
     });
     Ok(send)
-}
-
-async fn stream_loop(ctx: Rc<Ctx>, mut send: SendRequest<Bytes>, shared: Rc<Shared>, mut pick: Picker) {
-    let timeout = Duration::from_secs_f64(ctx.plan.timeout_s.max(0.001));
-    while !shared.broken.get() {
-        let base = match shared.first.take() {
-            Some(b) => b,
-            None => match next_due(&ctx).await {
-                Some(b) => b,
-                None => return,
-            },
-        };
-        let url = pick.next(&ctx);
-        let outcome = match tokio::time::timeout(timeout, exchange(&mut send, &ctx, url)).await {
-            Err(_) => Err((ErrorKind::Timeout, true)),
-            Ok(r) => r,
-        };
-        let done = Instant::now();
-        shared.used.set(shared.used.get() + 1);
-        if matches!(outcome, Err((_, true))) || ctx.plan.requests_per_conn.is_some_and(|n| shared.used.get() >= n) {
-            shared.broken.set(true);
-        }
-        record(&ctx, base, done, outcome.map_err(|(k, _)| k).and_then(|r| expected(&ctx.plan, r)));
-    }
 }
 
 /// One request on a stream; an error says whether the connection is gone

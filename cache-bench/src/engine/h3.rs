@@ -7,25 +7,18 @@
 //! of the request that waited for it. A connection that fails is opened
 //! again; a stream reset counts as an error on its request alone.
 
-use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
 
-use super::ctx::{expected, next_due, record, Ctx, Picker, Resp};
+use super::ctx::{next_due, record, Ctx, Picker, Resp};
 use super::http1::header_facts;
+use super::streams::{stream_loop, Shared};
 use crate::stats::ErrorKind;
 
-type Send = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
-
-/// What a connection's stream loops share.
-struct Shared {
-    first: Cell<Option<Instant>>,
-    broken: Cell<bool>,
-    used: Cell<u64>,
-}
+type Sender = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
 
 pub(super) async fn connection(ctx: Rc<Ctx>, index: usize) {
     let timeout = Duration::from_secs_f64(ctx.plan.timeout_s.max(0.001));
@@ -54,11 +47,11 @@ pub(super) async fn connection(ctx: Rc<Ctx>, index: usize) {
                 continue;
             }
         };
-        let shared = Rc::new(Shared { first: Cell::new(Some(base)), broken: Cell::new(false), used: Cell::new(0) });
+        let shared = Shared::new(base);
         let loops: Vec<_> = (0..streams)
             .map(|k| {
                 let pick = Picker::new(&ctx, index * streams + k, ctx.plan.conns * streams);
-                tokio::task::spawn_local(stream_loop(ctx.clone(), send.clone(), shared.clone(), pick))
+                tokio::task::spawn_local(stream_loop(ctx.clone(), send.clone(), shared.clone(), pick, exchange))
             })
             .collect();
         for l in loops {
@@ -91,7 +84,7 @@ fn endpoint(ctx: &Ctx) -> Option<quinn::Endpoint> {
 
 /// A QUIC connection and its HTTP/3 session; the session's driver runs
 /// in a task of its own.
-async fn open(ctx: &Ctx, endpoint: &quinn::Endpoint) -> std::io::Result<(quinn::Connection, Send)> {
+async fn open(ctx: &Ctx, endpoint: &quinn::Endpoint) -> std::io::Result<(quinn::Connection, Sender)> {
     let tls = ctx.target.tls.as_ref().ok_or_else(|| std::io::Error::other("--h3 without TLS"))?;
     let name = match &tls.name {
         rustls::pki_types::ServerName::DnsName(d) => d.as_ref().to_string(),
@@ -105,33 +98,9 @@ async fn open(ctx: &Ctx, endpoint: &quinn::Endpoint) -> std::io::Result<(quinn::
     Ok((conn, send))
 }
 
-async fn stream_loop(ctx: Rc<Ctx>, mut send: Send, shared: Rc<Shared>, mut pick: Picker) {
-    let timeout = Duration::from_secs_f64(ctx.plan.timeout_s.max(0.001));
-    while !shared.broken.get() {
-        let base = match shared.first.take() {
-            Some(b) => b,
-            None => match next_due(&ctx).await {
-                Some(b) => b,
-                None => return,
-            },
-        };
-        let url = pick.next(&ctx);
-        let outcome = match tokio::time::timeout(timeout, exchange(&mut send, &ctx, url)).await {
-            Err(_) => Err((ErrorKind::Timeout, true)),
-            Ok(r) => r,
-        };
-        let done = Instant::now();
-        shared.used.set(shared.used.get() + 1);
-        if matches!(outcome, Err((_, true))) || ctx.plan.requests_per_conn.is_some_and(|n| shared.used.get() >= n) {
-            shared.broken.set(true);
-        }
-        record(&ctx, base, done, outcome.map_err(|(k, _)| k).and_then(|r| expected(&ctx.plan, r)));
-    }
-}
-
 /// One request on a stream; an error says whether the connection is gone
 /// (true) or only the stream failed.
-async fn exchange(send: &mut Send, ctx: &Ctx, url: usize) -> Result<Resp, (ErrorKind, bool)> {
+async fn exchange(send: &mut Sender, ctx: &Ctx, url: usize) -> Result<Resp, (ErrorKind, bool)> {
     let t = &ctx.target.h2;
     let mut req = http::Request::builder().method(ctx.plan.method.as_str()).uri(format!("https://{}{}", t.authority, t.paths[url]));
     for (n, v) in &ctx.plan.headers {

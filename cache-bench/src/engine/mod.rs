@@ -32,6 +32,7 @@ mod ctx;
 mod h2;
 mod h3;
 mod http1;
+mod streams;
 
 use self::ctx::Ctx;
 pub use self::ctx::Live;

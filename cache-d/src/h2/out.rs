@@ -132,6 +132,26 @@ pub enum Piece {
 }
 
 impl Unframe {
+    /// How the body after response head `h` is framed in what the steps
+    /// write; Over (no body) for HEAD (`head_only`), 1xx, 204 and 304.
+    pub fn of(h: &Head, head_only: bool) -> Unframe {
+        if head::bodiless(h.status, head_only) {
+            Unframe::Over
+        } else if h.has_token("transfer-encoding", "chunked") {
+            Unframe::Chunked(Chunk::Size(0))
+        } else {
+            match h.get("content-length").and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok()) {
+                Some(n) => Unframe::Length(n),
+                None => Unframe::Eof,
+            }
+        }
+    }
+
+    /// Does a response with this framing carry no payload at all?
+    pub fn empty(&self) -> bool {
+        matches!(self, Unframe::Over | Unframe::Length(0))
+    }
+
     /// Classify the start of `buf` (not empty); framing bytes are consumed
     /// here, payload bytes when [`Unframe::took`] says they went out.
     pub fn step(&mut self, buf: &[u8]) -> Piece {
@@ -327,18 +347,8 @@ impl RespOut {
             // 100 Continue and the like; a head follows.
             return self.respond.send_informational(resp).map_err(broken);
         }
-        let bodiless = head::bodiless(h.status, self.head_only);
-        let body = if bodiless {
-            Unframe::Over
-        } else if h.has_token("transfer-encoding", "chunked") {
-            Unframe::Chunked(Chunk::Size(0))
-        } else {
-            match h.get("content-length").and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok()) {
-                Some(n) => Unframe::Length(n),
-                None => Unframe::Eof,
-            }
-        };
-        let end = bodiless || body == Unframe::Length(0);
+        let body = Unframe::of(h, self.head_only);
+        let end = body.empty();
         let send = self.respond.send_response(resp, end).map_err(broken)?;
         self.state = if end { State::Done } else { State::Body { send, body } };
         Ok(())

@@ -2,68 +2,49 @@
 //! body read from the stream's DATA (credit returned as it is consumed),
 //! its response written through [`RespOut`].
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use h2::RecvStream;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWrite;
 use tokio::sync::watch;
 
 use super::out::RespOut;
 use crate::error::{Error, Side};
-use crate::http1::body::{body_wait, Moved, Pace};
+use crate::http1::body::{Moved, Pace};
 use crate::http1::head::{Framing, Head};
 use crate::params::Params;
+use crate::req::pieces::{Pieces, Source};
 use crate::req::reason::Reason;
 use crate::req::transport::{ReadErr, ReqBody, Transport, Tunnel};
 
 pub struct H2Stream {
-    /// The request body still to come (None: none, or all read).
-    body: Option<RecvStream>,
-    /// Body bytes read ahead (prefill) and not yet forwarded.
-    pending: VecDeque<Bytes>,
-    pending_len: usize,
-    rx: u64,
-    pace: Option<Pace>,
+    body: Pieces<H2Body>,
     pub out: RespOut,
     fd: i32,
 }
 
-impl H2Stream {
-    pub fn new(body: RecvStream, out: RespOut, fd: i32) -> H2Stream {
-        let body = if body.is_end_stream() { None } else { Some(body) };
-        H2Stream { body, pending: VecDeque::new(), pending_len: 0, rx: 0, pace: None, out, fd }
-    }
+/// A stream's DATA: credit for each piece goes back to the client as it
+/// is read.
+pub struct H2Body(RecvStream);
 
-    /// The next piece of the body (read ahead first); None at its end.
-    async fn next_piece(&mut self, read_timeout: Duration) -> Result<Option<Bytes>, Error> {
-        if let Some(b) = self.pending.pop_front() {
-            self.pending_len -= b.len();
-            return Ok(Some(b));
-        }
-        self.read_piece(read_timeout).await
-    }
-
-    /// Read a piece of the body from the stream, within `read_timeout`
-    /// and the body's pace; credit for it goes back to the client.
-    async fn read_piece(&mut self, read_timeout: Duration) -> Result<Option<Bytes>, Error> {
-        let Some(body) = self.body.as_mut() else { return Ok(None) };
-        let wait = body_wait(read_timeout, self.pace.as_ref(), self.rx);
-        let failed = |e: std::io::Error| Error::io(Side::Client, "reading body", e);
-        match tokio::time::timeout(wait, body.data()).await {
-            Ok(Some(Ok(b))) => {
-                let _ = body.flow_control().release_capacity(b.len());
-                self.rx += b.len() as u64;
+impl Source for H2Body {
+    async fn read(&mut self) -> std::io::Result<Option<Bytes>> {
+        match self.0.data().await {
+            Some(Ok(b)) => {
+                let _ = self.0.flow_control().release_capacity(b.len());
                 Ok(Some(b))
             }
-            Ok(Some(Err(e))) => Err(failed(e.into_io().unwrap_or_else(|| std::io::ErrorKind::ConnectionReset.into()))),
-            Ok(None) => {
-                self.body = None;
-                Ok(None)
-            }
-            Err(_) => Err(failed(std::io::ErrorKind::TimedOut.into())),
+            Some(Err(e)) => Err(e.into_io().unwrap_or_else(|| std::io::ErrorKind::ConnectionReset.into())),
+            None => Ok(None),
         }
+    }
+}
+
+impl H2Stream {
+    pub fn new(body: RecvStream, out: RespOut, fd: i32) -> H2Stream {
+        let body = if body.is_end_stream() { None } else { Some(H2Body(body)) };
+        H2Stream { body: Pieces::new(body), out, fd }
     }
 }
 
@@ -76,30 +57,7 @@ impl ReqBody for H2Stream {
         dst_side: Side,
         read_timeout: Duration,
     ) -> Result<Moved, Error> {
-        let mut m = Moved::default();
-        let werr = |e| Error::io(dst_side, "writing body", e);
-        while let Some(b) = self.next_piece(read_timeout).await? {
-            if b.is_empty() {
-                continue;
-            }
-            m.rx += b.len() as u64;
-            m.payload += b.len() as u64;
-            if chunk_out {
-                let size = format!("{:x}\r\n", b.len());
-                dst.write_all(size.as_bytes()).await.map_err(werr)?;
-                dst.write_all(&b).await.map_err(werr)?;
-                dst.write_all(b"\r\n").await.map_err(werr)?;
-                m.tx += size.len() as u64 + 2;
-            } else {
-                dst.write_all(&b).await.map_err(werr)?;
-            }
-            m.tx += b.len() as u64;
-        }
-        if chunk_out {
-            dst.write_all(b"0\r\n\r\n").await.map_err(werr)?;
-            m.tx += 5;
-        }
-        Ok(m)
+        self.body.copy(chunk_out, dst, dst_side, read_timeout).await
     }
 }
 
@@ -114,7 +72,7 @@ impl Transport for H2Stream {
     /// against it), else a body until the stream ends, forwarded chunked.
     fn framing(&self, head: &Head) -> Option<Result<Framing, &'static str>> {
         let length = head.get("content-length").map(|v| std::str::from_utf8(v).ok().and_then(|v| v.trim().parse::<u64>().ok()));
-        Some(match (length, self.body.is_some()) {
+        Some(match (length, self.body.to_come()) {
             (Some(None), _) => Err("Bad Content-Length header"),
             (Some(Some(n)), true) => Ok(Framing::Length(n)),
             (Some(Some(0)) | None, false) => Ok(Framing::None),
@@ -132,7 +90,7 @@ impl Transport for H2Stream {
         BytesMut::new()
     }
     fn set_pace(&mut self, pace: Option<Pace>) {
-        self.pace = pace;
+        self.body.pace = pace;
     }
     fn arm_send(&mut self, total: Duration, idle: Duration) {
         self.out.arm(total, idle);
@@ -141,12 +99,7 @@ impl Transport for H2Stream {
         &mut self.out
     }
     async fn prefill(&mut self, _: Framing, limit: usize, read_timeout: Duration) -> Result<(), Error> {
-        while self.pending_len < limit {
-            let Some(b) = self.read_piece(read_timeout).await? else { break };
-            self.pending_len += b.len();
-            self.pending.push_back(b);
-        }
-        Ok(())
+        self.body.prefill(limit, read_timeout).await
     }
     /// Never called: a pipe on a stream is turned into a pass in vcl_recv.
     async fn tunnel(&mut self, _: &mut crate::backend::tls::BeStream, _: Duration) -> Tunnel {

@@ -26,7 +26,7 @@ use tokio::sync::Mutex;
 use tokio::time::{Instant, Sleep};
 
 use crate::h2::head;
-use crate::h2::out::{Chunk, Piece, Unframe};
+use crate::h2::out::{Piece, Unframe};
 use crate::http1::head::{parse_response, Head, Parsed};
 
 /// The send half of a request stream.
@@ -196,18 +196,8 @@ impl H3Out {
             // 100 Continue and the like; a head follows.
             return self.start(Some(resp), None, false);
         }
-        let bodiless = head::bodiless(h.status, self.head_only);
-        let body = if bodiless {
-            Unframe::Over
-        } else if h.has_token("transfer-encoding", "chunked") {
-            Unframe::Chunked(Chunk::Size(0))
-        } else {
-            match h.get("content-length").and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok()) {
-                Some(n) => Unframe::Length(n),
-                None => Unframe::Eof,
-            }
-        };
-        let end = bodiless || body == Unframe::Length(0);
+        let body = Unframe::of(h, self.head_only);
+        let end = body.empty();
         self.state = if end { State::Done } else { State::Body(body) };
         self.start(Some(resp), None, end);
     }

@@ -3,21 +3,21 @@
 //! logged as `HTTP/3`; its body comes from the stream's DATA; its
 //! response goes out through [`H3Out`].
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use common::counters::C;
 use common::log::vsl::{Side as LogSide, Tag};
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWrite;
 use tokio::sync::watch;
 
 use super::out::H3Out;
 use crate::error::{Error, Side};
-use crate::http1::body::{body_wait, Moved, Pace};
+use crate::http1::body::{Moved, Pace};
 use crate::http1::head::{Framing, Head};
 use crate::params::Params;
+use crate::req::pieces::{Pieces, Source};
 use crate::req::reason::Reason;
 use crate::req::state::Sess;
 use crate::req::transport::{ReadErr, ReqBody, Transport, Tunnel};
@@ -66,16 +66,8 @@ pub async fn run(mut sess: Sess, resolver: Resolver, p: Arc<Params>, mut done: w
     let (send, recv) = stream.split();
     let framing = framing(&parts);
     let out = H3Out::new(send, parts.method == http::Method::HEAD);
-    let mut conn = H3Stream {
-        body: Some(recv).filter(|_| framing != Framing::None),
-        framing,
-        pending: VecDeque::new(),
-        pending_len: 0,
-        rx: 0,
-        pace: None,
-        out,
-        fd: sess.ends.fd.unwrap_or(-1),
-    };
+    let body = Some(H3Body(recv)).filter(|_| framing != Framing::None);
+    let mut conn = H3Stream { body: Pieces::new(body), framing, out, fd: sess.ends.fd.unwrap_or(-1) };
     let served = crate::req::contain::contain(crate::req::request(&mut sess, &mut conn, head, t_start)).await;
     if let Err(why) = served {
         sh.seg.add(C::ScVclFailure, 1);
@@ -122,44 +114,21 @@ fn framing(parts: &http::request::Parts) -> Framing {
 }
 
 pub struct H3Stream {
-    /// The request body still to come (None: none, or all read).
-    body: Option<RecvHalf>,
+    body: Pieces<H3Body>,
     framing: Framing,
-    /// Body bytes read ahead (prefill) and not yet forwarded.
-    pending: VecDeque<Bytes>,
-    pending_len: usize,
-    rx: u64,
-    pace: Option<Pace>,
     pub out: H3Out,
     fd: i32,
 }
 
-impl H3Stream {
-    async fn next_piece(&mut self, read_timeout: Duration) -> Result<Option<Bytes>, Error> {
-        if let Some(b) = self.pending.pop_front() {
-            self.pending_len -= b.len();
-            return Ok(Some(b));
-        }
-        self.read_piece(read_timeout).await
-    }
+/// A stream's DATA.
+pub struct H3Body(RecvHalf);
 
-    /// Read a piece of the body, within `read_timeout` and the body's pace.
-    async fn read_piece(&mut self, read_timeout: Duration) -> Result<Option<Bytes>, Error> {
-        let Some(body) = self.body.as_mut() else { return Ok(None) };
-        let wait = body_wait(read_timeout, self.pace.as_ref(), self.rx);
-        let failed = |kind: std::io::ErrorKind| Error::io(Side::Client, "reading body", kind.into());
-        match tokio::time::timeout(wait, body.recv_data()).await {
-            Ok(Ok(Some(mut b))) => {
-                let b = b.copy_to_bytes(b.remaining());
-                self.rx += b.len() as u64;
-                Ok(Some(b))
-            }
-            Ok(Ok(None)) => {
-                self.body = None;
-                Ok(None)
-            }
-            Ok(Err(_)) => Err(failed(std::io::ErrorKind::ConnectionReset)),
-            Err(_) => Err(failed(std::io::ErrorKind::TimedOut)),
+impl Source for H3Body {
+    async fn read(&mut self) -> std::io::Result<Option<Bytes>> {
+        match self.0.recv_data().await {
+            Ok(Some(mut b)) => Ok(Some(b.copy_to_bytes(b.remaining()))),
+            Ok(None) => Ok(None),
+            Err(_) => Err(std::io::ErrorKind::ConnectionReset.into()),
         }
     }
 }
@@ -173,30 +142,7 @@ impl ReqBody for H3Stream {
         dst_side: Side,
         read_timeout: Duration,
     ) -> Result<Moved, Error> {
-        let mut m = Moved::default();
-        let werr = |e| Error::io(dst_side, "writing body", e);
-        while let Some(b) = self.next_piece(read_timeout).await? {
-            if b.is_empty() {
-                continue;
-            }
-            m.rx += b.len() as u64;
-            m.payload += b.len() as u64;
-            if chunk_out {
-                let size = format!("{:x}\r\n", b.len());
-                dst.write_all(size.as_bytes()).await.map_err(werr)?;
-                dst.write_all(&b).await.map_err(werr)?;
-                dst.write_all(b"\r\n").await.map_err(werr)?;
-                m.tx += size.len() as u64 + 2;
-            } else {
-                dst.write_all(&b).await.map_err(werr)?;
-            }
-            m.tx += b.len() as u64;
-        }
-        if chunk_out {
-            dst.write_all(b"0\r\n\r\n").await.map_err(werr)?;
-            m.tx += 5;
-        }
-        Ok(m)
+        self.body.copy(chunk_out, dst, dst_side, read_timeout).await
     }
 }
 
@@ -220,7 +166,7 @@ impl Transport for H3Stream {
         BytesMut::new()
     }
     fn set_pace(&mut self, pace: Option<Pace>) {
-        self.pace = pace;
+        self.body.pace = pace;
     }
     fn arm_send(&mut self, total: Duration, idle: Duration) {
         self.out.arm(total, idle);
@@ -229,12 +175,7 @@ impl Transport for H3Stream {
         &mut self.out
     }
     async fn prefill(&mut self, _: Framing, limit: usize, read_timeout: Duration) -> Result<(), Error> {
-        while self.pending_len < limit {
-            let Some(b) = self.read_piece(read_timeout).await? else { break };
-            self.pending_len += b.len();
-            self.pending.push_back(b);
-        }
-        Ok(())
+        self.body.prefill(limit, read_timeout).await
     }
     /// Never called: a pipe on a stream is turned into a pass in vcl_recv.
     async fn tunnel(&mut self, _: &mut crate::backend::tls::BeStream, _: Duration) -> Tunnel {

@@ -23,6 +23,7 @@ pub mod include;
 pub mod lookup;
 pub mod page;
 pub mod pass;
+pub mod pieces;
 pub mod pipe;
 pub mod reason;
 pub mod recv;
