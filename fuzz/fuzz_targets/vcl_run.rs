@@ -105,7 +105,7 @@ fn run_all(p: &VclPolicy, req: &Req) {
         };
         let obj = ObjView { status: 200, headers: req.headers.clone(), ttl: 10.0, grace: 10.0, hits: 3, ..ObjView::default() };
         let mut t = Task::new(&NoEnv);
-        t.ends = ends.clone();
+        t.ends = ends.as_ref();
         t.req = Some(&mut r);
         match sub {
             Sub::Hash => t.key = Some(&mut key),
