@@ -262,7 +262,29 @@ async def garbage(port, n):
     return "sent"
 
 
+async def greedy(port, sni, conns=4, streams=10, secs=5):
+    """conns connections, each with streams requests for a 300 MB object,
+    that stop reading at once and hold on for secs (the caller samples the
+    server's memory meanwhile)."""
+    cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=sni, max_stream_data=16 << 20, max_data=64 << 20)
+    cfg.verify_mode = ssl.CERT_NONE
+
+    async def one_conn():
+        async with connect("127.0.0.1", port, configuration=cfg, create_protocol=Probe) as p:
+            for _ in range(streams):
+                p.request(get("/size/300000000?max_age=600"))
+            await asyncio.sleep(0.3)
+            p._transport.pause_reading()
+            await asyncio.sleep(secs)
+            p._transport.resume_reading()
+
+    await asyncio.gather(*(one_conn() for _ in range(conns)))
+    return "held"
+
+
 async def main(args):
+    if args.row == "greedy-readers":
+        return await greedy(args.port, args.sni)
     if args.row == "handshake-flood":
         return await handshake_flood(args.port, 200)
     if args.row == "garbage-datagrams":
@@ -276,7 +298,7 @@ async def main(args):
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("port", type=int)
-    ap.add_argument("row", choices=sorted(list(ROWS) + ["handshake-flood", "garbage-datagrams"]))
+    ap.add_argument("row", choices=sorted(list(ROWS) + ["handshake-flood", "garbage-datagrams", "greedy-readers"]))
     ap.add_argument("--sni", default="h3.test")
     a = ap.parse_args()
     try:

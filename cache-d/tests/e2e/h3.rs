@@ -16,7 +16,7 @@ use crate::util::*;
 
 /// Can the aioquic client run here? (.ci/run installs it; elsewhere the
 /// tests skip with a note, as they do without curl.)
-fn have_aioquic() -> bool {
+pub(crate) fn have_aioquic() -> bool {
     let ok = Command::new("python3").args(["-c", "import aioquic"]).output().is_ok_and(|o| o.status.success());
     assert!(ok || std::env::var_os("CI").is_none(), "aioquic is missing: .ci/run installs it (pip install aioquic)");
     if !ok {
@@ -51,7 +51,7 @@ const POLICY: &str = "vcl 4.1;\nimport tls;\nbackend default { .host = \"127.0.0
     sub vcl_backend_response {\n  if (bereq.url ~ \"^/esi/\") { set beresp.do_esi = true; }\n}\n\
     sub vcl_deliver {\n  set resp.http.x-proto = req.proto;\n  set resp.http.x-tls = tls.version() + \" \" + tls.alpn() + \" \" + tls.authority();\n}\n";
 
-fn pem(dir: &Path, name: &str) -> std::path::PathBuf {
+pub(crate) fn pem(dir: &Path, name: &str) -> std::path::PathBuf {
     self_signed(dir, &[name], name).bundle
 }
 

@@ -162,3 +162,39 @@ fn esi_pages_are_bounded_in_size_and_includes() {
         assert_eq!(counter(&s, "MGT.child_start"), Some(1), "{what}");
     }
 }
+
+/// HTTP/3 clients that ask for a 300 MB miss on ten streams each and stop
+/// reading: what a QUIC connection holds for a client that does not read
+/// is bounded by h3_send_window (sent and not acknowledged) and one piece
+/// per stream, and the fetch goes at the client's pace as over TCP.
+#[test]
+fn http3_clients_that_do_not_read_hold_little() {
+    if !crate::h3::have_aioquic() {
+        return;
+    }
+    let o = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let args = ["-b", &format!("127.0.0.1:{}", o.port), "-s", "malloc,16M", "-p", "feature=+http3"];
+    let (d, port) = crate::listeners::tls_daemon(tmp.path(), &args, &crate::h3::pem(tmp.path(), "h3.test"));
+    let base = base_rss(&d);
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3hostile.py");
+    let mut greedy = std::process::Command::new("python3")
+        .arg(script)
+        .arg(port.to_string())
+        .arg("greedy-readers")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (t0, mut grew) = (Instant::now(), 0);
+    while t0.elapsed() < Duration::from_secs(5) {
+        grew = grew.max(child_rss(&d.dir).saturating_sub(base));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    eprintln!("memory: four stalled HTTP/3 clients (10 streams each) grew the child by {grew} KiB");
+    let out = greedy.wait_with_output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("held"), "{}", String::from_utf8_lossy(&out.stdout));
+    // Four connections of ten streams: 4 x 1 MiB of send window, and the
+    // fetches' transit buffers, well under what one body would take.
+    assert!(grew < 64 << 10, "four stalled HTTP/3 clients of a 300 MB miss grew the child by {grew} KiB");
+    assert_eq!(counter(&stat(&d.dir), "MGT.child_start"), Some(1));
+}
