@@ -178,7 +178,7 @@ fn http3_clients_that_do_not_read_hold_little() {
     let (d, port) = crate::listeners::tls_daemon(tmp.path(), &args, &crate::h3::pem(tmp.path(), "h3.test"));
     let base = base_rss(&d);
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h3hostile.py");
-    let mut greedy = std::process::Command::new("python3")
+    let greedy = std::process::Command::new("python3")
         .arg(script)
         .arg(port.to_string())
         .arg("greedy-readers")
