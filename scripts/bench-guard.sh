@@ -10,7 +10,9 @@
 #     about, which throughput on 2 shared cores hardly shows; and the same
 #     for 1 KiB hits over HTTP/2 in the clear (10 streams a connection)
 #     and an ESI page of 10 cached fragments;
-#   - anonymous memory per cached 1 KiB object (20,000 objects).
+#   - anonymous memory per cached 1 KiB object (20,000 objects);
+#   - with valgrind installed, instructions per 1 B hit in the child
+#     (scripts/bench-instructions.sh), steady to a fraction of a percent.
 # The usual use: `save` on main's build, then `check` on a change's.
 # Usage: scripts/bench-guard.sh save|check [FILE] [seconds] [rounds] [tolerance%]
 #   FILE defaults to target/bench-guard.tsv.
@@ -81,6 +83,11 @@ wrk -t1 -c1 -d3s -s "$work/fill.lua" "http://$ip:$port/" >/dev/null
 objs=$("$bin/cache-stat" -1 -n "$work/inst" -f MAIN.n_object | awk '{print $2}')
 after=$(awk '/^RssAnon/ {print $2}' "/proc/$child/status")
 awk -v a="$before" -v b="$after" -v n="$objs" 'BEGIN {printf "anon_bytes_per_object\t%.0f\tlower\n", (b-a)*1024/n}' >>"$out"
+# Instructions per 1 B hit (callgrind; scripts/bench-instructions.sh), when
+# valgrind is installed: the one figure here that does not move between runs.
+if command -v valgrind >/dev/null; then
+    bash scripts/bench-instructions.sh "$bin/cache-d" | awk '{printf "instructions_per_hit_1\t%d\tlower\n", $2}' >>"$out"
+fi
 
 if [ "$mode" = save ]; then
     mkdir -p "$(dirname "$file")"; cp "$out" "$file"

@@ -501,6 +501,16 @@ impl Params {
         self.feature & bits::RFC9111 != 0
     }
 
+    /// Feature http2 (checked on every HTTP/1 request, for h2c).
+    pub fn http2(&self) -> bool {
+        self.feature & bits::HTTP2 != 0
+    }
+
+    /// Feature https_scheme (checked on every absolute-form request).
+    pub fn https_scheme(&self) -> bool {
+        self.feature & bits::HTTPS_SCHEME != 0
+    }
+
     /// Feature http3: QUIC connections are accepted, Alt-Svc sent.
     pub fn http3(&self) -> bool {
         self.feature & bits::HTTP3 != 0
@@ -626,6 +636,11 @@ mod tests {
         p.set("feature", "+rfc9111").unwrap();
         assert!(p.rfc9111() && p.has_feature("rfc9111"));
         assert_eq!(bits::of("feature").bit("rfc9111"), bits::RFC9111);
+        for (name, bit) in [("http2", bits::HTTP2), ("https_scheme", bits::HTTPS_SCHEME), ("http3", bits::HTTP3)] {
+            assert_eq!(bits::of("feature").bit(name), bit, "{name}");
+        }
+        p.set("feature", "+http2,+https_scheme").unwrap();
+        assert!(p.http2() && p.https_scheme());
     }
 
     #[test]

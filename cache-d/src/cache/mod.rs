@@ -413,13 +413,17 @@ impl Cache {
         }
         let skip_ae = c.vary_skips_ae.load(Ordering::Relaxed);
         let negotiates = c.vary_negotiates.load(Ordering::Relaxed);
-        let selects = |vary: Option<&object::Vary>, language: Option<&[u8]>| match vary {
+        // The object's Content-Language is looked up only where Vary asks
+        // for it (a search of the stored head, once on every hit before).
+        let selects = |vary: Option<&object::Vary>, oc: Option<&ObjRef>| match vary {
             None => true,
             Some(_) if ignore_vary => true,
             Some(v) => v.iter().all(|(name, want)| {
                 (skip_ae && name == "accept-encoding")
                     || vary_value(req.clone(), name) == *want
-                    || (negotiates && name == "accept-language" && rfc::language_selects(req.clone(), language))
+                    || (negotiates
+                        && name == "accept-language"
+                        && rfc::language_selects(req.clone(), oc.and_then(|o| o.header_ref("content-language"))))
             }),
         };
         let mut stale = None;
@@ -427,11 +431,7 @@ impl Cache {
         // Objects without a TTL are never found (Varnish skips them too).
         // The newest first, as Varnish keeps them: a hit-for-miss without
         // Vary does not hide a variant cached after it.
-        for oc in head
-            .variants()
-            .rev()
-            .filter(|oc| !oc.is_dead() && oc.obj.life().ttl > 0.0 && selects(oc.obj.vary(), oc.header_ref("content-language")))
-        {
+        for oc in head.variants().rev().filter(|oc| !oc.is_dead() && oc.obj.life().ttl > 0.0 && selects(oc.obj.vary(), Some(oc))) {
             let life = oc.obj.life();
             if life.fresh_for(bounds, now) {
                 // Ignoring Vary, the most recent of them.

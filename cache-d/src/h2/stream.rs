@@ -7,7 +7,6 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use h2::RecvStream;
 use tokio::io::AsyncWrite;
-use tokio::sync::watch;
 
 use super::out::RespOut;
 use crate::error::{Error, Side};
@@ -65,7 +64,7 @@ impl Transport for H2Stream {
     type Out = RespOut;
 
     /// A stream carries one request, handed to the steps directly.
-    async fn read_head(&mut self, _: &Params, _: &mut watch::Receiver<bool>) -> Result<(Head, f64), ReadErr> {
+    async fn read_head(&mut self, _: &Params, _: &mut crate::req::transport::Stop) -> Result<(Head, f64), ReadErr> {
         Err(ReadErr::Closed(Reason::RemClose))
     }
     /// Content-Length if the client sent one (the crate checks the DATA

@@ -150,7 +150,7 @@ impl Transport for H3Stream {
     type Out = H3Out;
 
     /// A stream carries one request, handed to the steps directly.
-    async fn read_head(&mut self, _: &Params, _: &mut watch::Receiver<bool>) -> Result<(Head, f64), ReadErr> {
+    async fn read_head(&mut self, _: &Params, _: &mut crate::req::transport::Stop) -> Result<(Head, f64), ReadErr> {
         Err(ReadErr::Closed(Reason::RemClose))
     }
     fn framing(&self, _: &Head) -> Option<Result<Framing, &'static str>> {

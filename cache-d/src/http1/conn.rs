@@ -1,5 +1,6 @@
 //! A socket with a read buffer that survives between messages.
 
+use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -11,11 +12,17 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 pub struct BufConn<S> {
     pub io: S,
     pub buf: BytesMut,
+    /// The read deadline, kept between reads with the event loop it was
+    /// made on: moved to a later deadline, a registered timer only has its
+    /// expiry raised (one atomic step), where a timeout per read made a
+    /// timer, registered it with the loop's timer wheel and took it out
+    /// again (a lock each way, about 2% of a small hit).
+    timer: Option<(usize, Pin<Box<tokio::time::Sleep>>)>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> BufConn<S> {
     pub fn new(io: S) -> BufConn<S> {
-        BufConn { io, buf: BytesMut::with_capacity(8192) }
+        BufConn::with_buf(io, BytesMut::with_capacity(8192))
     }
 
     /// Read more bytes into the buffer; Ok(0) at EOF.
@@ -27,10 +34,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> BufConn<S> {
     /// KiB): a large body is read, and stored, in large pieces.
     pub async fn fill_for(&mut self, timeout: Duration, want: u64) -> std::io::Result<usize> {
         self.make_room(want);
-        match tokio::time::timeout(timeout, self.io.read_buf(&mut self.buf)).await {
-            Ok(r) => r,
-            Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out")),
+        let timer = arm(&mut self.timer, timeout);
+        tokio::select! {
+            biased;
+            r = self.io.read_buf(&mut self.buf) => r,
+            () = timer => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out")),
         }
+    }
+
+    /// A connection that had its buffer elsewhere (moved between loops,
+    /// or read by another transport before).
+    pub fn with_buf(io: S, buf: BytesMut) -> BufConn<S> {
+        BufConn { io, buf, timer: None }
     }
 
     /// Read what the socket has now, with room for up to `want` bytes,
@@ -49,4 +64,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin> BufConn<S> {
             self.buf.reserve(room);
         }
     }
+}
+
+/// The read timer in `slot`, set to `timeout` from now. A timer is tied to
+/// the runtime it was made on: one is kept only on an event loop (whose
+/// tag tells them apart), and a connection that moved gets a new one.
+fn arm(slot: &mut Option<(usize, Pin<Box<tokio::time::Sleep>>)>, timeout: Duration) -> Pin<&mut tokio::time::Sleep> {
+    let now = tokio::time::Instant::now();
+    // As tokio::time::timeout: a timeout too long to add is "never".
+    let deadline = now.checked_add(timeout).unwrap_or_else(|| now + Duration::from_secs(86400 * 365 * 30));
+    let here = crate::child::loops::here();
+    if here == 0 || slot.as_ref().is_some_and(|(on, _)| *on != here) {
+        *slot = None;
+    }
+    let mut fresh = false;
+    let (_, t) = slot.get_or_insert_with(|| {
+        fresh = true;
+        (here, Box::pin(tokio::time::sleep_until(deadline)))
+    });
+    if !fresh {
+        t.as_mut().reset(deadline);
+    }
+    t.as_mut()
 }

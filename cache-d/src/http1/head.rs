@@ -43,6 +43,16 @@ impl Head {
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         self.headers.iter().map(|(n, v)| (self.s(n), self.s(v)))
     }
+    /// Each header as its log record reads, "name: value": the field's
+    /// own bytes when the head has it so (one copy), else its parts.
+    pub fn log_fields(&self, log: &mut common::log::vsl::Batch, tag: common::log::vsl::Tag, side: common::log::vsl::Side, vxid: u32) {
+        for (n, v) in &self.headers {
+            match self.raw.get(n.start..v.end) {
+                Some(line) if v.start == n.end + 2 && line[n.len()..n.len() + 2] == *b": " => log.rec(tag, side, vxid, line),
+                _ => log.rec_parts(tag, side, vxid, &[self.s(n), b": ", self.s(v)]),
+            }
+        }
+    }
     /// First value of header `name` (case-insensitive).
     pub fn get(&self, name: &str) -> Option<&[u8]> {
         self.iter().find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes())).map(|(_, v)| v)
@@ -531,11 +541,15 @@ pub struct HeadOut<'a> {
 
 impl HeadOut<'_> {
     pub fn header(&mut self, name: &[u8], value: &[u8]) {
+        // The record is the line just written, without its CRLF: one copy
+        // of the field less (a hit writes a dozen).
+        let start = self.wire.len();
+        self.wire.reserve(name.len() + value.len() + 4);
         self.wire.extend_from_slice(name);
         self.wire.extend_from_slice(b": ");
         self.wire.extend_from_slice(value);
+        self.log.rec(self.tag, self.side, self.vxid, &self.wire[start..]);
         self.wire.extend_from_slice(b"\r\n");
-        self.log.rec_parts(self.tag, self.side, self.vxid, &[name, b": ", value]);
     }
 }
 

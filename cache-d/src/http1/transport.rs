@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::watch;
 
 use crate::error::{Error, Side};
 use crate::http1::body::{self, Moved, Pace, Transfer};
@@ -18,7 +17,7 @@ use crate::listen::proxy::{self, Garbage, Scan};
 use crate::listen::stream::ClientStream;
 use crate::params::Params;
 use crate::req::reason::Reason;
-use crate::req::transport::{ProxyRead, ReadErr, ReqBody, Transport, Tunnel};
+use crate::req::transport::{ProxyRead, ReadErr, ReqBody, Stop, Transport, Tunnel};
 use crate::util::now;
 
 /// A client's HTTP/1 connection.
@@ -42,7 +41,7 @@ impl Http1 {
 
     /// A connection going on with bytes already read (`into_parts`).
     pub fn from_parts(stream: ClientStream, buf: BytesMut) -> Http1 {
-        Http1 { conn: BufConn { io: ClientIo::new(stream), buf }, scratch: Vec::new(), body_done: None }
+        Http1 { conn: BufConn::with_buf(ClientIo::new(stream), buf), scratch: Vec::new(), body_done: None }
     }
 
     /// The connection and the bytes read and not used (for HTTP/2, or
@@ -77,12 +76,12 @@ impl ReqBody for Http1 {
 impl Transport for Http1 {
     type Out = ClientIo<ClientStream>;
 
-    async fn read_head(&mut self, p: &Params, stop: &mut watch::Receiver<bool>) -> Result<(Head, f64), ReadErr> {
+    async fn read_head(&mut self, p: &Params, stop: &mut Stop) -> Result<(Head, f64), ReadErr> {
         let c = &mut self.conn;
         let mut t_start = if c.buf.is_empty() { None } else { Some(now()) };
         let mut head_deadline = None;
         loop {
-            if !c.buf.is_empty() && p.has_feature("http2") && head::H2_PREFACE.starts_with(&c.buf[..c.buf.len().min(24)]) {
+            if !c.buf.is_empty() && p.http2() && head::H2_PREFACE.starts_with(&c.buf[..c.buf.len().min(24)]) {
                 // An HTTP/2 client with prior knowledge (or the start of
                 // its preface: wait for the rest).
                 if c.buf.len() >= head::H2_PREFACE.len() {
@@ -103,7 +102,10 @@ impl Transport for Http1 {
                 let dl = *head_deadline.get_or_insert_with(|| tokio::time::Instant::now() + p.timeout_req);
                 dl.saturating_duration_since(tokio::time::Instant::now())
             };
+            // The read first: a request that came is served before a stop
+            // is looked at (and the stop's waiter is not polled at all).
             tokio::select! {
+                biased;
                 r = c.fill(wait) => match r {
                     Ok(0) if idle => return Err(ReadErr::Closed(Reason::RemClose)),
                     Ok(0) => return Err(ReadErr::Closed(Reason::RxJunk)),
@@ -113,7 +115,7 @@ impl Transport for Http1 {
                     }
                     Err(_) => return Err(ReadErr::Closed(Reason::RemClose)),
                 },
-                _ = stop.wait_for(|s| *s), if idle => return Err(ReadErr::Closed(Reason::RxCloseIdle)),
+                _ = &mut *stop, if idle => return Err(ReadErr::Closed(Reason::RxCloseIdle)),
             }
         }
     }

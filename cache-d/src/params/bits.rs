@@ -26,9 +26,31 @@ pub const FEATURES: &[&str] = &[
 
 /// The rfc9111 feature's bit, for the per-request check
 /// ([`crate::params::Params::rfc9111`]): a mask, not a search by name.
-pub const RFC9111: u32 = 1 << 13;
+pub const RFC9111: u32 = feature_bit("rfc9111");
 /// The http3 feature's bit (read per response for Alt-Svc).
-pub const HTTP3: u32 = 1 << 14;
+pub const HTTP3: u32 = feature_bit("http3");
+/// Bits read on every request (a mask each, not a search by name).
+pub const HTTP2: u32 = feature_bit("http2");
+pub const HTTPS_SCHEME: u32 = feature_bit("https_scheme");
+
+/// A feature's bit, found at compile time.
+const fn feature_bit(name: &str) -> u32 {
+    let mut i = 0;
+    while i < FEATURES.len() {
+        let (a, b) = (FEATURES[i].as_bytes(), name.as_bytes());
+        if a.len() == b.len() {
+            let mut j = 0;
+            while j < a.len() && a[j] == b[j] {
+                j += 1;
+            }
+            if j == a.len() {
+                return 1 << i;
+            }
+        }
+        i += 1;
+    }
+    panic!("not a feature")
+}
 
 /// Varnish 7.1's debug bits (accepted; none acts in cache-d).
 const DEBUG: &[&str] = &[

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::AsyncWrite;
-use tokio::sync::watch;
 
 use crate::error::{Error, Side};
 use crate::http1::body::{Moved, Pace};
@@ -178,7 +177,7 @@ impl ReqBody for EsiConn<'_> {
 impl<'a> Transport for EsiConn<'a> {
     type Out = ChunkOut<'a>;
 
-    async fn read_head(&mut self, _: &Params, _: &mut watch::Receiver<bool>) -> Result<(Head, f64), ReadErr> {
+    async fn read_head(&mut self, _: &Params, _: &mut crate::req::transport::Stop) -> Result<(Head, f64), ReadErr> {
         Err(ReadErr::Closed(Reason::RemClose))
     }
     fn fd(&self) -> i32 {

@@ -87,7 +87,8 @@ pub async fn session<T: Transport>(
 /// A session's requests, from the next one on: until the connection ends,
 /// turns to HTTP/2, or moves to another event loop (between two requests,
 /// when this loop is asked to shed connections).
-pub async fn requests<T: Transport>(mut s: Sess, conn: &mut T, mut stop: watch::Receiver<bool>) -> Served {
+pub async fn requests<T: Transport>(mut s: Sess, conn: &mut T, stop: watch::Receiver<bool>) -> Served {
+    let mut stop = transport::Stop::new(stop);
     let reason = loop {
         if crate::child::loops::take_move() {
             return Served::Move(Box::new(s));
@@ -103,7 +104,7 @@ pub async fn requests<T: Transport>(mut s: Sess, conn: &mut T, mut stop: watch::
         });
         match conn.read_head(own.as_ref().unwrap_or(&p), &mut stop).await {
             // h2c is for cleartext connections (RFC 9113 §3.1).
-            Ok((head, _)) if p.has_feature("http2") && s.tls.is_none() && crate::http1::head::wants_h2c(&head) => {
+            Ok((head, _)) if p.http2() && s.tls.is_none() && crate::http1::head::wants_h2c(&head) => {
                 return Served::H2 { sess: Box::new(s), upgrade: Some(head) };
             }
             Ok((head, t_start)) => {

@@ -31,9 +31,7 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
     log.rec(Tag::ReqMethod, side, rxid, head.method());
     log.rec(Tag::ReqUrl, side, rxid, head.url());
     log.rec(Tag::ReqProtocol, side, rxid, head.protocol().as_bytes());
-    for (n, v) in head.iter() {
-        log.rec_parts(Tag::ReqHeader, side, rxid, &[n, b": ", v]);
-    }
+    head.log_fields(&mut log, Tag::ReqHeader, side, rxid);
     let hdr_rx = head.wire_len() as u64;
     let framing = conn.framing(&head).unwrap_or_else(|| head::request_framing(&head));
     let checked = match checks(&head, framing, sh.params().http_req_hdr_len) {
@@ -129,9 +127,11 @@ fn expect_unknown(head: &Head) -> bool {
 /// is the same as for the origin-form request.
 fn request_of(head: &Head, log: &mut common::log::vsl::Batch, rxid: u32, s: &mut Sess) -> Req {
     let side = LogSide::Client;
-    let mut headers = Headers(head.headers.iter().map(|(n, v)| (head.raw.slice(n.clone()), head.raw.slice(v.clone()))).collect());
+    // Room for what prep adds (X-Forwarded-For), without growing.
+    let mut headers = Headers(Vec::with_capacity(head.headers.len() + 2));
+    headers.0.extend(head.headers.iter().map(|(n, v)| (head.raw.slice(n.clone()), head.raw.slice(v.clone()))));
     let mut url = head.raw.slice(head.url.clone());
-    if let Some((host, path)) = head::absolute_form(head.url(), s.sh.params().has_feature("https_scheme")) {
+    if let Some((host, path)) = head::absolute_form(head.url(), s.sh.params().https_scheme()) {
         let (host, path) = (head.raw.slice_ref(host), head.raw.slice_ref(path));
         if headers.has("host") {
             log.rec(Tag::ReqUnset, side, rxid, &[b"Host: ", &headers.get("host").cloned().unwrap_or_default()[..]].concat());

@@ -58,7 +58,12 @@ impl Headers {
         Some((old, self.0[first].1.clone()))
     }
     pub fn unset(&mut self, name: &str) {
-        self.0.retain(|(n, _)| !n.eq_ignore_ascii_case(name.as_bytes()));
+        // Most unsets find nothing (a delivery makes several): look first,
+        // and move the list only when there is something to take out.
+        let is = |n: &Bytes| n.eq_ignore_ascii_case(name.as_bytes());
+        if self.0.iter().any(|(n, _)| is(n)) {
+            self.0.retain(|(n, _)| !is(n));
+        }
     }
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
         self.0.iter().map(|(n, v)| (&n[..], &v[..]))

@@ -238,8 +238,12 @@ impl Batch {
             Side::None => 0,
         };
         let w1 = marker | (vxid & VXID_MASK);
-        self.buf.extend_from_slice(&((tag as u32) << 24).to_ne_bytes());
-        self.buf.extend_from_slice(&w1.to_ne_bytes());
+        // The header in one copy (two showed in hit profiles: a hit
+        // writes about 40 records).
+        let mut head = [0u8; HEADER_BYTES];
+        head[..4].copy_from_slice(&((tag as u32) << 24).to_ne_bytes());
+        head[4..].copy_from_slice(&w1.to_ne_bytes());
+        self.buf.extend_from_slice(&head);
         start
     }
 
@@ -250,11 +254,11 @@ impl Batch {
         if self.buf.len() - body > max {
             self.buf.truncate(body + max);
         }
-        self.buf.push(0);
-        let len = self.buf.len() - body;
-        while self.buf.len() % 4 != 0 {
-            self.buf.push(0);
-        }
+        let len = self.buf.len() - body + 1;
+        // NUL and padding: a fixed four-byte store, then cut back (resize
+        // called memset for the one to four bytes).
+        self.buf.extend_from_slice(&[0; 4]);
+        self.buf.truncate(body + len.div_ceil(4) * 4);
         let w0 = u32::from_ne_bytes(self.buf[start..start + 4].try_into().unwrap_or_default());
         self.buf[start..start + 4].copy_from_slice(&(w0 | len as u32).to_ne_bytes());
         self.records += 1;
@@ -397,24 +401,47 @@ impl Decimal {
 }
 
 /// Append `n` in decimal.
+#[inline]
 pub fn put_u64(out: &mut Vec<u8>, n: u64) {
     let mut buf = [0u8; 20];
     let at = digits_before(&mut buf, 20, n);
     out.extend_from_slice(&buf[at..]);
 }
 
+/// "00" to "99": two digits a step (a hit prints a dozen timestamps).
+const PAIRS: [u8; 200] = {
+    let mut t = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        t[2 * i] = b'0' + (i / 10) as u8;
+        t[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    t
+};
+
 /// Write `n` in decimal into `buf` so that it ends just before `end`;
 /// where it starts. `buf[..end]` must have room (20 bytes hold any u64).
+#[inline]
 pub fn digits_before(buf: &mut [u8], end: usize, mut n: u64) -> usize {
     let mut at = end;
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return at;
-        }
+    while n >= 100 {
+        at = pair_before(buf, at, (n % 100) as usize);
+        n /= 100;
     }
+    if n >= 10 {
+        return pair_before(buf, at, n as usize);
+    }
+    at -= 1;
+    buf[at] = b'0' + n as u8;
+    at
+}
+
+/// Write `d` (below 100) as two digits just before `end`; where they start.
+#[inline]
+pub fn pair_before(buf: &mut [u8], end: usize, d: usize) -> usize {
+    buf[end - 2..end].copy_from_slice(&PAIRS[2 * d..2 * d + 2]);
+    end - 2
 }
 
 /// A Vec of bytes as a `fmt::Write` target.
@@ -430,6 +457,16 @@ impl fmt::Write for VecFmt<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimals_print_as_display_does() {
+        for n in [0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 65535, 1796136670, 10u64.pow(19), u64::MAX] {
+            let mut v = Vec::new();
+            put_u64(&mut v, n);
+            assert_eq!(v, n.to_string().into_bytes());
+            assert_eq!(Decimal::new(n).as_bytes(), n.to_string().as_bytes());
+        }
+    }
 
     #[test]
     fn records_written_in_place_are_records_formatted() {
