@@ -60,8 +60,12 @@ impl Headers {
     pub fn unset(&mut self, name: &str) {
         // Most unsets find nothing (a delivery makes several): look first,
         // and move the list only when there is something to take out.
+        // A name is usually there once: that one comes out with a single
+        // move of the tail (retain moved each element after it, one by one).
         let is = |n: &Bytes| n.eq_ignore_ascii_case(name.as_bytes());
-        if self.0.iter().any(|(n, _)| is(n)) {
+        let Some(i) = self.0.iter().position(|(n, _)| is(n)) else { return };
+        self.0.remove(i);
+        if self.0[i..].iter().any(|(n, _)| is(n)) {
             self.0.retain(|(n, _)| !is(n));
         }
     }
@@ -716,5 +720,27 @@ impl<'a> Task<'a> {
         if let Some((log, vxid, side)) = self.log.as_mut() {
             log.rec(tag, *side, *vxid, text);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Headers;
+    use bytes::Bytes;
+
+    fn list(pairs: &[(&'static str, &'static str)]) -> Headers {
+        Headers(pairs.iter().map(|(n, v)| (Bytes::from_static(n.as_bytes()), Bytes::from_static(v.as_bytes()))).collect())
+    }
+
+    #[test]
+    fn unset_takes_every_copy_and_keeps_the_order() {
+        let mut h = list(&[("A", "1"), ("Content-Length", "5"), ("B", "2"), ("content-length", "6"), ("C", "3")]);
+        h.unset("content-length");
+        assert_eq!(h.0, list(&[("A", "1"), ("B", "2"), ("C", "3")]).0);
+        h.unset("x");
+        assert_eq!(h.0, list(&[("A", "1"), ("B", "2"), ("C", "3")]).0);
+        h.unset("C");
+        h.unset("a");
+        assert_eq!(h.0, list(&[("B", "2")]).0);
     }
 }
