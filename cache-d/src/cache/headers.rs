@@ -221,10 +221,7 @@ impl ObjHeaders {
 
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + Clone {
         let l = Layout(&self.buf);
-        (0..l.count()).map(move |i| {
-            let (name, (c, d)) = l.span(i);
-            (l.name(name), &l.0[c..d])
-        })
+        l.spans().map(move |(name, (c, d))| (l.name(name), &l.0[c..d]))
     }
 
     /// First value of header `name` (case-insensitive).
@@ -238,8 +235,7 @@ impl ObjHeaders {
     pub fn to_headers(&self) -> crate::vcl::model::Headers {
         let l = Layout(&self.buf);
         let mut list = Vec::with_capacity(l.count() + 4);
-        list.extend((0..l.count()).map(|i| {
-            let (name, (c, d)) = l.span(i);
+        list.extend(l.spans().map(|(name, (c, d))| {
             let name = match name {
                 Name::Common(n) => Bytes::from_static(n.as_bytes()),
                 Name::At(a, b) => self.buf.slice(a..b),
@@ -259,7 +255,7 @@ impl ObjHeaders {
 /// packed head `buf`.
 pub fn find(buf: &[u8], name: &str) -> Option<(usize, usize)> {
     let l = Layout(buf);
-    (0..l.count()).map(|i| l.span(i)).find(|(n, _)| l.name(*n).eq_ignore_ascii_case(name.as_bytes())).map(|(_, v)| v)
+    l.spans().find(|(n, _)| l.name(*n).eq_ignore_ascii_case(name.as_bytes())).map(|(_, v)| v)
 }
 
 /// Can every accessor read `buf` as a packed head (every span inside it,
@@ -315,8 +311,13 @@ impl<'a> Layout<'a> {
     /// Pair entry `j` (0 the first name): its offset and whether it is an
     /// index into [`NAMES`].
     fn entry(&self, j: usize) -> (usize, bool) {
-        let at = 4 + j * self.width();
-        if self.width() == 4 {
+        self.entry_w(j, self.width())
+    }
+
+    /// [`Layout::entry`] with the pair width already read.
+    fn entry_w(&self, j: usize, width: usize) -> (usize, bool) {
+        let at = 4 + j * width;
+        if width == 4 {
             let x = u32::from_le_bytes(self.0[at..at + 4].try_into().expect("4 bytes"));
             ((x & 0x7fff_ffff) as usize, x & 0x8000_0000 != 0)
         } else {
@@ -344,16 +345,21 @@ impl<'a> Layout<'a> {
         }
     }
 
-    /// Header `i`: its name as a common name or a span of the buffer, and
-    /// its value's span.
-    fn span(&self, i: usize) -> (Name, (usize, usize)) {
-        let d = self.data();
-        let start = if i == 0 { 0 } else { self.entry(2 * i - 1).0 };
-        let (name, value_end) = (self.entry(2 * i), self.entry(2 * i + 1).0);
-        match name {
-            (idx, true) => (Name::Common(NAMES.get(idx).copied().unwrap_or("")), (d + start, d + value_end)),
-            (end, false) => (Name::At(d + start, d + end), (d + end, d + value_end)),
-        }
+    /// Every header in order: its name as a common name or a span of the
+    /// buffer, and its value's span. One pass: the width, where the data
+    /// starts and the last value's end are read once, not again for each
+    /// header (a hit reads them all).
+    fn spans(self) -> impl Iterator<Item = (Name, (usize, usize))> + Clone + 'a {
+        let (d, w) = (self.data(), self.width());
+        let mut prev = 0;
+        (0..self.count()).map(move |i| {
+            let (name, value_end) = (self.entry_w(2 * i, w), self.entry_w(2 * i + 1, w).0);
+            let start = std::mem::replace(&mut prev, value_end);
+            match name {
+                (idx, true) => (Name::Common(NAMES.get(idx).copied().unwrap_or("")), (d + start, d + value_end)),
+                (end, false) => (Name::At(d + start, d + end), (d + end, d + value_end)),
+            }
+        })
     }
 
     fn name(&self, name: Name) -> &'a [u8] {
