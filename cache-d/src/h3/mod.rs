@@ -210,6 +210,16 @@ fn tls_info(conn: &quinn::Connection) -> TlsInfo {
     }
 }
 
+/// Has the connection's handshake completed, as its state says now? The
+/// `done` flag follows it from another task, and can lag: a request sent
+/// after the handshake, because the server refused the client's 0-RTT (a
+/// replayed ticket), can be accepted before the flag turns. TLS exporters
+/// are there only once the handshake is complete (rustls refuses them
+/// before), so one is the probe; it is asked only while the flag is false.
+fn confirmed(conn: &quinn::Connection) -> bool {
+    conn.export_keying_material(&mut [0u8; 1], b"cachekit handshake probe", b"").is_ok()
+}
+
 /// Serve a QUIC connection's HTTP/3 requests until it ends; its session's
 /// last records.
 async fn connection(mut sess: Sess, conn: quinn::Connection, done: watch::Receiver<bool>, mut stop: watch::Receiver<bool>) {
@@ -231,7 +241,10 @@ async fn connection(mut sess: Sess, conn: quinn::Connection, done: watch::Receiv
     let reason = loop {
         tokio::select! {
             next = h3c.accept() => match next {
-                Ok(Some(resolver)) => tasks.push(stream::run(sess.for_stream(3), resolver, p.clone(), done.clone())),
+                Ok(Some(resolver)) => {
+                    let early = !*done.borrow() && !confirmed(&conn);
+                    tasks.push(stream::run(sess.for_stream(3), resolver, p.clone(), done.clone(), early))
+                }
                 Ok(None) => break Reason::RemClose,
                 Err(e) => break ended(&mut sess, &e),
             },

@@ -27,8 +27,9 @@ type RecvHalf = h3::server::RequestStream<h3_quinn::RecvStream, Bytes>;
 type Resolver = h3::server::RequestResolver<h3_quinn::Connection, Bytes>;
 
 /// Serve one request stream of a connection, its records logged under
-/// `sess` (the connection's session, as [`Sess::for_stream`] made it).
-pub async fn run(mut sess: Sess, resolver: Resolver, p: Arc<Params>, mut done: watch::Receiver<bool>) {
+/// `sess` (the connection's session, as [`Sess::for_stream`] made it);
+/// `early`: it came before the connection's handshake had completed.
+pub async fn run(mut sess: Sess, resolver: Resolver, p: Arc<Params>, mut done: watch::Receiver<bool>, early: bool) {
     let sh = sess.sh.clone();
     // The head comes within timeout_req of the stream's start.
     let (req, mut stream) = match tokio::time::timeout(p.timeout_req.max(Duration::from_millis(1)), resolver.resolve_request()).await {
@@ -52,7 +53,7 @@ pub async fn run(mut sess: Sess, resolver: Resolver, p: Arc<Params>, mut done: w
     // backend (RFC 8470 §5.1); any other waits for the handshake, which a
     // replay never completes.
     let (mut parts, ()) = req.into_parts();
-    if !*done.borrow() {
+    if early && !*done.borrow() {
         if matches!(parts.method, http::Method::GET | http::Method::HEAD | http::Method::OPTIONS) {
             parts.headers.insert("early-data", http::HeaderValue::from_static("1"));
         } else if !matches!(tokio::time::timeout(p.timeout_idle, done.wait_for(|d| *d)).await, Ok(Ok(_))) {
