@@ -238,7 +238,7 @@ impl StreamTask {
         let out = RespOut::new(respond, parts.method == http::Method::HEAD, self.stalls.clone());
         let mut conn = H2Stream::new(body, out, self.fd);
         let sh = self.sess.sh.clone();
-        let served = crate::req::contain::contain(crate::req::request(&mut self.sess, &mut conn, head, t_start)).await;
+        let served = crate::req::contain::contain(crate::req::request(&mut self.sess, &mut conn, head, t_start, sh.params_arc())).await;
         if let Err(why) = served {
             sh.seg.add(C::ScVclFailure, 1);
             let vxid = self.sess.vxid;

@@ -69,7 +69,7 @@ pub async fn run(mut sess: Sess, resolver: Resolver, p: Arc<Params>, mut done: w
     let out = H3Out::new(send, parts.method == http::Method::HEAD);
     let body = Some(H3Body(recv)).filter(|_| framing != Framing::None);
     let mut conn = H3Stream { body: Pieces::new(body), framing, out, fd: sess.ends.fd.unwrap_or(-1) };
-    let served = crate::req::contain::contain(crate::req::request(&mut sess, &mut conn, head, t_start)).await;
+    let served = crate::req::contain::contain(crate::req::request(&mut sess, &mut conn, head, t_start, p.clone())).await;
     if let Err(why) = served {
         sh.seg.add(C::ScVclFailure, 1);
         let vxid = sess.vxid;

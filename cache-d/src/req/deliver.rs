@@ -231,7 +231,7 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
     };
     let t = now();
     let (gzip, brotli, ranges) = {
-        let p = r.sh.params();
+        let p = &r.p;
         (p.http_gzip_support, p.http_brotli_support, p.http_range_support)
     };
     let Some((rep, esi, spliced)) = forms(r, obj, &body, gzip, brotli).await else {
@@ -278,12 +278,12 @@ pub async fn deliver<T: Transport>(r: &mut Request<'_, T>, oc: &ObjRef, hit: boo
             resp.headers.unset("content-encoding");
             r.sh.seg.add(common::counters::C::NGunzip, 1);
             let info = obj.coding().and_then(|c| c.info.get().copied());
-            (&body, info.map(|i| i.plain_len), Some(Zstream::new(Dir::Gunzip, &r.sh.params().coding())))
+            (&body, info.map(|i| i.plain_len), Some(Zstream::new(Dir::Gunzip, &r.p.coding())))
         }
     };
     let keep = r.keep && r.framing == Framing::None;
     let len = if esi.is_some() { None } else { len };
-    let plan = plan(&r.req, len, &mut resp, r.head_only, keep, ranges, !pass && r.sh.params().rfc9111());
+    let plan = plan(&r.req, len, &mut resp, r.head_only, keep, ranges, !pass && r.p.rfc9111());
     let mut wire = std::mem::take(&mut r.sess.wire);
     let head = RespHead { status: plan.status, reason: plan.reason, headers: &plan.headers, framing: plan.framing, keep: plan.keep };
     r.write_head(&mut wire, &head);
@@ -578,7 +578,7 @@ async fn send_before_wait<W: tokio::io::AsyncWrite + Unpin>(out: &mut W, g: &mut
 /// is lost, the workspace marked overflowed, and the client gets 500 as
 /// from Varnish.
 fn too_many_headers<T: Transport>(r: &mut Request<'_, T>, h: &Headers) -> Option<Step> {
-    let room = r.sh.params().http_max_hdr.saturating_sub(5);
+    let room = r.p.http_max_hdr.saturating_sub(5);
     if h.0.len() <= room {
         return None;
     }

@@ -108,8 +108,7 @@ pub async fn requests<T: Transport>(mut s: Sess, conn: &mut T, stop: watch::Rece
                 return Served::H2 { sess: Box::new(s), upgrade: Some(head) };
             }
             Ok((head, t_start)) => {
-                drop(p);
-                if let Some(reason) = request(&mut s, conn, head, t_start).await {
+                if let Some(reason) = request(&mut s, conn, head, t_start, p).await {
                     break reason;
                 }
                 if !conn.buffered().is_empty() {
@@ -203,14 +202,20 @@ pub fn failed(sh: &Shared, peer: SocketAddr, why: &str) {
 }
 
 /// Serve one request; Some(reason) when the session must end.
-pub(crate) async fn request<T: Transport>(s: &mut Sess, conn: &mut T, head: crate::http1::head::Head, t_start: f64) -> Option<Reason> {
+pub(crate) async fn request<T: Transport>(
+    s: &mut Sess,
+    conn: &mut T,
+    head: crate::http1::head::Head,
+    t_start: f64,
+    p: Arc<crate::params::Params>,
+) -> Option<Reason> {
     let sh = &s.sh;
     if sh.debug_panic_request.load(std::sync::atomic::Ordering::Relaxed)
         && sh.debug_panic_request.swap(false, std::sync::atomic::Ordering::Relaxed)
     {
         panic!("Don't panic (debug.panic.request was asked to)");
     }
-    match recv::admit(s, conn, head, t_start).await {
+    match recv::admit(s, conn, head, t_start, p).await {
         Ok(mut r) => {
             let end = run(&mut r).await;
             if r.req.timeout_idle_set {
@@ -298,6 +303,7 @@ impl<T: Transport> Request<'_, T> {
                 sess: &mut *r.sess,
                 conn: &mut conn,
                 sh,
+                p: r.p.clone(),
                 active,
                 vcl0: r.vcl0.clone(),
                 req,

@@ -165,10 +165,7 @@ fn pass_coding<T: Transport>(
     beresp: &mut Beresp,
     framing: Framing,
 ) -> (crate::gzip::fetch::Plan, bool, crate::gzip::code::Settings) {
-    let (gz, coding) = {
-        let p = r.sh.params();
-        (p.http_gzip_support, p.coding())
-    };
+    let (gz, coding) = (r.p.http_gzip_support, r.p.coding());
     let has_body = !matches!(framing, Framing::None | Framing::Length(0));
     let filters = crate::gzip::fetch::plan(beresp, has_body, gz, false);
     let gunzip_out = gz && filters.gzipped() && !crate::gzip::can_gzip(&r.req.headers);
@@ -254,11 +251,11 @@ fn esi_page<T: Transport>(
     let (bxid, rx) = (fetch.vxid, raw.len() as u64);
     let reusable = !resp.spent && resp.head.minor > 0 && !resp.head.has_token("connection", "close");
     let (gzip, plain) = crate::gzip::fetch::body_coding(&beresp.headers);
-    let support = r.sh.params().http_gzip_support;
+    let support = r.p.http_gzip_support;
     let gz_esi = (gzip && !(beresp.do_gunzip && support)) || (plain && beresp.do_gzip && support);
     let plain = if gzip {
         let mut out = Vec::new();
-        let mut z = crate::gzip::code::Zstream::new(crate::gzip::code::Dir::Gunzip, &r.sh.params().coding());
+        let mut z = crate::gzip::code::Zstream::new(crate::gzip::code::Dir::Gunzip, &r.p.coding());
         r.sh.seg.add(C::NGunzip, 1);
         if z.feed(&raw, true, &mut |b| out.push(b)).is_err() {
             fetch.error(&Error::new(Side::Backend, "Invalid gzip data"));
@@ -432,7 +429,7 @@ fn head_not_sent<T: Transport>(r: &mut Request<'_, T>, mut fetch: Fetch) -> Step
 fn span<T: Transport>(r: &Request<'_, T>, out: &mut Resp, framing: Framing) -> Option<(u64, u64)> {
     use crate::req::deliver::{if_range_ok, parse_range, RangeReq};
     let Framing::Length(n) = framing else { return None };
-    let v = r.req.headers.get("range").filter(|_| out.status == 200 && r.req.esi_level == 0 && r.sh.params().http_range_support)?;
+    let v = r.req.headers.get("range").filter(|_| out.status == 200 && r.req.esi_level == 0 && r.p.http_range_support)?;
     if !if_range_ok(&r.req, out) {
         return None;
     }

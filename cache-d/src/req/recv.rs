@@ -3,6 +3,8 @@
 //! ([`recv`]), and a purge is carried out ([`purge`]). Requests too
 //! malformed for the policy get the built-in 400 or 417 here.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use common::counters::C;
 use common::log::vsl::{Side as LogSide, Tag};
@@ -11,6 +13,7 @@ use crate::error::Error;
 use crate::error::Side;
 use crate::http1::body::Pace;
 use crate::http1::head::{self, Framing, Head, HeadError};
+use crate::params::Params;
 use crate::req::reason::Reason;
 use crate::req::state::{divert, end_log, Request, Sess, Step, With};
 use crate::req::synth::refuse;
@@ -19,7 +22,13 @@ use crate::vcl::model::{Action, Headers, Req, Sub};
 
 /// Check and log a request head and build the request; Err(reason) when
 /// it was refused and the session ends.
-pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Head, t_start: f64) -> Result<Request<'a, T>, Reason> {
+pub async fn admit<'a, T: Transport>(
+    s: &'a mut Sess,
+    conn: &'a mut T,
+    head: Head,
+    t_start: f64,
+    p: Arc<Params>,
+) -> Result<Request<'a, T>, Reason> {
     let sh = s.sh.clone();
     let (rxid, mut log, mut clock) = s.begin_req(t_start);
     let side = LogSide::Client;
@@ -34,7 +43,7 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
     head.log_fields(&mut log, Tag::ReqHeader, side, rxid);
     let hdr_rx = head.wire_len() as u64;
     let framing = conn.framing(&head).unwrap_or_else(|| head::request_framing(&head));
-    let checked = match checks(&head, framing, sh.params().http_req_hdr_len) {
+    let checked = match checks(&head, framing, p.http_req_hdr_len) {
         Err(why) => {
             sh.seg.add(C::ClientReq400, 1);
             log.rec(Tag::Error, side, rxid, why.as_bytes());
@@ -66,7 +75,7 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
         0 => head.has_token("connection", "keep-alive") && !head.has_token("connection", "close"),
         _ => !head.has_token("connection", "close"),
     };
-    let mut req = request_of(&head, &mut log, rxid, s);
+    let mut req = request_of(&head, &mut log, rxid, s, &p);
     req.body_size = match framing {
         Framing::None | Framing::Eof => None,
         Framing::Length(n) => Some(Some(n)),
@@ -76,15 +85,14 @@ pub async fn admit<'a, T: Transport>(s: &'a mut Sess, conn: &'a mut T, head: Hea
     if active.policy.may_esi() {
         req.http0 = Some(req.headers.clone());
     }
-    let p = sh.params();
     // How fast the body must arrive; every reader of it keeps to this.
     conn.set_pace(Some(Pace::new(p.timeout_reqbody, p.reqbody_min_rate)));
     let head_only = &req.method[..] == b"HEAD";
-    drop(p);
     Ok(Request {
         sess: s,
         conn,
         sh,
+        p,
         active,
         vcl0: None,
         req,
@@ -125,13 +133,13 @@ fn expect_unknown(head: &Head) -> bool {
 /// The request as the policy sees it. An absolute-form target's authority
 /// becomes Host and the URL keeps the path (as Varnish), so the cache key
 /// is the same as for the origin-form request.
-fn request_of(head: &Head, log: &mut common::log::vsl::Batch, rxid: u32, s: &mut Sess) -> Req {
+fn request_of(head: &Head, log: &mut common::log::vsl::Batch, rxid: u32, s: &mut Sess, p: &Params) -> Req {
     let side = LogSide::Client;
     // Room for what prep adds (X-Forwarded-For), without growing.
     let mut headers = Headers(Vec::with_capacity(head.headers.len() + 2));
     headers.0.extend(head.headers.iter().map(|(n, v)| (head.raw.slice(n.clone()), head.raw.slice(v.clone()))));
     let mut url = head.raw.slice(head.url.clone());
-    if let Some((host, path)) = head::absolute_form(head.url(), s.sh.params().https_scheme()) {
+    if let Some((host, path)) = head::absolute_form(head.url(), p.https_scheme()) {
         let (host, path) = (head.raw.slice_ref(host), head.raw.slice_ref(path));
         if headers.has("host") {
             log.rec(Tag::ReqUnset, side, rxid, &[b"Host: ", &headers.get("host").cloned().unwrap_or_default()[..]].concat());
@@ -149,7 +157,7 @@ fn request_of(head: &Head, log: &mut common::log::vsl::Batch, rxid: u32, s: &mut
         client_ip: Some(s.ends.client.ip()),
         xid: rxid,
         time: crate::util::now(),
-        timeout_idle: s.timeout_idle.unwrap_or(s.sh.params().timeout_idle).as_secs_f64(),
+        timeout_idle: s.timeout_idle.unwrap_or(p.timeout_idle).as_secs_f64(),
         ..Req::default()
     }
 }
@@ -201,7 +209,7 @@ pub async fn recv<T: Transport>(r: &mut Request<'_, T>) -> Step {
     if r.req.restarts == 0 {
         prep(r);
     }
-    let action = if r.req.restarts > r.sh.params().max_restarts {
+    let action = if r.req.restarts > r.p.max_restarts {
         r.log.rec(Tag::VclError, LogSide::Client, r.rxid, b"Too many restarts");
         Action::Synth(503, "Too many restarts".into())
     } else {
@@ -371,7 +379,7 @@ async fn body_for_fetch<T: Transport>(r: &mut Request<'_, T>) -> Result<(), Erro
     if !r.send_continue().await {
         return Err(Error::new(Side::Client, "client closed before 100 Continue"));
     }
-    let cap = r.sh.params().transit_buffer.max(64 * 1024) as usize;
+    let cap = r.p.transit_buffer.max(64 * 1024) as usize;
     let mut body = crate::util::Capped { v: Vec::new(), cap };
     r.read_body(&mut body).await.map_err(|e| match e.side {
         Side::Internal => Error::new(Side::Internal, format!("longer than transit_buffer ({cap} bytes) for a cache fetch: pass it")),

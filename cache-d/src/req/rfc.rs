@@ -28,7 +28,7 @@ fn safe(method: &[u8]) -> bool {
 /// After a backend response to this request: invalidate when RFC mode is
 /// on, the method is unsafe and the status is not an error (2xx, 3xx).
 pub fn after_response<T: Transport>(r: &mut Request<'_, T>, status: u16, headers: &Headers) {
-    if safe(&r.req.method) || !(200..400).contains(&status) || !r.sh.params().rfc9111() {
+    if safe(&r.req.method) || !(200..400).contains(&status) || !r.p.rfc9111() {
         return;
     }
     let mut n = 0;

@@ -208,6 +208,10 @@ pub struct Request<'a, T> {
     pub sess: &'a mut Sess,
     pub conn: &'a mut T,
     pub sh: Arc<Shared>,
+    /// The parameters this request runs with, read once as it starts (a
+    /// change made meanwhile applies from the next request): a hit read
+    /// them a dozen times through arc_swap.
+    pub p: Arc<crate::params::Params>,
     /// The program this request runs on, to its end (vcl.use does not
     /// change it mid-request; held here so vcl.list's busy count is exact).
     pub active: Arc<Active>,
@@ -344,7 +348,7 @@ impl<T: Transport> Request<'_, T> {
     /// and carries on from vcl_recv with the new vxid (req.xid, X-Varnish).
     pub fn restart(&mut self) {
         self.req.restarts += 1;
-        if self.req.restarts > self.sh.params().max_restarts {
+        if self.req.restarts > self.p.max_restarts {
             // vcl_recv says "Too many restarts"; no new transaction.
             return;
         }
@@ -380,8 +384,7 @@ impl<T: Transport> Request<'_, T> {
     /// A response (or 100 Continue) starts: its writes must be done within
     /// send_timeout, none blocked longer than idle_send_timeout.
     pub fn arm_send(&mut self) {
-        let p = self.sh.params();
-        self.conn.arm_send(p.send_timeout, p.idle_send_timeout);
+        self.conn.arm_send(self.p.send_timeout, self.p.idle_send_timeout);
     }
 
     /// The headers a delivery has before vcl_deliver sees it, as Varnish's
@@ -481,7 +484,7 @@ impl<T: Transport> Request<'_, T> {
     /// timeout_idle, counted): none is left after, whatever `into` keeps.
     /// A write `into` refuses fails as Side::Internal.
     pub async fn read_body<W: tokio::io::AsyncWrite + Unpin>(&mut self, into: &mut W) -> Result<(), crate::error::Error> {
-        let idle = self.sh.params().timeout_idle;
+        let idle = self.p.timeout_idle;
         let m = self.conn.copy_body(self.framing, false, into, crate::error::Side::Internal, idle).await?;
         self.sh.seg.add(C::SReqBodybytes, m.rx);
         self.body_rx += m.rx;

@@ -47,8 +47,8 @@ pub async fn vcl_synth<T: Transport>(r: &mut Request<'_, T>, status: u16, reason
     r.stamp("Process"); // whatever vcl_synth returned, as Varnish
     match action {
         // After vcl_pipe, vcl_synth can only deliver.
-        Action::Restart if r.req.restarts < r.sh.params().max_restarts && r.piped => return Step::Done(Some(Reason::RespClose)),
-        Action::Restart if r.req.restarts <= r.sh.params().max_restarts => return Step::Restart,
+        Action::Restart if r.req.restarts < r.p.max_restarts && r.piped => return Step::Done(Some(Reason::RespClose)),
+        Action::Restart if r.req.restarts <= r.p.max_restarts => return Step::Restart,
         // Past max_restarts a restart is taken as deliver (Varnish's
         // cnt_synth): the page as vcl_synth left it.
         Action::Deliver | Action::Restart => {}
@@ -81,7 +81,7 @@ pub async fn deliver_synthetic<T: Transport>(r: &mut Request<'_, T>, mut resp: R
 /// filter serves it on any delivery: 206 with the part, or 416.
 fn ranged<'b, T: Transport>(r: &Request<'_, T>, resp: &Resp, body: &'b [u8]) -> Option<(Resp, &'b [u8])> {
     use crate::req::deliver::{if_range_ok, parse_range, RangeReq};
-    let on = resp.status == 200 && r.req.esi_level == 0 && r.sh.params().http_range_support;
+    let on = resp.status == 200 && r.req.esi_level == 0 && r.p.http_range_support;
     let v = r.req.headers.get("range").filter(|_| on)?;
     if !if_range_ok(&r.req, resp) {
         return None;
