@@ -108,6 +108,12 @@ pub async fn requests<T: Transport>(mut s: Sess, conn: &mut T, stop: watch::Rece
                 return Served::H2 { sess: Box::new(s), upgrade: Some(head) };
             }
             Ok((head, t_start)) => {
+                // The request runs with the parameters in force now: a
+                // change made while the connection waited applies to it.
+                let p = match Arc::ptr_eq(&s.sh.params(), &p) {
+                    true => p,
+                    false => s.sh.params_arc(),
+                };
                 if let Some(reason) = request(&mut s, conn, head, t_start, p).await {
                     break reason;
                 }

@@ -226,3 +226,31 @@ fn param_show_lines_and_set_as_varnishd() {
         assert!(said.contains("parameter \"accept_filter\" is not available on this platform."), "{tool}: {said}");
     }
 }
+
+/// A request runs with the parameters in force when it arrives: a change
+/// made while a kept connection waited for it applies to it (each request
+/// keeps one snapshot of them, taken when its head has arrived).
+#[test]
+fn a_parameter_change_applies_to_the_next_request_on_a_kept_connection() {
+    use std::io::{Read, Write};
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", d.port)).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    let mut get = || {
+        c.write_all(b"GET /size/10?max_age=60 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") || got.len() < got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4 + 10 {
+            let n = c.read(&mut buf).unwrap();
+            assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got).contains("Accept-Ranges: bytes")
+    };
+    assert!(get() && get(), "a hit with range support says Accept-Ranges");
+    let o = run("cache-adm", &["-n", d.dir.to_str().unwrap(), "param.set", "http_range_support", "off"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!get(), "the same connection's next request runs with the change");
+}
