@@ -130,6 +130,10 @@ fn sample_server(
         let mut warned = false;
         loop {
             std::thread::sleep(next.saturating_duration_since(Instant::now()));
+            // Seen before the read, so the last read comes after the load
+            // stopped: read first, a stop set just after that read would
+            // have ended the loop without the requests finished meanwhile.
+            let stopping = stop.load(Ordering::Acquire);
             let second = match src.read() {
                 Ok(now) => {
                     let d = |i: usize| now[i].saturating_sub(last[i]);
@@ -147,7 +151,7 @@ fn sample_server(
             };
             out.lock().unwrap_or_else(|e| e.into_inner()).push(second);
             next += Duration::from_secs(1);
-            if stop.load(Ordering::Relaxed) {
+            if stopping {
                 break;
             }
         }
@@ -260,7 +264,7 @@ fn measure(a: &RunArgs, plan: &Plan, server: &Arc<Mutex<Vec<ServerSecond>>>) -> 
             Measured { rec, elapsed, agents: Vec::new(), lost: Vec::new() }
         }
     };
-    stop_sampling.store(true, Ordering::Relaxed);
+    stop_sampling.store(true, Ordering::Release);
     if let Some(s) = sampler {
         let _ = s.join();
     }
