@@ -30,7 +30,7 @@ pub async fn admit<'a, T: Transport>(
     p: Arc<Params>,
 ) -> Result<Request<'a, T>, Reason> {
     let sh = s.sh.clone();
-    let (rxid, mut log, mut clock) = s.begin_req(t_start);
+    let (rxid, mut log, mut clock) = s.begin_req(t_start, &p);
     let side = LogSide::Client;
     // This request runs on the policy active now, to its end; VCL_use
     // and ReqStart come first, as Varnish logs a request it could parse.
@@ -420,7 +420,8 @@ pub async fn bad_body<T: Transport>(r: &mut Request<'_, T>, e: &Error) -> Step {
 /// A head that does not parse: 400, counted and logged, then the session
 /// ends.
 pub async fn bad_request<T: Transport>(s: &mut Sess, conn: &mut T, err: HeadError, t_start: f64) {
-    let (rxid, mut log, mut clock) = s.begin_req(t_start);
+    let p = s.sh.params();
+    let (rxid, mut log, mut clock) = s.begin_req(t_start, &p);
     s.sh.seg.add(C::ClientReq400, 1);
     let n = conn.buffered().len();
     log.rec(Tag::HttpGarbage, LogSide::Client, rxid, conn.buffered());

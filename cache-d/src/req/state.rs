@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use crate::cache::{BusyGuard, Kind, ObjRef};
 use crate::http1::head::{Framing, HeadOut};
 use crate::listen::On;
+use crate::params::Params;
 use crate::req::reason::Reason;
 use crate::req::transport::Transport;
 use crate::shared::{Active, Shared};
@@ -119,7 +120,7 @@ impl Sess {
 
     /// A request begins: its vxid, its log (Begin, Start, Req) and
     /// clock; the session links to it.
-    pub fn begin_req(&mut self, t_start: f64) -> (u32, Batch, Clock) {
+    pub fn begin_req(&mut self, t_start: f64, p: &Params) -> (u32, Batch, Clock) {
         let rxid = self.sh.next_vxid();
         self.log.rec_with(Tag::Link, LogSide::Client, self.vxid, |o| link(o, rxid, b" rxreq"));
         // A long keep-alive session would grow its record buffer without
@@ -129,7 +130,7 @@ impl Sess {
             self.sh.seg.log(&self.log);
             self.log.clear();
         }
-        let mut log = self.sh.batch();
+        let mut log = Batch::with_limits(p.vsl_reclen, p.vsl_mask);
         log.rec_with(Tag::Begin, LogSide::Client, rxid, |o| link(o, self.vxid, b" rxreq"));
         let mut clock = Clock::start(&mut log, LogSide::Client, rxid, t_start);
         clock.stamp(&mut log, rxid, "Req");
@@ -211,7 +212,7 @@ pub struct Request<'a, T> {
     /// The parameters this request runs with, read once as it starts (a
     /// change made meanwhile applies from the next request): a hit read
     /// them a dozen times through arc_swap.
-    pub p: Arc<crate::params::Params>,
+    pub p: Arc<Params>,
     /// The program this request runs on, to its end (vcl.use does not
     /// change it mid-request; held here so vcl.list's busy count is exact).
     pub active: Arc<Active>,
