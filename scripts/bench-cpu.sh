@@ -40,7 +40,9 @@
 # for /pass/). A peer whose tool is missing prints "skipped: needs X".
 # Usage: scripts/bench-cpu.sh [secs] [rounds] [group...]   (default: all)
 #   BENCH_GROUPS="tls h2" picks groups too; BENCH_ROWS="1:12000 1048576:500"
-#   picks the hits rows (size:rate).
+#   picks the hits rows (size:rate). CACHE_D=PATH measures that cache-d
+#   binary (e.g. target/pgo/release/cache-d from scripts/build-pgo.sh, the
+#   profile-guided build the package ships).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-6}; rounds=${2:-3}
@@ -277,7 +279,7 @@ g_h3() {
 # shellcheck disable=SC2086
 pidset() { tree ${ep_root[$1]} | tr '\n' ' '; }
 echo "CPU per request at fixed open-loop rates: $rounds alternating rounds of ${secs}s, medians; ratio = cache-d / peer"
-echo "  cache-d: -s malloc,512m, the policy below, -p feature=+http2, https listener (rustls, TLS 1.2/1.3); pids $(pidset cache-d)"
+echo "  cache-d ($cache_d): -s malloc,512m, the policy below, -p feature=+http2, https listener (rustls, TLS 1.2/1.3); pids $(pidset cache-d)"
 echo "  varnishd $(varnishd -V 2>&1 | sed -n 's/^varnishd (\(varnish-[0-9.]*\).*/\1/p'): $varnish_config, -p feature=+http2, a PROXY listener for hitch; pids $(pidset varnishd)"
 [ -z "$h_port" ] || echo "  hitch $(hitch --version 2>&1 | awk '{print $2; exit}'): 2 workers, PROXY v2 to varnishd, RSA-2048; counted with varnishd; pids $(pidset hitch+varnishd)"
 [ -z "$n_port" ] || echo "  $(nginx -v 2>&1 | sed 's/.*: //'): proxy_cache, 2 workers, TLS 1.2/1.3, keepalive to the origin; pids $(pidset nginx)"

@@ -8,9 +8,14 @@
 # ports, all stopped at exit. varnishd also gets the arguments in the
 # array varnish_extra, if set (e.g. (-p feature=+http2)).
 # Sets: bin, work, origin, c_url, v_url, c_inst, v_inst, c_child, v_child,
-# varnish_config. Also defines fill (below).
+# varnish_config, cache_d. Also defines fill (below).
+# CACHE_D=PATH runs that cache-d binary instead of target/release's (e.g.
+# target/pgo/release/cache-d, the profile-guided build of
+# scripts/build-pgo.sh, as the package ships it).
 cargo build --release --workspace --locked >&2
 bin=target/release
+cache_d=${CACHE_D:-$bin/cache-d}
+[ -x "$cache_d" ] || { echo "bench: CACHE_D=$cache_d is not an executable" >&2; exit 2; }
 work=$(mktemp -d)
 # The jailed varnish child (user vcache) must reach its instance directory.
 chmod 755 "$work"
@@ -36,7 +41,7 @@ start_pair() {
         echo "policy: $vclsrc (both)"
     fi
     c_inst=$work/inst
-    "$bin/cache-d" -F -a 127.0.0.1:0 "${policy[@]}" -n "$c_inst" -s "malloc,$budget" "$@" &
+    "$cache_d" -F -a 127.0.0.1:0 "${policy[@]}" -n "$c_inst" -s "malloc,$budget" "$@" &
     pids+=($!)
     local cpid=$!
     until [ -s "$c_inst/_.listen" ]; do sleep 0.05; done
