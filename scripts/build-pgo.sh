@@ -31,14 +31,14 @@
 # Code the training does not run is still compiled and correct, only
 # optimized for size, not speed.
 # Takes two release builds of cache-d (about 20 minutes on 2 cores) and
-# half a minute of load. Progress goes to stderr; the binary's path is
+# a quarter of a minute of load. Progress goes to stderr; the binary's path is
 # printed at the end.
 # Usage: scripts/build-pgo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case ${1:-} in
     "") ;;
-    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "usage: scripts/build-pgo.sh" >&2; exit 2 ;;
 esac
 for t in openssl jq; do
@@ -58,24 +58,12 @@ step 1 "building cache-d with profile counters (target/pgo-gen)"
 RUSTFLAGS="-Cprofile-generate=$raw" CARGO_TARGET_DIR=target/pgo-gen cargo build --release --locked -p cache-d >&2
 # Build scripts ran instrumented too: only the training's counts are kept.
 rm -rf "$raw"; mkdir -p "$raw"
-# The origin and the load: the release build of the workspace (as the
-# benchmarks build it: one feature set, nothing built twice).
-cargo build --release --workspace --locked >&2
-bin=target/release
-
 step 2 "training load"
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-"$bin/cache-bench" origin --listen 127.0.0.1:0 >"$work/origin.out" &
-pids+=($!)
-until grep -q listening "$work/origin.out" 2>/dev/null; do sleep 0.05; done
-origin=$(sed -n 's/^listening on //p' "$work/origin.out")
+# The origin (and the release build of the workspace it runs from, as the
+# benchmarks build it) and the certificates: the benchmarks' own helpers.
+. scripts/bench-cpu-peers.sh
+. scripts/bench-pair.sh
+make_certs
 cat >"$work/policy.vcl" <<VCL
 vcl 4.1;
 backend default { .host = "127.0.0.1"; .port = "${origin##*:}"; }
@@ -87,13 +75,6 @@ sub vcl_backend_response {
     if (bereq.url ~ "^/esi/") { set beresp.do_esi = true; }
 }
 VCL
-openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=bench.test -addext subjectAltName=DNS:bench.test \
-    -keyout "$work/rsa.key" -out "$work/rsa.crt" 2>/dev/null
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=ecdsa.test \
-    -addext subjectAltName=DNS:ecdsa.test -keyout "$work/ecdsa.key" -out "$work/ecdsa.crt" 2>/dev/null
-cat "$work/rsa.crt" "$work/rsa.key" >"$work/rsa.pem"
-cat "$work/ecdsa.crt" "$work/ecdsa.key" >"$work/ecdsa.pem"
-printf 'pem-file = "%s"\npem-file = "%s"\n' "$work/rsa.pem" "$work/ecdsa.pem" >"$work/tls.conf"
 inst=$work/inst
 target/pgo-gen/release/cache-d -F -a 127.0.0.1:0 -a tls=127.0.0.1:0,https -A "$work/tls.conf" -f "$work/policy.vcl" \
     -n "$inst" -s malloc,256m -p feature=+http2 -p feature=+http3 >"$work/cache-d.log" 2>&1 &
