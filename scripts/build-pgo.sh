@@ -12,7 +12,7 @@
 # compiler lays the hot path out together and moves the cold code (error
 # handling, rare protocol cases) away. Measured at 12,000 1 B hits/s over
 # 20 connections (user + system CPU of the manager and child, /proc): 28.9
-# -> 21.5 us of CPU per hit, median of 3 alternating runs, the same source.
+# -> 21.7 us of CPU per hit, medians of 3 alternating runs (README).
 #
 # How (rustc's -Cprofile-generate / -Cprofile-use, LLVM's instrumentation):
 #  1. cache-d built with counters (target/pgo-gen, its own target dir:
