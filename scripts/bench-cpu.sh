@@ -36,7 +36,7 @@
 #   tail       open loop at 50% of varnishd's capacity (closed loop -c 20 for
 #              3 s first), 1 KiB, 100 KiB, 1 MiB: p99 latency (corrected for
 #              coordinated omission), -c 50
-# One policy for both cache-d and varnishd (below: do_esi for /esi/, pass
+# One policy for both cache-d and varnishd (scripts/bench-policy.vcl: do_esi for /esi/, pass
 # for /pass/). A peer whose tool is missing prints "skipped: needs X".
 # Usage: scripts/bench-cpu.sh [secs] [rounds] [group...]   (default: all)
 #   BENCH_GROUPS="tls h2" picks groups too; BENCH_ROWS="1:12000 1048576:500"
@@ -67,18 +67,8 @@ varnish_proxy=$(free_port)
 varnish_extra=(-a "127.0.0.1:$varnish_proxy,PROXY" -p feature=+http2)
 . scripts/bench-pair.sh
 trap stop_peers EXIT
-cat >"$work/cpu.vcl" <<'VCL'
-vcl 4.1;
-backend default { .host = "127.0.0.1"; .port = "ORIGIN_PORT"; }
-sub vcl_recv {
-    if (req.url ~ "^/pass/") { set req.url = regsub(req.url, "^/pass", ""); return (pass); }
-}
-sub vcl_backend_response {
-    if (bereq.url ~ "^/esi/") { set beresp.do_esi = true; }
-}
-VCL
 make_certs
-start_pair "$work/cpu.vcl" 512m -a tls=127.0.0.1:0,https -A "$work/tls.conf" -p feature=+http2 >&2
+start_pair scripts/bench-policy.vcl 512m -a tls=127.0.0.1:0,https -A "$work/tls.conf" -p feature=+http2 >&2
 c_mgr=${pids[-1]}
 v_mgr=$(cat "$work/varnish.pid")
 c_tls=$(awk '$1 == "tls" {print $3}' "$c_inst/_.listen")
@@ -284,7 +274,7 @@ echo "  varnishd $(varnishd -V 2>&1 | sed -n 's/^varnishd (\(varnish-[0-9.]*\).*
 [ -z "$h_port" ] || echo "  hitch $(hitch --version 2>&1 | awk '{print $2; exit}'): 2 workers, PROXY v2 to varnishd, RSA-2048; counted with varnishd; pids $(pidset hitch+varnishd)"
 [ -z "$n_port" ] || echo "  $(nginx -v 2>&1 | sed 's/.*: //'): proxy_cache, 2 workers, TLS 1.2/1.3, keepalive to the origin; pids $(pidset nginx)"
 [ -z "$y_port" ] || echo "  $(caddy version 2>/dev/null | awk '{print "Caddy " $1}'): HTTP/1.1, 2 and 3 (quic-go), TLS 1.2/1.3, file_server of a 1 KiB file, GOMAXPROCS default; pids $(tree "$y_master" | tr '\n' ' ')"
-echo "  policy (both): builtin + do_esi for /esi/, return(pass) for /pass/; origin: cache-bench origin on loopback, not counted"
+echo "  policy (both): scripts/bench-policy.vcl, builtin + do_esi for /esi/, return(pass) for /pass/, PURGE; origin: cache-bench origin on loopback, not counted"
 # shellcheck disable=SC2059
 printf "$fmt" row load cache-d peer peer ratio unit
 for g in $groups; do "g_$g"; done

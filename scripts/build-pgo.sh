@@ -17,8 +17,8 @@
 # How (rustc's -Cprofile-generate / -Cprofile-use, LLVM's instrumentation):
 #  1. cache-d built with counters (target/pgo-gen, its own target dir:
 #     the normal release build stays as it is);
-#  2. that binary in front of cache-bench's origin, with the policy of the
-#     benchmarks (ESI for /esi/, pass for /pass/), an https listener and
+#  2. that binary in front of cache-bench's origin, with the benchmarks'
+#     policy (scripts/bench-policy.vcl: ESI, pass, PURGE), an https listener and
 #     HTTP/2, serves a training load of every kind the benchmarks measure:
 #     HTTP/1.1 hits from 1 B to 1 MiB, misses on new URLs, passes, ESI
 #     pages, gzip bodies gunzipped for a plain client and sent as they are
@@ -64,17 +64,7 @@ step 2 "training load"
 . scripts/bench-cpu-peers.sh
 . scripts/bench-pair.sh
 make_certs
-cat >"$work/policy.vcl" <<VCL
-vcl 4.1;
-backend default { .host = "127.0.0.1"; .port = "${origin##*:}"; }
-sub vcl_recv {
-    if (req.method == "PURGE") { return (purge); }
-    if (req.url ~ "^/pass/") { set req.url = regsub(req.url, "^/pass", ""); return (pass); }
-}
-sub vcl_backend_response {
-    if (bereq.url ~ "^/esi/") { set beresp.do_esi = true; }
-}
-VCL
+sed "s/ORIGIN_PORT/${origin##*:}/" scripts/bench-policy.vcl >"$work/policy.vcl"
 inst=$work/inst
 target/pgo-gen/release/cache-d -F -a 127.0.0.1:0 -a tls=127.0.0.1:0,https -A "$work/tls.conf" -f "$work/policy.vcl" \
     -n "$inst" -s malloc,256m -p feature=+http2 -p feature=+http3 >"$work/cache-d.log" 2>&1 &

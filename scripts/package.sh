@@ -34,16 +34,24 @@ cd "$(dirname "$0")/.."
 command -v dpkg-deb >/dev/null || { echo "package: needs dpkg-deb (a Debian system)" >&2; exit 2; }
 progs=(cache-d cache-adm cache-stat cache-log cache-ncsa cache-bench)
 profile=${CACHEKIT_PACKAGE_PROFILE:-release}
+pgo=0
+[ "$profile" = release ] && [ "${CACHEKIT_PACKAGE_PGO:-1}" = 1 ] && pgo=1
 if [ "$profile" = release ]; then
     echo "package: building the release binaries" >&2
-    cargo build --release --locked $(printf -- '-p %s ' "${progs[@]}") -p cachekit-pkg >&2
+    # With the profile-guided cache-d, the workspace, as build-pgo.sh's
+    # training (scripts/bench-pair.sh) builds it: one feature set, one build.
+    if [ $pgo = 1 ]; then
+        cargo build --release --locked --workspace >&2
+    else
+        cargo build --release --locked $(printf -- '-p %s ' "${progs[@]}") -p cachekit-pkg >&2
+    fi
 fi
 bin=target/$profile
 for p in "${progs[@]}" cachekit-pkg; do
     [ -x "$bin/$p" ] || { echo "package: $bin/$p is missing (cargo build --workspace)" >&2; exit 2; }
 done
 cache_d=$bin/cache-d
-if [ "$profile" = release ] && [ "${CACHEKIT_PACKAGE_PGO:-1}" = 1 ]; then
+if [ $pgo = 1 ]; then
     echo "package: building cache-d profile-guided (scripts/build-pgo.sh; CACHEKIT_PACKAGE_PGO=0 skips)" >&2
     cache_d=$(bash scripts/build-pgo.sh)
 fi
@@ -60,9 +68,10 @@ mkdir -p "$root/DEBIAN" "$root/usr/bin" "$root/usr/share/man/man1" "$root/usr/sh
     "$root/usr/share/bash-completion/completions" "$root/usr/share/zsh/vendor-completions" \
     "$root/usr/share/fish/vendor_completions.d"
 for p in "${progs[@]}"; do
-    install -m 0755 "$bin/$p" "$root/usr/bin/$p"
+    src=$bin/$p
+    [ "$p" != cache-d ] || src=$cache_d
+    install -m 0755 "$src" "$root/usr/bin/$p"
 done
-install -m 0755 "$cache_d" "$root/usr/bin/cache-d"
 # Debug information goes to the dbgsym package, under the build id.
 build_ids=()
 for p in "${progs[@]}"; do
