@@ -35,17 +35,20 @@
 #              (--requests-per-conn 1), cache-d against Caddy
 #   tail       open loop at 50% of varnishd's capacity (closed loop -c 20 for
 #              3 s first), 1 KiB, 100 KiB, 1 MiB: p99 latency (corrected for
-#              coordinated omission), -c 50; TAIL_ROUNDS rounds (default 9,
-#              or ROUNDS if more): one 6 s p99 moves by 2-3x from round to
-#              round on 2 shared cores (100 KiB, varnishd: 0.90 to 2.55 ms
-#              in 9 rounds), so 3 rounds' median decides little
+#              coordinated omission), -c 50, requests paced to the
+#              microsecond (cache-bench --fine-pace: on the timer's 1 ms
+#              tick they leave in bunches, and every server's p99, the
+#              floor's too, is then the bunch's wait, about 1 ms);
+#              TAIL_ROUNDS rounds (default 9, or ROUNDS if more): a 6 s
+#              p99 moves by 2-3x from round to round on 2 shared cores
 # One policy for both cache-d and varnishd (scripts/bench-policy.vcl: do_esi for /esi/, pass
 # for /pass/). A peer whose tool is missing prints "skipped: needs X".
 # Usage: scripts/bench-cpu.sh [secs] [rounds] [group...]   (default: all)
 #   BENCH_GROUPS="tls h2" picks groups too; BENCH_ROWS="1:12000 1048576:500"
 #   picks the hits rows (size:rate). CACHE_D=PATH measures that cache-d
 #   binary (e.g. target/pgo/release/cache-d from scripts/build-pgo.sh, the
-#   profile-guided build the package ships).
+#   profile-guided build the package ships). BENCH_PACE=fine paces every
+#   row's requests with cache-bench --fine-pace (the tail rows always are).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-6}; rounds=${2:-3}
@@ -117,6 +120,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
 # against the endpoint's URL + PATH (PATH @miss: a list of new URLs);
 # prints the server's µs of CPU per answered request (over the processes
 # alive at both ends) and leaves the summary in $work/run.json.
+pace=(); [ "${BENCH_PACE:-}" != fine ] || pace=(--fine-pace)
 run_one() {
     local ep=$1 path=$2 procs target n; shift 2
     # shellcheck disable=SC2086
@@ -129,7 +133,7 @@ run_one() {
         target=(--urls "$work/urls" --pick seq "${ep_url[$ep]}")
     fi
     ticks "${procs[@]}" >"$work/t0"
-    "$bin/cache-bench" run -q --json -d "${secs}s" "$@" "${target[@]}" >"$work/run.json" 2>"$work/run.err" ||
+    "$bin/cache-bench" run -q --json -d "${secs}s" "${pace[@]}" "$@" "${target[@]}" >"$work/run.json" 2>"$work/run.err" ||
         { echo "bench: cache-bench failed against $ep" >&2; cat "$work/run.err" >&2; exit 1; }
     ticks "${procs[@]}" >"$work/t1"
     n=$(jq .requests "$work/run.json")
@@ -234,7 +238,7 @@ g_gzip() {
 g_miss() { rate=3000 expect=miss row "miss 1 KiB, new URLs" 3000/s "us CPU/req" @miss "cache-d varnishd" -r 3000 -c 20; }
 g_pass() { expect=miss row "pass 1 KiB" 3000/s "us CPU/req" "/pass$kib" "cache-d varnishd" -r 3000 -c 20; }
 g_tail() {
-    local size cap rate rounds=${TAIL_ROUNDS:-$((rounds > 9 ? rounds : 9))}
+    local size cap rate rounds=${TAIL_ROUNDS:-$((rounds > 9 ? rounds : 9))} pace=(--fine-pace)
     for size in 1024 102400 1048576; do
         "$bin/cache-bench" run -q -n 20 -c 2 "$v_url/size/$size?max_age=3600" >/dev/null 2>&1
         cap=$("$bin/cache-bench" run -q --json -c 20 -d 3s "$v_url/size/$size?max_age=3600" | jq .rps)
@@ -271,7 +275,7 @@ g_h3() {
 
 # shellcheck disable=SC2086
 pidset() { tree ${ep_root[$1]} | tr '\n' ' '; }
-echo "CPU per request at fixed open-loop rates: $rounds alternating rounds of ${secs}s, medians (the tail rows: ${TAIL_ROUNDS:-$((rounds > 9 ? rounds : 9))} rounds); ratio = cache-d / peer"
+echo "CPU per request at fixed open-loop rates: $rounds alternating rounds of ${secs}s, medians (the tail rows: ${TAIL_ROUNDS:-$((rounds > 9 ? rounds : 9))} rounds, --fine-pace); ratio = cache-d / peer"
 echo "  cache-d ($cache_d): -s malloc,512m, the policy below, -p feature=+http2, https listener (rustls, TLS 1.2/1.3); pids $(pidset cache-d)"
 echo "  varnishd $(varnishd -V 2>&1 | sed -n 's/^varnishd (\(varnish-[0-9.]*\).*/\1/p'): $varnish_config, -p feature=+http2, a PROXY listener for hitch; pids $(pidset varnishd)"
 [ -z "$h_port" ] || echo "  hitch $(hitch --version 2>&1 | awk '{print $2; exit}'): 2 workers, PROXY v2 to varnishd, RSA-2048; counted with varnishd; pids $(pidset hitch+varnishd)"

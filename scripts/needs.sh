@@ -4,6 +4,7 @@
 # goes untested without it.
 NEEDS=(
     "openssl|openssl|cache-bench's test against a self-signed server certificate (1 test)"
+    "ss|iproute2|the client sockets' send buffer (cache-d's send_buffer parameter, 1 test)"
     "curl|curl|the demo and the end-to-end tests that fetch with curl (7 tests)"
     "varnishadm|varnish|every comparison with Varnish: the conformance scenarios on both servers, the regex corpus, the policy battery against live varnishd, and 20 end-to-end checks with the real varnishd, varnishadm and varnishlog"
     "/usr/lib/x86_64-linux-gnu/varnish/vmods/libvmod_var.so|varnish-modules|the varnish-modules scenarios (var, str, header, accept, vsthrottle, bodyaccess, saintmode, tcp, xkey) on varnishd"

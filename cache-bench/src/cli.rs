@@ -66,6 +66,12 @@ pub struct RunArgs {
     /// Open loop: send this many requests per second, on schedule.
     #[arg(short = 'r', long, value_name = "RATE")]
     pub rate: Option<f64>,
+    /// Open loop: each request leaves at its due time to the microsecond
+    /// (a timer file descriptor per connection), where by default the
+    /// requests due within one millisecond leave together on the timer's
+    /// tick (as wrk2's do). Costs the generator a timer wake-up per request.
+    #[arg(long)]
+    pub fine_pace: bool,
     /// Open loop in stages, each ramping linearly from the previous rate:
     /// 10s:1000,30s:5000.
     #[arg(long, value_name = "STAGES")]

@@ -101,6 +101,11 @@ pub struct Plan {
     /// --new-conn: a new connection per request, TLS sessions not resumed.
     #[serde(default)]
     pub new_conn: bool,
+    /// --fine-pace: open-loop requests leave at their due times to the
+    /// microsecond (a timerfd per connection), not on the millisecond
+    /// tick of the runtime's timers.
+    #[serde(default)]
+    pub fine_pace: bool,
 }
 
 fn one() -> usize {
@@ -252,6 +257,7 @@ pub(crate) fn tests_plan() -> Plan {
         h3: false,
         streams: 1,
         new_conn: false,
+        fine_pace: false,
         seed: 1,
     }
 }

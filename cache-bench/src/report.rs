@@ -97,6 +97,7 @@ pub fn summary(meta: &Meta, r: &Recorder, agents: &[(String, Recorder, f64)], se
                 "stages": p.stages,
                 "dropped": r.dropped,
                 "lag_ms": percentiles(&r.lag),
+                "fine_pace": p.fine_pace,
             })
         } else {
             Value::Null
@@ -206,10 +207,11 @@ pub fn text(meta: &Meta, r: &Recorder, agents: &[(String, Recorder, f64)], serve
     }
     if p.open_loop() {
         s += &format!(
-            "  schedule    lag p99 {:.3} ms, max {:.3} ms; {} dropped (due but never sent)\n",
+            "  schedule    lag p99 {:.3} ms, max {:.3} ms; {} dropped (due but never sent){}\n",
             ms_at(&r.lag, 0.99),
             max_ms(&r.lag),
-            r.dropped
+            r.dropped,
+            if p.fine_pace { "; paced to the microsecond (--fine-pace)" } else { "" }
         );
     }
     if let Some(sv) = server {

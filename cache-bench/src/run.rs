@@ -97,6 +97,7 @@ pub fn plan_of(a: &RunArgs) -> Result<Plan> {
         h3: a.h3,
         streams: a.streams,
         new_conn: a.new_conn,
+        fine_pace: a.fine_pace,
         seed: a.seed.unwrap_or_else(|| std::process::id() as u64 ^ (chrono::Utc::now().timestamp_micros() as u64)),
     };
     p.target()?;

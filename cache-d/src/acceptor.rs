@@ -103,6 +103,32 @@ impl Accepting {
     }
 }
 
+/// Ask for a fixed kernel send buffer of `bytes` (the send_buffer
+/// parameter; 0 leaves the kernel's autotuning). On loopback, a large
+/// body written at once into an autotuned buffer (megabytes) is sent by
+/// the client's ACKs from its CPU while the writer's CPU sends too, and
+/// segments arrive out of order: 1 MiB hits at 1,700/s from one epoll
+/// thread (cache-d's, or the benchmark floor's, which does nothing but
+/// write) had a p99 of 71-73 ms, with fast retransmits, and under 1 ms
+/// with 512k (`scripts/bench-cpu.sh` tail rows; README).
+fn send_buffer(s: &std::net::TcpStream, bytes: usize) {
+    if bytes == 0 {
+        return;
+    }
+    let n = bytes.min(i32::MAX as usize) as libc::c_int;
+    // SAFETY: setsockopt on a socket this function borrows, with a
+    // c_int value of the size given.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(s),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&n as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
 /// The address Varnish gives both ends of a Unix-socket connection.
 const NOWHERE: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
 
@@ -121,6 +147,9 @@ async fn accept_loop(sh: Arc<Shared>, socket: Accepting, on: On, loops: Arc<Loop
         };
         sh.seg.add(C::SessConn, 1);
         sh.seg.add(C::SSess, 1);
+        if let Accepted::Tcp(s) = &accepted {
+            send_buffer(s, sh.params().send_buffer);
+        }
         let Ok(permit) = limit.clone().try_acquire_owned() else {
             sh.seg.add(C::SessDropped, 1);
             drop(accepted);

@@ -252,6 +252,8 @@ pub struct Params {
     pub max_connections: usize,
     /// Client event-loop threads (0: one per CPU).
     pub event_loops: usize,
+    /// SO_SNDBUF for client sockets (0: the kernel's autotuning).
+    pub send_buffer: usize,
     pub max_esi_depth: u32,
     pub max_restarts: u32,
     pub max_retries: u32,
@@ -317,6 +319,7 @@ impl Default for Params {
             http_resp_size: 0,
             max_connections: 0,
             event_loops: 0,
+            send_buffer: 0,
             max_esi_depth: 0,
             max_restarts: 0,
             max_retries: 0,
@@ -418,6 +421,7 @@ impl Params {
             "http_resp_size" => self.http_resp_size = n as usize,
             "max_connections" => self.max_connections = n as usize,
             "event_loops" => self.event_loops = n as usize,
+            "send_buffer" => self.send_buffer = n as usize,
             "max_esi_depth" => self.max_esi_depth = n as u32,
             "max_restarts" => self.max_restarts = n as u32,
             "max_retries" => self.max_retries = n as u32,

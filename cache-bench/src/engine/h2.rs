@@ -12,7 +12,7 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 
 use super::conn::connect;
-use super::ctx::{next_due, record, Ctx, Picker, Resp};
+use super::ctx::{next_due, record, Ctx, Pace, Picker, Resp};
 use super::http1::header_facts;
 use super::streams::{stream_loop, Shared};
 use crate::stats::ErrorKind;
@@ -21,10 +21,11 @@ pub(super) async fn connection(ctx: Rc<Ctx>, index: usize) {
     let timeout = Duration::from_secs_f64(ctx.plan.timeout_s.max(0.001));
     let streams = ctx.plan.streams.max(1);
     let mut first = None;
+    let mut pace = Pace::new(&ctx);
     loop {
         let base = match first.take() {
             Some(b) => b,
-            None => match next_due(&ctx).await {
+            None => match next_due(&ctx, &mut pace).await {
                 Some(b) => b,
                 None => break,
             },

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
 
-use super::ctx::{next_due, record, Ctx, Picker, Resp};
+use super::ctx::{next_due, record, Ctx, Pace, Picker, Resp};
 use super::http1::header_facts;
 use super::streams::{stream_loop, Shared};
 use crate::stats::ErrorKind;
@@ -23,8 +23,9 @@ type Sender = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
 pub(super) async fn connection(ctx: Rc<Ctx>, index: usize) {
     let timeout = Duration::from_secs_f64(ctx.plan.timeout_s.max(0.001));
     let streams = ctx.plan.streams.max(1);
+    let mut pace = Pace::new(&ctx);
     let Some(endpoint) = endpoint(&ctx) else {
-        let base = next_due(&ctx).await;
+        let base = next_due(&ctx, &mut pace).await;
         if let Some(b) = base {
             record(&ctx, b, Instant::now(), Err(ErrorKind::Connect));
         }
@@ -34,7 +35,7 @@ pub(super) async fn connection(ctx: Rc<Ctx>, index: usize) {
     loop {
         let base = match first.take() {
             Some(b) => b,
-            None => match next_due(&ctx).await {
+            None => match next_due(&ctx, &mut pace).await {
                 Some(b) => b,
                 None => break,
             },

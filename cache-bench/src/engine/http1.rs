@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::conn::{connect, BenchStream};
-use super::ctx::{expected, next_due, record, Ctx, Picker, Resp};
+use super::ctx::{expected, next_due, record, Ctx, Pace, Picker, Resp};
 use crate::stats::ErrorKind;
 
 pub(super) async fn connection(ctx: Rc<Ctx>, index: usize) {
@@ -18,8 +18,9 @@ pub(super) async fn connection(ctx: Rc<Ctx>, index: usize) {
     let mut conn: Option<Conn> = None;
     let mut used = 0u64;
     let timeout = Duration::from_secs_f64(ctx.plan.timeout_s.max(0.001));
+    let mut pace = Pace::new(&ctx);
     loop {
-        let Some(base) = next_due(&ctx).await else { break };
+        let Some(base) = next_due(&ctx, &mut pace).await else { break };
         let url = pick.next(&ctx);
         if conn.is_none() {
             match tokio::time::timeout(timeout, connect(&ctx.target)).await {

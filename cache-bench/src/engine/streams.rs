@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use super::ctx::{expected, next_due, record, Ctx, Picker, Resp};
+use super::ctx::{expected, next_due, record, Ctx, Pace, Picker, Resp};
 use crate::stats::ErrorKind;
 
 /// What a connection's stream loops share.
@@ -36,10 +36,11 @@ pub(super) async fn stream_loop<S>(
     exchange: impl AsyncFn(&mut S, &Ctx, usize) -> Result<Resp, (ErrorKind, bool)>,
 ) {
     let timeout = Duration::from_secs_f64(ctx.plan.timeout_s.max(0.001));
+    let mut pace = Pace::new(&ctx);
     while !shared.broken.get() {
         let base = match shared.first.take() {
             Some(b) => b,
-            None => match next_due(&ctx).await {
+            None => match next_due(&ctx, &mut pace).await {
                 Some(b) => b,
                 None => return,
             },

@@ -29,6 +29,7 @@ const OURS: &[&str] = &[
     "http_brotli_support",
     "max_connections",
     "reqbody_min_rate",
+    "send_buffer",
     "stale_if_error",
     "timeout_req",
     "timeout_reqbody",
@@ -253,4 +254,43 @@ fn a_parameter_change_applies_to_the_next_request_on_a_kept_connection() {
     let o = run("cache-adm", &["-n", d.dir.to_str().unwrap(), "param.set", "http_range_support", "off"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!get(), "the same connection's next request runs with the change");
+}
+
+/// The kernel send buffer (`ss -m`'s tb) of the server's end of the
+/// established connection from local port `client_port`.
+fn server_sndbuf(server_port: u16, client_port: u16) -> u64 {
+    let filter = format!("( sport = :{server_port} and dport = :{client_port} )");
+    let o = Command::new("ss").args(["-tmnH", "state", "established", &filter]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    let tb = out.split([',', '(', ')']).find_map(|f| f.strip_prefix("tb"));
+    tb.and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no tb in ss's answer: {out:?}"))
+}
+
+#[test]
+fn send_buffer_sizes_each_client_socket_accepted_after_a_change() {
+    use std::io::{Read, Write};
+    if !have("ss") {
+        return;
+    }
+    let origin = Origin::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
+    let connect = || {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", d.port)).unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        // One exchange: the connection is accepted and served.
+        c.write_all(b"GET /size/10 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut buf = [0u8; 4096];
+        assert!(c.read(&mut buf).unwrap() > 0);
+        let port = c.local_addr().unwrap().port();
+        (c, port)
+    };
+    // The default, 512k: Linux doubles what is asked.
+    let (_first, p1) = connect();
+    assert_eq!(server_sndbuf(d.port, p1), 2 * 512 * 1024);
+    let o = run("cache-adm", &["-n", d.dir.to_str().unwrap(), "param.set", "send_buffer", "64k"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (_second, p2) = connect();
+    assert_eq!(server_sndbuf(d.port, p2), 2 * 64 * 1024, "a connection accepted after the change");
+    assert_eq!(server_sndbuf(d.port, p1), 2 * 512 * 1024, "one accepted before keeps its buffer");
 }

@@ -101,6 +101,18 @@ fn constant_rate_holds_its_target() {
         let per = r[col(&h, "requests")].parse::<f64>().unwrap();
         assert!((per - 400.0).abs() <= 40.0, "a second of {per}");
     }
+    // --fine-pace: the same rate, each request leaving at its own due
+    // time instead of on the runtime timer's millisecond tick with the
+    // others due in it, so it leaves later than due by less.
+    let lag_p50 = |v: &Value| v["open_loop"]["lag_ms"]["p50"].as_f64().unwrap();
+    let (code, fine) = bench_json(&["run", &url, "-r", "400", "-d", "3s", "-c", "8", "-t", "1", "--fine-pace", "--json"]);
+    assert_eq!(code, 0);
+    follows_schema(&fine);
+    let n = fine["requests"].as_f64().unwrap();
+    assert!((n - 1200.0).abs() <= 60.0, "400/s for 3 s, finely paced, gave {n} (±5%)");
+    assert_eq!(fine["open_loop"]["dropped"], 0);
+    assert_eq!((&fine["open_loop"]["fine_pace"], &v["open_loop"]["fine_pace"]), (&Value::Bool(true), &Value::Bool(false)));
+    assert!(lag_p50(&fine) < lag_p50(&v), "lag p50: fine {} ms, on the tick {} ms", lag_p50(&fine), lag_p50(&v));
     // Stages: 0 → 400/s over 2 s then 400/s for 2 s: 400 + 800 requests.
     let (_, v) = bench_json(&["run", &url, "--stages", "2s:400,2s:400", "-c", "8", "--json"]);
     let n = v["requests"].as_f64().unwrap();
