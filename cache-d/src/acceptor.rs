@@ -104,12 +104,13 @@ impl Accepting {
 }
 
 /// Ask for a fixed kernel send buffer of `bytes` (the send_buffer
-/// parameter; 0 leaves the kernel's autotuning). On loopback, a large
-/// body written at once into an autotuned buffer (megabytes) is sent by
-/// the client's ACKs from its CPU while the writer's CPU sends too, and
-/// segments arrive out of order: 1 MiB hits at 1,700/s from one epoll
+/// parameter; 0 leaves the kernel's autotuning). On loopback, with a
+/// large body written at once into an autotuned buffer (megabytes),
+/// segments arrived out of order (why is inferred, not traced: probably
+/// sent from two CPUs, the writer's and the ACK-processing one), and
+/// were retransmitted: 1 MiB hits at 1,700/s from one epoll
 /// thread (cache-d's, or the benchmark floor's, which does nothing but
-/// write) had a p99 of 71-73 ms, with fast retransmits, and under 1 ms
+/// write) had a p99 of 71-73 ms, and under 1 ms
 /// with 512k (`scripts/bench-cpu.sh` tail rows; README).
 fn send_buffer(s: &std::net::TcpStream, bytes: usize) {
     if bytes == 0 {
