@@ -52,6 +52,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-6}; rounds=${2:-3}
+tail_rounds=${TAIL_ROUNDS:-$((rounds > 9 ? rounds : 9))}
 shift $(( $# < 2 ? $# : 2 ))
 all_groups="hits tls handshake h2 esi gzip miss pass tail h3"
 groups=${*:-${BENCH_GROUPS:-$all_groups}}
@@ -238,7 +239,7 @@ g_gzip() {
 g_miss() { rate=3000 expect=miss row "miss 1 KiB, new URLs" 3000/s "us CPU/req" @miss "cache-d varnishd" -r 3000 -c 20; }
 g_pass() { expect=miss row "pass 1 KiB" 3000/s "us CPU/req" "/pass$kib" "cache-d varnishd" -r 3000 -c 20; }
 g_tail() {
-    local size cap rate rounds=${TAIL_ROUNDS:-$((rounds > 9 ? rounds : 9))} pace=(--fine-pace)
+    local size cap rate rounds=$tail_rounds pace=(--fine-pace)
     for size in 1024 102400 1048576; do
         "$bin/cache-bench" run -q -n 20 -c 2 "$v_url/size/$size?max_age=3600" >/dev/null 2>&1
         cap=$("$bin/cache-bench" run -q --json -c 20 -d 3s "$v_url/size/$size?max_age=3600" | jq .rps)
@@ -275,7 +276,7 @@ g_h3() {
 
 # shellcheck disable=SC2086
 pidset() { tree ${ep_root[$1]} | tr '\n' ' '; }
-echo "CPU per request at fixed open-loop rates: $rounds alternating rounds of ${secs}s, medians (the tail rows: ${TAIL_ROUNDS:-$((rounds > 9 ? rounds : 9))} rounds, --fine-pace); ratio = cache-d / peer"
+echo "CPU per request at fixed open-loop rates: $rounds alternating rounds of ${secs}s, medians (the tail rows: $tail_rounds rounds, --fine-pace); ratio = cache-d / peer"
 echo "  cache-d ($cache_d): -s malloc,512m, the policy below, -p feature=+http2, https listener (rustls, TLS 1.2/1.3); pids $(pidset cache-d)"
 echo "  varnishd $(varnishd -V 2>&1 | sed -n 's/^varnishd (\(varnish-[0-9.]*\).*/\1/p'): $varnish_config, -p feature=+http2, a PROXY listener for hitch; pids $(pidset varnishd)"
 [ -z "$h_port" ] || echo "  hitch $(hitch --version 2>&1 | awk '{print $2; exit}'): 2 workers, PROXY v2 to varnishd, RSA-2048; counted with varnishd; pids $(pidset hitch+varnishd)"
