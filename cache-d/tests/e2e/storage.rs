@@ -236,6 +236,9 @@ fn a_file_store_serves_from_disk_and_starts_empty() {
     // No memory store: every hit reads its body from the file.
     let mut d = daemon(t.path(), &o, &[f.as_str()], None);
     get_all(d.port, 0..5);
+    // Each memory copy goes once its write is done; a hit that comes
+    // sooner is sent from memory, not read back (CI saw 4 reads of 5).
+    wait_for(10, "the writes", || (counter(&stat(&d.dir), "SMF.f.c_disk_writes") == Some(5)).then_some(()));
     get_all(d.port, 0..5);
     assert_eq!(o.requests(), 5);
     let s = stat(&d.dir);
