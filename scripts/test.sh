@@ -29,8 +29,13 @@ if [ -z "$quick" ] && ! have_aioquic; then
     echo "test.sh: installing aioquic (pip) for the HTTP/3 tests" >&2
     python3 -m pip install -q --root-user-action=ignore aioquic >&2 || true
 fi
+# Where the time goes: each part's end, in seconds from the start (CI's
+# limit is the whole run's).
+timed() { echo "test.sh: $1 done at $SECONDS s" >&2; }
 cargo build --workspace --locked --all-targets
+timed "the build"
 cargo test --workspace --locked
+timed "cargo test"
 # A short smoke of the fault-injection soak (issue 32): 20 s of load
 # whose every body is checked against the origin's, through a child kill,
 # a ban, a restart, a policy change, an origin outage, a parameter change
@@ -41,12 +46,15 @@ cargo test --workspace --locked
 # the server's log of each bad response.
 python3 scripts/soak.py --quick --bin target/debug -q ||
     { echo "test.sh: the soak smoke saw a bad body (above); running it once more" >&2; python3 scripts/soak.py --quick --bin target/debug -q; }
+timed "the soak smoke"
 # The differential conformance scenarios: each against varnishd (proving
 # the scenario right) and against cache-d.
 if command -v varnishtest >/dev/null; then
     bash scripts/conformance.sh both
+    timed "the conformance scenarios"
     # PCRE2 semantics: real policies' regexes on varnishd and cache-d (issue 34).
     python3 scripts/regex-corpus.py
+    timed "the regex corpus"
     # The corpus of Varnish's own tests names only scenarios that exist.
     bash scripts/corpus-table.sh --check >/dev/null
 else
@@ -60,6 +68,7 @@ if command -v varnishd >/dev/null; then
 else
     python3 scripts/policy-battery.py --retry --server cache-d --expect tests/policies/expected
 fi
+timed "the policy battery"
 # The public HTTP cache test suite (cache-tests.fyi, issue 36): its client
 # through varnishd (when installed) and cache-d, the summary as the site
 # counts it and every test cache-d does worse on than varnishd; one such
@@ -67,6 +76,7 @@ fi
 # --rfc: cache-d in RFC mode too, where one required failure fails the run.
 if command -v node >/dev/null && command -v npm >/dev/null; then
     python3 scripts/cache-tests.py --rfc
+    timed "the HTTP cache test suite"
 else
     echo "test.sh: node or npm not installed (apt-get install nodejs npm): the HTTP cache test suite skipped" >&2
 fi
@@ -76,6 +86,7 @@ fi
 unprivileged=
 if command -v mmdebstrap >/dev/null && [ "$(id -u)" = 0 ]; then
     python3 scripts/install-test.py
+    timed "the install test"
 elif [ "$(id -u)" != 0 ]; then
     unprivileged="the package's install test in a clean root (scripts/install-test.py): needs root"
 fi
