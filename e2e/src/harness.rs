@@ -390,6 +390,19 @@ pub fn stat(dir: &Path) -> String {
     stdout(&o)
 }
 
+/// Wait (10 s at most) until the log of the instance in `dir` holds at
+/// least `n` records with `tag`. A transaction's records are committed
+/// just after its last byte is written (a request's `ReqAcct`, a
+/// session's `SessClose` once its client has gone): a client that has
+/// its response can be ahead of them, and of the counters counted with
+/// them (`s_resp_*`).
+pub fn wait_logged(dir: &Path, tag: &str, n: usize) {
+    let d = dir.to_str().unwrap();
+    wait_for(10, &format!("{n} {tag} records in {d}"), || {
+        (stdout(&run("cache-log", &["-d", "-g", "raw", "-i", tag, "-n", d])).lines().count() >= n).then_some(())
+    });
+}
+
 /// A VCL file from tests/vcl with the origin's port filled in.
 pub fn vcl_file(dir: &Path, name: &str, origin_port: u16) -> PathBuf {
     let src = std::fs::read_to_string(workspace().join("cache-d/tests/vcl").join(name)).unwrap();

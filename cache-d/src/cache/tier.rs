@@ -395,10 +395,12 @@ impl CacheInner {
             return;
         }
         d.written.store(true, Ordering::Release);
-        stv.count(F::CDiskWrites, 1);
         if self.stvs.tier.is_none() || oc.charged.load(Ordering::Acquire) == 0 {
             self.release(oc);
         }
+        // Counted once the memory copy that goes has gone: a reader that
+        // sees the count finds the object on disk only.
+        stv.count(F::CDiskWrites, 1);
     }
 
     /// A disk object leaves its store: its place in the expiry heap, its

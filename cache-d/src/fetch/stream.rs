@@ -207,8 +207,10 @@ pub(super) async fn stream_body(sh: &Shared, mut f: Fetch, resp: Response, to: D
 const NO_STORAGE: &str = "Could not get storage";
 
 /// A body that failed, ended early, was bad gzip or was left by its
-/// readers: the body (and its Brotli copy) fail, the object goes, and
-/// the fetch logs why.
+/// readers: the object goes, the fetch logs why and is counted failed,
+/// then the body (and its Brotli copy) fail, which cuts the deliveries
+/// (so a client that sees the cut finds the counters and the log
+/// written).
 fn failed(
     sh: &Shared,
     mut f: Fetch,
@@ -217,10 +219,6 @@ fn failed(
     stopped: Option<&'static str>,
     coder: Option<&Coder>,
 ) {
-    if let Some(b) = br {
-        b.fail();
-    }
-    body.fail();
     sh.cache.kill(oc);
     match (bad, coder) {
         (Some(e), Some(c)) => refused(&mut f, c, &e),
@@ -237,6 +235,10 @@ fn failed(
         }
     }
     f.done(None, None);
+    if let Some(b) = br {
+        b.fail();
+    }
+    body.fail();
 }
 
 /// An ESI page whole: parsed (and compressed, kept gzip) before the body

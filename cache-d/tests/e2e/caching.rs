@@ -38,6 +38,7 @@ fn miss_then_hit_with_x_varnish_ids_and_age() {
     assert_eq!(counter(&once, "MAIN.n_object"), Some(1));
     assert_eq!(counter(&once, "MAIN.s_fetch"), Some(1));
     assert!(counter(&once, "SMA.s0.g_bytes").unwrap() >= 1000);
+    wait_logged(&d.dir, "ReqAcct", 2);
     let log = stdout(&run("cache-log", &["-d", "-g", "request", "-n", d.dir.to_str().unwrap()]));
     assert!(log.contains("-   Hit            "), "{log}");
     assert!(log.contains("-   VCL_call       HIT"));
@@ -82,6 +83,7 @@ fn uncacheable_responses_become_hit_for_miss() {
     assert_eq!(counter(&once, "MAIN.cache_miss"), Some(3));
     assert_eq!(counter(&once, "MAIN.cache_hitmiss"), Some(2));
     assert_eq!(counter(&once, "MAIN.beresp_uncacheable"), Some(3));
+    wait_logged(&d.dir, "ReqAcct", 3);
     let log = stdout(&run("cache-log", &["-d", "-n", d.dir.to_str().unwrap()]));
     assert_eq!(log.matches("-   HitMiss        ").count(), 2, "{log}");
     // Concurrent requests for a hit-for-miss object do not wait for each other.

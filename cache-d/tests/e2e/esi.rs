@@ -27,8 +27,12 @@ fn a_page_of_fragments_is_assembled_and_logged_as_varnish_does() {
     assert_eq!(c.get(url, "").body, page.body);
     assert_eq!(counter(&stat(&d.dir), "MAIN.esi_req"), Some(20));
     assert_eq!(counter(&stat(&d.dir), "MAIN.cache_hit"), Some(11), "the page and its ten fragments hit the second time");
-    // The log: each include its own transaction, linked to the page.
+    // The log: each include its own transaction, linked to the page
+    // (committed just after its last byte).
     let ds = d.dir.to_str().unwrap();
+    wait_for(10, "two pages and twenty includes logged", || {
+        (stdout(&run("cache-ncsa", &["-d", "-E", "-n", ds, "-F", "%U"])).lines().count() >= 22).then_some(())
+    });
     let f = tmp.path().join("dump.vsl");
     let fs = f.to_str().unwrap();
     run("cache-log", &["-d", "-w", fs, "-n", ds]);
@@ -60,12 +64,14 @@ fn hostile_pages_are_bounded_and_the_child_lives() {
     let tmp = tempfile::tempdir().unwrap();
     let vcl = vcl_src(tmp.path(), "esi.vcl", VCL, origin.port);
     let d = Daemon::start_args(&tmp.path().join("i"), &["-f", vcl.to_str().unwrap()]);
-    // 10,000 includes of one cached fragment: all there, in time.
+    // 10,000 includes of one cached fragment: all there, in time (a
+    // debug build, on two cores shared with other tests: 30 s was once
+    // not enough).
     let t = std::time::Instant::now();
     let r = Client::connect(d.port).get("/esi/10000?max_age=600&frag_size=1", "");
     assert_eq!(r.status, 200);
     assert_eq!(String::from_utf8_lossy(&r.body).matches("<div id=").count(), 10_000);
-    assert!(t.elapsed() < std::time::Duration::from_secs(30), "{:?}", t.elapsed());
+    assert!(t.elapsed() < std::time::Duration::from_secs(60), "{:?}", t.elapsed());
     // A page of 20 includes of itself, five deep, would be 3.2 million
     // includes: the tree stops at its bound, in time.
     let t = std::time::Instant::now();

@@ -114,6 +114,7 @@ fn hit_for_pass_objects_pass_for_their_ttl() {
     assert_eq!(counter(&once, "MAIN.cache_miss"), Some(1), "{once}");
     assert_eq!(counter(&once, "MAIN.cache_hitpass"), Some(2));
     assert_eq!(counter(&once, "MAIN.s_pass"), Some(2));
+    wait_logged(&s.path, "ReqAcct", 3);
     let log = stdout(&run("cache-log", &["-d", "-n", s.path.to_str().unwrap()]));
     assert_eq!(log.matches("-   HitPass        ").count(), 2, "{log}");
     assert!(log.contains("TTL            HFP 60 "), "{log}");

@@ -539,7 +539,9 @@ fn a_panic_in_a_request_fails_that_request_and_the_child_goes_on() {
     let r = other.get("/size/7?max_age=600", "");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-varnish").map(|v| v.split(' ').count()), Some(2), "still a hit: the cache survived");
-    let once = stat(&d.dir);
+    // The victim's connection closes as its task unwinds, a moment
+    // before the failure is counted and logged.
+    let once = wait_for(10, "sc_vcl_failure", || Some(stat(&d.dir)).filter(|s| counter(s, "MAIN.sc_vcl_failure").is_some_and(|n| n > 0)));
     assert_eq!(counter(&once, "MGT.child_start"), Some(1));
     assert_eq!(counter(&once, "MAIN.sc_vcl_failure"), Some(1));
     let log = stdout(&run("cache-log", &["-d", "-g", "raw", "-n", d.dir.to_str().unwrap()]));

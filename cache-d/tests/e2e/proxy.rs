@@ -80,7 +80,10 @@ fn malformed_requests_get_400_a_counter_and_a_log_record() {
     let once = stat(&d.dir);
     assert_eq!(counter(&once, "MAIN.client_req_400"), Some(6), "{once}");
     assert_eq!(counter(&once, "MAIN.client_req"), Some(0));
-    let log = stdout(&run("cache-log", &["-d", "-n", d.dir.to_str().unwrap()]));
+    // (A request's records are committed just after its last byte.)
+    let log = wait_for(10, "six 400s logged", || {
+        Some(stdout(&run("cache-log", &["-d", "-n", d.dir.to_str().unwrap()]))).filter(|l| l.matches("RespStatus     400").count() >= 6)
+    });
     // Printed as varnishlog prints it: quoted, bytes outside printable ASCII as %XX.
     assert!(log.contains("HttpGarbage    \"GARBAGE%01%02"), "{log}");
     assert_eq!(log.matches("RespStatus     400").count(), 6);

@@ -220,7 +220,8 @@ fn vcl_labels_state_and_busy_counts() {
     assert_eq!(adm(&["vcl.use", "prod"]).0, Some(0));
     let mut c = Client::connect(d.port);
     assert_eq!(c.get("/size/1", "").header("x-policy"), Some("tagged"));
-    assert!(log_dump(&d).contains("VCL_use        tagged via prod"));
+    // (Its records are committed just after its last byte.)
+    wait_for(10, "VCL_use tagged via prod", || log_dump(&d).contains("VCL_use        tagged via prod").then_some(()));
     let (rc, out) = adm(&["vcl.discard", "tagged"]);
     assert!(rc != Some(0) && out.contains("prod"), "a labelled program stays: {out}");
     // A slow request keeps its program busy while another is active.
@@ -280,7 +281,7 @@ sub vcl_deliver { set resp.http.X-Q = req.http.X-Q; }
     assert_eq!((r.status, r.header("x-q")), (200, Some("25")));
     let r = c.get("/size/3", "");
     assert_eq!(r.status, 503, "division by zero fails the request");
-    let log = log_dump(&d);
+    let log = wait_for(10, "the failed request's records", || Some(log_dump(&d)).filter(|l| l.contains("VCL_Error      division by zero")));
     assert!(log.contains("VCL_Error      division by zero"), "{log}");
     assert!(log.contains("VCL_return     fail"), "{log}");
     // vcl_pipe edits the backend request of a pipe.

@@ -24,6 +24,9 @@ fn hundred_requests_show_in_stat_ncsa_and_log() {
         }
     }
 
+    // A connection's records (and its requests' byte counts) are
+    // committed once its client has gone.
+    wait_logged(&dir, "SessClose", 4);
     let once = stat(&dir);
     assert_eq!(counter(&once, "MAIN.client_req"), Some(100), "{once}");
     assert_eq!(counter(&once, "MAIN.backend_req"), Some(100));
@@ -103,6 +106,7 @@ fn queries_select_what_cache_log_and_cache_ncsa_show() {
     for (url, status) in [("/size/1", 200), ("/size/2?status=404", 404), ("/api/x?status=503", 503), ("/size/3", 200)] {
         assert_eq!(c.get(url, "").status, status);
     }
+    wait_logged(&d.dir, "ReqAcct", 4);
     let urls =
         |text: &str| -> Vec<String> { text.lines().filter_map(|l| l.strip_prefix("-   ReqURL")).map(|u| u.trim().to_string()).collect() };
     let log = |q: &str| stdout(&run("cache-log", &["-d", "-g", "request", "-q", q, "-n", ds]));
