@@ -117,17 +117,7 @@ fn send_buffer(s: &std::net::TcpStream, bytes: usize) {
         return;
     }
     let n = bytes.min(i32::MAX as usize) as libc::c_int;
-    // SAFETY: setsockopt on a socket this function borrows, with a
-    // c_int value of the size given.
-    unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(s),
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUF,
-            (&n as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
+    crate::util::set_int_sockopt(std::os::fd::AsRawFd::as_raw_fd(s), libc::SOL_SOCKET, libc::SO_SNDBUF, n);
 }
 
 /// The address Varnish gives both ends of a Unix-socket connection.

@@ -1,6 +1,6 @@
 //! Small helpers: wall-clock seconds for log timestamps, a transaction's
-//! Timestamp records, HTTP dates, the host name used in Via, and a Host
-//! value's name without its port.
+//! Timestamp records, HTTP dates, the host name used in Via, a Host
+//! value's name without its port, and an int socket option.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -19,6 +19,15 @@ pub fn now() -> f64 {
 }
 
 pub use common::httpdate::format as http_date;
+
+/// setsockopt of an int-valued option (`level`, `opt`) on `fd`; whether
+/// the kernel took it.
+pub fn set_int_sockopt(fd: std::os::fd::RawFd, level: libc::c_int, opt: libc::c_int, value: libc::c_int) -> bool {
+    // SAFETY: the kernel reads one c_int, passed with its size.
+    unsafe {
+        libc::setsockopt(fd, level, opt, (&value as *const libc::c_int).cast(), std::mem::size_of::<libc::c_int>() as libc::socklen_t) == 0
+    }
+}
 
 /// This machine's host name, for Via.
 pub fn hostname() -> String {

@@ -288,6 +288,11 @@ impl Client {
         Client { s, buf: Vec::new() }
     }
 
+    /// This end's port (to find the connection in `ss`).
+    pub fn local_port(&self) -> u16 {
+        self.s.local_addr().unwrap().port()
+    }
+
     pub fn send_raw(&mut self, bytes: &[u8]) {
         self.s.write_all(bytes).unwrap();
     }

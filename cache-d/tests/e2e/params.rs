@@ -268,7 +268,6 @@ fn server_sndbuf(server_port: u16, client_port: u16) -> u64 {
 
 #[test]
 fn send_buffer_sizes_each_client_socket_accepted_after_a_change() {
-    use std::io::{Read, Write};
     if !have("ss") {
         return;
     }
@@ -276,13 +275,10 @@ fn send_buffer_sizes_each_client_socket_accepted_after_a_change() {
     let tmp = tempfile::tempdir().unwrap();
     let d = Daemon::start(&tmp.path().join("i"), &format!("127.0.0.1:{}", origin.port), &[]);
     let connect = || {
-        let mut c = std::net::TcpStream::connect(("127.0.0.1", d.port)).unwrap();
-        c.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        let mut c = Client::connect(d.port);
         // One exchange: the connection is accepted and served.
-        c.write_all(b"GET /size/10 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-        let mut buf = [0u8; 4096];
-        assert!(c.read(&mut buf).unwrap() > 0);
-        let port = c.local_addr().unwrap().port();
+        assert_eq!(c.get("/size/10", "").status, 200);
+        let port = c.local_port();
         (c, port)
     };
     // The default, 512k: Linux doubles what is asked.

@@ -321,10 +321,7 @@ fn set_ip_tos(t: &Task<'_>, tos: i32) {
     let Some(ends) = t.ends.as_ref() else { return };
     let (Some(fd), None) = (ends.fd, ends.path.as_ref()) else { return };
     let (level, opt) = if ends.local.is_ipv4() { (libc::IPPROTO_IP, libc::IP_TOS) } else { (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) };
-    // SAFETY: the option's value is an int, passed with its size.
-    unsafe {
-        libc::setsockopt(fd, level, opt, (&tos as *const i32).cast(), std::mem::size_of::<i32>() as libc::socklen_t);
-    }
+    crate::util::set_int_sockopt(fd, level, opt, tos);
 }
 
 #[cfg(test)]

@@ -62,17 +62,7 @@ pub(crate) fn congestion(fd: i32) -> Option<String> {
 /// as a C int).
 pub(crate) fn set_pace(fd: i32, kbytes: i64) -> bool {
     let rate = (kbytes as i32).wrapping_mul(1024);
-    // SAFETY: the kernel reads one int.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_MAX_PACING_RATE,
-            (&rate as *const i32).cast(),
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    rc == 0
+    crate::util::set_int_sockopt(fd, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, rate)
 }
 
 /// The socket's SO_MAX_PACING_RATE (bytes per second), as the vmod reads
